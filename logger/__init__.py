@@ -1,0 +1,1 @@
+"""The CommOps logger: times every communication operator of a training job (see issue: logger)."""

@@ -1,0 +1,1 @@
+"""The cluster emulator: hybrid-parallel jobs with injected faults and ground truth."""

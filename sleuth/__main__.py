@@ -1,0 +1,7 @@
+"""``python -m sleuth`` is the same as the ``sleuth`` command."""
+
+import sys
+
+from sleuth.cli import main
+
+sys.exit(main())

@@ -1,0 +1,31 @@
+"""One exception hierarchy for all of sleuth, rooted in ``SleuthError``.
+
+Each error subclasses the builtin a caller would naturally catch (``ValueError`` for bad input,
+``ConnectionError`` for services), so code that does not know sleuth still handles it sensibly.
+"""
+
+from __future__ import annotations
+
+
+class SleuthError(Exception):
+    """Root of every error sleuth raises on purpose."""
+
+
+class ConfigError(SleuthError, ValueError):
+    """A setting or argument is invalid; the message names the setting."""
+
+
+class TopologyError(SleuthError, ValueError):
+    """A topology file or generator spec is invalid; the message names the field, line or value."""
+
+
+class LayoutError(SleuthError, ValueError):
+    """Parallel layout sizes or rank order are inconsistent; the message names the value."""
+
+
+class RecordError(SleuthError, ValueError):
+    """A record batch is malformed (unequal columns, out-of-range values, unknown op kinds)."""
+
+
+class ServiceError(SleuthError, ConnectionError):
+    """An external service (Kafka, ClickHouse, gateway) cannot be reached or refused the work."""
