@@ -1,0 +1,1 @@
+"""The wire contract: ``commops.proto``, its generated code, and record codecs (``codec``)."""

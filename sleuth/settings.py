@@ -1,0 +1,83 @@
+"""Settings, declared once: name, type, default, environment variable and help.
+
+Only entry points (the CLI, the logger's startup hook, service mains) call ``Settings.from_env``;
+library code receives a ``Settings`` (or plain arguments) and never reads the environment itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sleuth.errors import ConfigError
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 65535:
+        raise ValueError(f"{value} is not a TCP port (1-65535)")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"{value} is not a positive integer")
+    return value
+
+
+def _setting(default: Any, env: str, help: str, parse: Callable[[str], Any] = str) -> Any:
+    """A dataclass field that also carries its environment variable, parser and help."""
+    return dataclasses.field(default=default, metadata={"env": env, "help": help, "parse": parse})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Every setting sleuth reads from the environment, with its default."""
+
+    state_dir: str = _setting(
+        ".sleuth", "SLEUTH_STATE_DIR", "folder for service state (Kafka jars and logs, ClickHouse data)"
+    )
+    kafka_host: str = _setting("127.0.0.1", "SLEUTH_KAFKA_HOST", "Kafka broker host")
+    kafka_port: int = _setting(19092, "SLEUTH_KAFKA_PORT", "Kafka broker port", _port)
+    clickhouse_host: str = _setting("127.0.0.1", "SLEUTH_CLICKHOUSE_HOST", "ClickHouse server host")
+    clickhouse_port: int = _setting(
+        19000, "SLEUTH_CLICKHOUSE_PORT", "ClickHouse native-protocol port", _port
+    )
+    clickhouse_database: str = _setting("sleuth", "SLEUTH_CLICKHOUSE_DB", "ClickHouse database")
+    records_topic: str = _setting("sleuth.records", "SLEUTH_RECORDS_TOPIC", "Kafka topic of CommOps records")
+    gpus_per_host: int = _setting(
+        8, "SLEUTH_GPUS_PER_HOST", "GPUs per host when a layout or topology does not say", _positive_int
+    )
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return f"{self.kafka_host}:{self.kafka_port}"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings with every variable that is set in ``environ`` (default ``os.environ``) applied.
+
+        A value that does not parse fails here, naming the variable, not later where it is used.
+        """
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for field in dataclasses.fields(cls):
+            env = field.metadata["env"]
+            if env not in environ:
+                continue
+            try:
+                values[field.name] = field.metadata["parse"](environ[env])
+            except ValueError as error:
+                raise ConfigError(f"{env}={environ[env]!r}: {error}") from None
+        return cls(**values)
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, str, Any, str]]:
+        """(environment variable, setting, default, help) for each setting, for docs and --help."""
+        return [
+            (f.metadata["env"], f.name, f.default, f.metadata["help"]) for f in dataclasses.fields(cls)
+        ]
