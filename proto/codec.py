@@ -11,7 +11,10 @@ from typing import TypeVar
 
 import numpy as np
 
+from google.protobuf import json_format
+
 from sleuth.errors import RecordError
+from sleuth.jobspec import JobSpec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import ColumnBatch, IterationBatch, RecordBatch
 
@@ -39,6 +42,23 @@ def iterations_to_proto(batch: IterationBatch) -> pb.IterationBatch:
 
 def iterations_from_proto(message: pb.IterationBatch) -> IterationBatch:
     return _read(message, IterationBatch)
+
+
+def jobspec_to_proto(spec: JobSpec) -> pb.JobSpec:
+    """The wire form of a job spec; the field names are those of ``job.json``."""
+    data = spec.to_dict()
+    if data["layout"] is None:
+        del data["layout"]  # absent on the wire, so that HasField("layout") says "unknown"
+    return json_format.ParseDict(data, pb.JobSpec())
+
+
+def jobspec_from_proto(message: pb.JobSpec, *, source: str = "RegisterJob") -> JobSpec:
+    """A validated job spec from the wire; ``ConfigError`` names ``source`` and the bad field."""
+    data = json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    data["layout"] = data["layout"] if message.HasField("layout") else None
+    return JobSpec.from_dict(data, source=source)
 
 
 def _fill(message: _Message, batch: ColumnBatch) -> None:

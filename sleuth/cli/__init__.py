@@ -7,6 +7,7 @@ Each command module exposes ``register(subparsers)``, which adds its parser and 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -39,6 +40,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SleuthError as error:
         print(f"sleuth {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `sleuth ... | head` closed our stdout early: not an error. Point stdout at devnull so
+        # the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m sleuth.cli`

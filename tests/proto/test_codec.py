@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from sleuth.errors import RecordError
+from sleuth.errors import ConfigError, RecordError
+from sleuth.jobspec import JobSpec
+from sleuth.layout import ParallelLayout
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import IterationBatch, OpKind, RecordBatch
@@ -69,3 +71,21 @@ def test_python_op_kinds_mirror_the_proto_enum():
     for number, name in python_values.items():
         assert proto_values[number] == ("OP_KIND_UNKNOWN" if number == 0 else name)
     assert np.dtype("u1").type(max(python_values)) == max(python_values)
+
+
+def test_job_spec_round_trips_with_and_without_layout():
+    spec = JobSpec.from_layout("job-7", ParallelLayout(16, 2, 2, 4))
+    message = pb.JobSpec.FromString(codec.jobspec_to_proto(spec).SerializeToString())
+    assert message.layout.dp == 4
+    assert codec.jobspec_from_proto(message) == spec
+    discovered = JobSpec.from_dict(spec.to_dict() | {"layout": None})
+    message = codec.jobspec_to_proto(discovered)
+    assert not message.HasField("layout")
+    assert codec.jobspec_from_proto(message) == discovered
+
+
+def test_bad_job_spec_on_the_wire_names_the_field():
+    message = codec.jobspec_to_proto(JobSpec.from_layout("job-7", ParallelLayout(4, 2, 1, 2)))
+    message.communicators[0].ranks.append(99)
+    with pytest.raises(ConfigError, match=r"RegisterJob: communicators\[0\]\.ranks\[2\]: rank 99 is outside the world of 4"):
+        codec.jobspec_from_proto(message)
