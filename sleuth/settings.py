@@ -47,6 +47,9 @@ class Settings:
     clickhouse_port: int = _setting(
         19000, "SLEUTH_CLICKHOUSE_PORT", "ClickHouse native-protocol port", _port
     )
+    clickhouse_http_port: int = _setting(
+        18123, "SLEUTH_CLICKHOUSE_HTTP_PORT", "ClickHouse HTTP port", _port
+    )
     clickhouse_database: str = _setting("sleuth", "SLEUTH_CLICKHOUSE_DB", "ClickHouse database")
     records_topic: str = _setting("sleuth.records", "SLEUTH_RECORDS_TOPIC", "Kafka topic of CommOps records")
     gpus_per_host: int = _setting(

@@ -1,0 +1,70 @@
+"""CommOps records in ClickHouse: the table layout and columnar insert and select.
+
+SQL stays within what ClickHouse 18.16 runs (design.md): timestamps are Int64 nanoseconds, no
+DateTime64, no TTL. The table is a ReplacingMergeTree on the record's natural key, so a replayed
+batch does not double count once merged (queries that must be exact before a merge use FINAL).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from sleuth.records import RecordBatch
+
+#: ClickHouse column types of the CommOps record, in ``RecordBatch.FIELDS`` order.
+RECORD_COLUMN_TYPES = {
+    "job": "String",
+    "rank": "UInt32",
+    "comm": "String",
+    "seq": "UInt64",
+    "op": "UInt8",
+    "peer": "Int32",
+    "nbytes": "UInt64",
+    "iteration": "Int64",
+    "t_issue_ns": "Int64",
+    "t_start_ns": "Int64",
+    "t_end_ns": "Int64",
+}
+
+
+def records_table_ddl(table: str) -> str:
+    """``CREATE TABLE IF NOT EXISTS`` for a records table named ``table`` (may be db-qualified)."""
+    columns = ",\n    ".join(f"{name} {kind}" for name, kind in RECORD_COLUMN_TYPES.items())
+    return (
+        f"CREATE TABLE IF NOT EXISTS {table} (\n    {columns},\n"
+        "    day Date MATERIALIZED toDate(intDiv(t_start_ns, 1000000000))\n"
+        ") ENGINE = ReplacingMergeTree()\n"
+        "PARTITION BY day\n"
+        "ORDER BY (job, rank, iteration, comm, seq)"
+    )
+
+
+def insert_records(client: Any, table: str, batch: RecordBatch) -> int:
+    """Insert ``batch`` into ``table`` in one columnar block; returns the number of rows."""
+    if not len(batch):
+        return 0
+    columns = [
+        batch.decoded(f.name).tolist() if f.is_string else batch[f.name].tolist() for f in batch.FIELDS
+    ]
+    names = ", ".join(RECORD_COLUMN_TYPES)
+    client.execute(f"INSERT INTO {table} ({names}) VALUES", columns, columnar=True)
+    return len(batch)
+
+
+def select_records(client: Any, table: str, *, where: str = "", params: dict | None = None) -> RecordBatch:
+    """The records of ``table`` (optionally filtered by a ``where`` clause), in key order."""
+    names = ", ".join(RECORD_COLUMN_TYPES)
+    query = f"SELECT {names} FROM {table} FINAL"
+    if where:
+        query += f" WHERE {where}"
+    query += " ORDER BY job, rank, iteration, comm, seq"
+    columns = client.execute(query, params or {}, columnar=True)
+    if not columns:
+        return RecordBatch.empty()
+    values = dict(zip(RECORD_COLUMN_TYPES, columns))
+    for field in RecordBatch.FIELDS:
+        if not field.is_string:
+            values[field.name] = np.asarray(values[field.name], dtype=field.dtype)
+    return RecordBatch.from_columns(**values)

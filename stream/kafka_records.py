@@ -1,0 +1,45 @@
+"""CommOps records as Kafka messages: one message per (job, rank) slice of a batch.
+
+The key is ``<job>/<rank>`` so that Kafka's default partitioner keeps each rank's records on one
+partition, in order (design.md: ``sleuth.records`` is keyed by job and rank). The value is a
+serialized ``commops.proto`` ``RecordBatch``, the same columnar form the gateway received.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sleuth.proto import codec
+from sleuth.proto import commops_pb2 as pb
+from sleuth.records import RecordBatch
+
+
+def message_key(job: str, rank: int) -> bytes:
+    return f"{job}/{rank}".encode()
+
+
+def to_messages(batch: RecordBatch, *, max_records: int = 10_000) -> list[tuple[bytes, bytes]]:
+    """(key, value) pairs for ``batch``: split by (job, rank), each slice at most ``max_records``.
+
+    Within a key the records keep their order in ``batch``.
+    """
+    if max_records < 1:
+        raise ValueError(f"max_records must be positive, got {max_records}")
+    if not len(batch):
+        return []
+    group = (batch["job"].astype(np.uint64) << np.uint64(32)) | batch["rank"].astype(np.uint64)
+    order = np.argsort(group, kind="stable")
+    boundaries = np.flatnonzero(np.diff(group[order])) + 1
+    messages = []
+    for indices in np.split(order, boundaries):
+        first = int(indices[0])
+        key = message_key(batch.strings[batch["job"][first]], int(batch["rank"][first]))
+        for start in range(0, len(indices), max_records):
+            part = batch.take(indices[start : start + max_records]).compact()
+            messages.append((key, codec.records_to_proto(part).SerializeToString()))
+    return messages
+
+
+def from_message(value: bytes) -> RecordBatch:
+    """The records of one message value."""
+    return codec.records_from_proto(pb.RecordBatch.FromString(value))

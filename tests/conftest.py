@@ -1,0 +1,53 @@
+"""Shared fixtures. ``services``: the real local Kafka broker and ClickHouse server.
+
+Tests that use ``services`` are marked ``@pytest.mark.services``; deselect them with
+``-m "not services"`` on a machine without Java or clickhouse-server (see deploy/install.sh).
+The fixture starts whatever is not running yet with ``deploy/services.sh up`` and, at the end of
+the session, stops only what it started, so services a developer started by hand stay up.
+Set ``SLEUTH_KEEP_SERVICES=1`` to leave them running after the session as well.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sleuth import services as local_services
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Services:
+    """Addresses of the running local services."""
+
+    kafka_bootstrap: str
+    clickhouse_host: str
+    clickhouse_port: int
+    clickhouse_http_port: int
+    repo_root: Path
+    state_dir: Path
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[Services]:
+    running_before = local_services.services_running(REPO_ROOT)
+    local_services.ensure_services(REPO_ROOT)
+    host, port = local_services.clickhouse_address()
+    try:
+        yield Services(
+            kafka_bootstrap=local_services.kafka_bootstrap(),
+            clickhouse_host=host,
+            clickhouse_port=port,
+            clickhouse_http_port=local_services.clickhouse_http_port(),
+            repo_root=REPO_ROOT,
+            state_dir=local_services.state_dir(REPO_ROOT),
+        )
+    finally:
+        started_here = [name for name, was_up in running_before.items() if not was_up]
+        if started_here and os.environ.get("SLEUTH_KEEP_SERVICES") != "1":
+            local_services.stop_services(REPO_ROOT, started_here)
