@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -31,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.errors import ConfigError, LayoutError
-from sleuth.layout import CommGroup, ParallelLayout, host_name
+from sleuth.validation import is_int
+from sleuth.layout import CommGroup, ParallelLayout
+from sleuth.topology.ids import host_name
 
 __all__ = ["JOB_SPEC_FILE", "Communicator", "JobSpec", "RankPlacement"]
 
@@ -53,11 +54,11 @@ class RankPlacement:
     gpu: int
 
     def __post_init__(self) -> None:
-        if not _is_int(self.rank) or self.rank < 0:
+        if not is_int(self.rank) or self.rank < 0:
             raise ConfigError(f"rank must be a non-negative integer, got {self.rank!r}")
         if not isinstance(self.host, str) or not self.host:
             raise ConfigError(f"rank {self.rank}: host must be a non-empty string, got {self.host!r}")
-        if not _is_int(self.gpu) or self.gpu < 0:
+        if not is_int(self.gpu) or self.gpu < 0:
             raise ConfigError(f"rank {self.rank}: gpu must be a non-negative integer, got {self.gpu!r}")
         object.__setattr__(self, "rank", int(self.rank))
         object.__setattr__(self, "gpu", int(self.gpu))
@@ -85,7 +86,7 @@ class JobSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.job, str) or not self.job:
             raise ConfigError(f"job: must be a non-empty string, got {self.job!r}")
-        if not _is_int(self.world) or self.world < 1:
+        if not is_int(self.world) or self.world < 1:
             raise ConfigError(f"world: must be a positive integer, got {self.world!r}")
         world = int(self.world)
         object.__setattr__(self, "world", world)
@@ -146,9 +147,8 @@ class JobSpec:
     @classmethod
     def from_layout(cls, job: str, layout: ParallelLayout) -> JobSpec:
         """The spec of a job laid out by ``layout``: its hosts, GPU indices and groups."""
-        n_hosts = layout.n_hosts
         placements = tuple(
-            RankPlacement(rank, host_name(rank // layout.gpus_per_host, n_hosts), rank % layout.gpus_per_host)
+            RankPlacement(rank, host_name(rank // layout.gpus_per_host), rank % layout.gpus_per_host)
             for rank in range(layout.world)
         )
         return cls(job, layout.world, layout, placements, tuple(layout.groups()))
@@ -183,7 +183,7 @@ class JobSpec:
         return self.placements[self._rank_index(rank)]
 
     def _rank_index(self, rank: int) -> int:
-        if not _is_int(rank) or not 0 <= rank < self.world:
+        if not is_int(rank) or not 0 <= rank < self.world:
             raise KeyError(f"job {self.job}: rank {rank!r} is outside the world of {self.world}")
         return int(rank)
 
@@ -299,7 +299,7 @@ class JobSpec:
                 raise ConfigError(f"{where}.ranks: has no ranks")
             seen: dict[int, int] = {}
             for index, rank in enumerate(ranks):
-                if not _is_int(rank):
+                if not is_int(rank):
                     raise ConfigError(f"{where}.ranks[{index}]: must be an integer, got {rank!r}")
                 if not 0 <= rank < world:
                     raise ConfigError(f"{where}.ranks[{index}]: rank {rank} is outside the world of {world}")
@@ -312,10 +312,6 @@ class JobSpec:
 
 
 # -- JSON field helpers ----------------------------------------------------------------------
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 _TYPE_NAMES = {str: "a string", int: "an integer"}
@@ -341,7 +337,7 @@ def _require(entry: Mapping[str, Any], key: str, where: str) -> Any:
 
 def _field(entry: Mapping[str, Any], key: str, expected: type, where: str) -> Any:
     value = _require(entry, key, where)
-    ok = _is_int(value) if expected is int else isinstance(value, expected)
+    ok = is_int(value) if expected is int else isinstance(value, expected)
     if not ok:
         shown = "" if value is None else f" {value!r}"
         raise ConfigError(f"{where}: must be {_TYPE_NAMES[expected]}, got {_json_type(value)}{shown}")

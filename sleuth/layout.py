@@ -39,13 +39,14 @@ consecutive ranks per host, the last host may be partial) at GPU index ``r % gpu
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import KW_ONLY, dataclass
 from functools import cached_property
 
 import numpy as np
 
 from sleuth.errors import LayoutError
+from sleuth.validation import first_duplicate, is_int
+from sleuth.topology.ids import host_name
 
 __all__ = [
     "DEFAULT_ORDER",
@@ -54,7 +55,6 @@ __all__ = [
     "CommGroup",
     "ParallelLayout",
     "RankCoordinates",
-    "host_name",
     "parse_order",
     "parse_size",
 ]
@@ -79,10 +79,6 @@ _VARYING: dict[str, tuple[str, ...]] = {
 }
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 @dataclass(frozen=True)
 class CommGroup:
     """One communicator (process group): its id, its kind and its member ranks.
@@ -104,17 +100,14 @@ class CommGroup:
         if not ranks:
             raise LayoutError(f"communicator {self.comm}: has no ranks")
         for position, rank in enumerate(ranks):
-            if not _is_int(rank) or rank < 0:
+            if not is_int(rank) or rank < 0:
                 raise LayoutError(
                     f"communicator {self.comm}: ranks[{position}] must be a non-negative integer, got {rank!r}"
                 )
         ranks = tuple(int(rank) for rank in ranks)
-        if len(set(ranks)) != len(ranks):
-            seen: set[int] = set()
-            for rank in ranks:
-                if rank in seen:
-                    raise LayoutError(f"communicator {self.comm}: rank {rank} is listed twice")
-                seen.add(rank)
+        twice = first_duplicate(ranks)
+        if twice is not None:
+            raise LayoutError(f"communicator {self.comm}: rank {twice} is listed twice")
         object.__setattr__(self, "ranks", ranks)
 
     @property
@@ -141,7 +134,7 @@ class RankCoordinates:
 
 def parse_size(text: str | int, *, name: str = "size") -> int:
     """A positive integer from command-line text; ``LayoutError`` naming ``name`` otherwise."""
-    if _is_int(text):
+    if is_int(text):
         value = int(text)  # type: ignore[arg-type]
     else:
         try:
@@ -183,12 +176,6 @@ def parse_order(order: str, sizes: dict[str, int] | None = None) -> tuple[str, .
     return tuple(names)
 
 
-def host_name(index: int, n_hosts: int) -> str:
-    """Host ``index`` of ``n_hosts``: ``"h0042"``, zero-padded to at least 4 digits."""
-    width = max(4, len(str(max(n_hosts, 1) - 1)))
-    return f"h{index:0{width}d}"
-
-
 @dataclass(frozen=True)
 class ParallelLayout:
     """The parallel layout of a job: dimension sizes, rank order and GPUs per host.
@@ -211,7 +198,7 @@ class ParallelLayout:
     def __post_init__(self) -> None:
         for name in ("world", *DIMENSIONS, "gpus_per_host"):
             value = getattr(self, name)
-            if not _is_int(value) or value < 1:
+            if not is_int(value) or value < 1:
                 raise LayoutError(f"{name} must be a positive integer, got {value!r}")
             object.__setattr__(self, name, int(value))
         sizes = self.sizes
@@ -251,7 +238,7 @@ class ParallelLayout:
     # -- single ranks ------------------------------------------------------------------------
 
     def _check_rank(self, rank: int) -> int:
-        if not _is_int(rank) or not 0 <= rank < self.world:
+        if not is_int(rank) or not 0 <= rank < self.world:
             raise LayoutError(f"rank {rank!r} is outside the world of {self.world}")
         return int(rank)
 
@@ -269,7 +256,7 @@ class ParallelLayout:
         rank = 0
         for name, value in coords.items():
             size = getattr(self, name)
-            if not _is_int(value) or not 0 <= value < size:
+            if not is_int(value) or not 0 <= value < size:
                 raise LayoutError(f"{name} coordinate {value!r} is outside 0..{size - 1}")
             rank += int(value) * self.strides[name]
         return rank
@@ -280,9 +267,9 @@ class ParallelLayout:
         return (rank // self.strides["pp"]) % self.pp
 
     def host_of(self, rank: int) -> str:
-        """The host the rank runs on: ``f"h{rank // gpus_per_host:04d}"`` (wider past 9999 hosts)."""
+        """The host the rank runs on: ``f"h{rank // gpus_per_host:04d}"`` (as topology generators name them)."""
         rank = self._check_rank(rank)
-        return host_name(rank // self.gpus_per_host, self.n_hosts)
+        return host_name(rank // self.gpus_per_host)
 
     def gpu_index_of(self, rank: int) -> int:
         """The rank's GPU index on its host."""

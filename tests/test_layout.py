@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from sleuth.cli import main
 from sleuth.errors import LayoutError
+from sleuth.topology.generators import spine_leaf
 from sleuth.layout import (
     DIMENSIONS,
     CommGroup,
@@ -120,12 +121,13 @@ def test_hosts_and_gpu_indices():
     assert layout.n_hosts == 2
 
 
-def test_host_names_widen_past_9999_hosts():
-    exactly = ParallelLayout(10000, 1, 1, 10000, gpus_per_host=1)
-    assert exactly.host_of(9999) == "h9999"
-    wider = ParallelLayout(10001, 1, 1, 10001, gpus_per_host=1)
-    assert wider.host_of(0) == "h00000"
-    assert wider.host_of(10000) == "h10000"
+def test_host_names_match_the_topology_generators_past_9999_hosts():
+    layout = ParallelLayout(10001, 1, 1, 10001, gpus_per_host=1)
+    assert layout.host_of(0) == "h0000"
+    assert layout.host_of(9999) == "h9999"
+    assert layout.host_of(10000) == "h10000"
+    fabric = spine_leaf(hosts=10001, gpus_per_host=1, hosts_per_leaf=100, spines=2)
+    assert fabric.hosts[10000] == layout.host_of(10000)
 
 
 # -- validation -------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ import argparse
 import json
 
 from sleuth.errors import LayoutError
-from sleuth.layout import DEFAULT_ORDER, DIMENSIONS, ParallelLayout, host_name, parse_size
+from sleuth.layout import DEFAULT_ORDER, DIMENSIONS, ParallelLayout, parse_size
+from sleuth.topology.ids import host_name
 
 # How many groups of each kind the human-readable output shows.
 _SHOWN = 3
@@ -71,12 +72,11 @@ def _run(args: argparse.Namespace) -> int:
 def layout_document(layout: ParallelLayout) -> dict:
     """The ``--json`` object: the layout's sizes, then ``groups`` and ``ranks``."""
     coordinates = layout.coordinate_array().tolist()
-    n_hosts = layout.n_hosts
     ranks = []
     for rank, coords in enumerate(coordinates):
         entry = {
             "rank": rank,
-            "host": host_name(rank // layout.gpus_per_host, n_hosts),
+            "host": host_name(rank // layout.gpus_per_host),
             "gpu": rank % layout.gpus_per_host,
         }
         entry.update(zip(DIMENSIONS, coords))
@@ -94,7 +94,7 @@ def describe(layout: ParallelLayout) -> str:
     hosts = layout.n_hosts
     placement = (
         f"{hosts} host{'s' if hosts != 1 else ''} of {layout.gpus_per_host} GPUs "
-        f"({host_name(0, hosts)} .. {host_name(hosts - 1, hosts)})"
+        f"({host_name(0)} .. {host_name(hosts - 1)})"
     )
     partial = layout.world % layout.gpus_per_host
     if partial and hosts > 1:

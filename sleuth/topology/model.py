@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from sleuth.errors import TopologyError
+from sleuth.validation import first_duplicate
 from sleuth.topology.ids import (
     DeviceKind,
     gpu_id,
@@ -105,12 +106,9 @@ def _names(value: Sequence[str], what: str) -> tuple[str, ...]:
     for name in names:
         if not is_valid_name(name):
             raise TopologyError(f"bad {what} name {name!r}: names match [A-Za-z0-9][A-Za-z0-9_.-]*")
-    if len(set(names)) != len(names):
-        seen: set[str] = set()
-        for name in names:
-            if name in seen:
-                raise TopologyError(f"duplicate {what} {name!r}")
-            seen.add(name)
+    twice = first_duplicate(names)
+    if twice is not None:
+        raise TopologyError(f"duplicate {what} {twice!r}")
     return names
 
 
