@@ -1,0 +1,42 @@
+"""Settings: declared once, read from the environment only when asked, documented in the README."""
+
+from pathlib import Path
+
+import pytest
+
+from sleuth.errors import ConfigError
+from sleuth.settings import Settings
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_defaults_without_environment():
+    settings = Settings.from_env({})
+    assert settings == Settings()
+    assert settings.kafka_bootstrap == "127.0.0.1:19092"
+
+
+def test_environment_overrides_and_parses():
+    settings = Settings.from_env({"SLEUTH_KAFKA_PORT": "29092", "SLEUTH_GPUS_PER_HOST": "4", "UNRELATED": "x"})
+    assert settings.kafka_port == 29092
+    assert settings.gpus_per_host == 4
+    assert settings.kafka_bootstrap == "127.0.0.1:29092"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "why"),
+    [
+        ("SLEUTH_KAFKA_PORT", "kafka", "invalid literal"),
+        ("SLEUTH_CLICKHOUSE_PORT", "70000", "not a TCP port"),
+        ("SLEUTH_GPUS_PER_HOST", "0", "not a positive integer"),
+    ],
+)
+def test_bad_values_fail_naming_the_variable(variable, value, why):
+    with pytest.raises(ConfigError, match=rf"{variable}='{value}': .*{why}"):
+        Settings.from_env({variable: value})
+
+
+def test_every_setting_is_in_the_readme():
+    text = README.read_text()
+    for env, _name, default, _help in Settings.describe():
+        assert f"| `{env}` | `{default}` |" in text, env
