@@ -443,5 +443,11 @@ class Emulation:
 
     @staticmethod
     def _spans(timeline: Timeline) -> np.ndarray:
-        """Job-level iteration time: from the first rank's start to the last rank's end."""
-        return timeline.it_end.max(axis=1) - timeline.it_start.min(axis=1)
+        """Job-level iteration time: from the previous iteration's last end to this one's (as a
+        trainer's step timer sees it); the first iteration from the first rank's start."""
+        ends = timeline.it_end.max(axis=1)
+        previous = np.concatenate(([timeline.it_start[0].min()], timeline.it_start[1:].min(axis=1)))
+        # With stride > 1 the job idles between recorded iterations: count from the restart.
+        if len(ends) > 1:
+            previous[1:] = np.maximum(ends[:-1], previous[1:])
+        return ends - previous
