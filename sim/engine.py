@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sleuth.errors import ConfigError
 from sleuth.records import OpKind
 
 from sleuth.sim.network import transfer_ns
@@ -56,8 +57,6 @@ class Timing:
     hiccup_ms: float = 20.0
 
     def __post_init__(self) -> None:
-        from sleuth.errors import ConfigError
-
         for name in ("launch_us", "compute_jitter", "comm_jitter", "hiccup_rate", "hiccup_ms"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:

@@ -24,7 +24,7 @@ from sleuth.topology import DeviceKind, Topology
 
 from sleuth.sim.engine import Effects, Timeline, Timing, run
 from sleuth.sim.faults import Fault, FaultKind
-from sleuth.sim.model import ModelSpec
+from sleuth.sim.model import ModelSpec, stage_costs
 from sleuth.sim.network import Network
 from sleuth.sim.plan import Plan
 
@@ -87,8 +87,6 @@ class Scenario:
                 raise ConfigError(f"faults must be Fault objects, got {type(fault).__name__}")
             fault.check(topology)
         # Fail before any work on a model that does not split over the layout.
-        from sleuth.sim.model import stage_costs
-
         stage_costs(self.model, stage=0, pp=layout.pp, tp=layout.tp, cp=layout.cp, ep=layout.ep)
 
     @property
@@ -167,8 +165,8 @@ class Emulation:
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         layout = scenario.layout
-        self._network = Network(scenario.topology, scenario.gpu_of_rank, scenario.faults)
-        self.plan = Plan(layout, scenario.model, scenario.microbatches, self._network)
+        self.network = Network(scenario.topology, scenario.gpu_of_rank, scenario.faults)
+        self.plan = Plan(layout, scenario.model, scenario.microbatches, self.network)
         self._ids = np.arange(scenario.iterations, dtype=np.int64) * scenario.stride
         strings = [scenario.job]
         self._code_of: dict[str, np.ndarray] = {}

@@ -24,6 +24,7 @@ spines both carry traffic) and 32 hosts at 1,024 GPUs and up.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -193,8 +194,6 @@ def suite(name: str, *, seed: int = 0, iterations: int | None = None, timing: Ti
         raise ConfigError(f"unknown suite {name!r} (known: {', '.join(SUITES)})") from None
     scenarios = build(seed)
     if iterations is not None or timing is not None:
-        from dataclasses import replace
-
         changes = {}
         if iterations is not None:
             changes["iterations"] = iterations

@@ -75,7 +75,7 @@ def _transfers(timeline, emulation, sender: int, receiver: int) -> np.ndarray:
 
 
 def _inter_host_paths_through(emulation, device: str) -> int:
-    network = emulation._network  # the emulator's own path model, as the faults see it
+    network = emulation.network  # the emulator's own path model, as the faults see it
     world = emulation.scenario.layout.world
     hosts = np.arange(world) // emulation.scenario.layout.gpus_per_host
     count = 0
