@@ -1,0 +1,451 @@
+"""A scenario (job, fabric, model, faults, seed) and its emulation: records, served lazily, and truth.
+
+:class:`Emulation` runs the timing engine once for all ranks (cheap: arrays per step) and
+materializes CommOps records only for the ranks and iterations asked for, so it is a
+:class:`sleuth.sources.RecordSource` a localizer can read 50 ranks of without paying for 8,192.
+Ground truth (:meth:`Emulation.truth`, :meth:`Emulation.abnormal`) compares against the
+fault-free counterfactual: the same scenario and seed with the faults off (drift, jitter and
+hiccups stay), run on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from sleuth.errors import ConfigError
+from sleuth.jobspec import JobSpec, RankPlacement
+from sleuth.layout import ParallelLayout
+from sleuth.records import IterationBatch, RecordBatch
+from sleuth.topology import DeviceKind, Topology
+
+from sleuth.sim.engine import Effects, Timeline, Timing, run
+from sleuth.sim.faults import Fault, FaultKind
+from sleuth.sim.model import ModelSpec, stage_costs
+from sleuth.sim.network import Network
+from sleuth.sim.plan import Plan
+
+__all__ = ["ABNORMAL_RATIO", "DELTA", "Emulation", "GroundTruth", "IterationTruth", "Scenario"]
+
+#: An operator instance is abnormal when it lasts more than this times its counterfactual.
+ABNORMAL_RATIO = 1.05
+#: δ of δ-irregularity, and the window (iterations) whose mean it compares against.
+DELTA = 1.1
+WINDOW = 10
+_SEQLEN_DOCS = 16  # documents packed into one micro-batch
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """One emulated job. Validated at construction; see the module docstrings for the model.
+
+    ``drift``: the base iteration time creeps up linearly by this fraction over the run (0.07
+    for a month); ``stride``: recorded iterations are every ``stride``-th step of the run (the
+    job idles in between), so 100 iterations can span a month.
+    """
+
+    topology: Topology
+    layout: ParallelLayout
+    model: ModelSpec = field(default_factory=ModelSpec)
+    microbatches: int = 8
+    iterations: int = 100
+    faults: tuple[Fault, ...] = ()
+    timing: Timing = field(default_factory=Timing)
+    drift: float = 0.0
+    stride: int = 1
+    seed: int = 0
+    job: str = "sim"
+    name: str = "scenario"
+
+    def __post_init__(self) -> None:
+        for name in ("microbatches", "iterations", "stride"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if not 0 <= self.drift < 1:
+            raise ConfigError(f"drift must be in [0, 1), got {self.drift!r}")
+        if not self.job:
+            raise ConfigError("job must be a non-empty string")
+        object.__setattr__(self, "faults", tuple(self.faults))
+        layout, topology = self.layout, self.topology
+        gph = layout.gpus_per_host
+        if topology.num_hosts < layout.n_hosts:
+            raise ConfigError(
+                f"the layout needs {layout.n_hosts} hosts of {gph} GPUs; the topology has {topology.num_hosts} hosts"
+            )
+        short = np.flatnonzero(topology.host_gpus[: layout.n_hosts] < gph)
+        if len(short):
+            host = topology.hosts[int(short[0])]
+            raise ConfigError(f"host {host} has {int(topology.host_gpus[short[0]])} GPUs; the layout puts {gph} on each")
+        for fault in self.faults:
+            if not isinstance(fault, Fault):
+                raise ConfigError(f"faults must be Fault objects, got {type(fault).__name__}")
+            fault.check(topology)
+        # Fail before any work on a model that does not split over the layout.
+        stage_costs(self.model, stage=0, pp=layout.pp, tp=layout.tp, cp=layout.cp, ep=layout.ep)
+
+    @property
+    def gpu_of_rank(self) -> np.ndarray:
+        """The topology's global GPU index of each rank (host ``r // gpus_per_host``, GPU ``r % ...``)."""
+        gph = self.layout.gpus_per_host
+        ranks = np.arange(self.layout.world, dtype=np.int64)
+        return self.topology.gpu_offsets[ranks // gph] + ranks % gph
+
+    def job_spec(self) -> JobSpec:
+        """The job spec, placements named after the topology's hosts."""
+        gph = self.layout.gpus_per_host
+        placements = tuple(
+            RankPlacement(rank, self.topology.hosts[rank // gph], rank % gph) for rank in range(self.layout.world)
+        )
+        return JobSpec(self.job, self.layout.world, self.layout, placements, tuple(self.layout.groups()))
+
+    def describe(self) -> dict:
+        """The scenario's parameters as JSON-ready values (written into truth.json)."""
+        model = {name: getattr(self.model, name) for name in self.model.__dataclass_fields__}
+        timing = {name: getattr(self.timing, name) for name in self.timing.__dataclass_fields__}
+        return {
+            "name": self.name,
+            "job": self.job,
+            "seed": self.seed,
+            "world": self.layout.world,
+            "layout": self.layout.to_dict(),
+            "topology": self.topology.generator or repr(self.topology),
+            "model": model,
+            "timing": timing,
+            "microbatches": self.microbatches,
+            "iterations": self.iterations,
+            "drift": self.drift,
+            "stride": self.stride,
+        }
+
+
+@dataclass(frozen=True)
+class IterationTruth:
+    """One iteration: its time (job span, ns), its fault-free counterfactual, and the labels."""
+
+    iteration: int
+    time_ns: int
+    counterfactual_ns: int
+    irregular: bool  # δ-irregular: longer than δ x the mean of the previous WINDOW iterations
+    faults_active: tuple[int, ...]  # indices of faults in force
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    faults: tuple[dict, ...]
+    iterations: tuple[IterationTruth, ...]
+
+    def to_dict(self) -> dict:
+        return {
+            "faults": list(self.faults),
+            "delta": DELTA,
+            "window": WINDOW,
+            "abnormal_ratio": ABNORMAL_RATIO,
+            "iterations": [
+                {
+                    "iteration": t.iteration,
+                    "time_ns": t.time_ns,
+                    "counterfactual_ns": t.counterfactual_ns,
+                    "irregular": t.irregular,
+                    "faults_active": list(t.faults_active),
+                }
+                for t in self.iterations
+            ],
+        }
+
+
+class Emulation:
+    """A scenario's emulated run: a :class:`~sleuth.sources.RecordSource` plus ground truth."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        layout = scenario.layout
+        self.network = Network(scenario.topology, scenario.gpu_of_rank, scenario.faults)
+        self.plan = Plan(layout, scenario.model, scenario.microbatches, self.network)
+        self._ids = np.arange(scenario.iterations, dtype=np.int64) * scenario.stride
+        strings = [scenario.job]
+        self._code_of: dict[str, np.ndarray] = {}
+        for kind in self.plan.kinds:
+            count = len(layout.group_array(kind))
+            self._code_of[kind] = len(strings) + self.plan.owner[kind]
+            strings.extend(f"{kind}.{g}" for g in range(count))
+        self._strings = strings
+        self._factors = [
+            f.factors(scenario.iterations, seed=scenario.seed * 1000 + k) for k, f in enumerate(scenario.faults)
+        ]
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def _effects(self, with_faults: bool) -> Effects:
+        sc, plan = self.scenario, self.plan
+        n = sc.iterations
+        drift = 1.0 + sc.drift * np.arange(n) / max(n - 1, 1)
+        compute: list[tuple[np.ndarray, np.ndarray]] = []
+        launch: list[tuple[np.ndarray, np.ndarray]] = []
+        network = np.ones((n, len(sc.faults)))
+        seqlen = None
+        for k, fault in enumerate(sc.faults if with_faults else ()):
+            factor = self._factors[k]
+            if fault.kind is FaultKind.GPU:
+                compute.append((self.ranks_on(fault.device), factor))
+            elif fault.kind is FaultKind.HOST:
+                launch.append((self.ranks_on(fault.device), factor))
+            elif fault.kind is FaultKind.LAST_STAGE:
+                compute.append((plan.stages[-1].ranks, factor))
+            elif fault.kind is FaultKind.SEQLEN:
+                seqlen = self._seqlen(k, fault, factor) if seqlen is None else seqlen * self._seqlen(k, fault, factor)
+            else:
+                network[:, k] = factor
+        return Effects(tuple(compute), tuple(launch), network, seqlen, drift)
+
+    def _seqlen(self, k: int, fault: Fault, factor: np.ndarray) -> np.ndarray:
+        """(iterations, micro-batches, replicas) factor on attention-score compute.
+
+        Documents packed into a micro-batch take Dirichlet(alpha) shares of its tokens; the
+        attention cost is ∝ Σ share², normalized so its mean over the run is 1. Outside the
+        fault's profile the factor is 1 (the balanced counterfactual).
+        """
+        sc = self.scenario
+        rng = np.random.default_rng(np.random.SeedSequence([sc.seed, 0x5E0, k]))
+        shape = (sc.iterations, sc.microbatches, self.plan.n_replicas)
+        shares = rng.dirichlet(np.full(_SEQLEN_DOCS, fault.alpha), size=shape)
+        cost = (shares**2).sum(axis=-1)
+        cost /= cost.mean()
+        on = ((factor - 1.0) / (fault.slow - 1.0))[:, None, None]
+        return 1.0 + (cost - 1.0) * on
+
+    @cached_property
+    def timeline(self) -> Timeline:
+        sc = self.scenario
+        return run(self.plan, self._effects(True), sc.timing, seed=sc.seed, iterations=sc.iterations, gap=sc.stride)
+
+    @cached_property
+    def counterfactual(self) -> Timeline:
+        """The same run with every fault off (drift, jitter and hiccups kept)."""
+        sc = self.scenario
+        if not sc.faults:
+            return self.timeline
+        return run(self.plan, self._effects(False), sc.timing, seed=sc.seed, iterations=sc.iterations, gap=sc.stride)
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    def ranks_on(self, device: str | None) -> np.ndarray:
+        """The ranks running on a gpu or host device (empty for other devices)."""
+        if device is None:
+            return np.empty(0, dtype=np.int64)
+        topology = self.scenario.topology
+        kind, index = topology.locate(device)
+        gpus = self.scenario.gpu_of_rank
+        if kind is DeviceKind.GPU:
+            return np.flatnonzero(gpus == index)
+        if kind in (DeviceKind.HOST, DeviceKind.NVSWITCH):
+            return np.flatnonzero(topology.gpu_host[gpus] == index)
+        return np.empty(0, dtype=np.int64)
+
+    def fault_factors(self, index: int) -> np.ndarray:
+        """Per-iteration slowdown in force of fault ``index``."""
+        return self._factors[index]
+
+    # -- RecordSource -------------------------------------------------------------------------
+
+    def job_spec(self) -> JobSpec:
+        return self._spec
+
+    @cached_property
+    def _spec(self) -> JobSpec:
+        return self.scenario.job_spec()
+
+    def iteration_ids(self) -> np.ndarray:
+        return self._ids.copy()
+
+    def _iteration_index(self, iterations: Iterable[int] | None) -> np.ndarray:
+        if iterations is None:
+            return np.arange(len(self._ids))
+        wanted = np.unique(np.fromiter(iterations, dtype=np.int64))
+        return np.flatnonzero(np.isin(self._ids, wanted))
+
+    def _rank_runs(self, ranks: Iterable[int] | None) -> list[tuple[int, np.ndarray]]:
+        """Requested ranks, ascending, cut into runs of consecutive ranks of one stage."""
+        world = self.scenario.layout.world
+        if ranks is None:
+            chosen = np.arange(world)
+        else:
+            chosen = np.unique(np.fromiter(ranks, dtype=np.int64))
+            if len(chosen) and (chosen[0] < 0 or chosen[-1] >= world):
+                bad = chosen[0] if chosen[0] < 0 else chosen[-1]
+                raise ConfigError(f"rank {int(bad)} is outside the world of {world}")
+        if not len(chosen):
+            return []
+        stage = self.plan.stage_of[chosen]
+        cuts = np.flatnonzero(np.diff(stage)) + 1
+        return [(int(self.plan.stage_of[part[0]]), part) for part in np.split(chosen, cuts)]
+
+    def ranks_records(self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None) -> RecordBatch:
+        """Records of ``ranks``, ordered by rank, then iteration, then the rank's program order."""
+        index = self._iteration_index(iterations)
+        parts = [self._emit(stage, chunk, index) for stage, chunk in self._rank_runs(ranks)]
+        if not parts:
+            return RecordBatch.empty()
+        columns = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+        return RecordBatch(columns, self._strings)
+
+    def records(self, *, iterations: Iterable[int] | None = None) -> RecordBatch:
+        """Every rank's records (mind the size at scale: ~65 bytes per record)."""
+        return self.ranks_records(range(self.scenario.layout.world), iterations=iterations)
+
+    def iter_records(self, *, chunk_ranks: int = 512, iterations: Iterable[int] | None = None):
+        """Every rank's records in batches of ``chunk_ranks`` ranks (bounded memory)."""
+        world = self.scenario.layout.world
+        index_list = None if iterations is None else list(iterations)
+        for first in range(0, world, chunk_ranks):
+            yield self.ranks_records(range(first, min(first + chunk_ranks, world)), iterations=index_list)
+
+    def iterations(
+        self, *, ranks: Iterable[int] | None = None, iterations: Iterable[int] | None = None
+    ) -> IterationBatch:
+        index = self._iteration_index(iterations)
+        chosen = np.arange(self.scenario.layout.world) if ranks is None else np.unique(np.fromiter(ranks, np.int64))
+        t = self.timeline
+        n_r, n_i = len(chosen), len(index)
+        columns = {
+            "job": np.zeros(n_r * n_i, np.uint32),
+            "rank": np.repeat(chosen, n_i).astype(np.uint32),
+            "iteration": np.tile(self._ids[index], n_r),
+            "t_start_ns": t.it_start[np.ix_(index, chosen)].T.reshape(-1),
+            "t_end_ns": t.it_end[np.ix_(index, chosen)].T.reshape(-1),
+        }
+        return IterationBatch(columns, [self.scenario.job])
+
+    # -- emission ---------------------------------------------------------------------------
+
+    def _times(self, timeline: Timeline, stage: int, positions: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Starts and ends as (ranks, iterations, slots) arrays."""
+        # Index so that only the asked-for ranks are copied, never the whole stage.
+        if positions[-1] - positions[0] + 1 == len(positions):
+            sel = slice(int(positions[0]), int(positions[-1]) + 1)
+            starts = timeline.starts[stage][:, :, sel][index]
+            ends = timeline.ends[stage][:, :, sel][index]
+        else:
+            grid = np.ix_(index, np.arange(timeline.starts[stage].shape[1]), positions)
+            starts, ends = timeline.starts[stage][grid], timeline.ends[stage][grid]
+        return starts.transpose(2, 0, 1), ends.transpose(2, 0, 1)
+
+    def _emit(self, stage: int, ranks: np.ndarray, index: np.ndarray) -> dict[str, np.ndarray]:
+        plan = self.plan
+        st = plan.stages[stage]
+        positions = plan.position[ranks]
+        n_r, n_i, n_s = len(ranks), len(index), len(st.slots)
+        shape = (n_r, n_i, n_s)
+        starts, ends = self._times(self.timeline, stage, positions, index)
+        meta = self._slot_meta(stage)
+        comm = np.empty((n_r, n_s), np.uint32)
+        peer = np.full((n_r, n_s), -1, np.int32)
+        for kind, slots in meta["by_kind"].items():
+            comm[:, slots] = self._code_of[kind][ranks][:, None]
+        for what, slots in meta["by_peer"].items():
+            peer[:, slots] = self._peer(what, ranks)[:, None]
+        count, position = plan.counts[stage]
+        seq = self._ids[index][:, None] * count[None, :] + position[None, :]
+        issue = starts - self.timeline.launch[np.ix_(index, ranks)].T[:, :, None]
+        return {
+            "job": np.zeros(n_r * n_i * n_s, np.uint32),
+            "rank": np.repeat(ranks.astype(np.uint32), n_i * n_s),
+            "comm": np.broadcast_to(comm[:, None, :], shape).reshape(-1),
+            "seq": np.broadcast_to(seq[None].astype(np.uint64), shape).reshape(-1),
+            "op": np.broadcast_to(meta["op"], shape).reshape(-1),
+            "peer": np.broadcast_to(peer[:, None, :], shape).reshape(-1),
+            "nbytes": np.broadcast_to(meta["nbytes"], shape).reshape(-1),
+            "iteration": np.broadcast_to(self._ids[index][None, :, None], shape).reshape(-1),
+            "t_issue_ns": issue.reshape(-1),
+            "t_start_ns": starts.reshape(-1),
+            "t_end_ns": ends.reshape(-1),
+        }
+
+    @cached_property
+    def _meta(self) -> list[dict]:
+        out = []
+        for st in self.plan.stages:
+            by_kind: dict[str, list[int]] = {}
+            by_peer: dict[str, list[int]] = {}
+            for j, slot in enumerate(st.slots):
+                by_kind.setdefault(slot.kind, []).append(j)
+                if slot.peer:
+                    by_peer.setdefault(slot.peer, []).append(j)
+            out.append(
+                {
+                    "by_kind": {k: np.array(v) for k, v in by_kind.items()},
+                    "by_peer": {k: np.array(v) for k, v in by_peer.items()},
+                    "op": np.array([int(slot.op) for slot in st.slots], np.uint8),
+                    "nbytes": np.array([slot.nbytes for slot in st.slots], np.uint64),
+                }
+            )
+        return out
+
+    def _slot_meta(self, stage: int) -> dict:
+        return self._meta[stage]
+
+    def _peer(self, what: str, ranks: np.ndarray) -> np.ndarray:
+        stride = self.scenario.layout.strides["pp"]
+        if what == "next":
+            return ranks + stride
+        if what == "prev":
+            return ranks - stride
+        nxt, prv = self.plan.ring_peers
+        return nxt[ranks] if what == "ring_next" else prv[ranks]
+
+    # -- ground truth -----------------------------------------------------------------------
+
+    def abnormal(self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(abnormal, counterfactual duration ns)`` aligned with ``ranks_records(ranks, iterations=...)``.
+
+        Abnormal: the operator lasts more than ``ABNORMAL_RATIO`` x its fault-free counterfactual.
+        """
+        index = self._iteration_index(iterations)
+        flags, bases = [], []
+        for stage, chunk in self._rank_runs(ranks):
+            positions = self.plan.position[chunk]
+            s, e = self._times(self.timeline, stage, positions, index)
+            cs, ce = self._times(self.counterfactual, stage, positions, index)
+            base = (ce - cs).reshape(-1)
+            flags.append((e - s).reshape(-1) > ABNORMAL_RATIO * base)
+            bases.append(base)
+        if not flags:
+            return np.empty(0, bool), np.empty(0, np.int64)
+        return np.concatenate(flags), np.concatenate(bases)
+
+    def truth(self) -> GroundTruth:
+        sc = self.scenario
+        faults = []
+        for k, fault in enumerate(sc.faults):
+            entry = fault.to_dict()
+            entry["index"] = k
+            entry["ranks"] = self.ranks_on(fault.device).tolist() if fault.kind in (FaultKind.GPU, FaultKind.HOST) else []
+            if fault.kind is FaultKind.LAST_STAGE:
+                entry["ranks"] = self.plan.stages[-1].ranks.tolist()
+            entry["active_iterations"] = self._ids[self._factors[k] > 1.0].tolist()
+            faults.append(entry)
+        time = self._spans(self.timeline)
+        base = self._spans(self.counterfactual)
+        rows = []
+        for i in range(sc.iterations):
+            window = time[max(0, i - WINDOW) : i]
+            irregular = bool(len(window)) and bool(time[i] > DELTA * window.mean())
+            active = tuple(k for k in range(len(sc.faults)) if self._factors[k][i] > 1.0)
+            rows.append(IterationTruth(int(self._ids[i]), int(time[i]), int(base[i]), irregular, active))
+        return GroundTruth(tuple(faults), tuple(rows))
+
+    @staticmethod
+    def _spans(timeline: Timeline) -> np.ndarray:
+        """Job-level iteration time: from the previous iteration's last end to this one's (as a
+        trainer's step timer sees it); the first iteration from the first rank's start."""
+        ends = timeline.it_end.max(axis=1)
+        previous = np.concatenate(([timeline.it_start[0].min()], timeline.it_start[1:].min(axis=1)))
+        # With stride > 1 the job idles between recorded iterations: count from the restart.
+        if len(ends) > 1:
+            previous[1:] = np.maximum(ends[:-1], previous[1:])
+        return ends - previous

@@ -1,0 +1,203 @@
+"""Named, seeded sets of scenarios that the detection and localization benchmarks read.
+
+Each suite is a function of a seed: the same seed gives the same scenarios (faulty devices are
+drawn from it), another seed gives a held-out set of the same design.
+
+=============  ===========================================================================
+suite          scenarios
+=============  ===========================================================================
+scale          a slow GPU at 1,024, 2,048, 4,096, 8,192 and 16,384 GPUs (tp8, 30 iterations)
+dims           3D (tp pp dp), 4D (+cp), 5D (+ep), 6D (+sequence parallel) at 64 GPUs
+types          spike, fluctuation and persistent profiles, of a GPU and of a NIC
+network        a degraded nic, link, leaf and spine
+concurrent     two faults at once (gpu+gpu, gpu+nic, link+host)
+nonhw          last-stage imbalance, sequence-length imbalance
+clean          fault-free runs (false-alarm measurement), three seeds
+drift          a month of a job (iterations sampled every 20,000 steps) creeping up 7%,
+               without and with a late persistent fault
+=============  ===========================================================================
+
+Fabrics are rail-optimized fat trees with pods of 4 hosts at small scale (so that leaves and
+spines both carry traffic) and 32 hosts at 1,024 GPUs and up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+
+from sleuth.errors import ConfigError
+from sleuth.layout import ParallelLayout
+from sleuth.topology import DeviceKind, Topology, generate, link_id
+
+from sleuth.sim.engine import Timing
+from sleuth.sim.faults import Fault, FaultKind, Profile
+from sleuth.sim.model import ModelSpec
+from sleuth.sim.scenario import Scenario
+
+__all__ = ["SUITES", "suite"]
+
+
+def _fabric(world: int) -> Topology:
+    hosts = world // 8
+    pod = 4 if hosts <= 64 else 32
+    spines = 4 if hosts <= 64 else 16
+    return generate(f"fattree:hosts={hosts},gpus=8,pod={min(pod, hosts)},spines={spines}")
+
+
+class _Picker:
+    """Draws faulty devices from the suite's seed."""
+
+    def __init__(self, topology: Topology, world: int, seed: int, salt: int) -> None:
+        self.topology = topology
+        self.world = world
+        self.rng = np.random.default_rng(np.random.SeedSequence([seed, salt]))
+
+    def gpu(self) -> str:
+        return self.topology.devices(DeviceKind.GPU)[int(self.rng.integers(self.world))]
+
+    def host(self) -> str:
+        return self.topology.devices(DeviceKind.HOST)[int(self.rng.integers(self.world // 8))]
+
+    def nic(self) -> str:
+        return self.topology.nic_of(self.gpu())  # type: ignore[return-value]
+
+    def link(self) -> str:
+        nic = self.nic()
+        return link_id(self.topology.leaves_of(nic)[0], nic)
+
+    def leaf(self) -> str:
+        return self.topology.leaves_of(self.nic())[0]
+
+    def spine(self) -> str:
+        spines = self.topology.devices(DeviceKind.SPINE)
+        return spines[int(self.rng.integers(len(spines)))]
+
+
+def _scenario(name: str, layout: ParallelLayout, seed: int, faults: tuple[Fault, ...] = (), **options) -> Scenario:
+    options.setdefault("topology", _fabric(layout.world))
+    return Scenario(layout=layout, faults=faults, seed=seed, name=name, job=f"sim-{name}", **options)
+
+
+def _base() -> ParallelLayout:
+    return ParallelLayout(128, 4, 2, 16)
+
+
+def _scale(seed: int) -> list[Scenario]:
+    out = []
+    for world, pp in ((1024, 4), (2048, 4), (4096, 8), (8192, 8), (16384, 16)):
+        layout = ParallelLayout(world, 8, pp, world // (8 * pp))
+        topology = _fabric(world)
+        pick = _Picker(topology, world, seed, world)
+        fault = Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.3, start=10)
+        out.append(_scenario(f"scale-{world}", layout, seed, (fault,), topology=topology, iterations=30))
+    return out
+
+
+def _dims(seed: int) -> list[Scenario]:
+    shapes = (
+        ("3d", ParallelLayout(64, 4, 2, 8), ModelSpec()),
+        ("4d", ParallelLayout(64, 4, 2, 4, cp=2), ModelSpec()),
+        ("5d", ParallelLayout(64, 2, 2, 4, cp=2, ep=2), ModelSpec()),
+        ("6d", ParallelLayout(64, 2, 2, 4, cp=2, ep=2), ModelSpec(sequence_parallel=True, zero=True)),
+    )
+    out = []
+    for k, (name, layout, model) in enumerate(shapes):
+        topology = _fabric(64)
+        pick = _Picker(topology, 64, seed, 100 + k)
+        fault = Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.5, start=20)
+        out.append(_scenario(f"dims-{name}", layout, seed, (fault,), topology=topology, model=model))
+    return out
+
+
+def _types(seed: int) -> list[Scenario]:
+    out = []
+    topology = _fabric(128)
+    for k, profile in enumerate(Profile):
+        for kind in (FaultKind.GPU, FaultKind.NIC):
+            pick = _Picker(topology, 128, seed, 200 + 10 * k + (kind is FaultKind.NIC))
+            device = pick.gpu() if kind is FaultKind.GPU else pick.nic()
+            slow = 1.6 if kind is FaultKind.GPU else 4.0
+            fault = Fault(kind=kind, device=device, slow=slow, profile=profile, start=20, rate=0.08)
+            out.append(_scenario(f"types-{profile.value}-{kind.value}", _base(), seed, (fault,), topology=topology))
+    return out
+
+
+def _network(seed: int) -> list[Scenario]:
+    out = []
+    topology = _fabric(128)
+    for k, kind in enumerate((FaultKind.NIC, FaultKind.LINK, FaultKind.LEAF, FaultKind.SPINE)):
+        pick = _Picker(topology, 128, seed, 300 + k)
+        device = getattr(pick, kind.value)()
+        fault = Fault(kind=kind, device=device, slow=4.0, start=20)
+        out.append(_scenario(f"network-{kind.value}", _base(), seed, (fault,), topology=topology))
+    return out
+
+
+def _concurrent(seed: int) -> list[Scenario]:
+    topology = _fabric(128)
+    pick = _Picker(topology, 128, seed, 400)
+    pairs = (
+        ("gpu-gpu", Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.5, start=20),
+         Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.4, start=40)),
+        ("gpu-nic", Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.5, start=20),
+         Fault(kind=FaultKind.NIC, device=pick.nic(), slow=4.0, start=30)),
+        ("link-host", Fault(kind=FaultKind.LINK, device=pick.link(), slow=6.0, profile=Profile.FLUCTUATION, start=20),
+         Fault(kind=FaultKind.HOST, device=pick.host(), slow=20.0, start=30)),
+    )
+    return [_scenario(f"concurrent-{name}", _base(), seed, (a, b), topology=topology) for name, a, b in pairs]
+
+
+def _nonhw(seed: int) -> list[Scenario]:
+    topology = _fabric(128)
+    return [
+        _scenario("nonhw-last-stage", _base(), seed, (Fault(kind=FaultKind.LAST_STAGE, device=None, slow=1.3, start=20),), topology=topology),
+        _scenario("nonhw-seqlen", _base(), seed, (Fault(kind=FaultKind.SEQLEN, device=None, slow=2.0, alpha=0.2, start=20),), topology=topology),
+    ]
+
+
+def _clean(seed: int) -> list[Scenario]:
+    topology = _fabric(128)
+    return [_scenario(f"clean-{k}", _base(), seed * 10 + k, topology=topology) for k in range(3)]
+
+
+def _drift(seed: int) -> list[Scenario]:
+    topology = _fabric(128)
+    pick = _Picker(topology, 128, seed, 800)
+    late = Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.3, start=80)
+    options = dict(topology=topology, drift=0.07, stride=20000)
+    return [
+        _scenario("drift-clean", _base(), seed, **options),
+        _scenario("drift-fault", _base(), seed, (late,), **options),
+    ]
+
+
+SUITES: dict[str, Callable[[int], list[Scenario]]] = {
+    "scale": _scale,
+    "dims": _dims,
+    "types": _types,
+    "network": _network,
+    "concurrent": _concurrent,
+    "nonhw": _nonhw,
+    "clean": _clean,
+    "drift": _drift,
+}
+
+
+def suite(name: str, *, seed: int = 0, iterations: int | None = None, timing: Timing | None = None) -> list[Scenario]:
+    """The scenarios of suite ``name`` for ``seed``; ``iterations`` overrides every scenario's count."""
+    try:
+        build = SUITES[name]
+    except KeyError:
+        raise ConfigError(f"unknown suite {name!r} (known: {', '.join(SUITES)})") from None
+    scenarios = build(seed)
+    if iterations is not None or timing is not None:
+        changes = {}
+        if iterations is not None:
+            changes["iterations"] = iterations
+        if timing is not None:
+            changes["timing"] = timing
+        scenarios = [replace(sc, **changes) for sc in scenarios]
+    return scenarios

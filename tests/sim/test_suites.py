@@ -1,0 +1,34 @@
+"""Named suites are seeded: the same seed gives the same scenarios, another a held-out set."""
+
+from __future__ import annotations
+
+import pytest
+
+from sleuth.sim import SUITES, FaultKind, suite
+
+
+def _devices(name: str, seed: int) -> list:
+    return [tuple(f.device for f in sc.faults) for sc in suite(name, seed=seed)]
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_every_suite_builds(name: str) -> None:
+    scenarios = suite(name, seed=0, iterations=2)
+    assert scenarios and all(sc.iterations == 2 for sc in scenarios)
+    assert len({sc.name for sc in scenarios}) == len(scenarios)
+
+
+def test_seeds_pick_the_devices() -> None:
+    assert _devices("network", 0) == _devices("network", 0)
+    assert _devices("network", 0) != _devices("network", 1)
+
+
+def test_suites_cover_what_they_promise() -> None:
+    assert [sc.layout.world for sc in suite("scale")] == [1024, 2048, 4096, 8192, 16384]
+    assert [sc.faults[0].kind for sc in suite("network")] == [FaultKind.NIC, FaultKind.LINK, FaultKind.LEAF, FaultKind.SPINE]
+    assert all(len(sc.faults) == 2 for sc in suite("concurrent"))
+    assert all(not sc.faults for sc in suite("clean"))
+    assert all(sc.drift == 0.07 for sc in suite("drift"))
+    dims = suite("dims")
+    assert [(sc.layout.cp, sc.layout.ep, sc.model.sequence_parallel) for sc in dims] == [
+        (1, 1, False), (2, 1, False), (2, 2, False), (2, 2, True)]
