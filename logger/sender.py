@@ -151,22 +151,23 @@ class GrpcSink:
                 self.held_bytes += sum(len(d) for d, _ in items)
             if not self._queue:
                 return None
-            data, count = self._queue.popleft()
-            if self._gap and count:
-                data = self._with_gap(data)
-            return data, count
+            return self._queue.popleft()
 
-    def _with_gap(self, data: bytes) -> bytes:
-        message = pb.StreamMessage.FromString(data)
-        message.records.dropped += self._gap
-        self._gap = 0
-        out = message.SerializeToString()
-        self.held_bytes += len(out) - len(data)
-        return out
+    def _take_gap(self, item: Item) -> tuple[bytes, int]:
+        """The bytes to send for ``item``: with the pending gap count added to its ``dropped``
+        when it carries records. Returns them and the count taken (given back on failure)."""
+        with self._cond:
+            gap, self._gap = (self._gap, 0) if item[1] else (0, self._gap)
+        if not gap:
+            return item[0], 0
+        message = pb.StreamMessage.FromString(item[0])
+        message.records.dropped += gap
+        return message.SerializeToString(), gap
 
-    def _requeue(self, window: list[Item]) -> None:
+    def _requeue(self, window: list[Item], gap: int = 0) -> None:
         with self._cond:
             self._queue.extendleft(reversed(window))
+            self._gap += gap
 
     # -- sender thread -----------------------------------------------------------------------
 
@@ -187,15 +188,12 @@ class GrpcSink:
         backoff = self.backoff_s[0]
         while not self._done():
             try:
-                grpc.channel_ready_future(self._channel).result(timeout=self.connect_timeout_s)
                 self._register_spec()
                 self._one_stream()
                 if self._failing is not None:
                     log.warning("sleuth logger: the collector at %s answers again", self.target)
                     self._failing = None
                 backoff = self.backoff_s[0]
-            except grpc.FutureTimeoutError as error:
-                self._log_once(f"connecting to the collector at {self.target}", error)
             except grpc.RpcError as error:
                 self._log_once(f"streaming to the collector at {self.target}", error)
             except Exception as error:  # never let the thread die
@@ -211,11 +209,12 @@ class GrpcSink:
         with self._cond:
             spec = self._spec
         if spec is not None and spec != self._spec_sent:
-            self._register(jobspec_to_proto(spec), timeout=10)
+            self._register(jobspec_to_proto(spec), timeout=self.connect_timeout_s + 10)
             self._spec_sent = spec
 
     def _one_stream(self) -> None:
         window: list[Item] = []
+        gaps = [0]
         lock = threading.Lock()
         closed = False
         started = time.monotonic()
@@ -234,15 +233,17 @@ class GrpcSink:
                         self._requeue([item])
                         return
                     window.append(item)
+                    data, gap = self._take_gap(item)
+                    gaps[0] += gap
                 size += len(item[0])
-                yield item[0]
+                yield data
 
         try:
             summary = self._stream(requests(), timeout=self.stream_s + 30)
         except BaseException:
             with lock:
                 closed = True
-                self._requeue(window)
+                self._requeue(window, gaps[0])
             raise
         with lock:
             closed = True

@@ -49,6 +49,7 @@ class JobOptions:
     slow_iters: tuple[int, int] = (0, 0)
     slow_kind: str = "compute"  # or "send"
     base_delay_s: float = 0.002  # the time a slowdown factor multiplies (compute is tiny on CPU)
+    progress: bool = False  # rank 0 prints "iteration K done" after each step
 
     @property
     def world(self) -> int:
@@ -186,6 +187,8 @@ def run_rank(rank: int, world: int, options: JobOptions) -> dict:
         dist.reduce(loss, dst=dp_ranks[0], group=dp_group)
         optimizer.step()
         step_times.append(time.perf_counter() - t0)
+        if options.progress and rank == 0:
+            print(f"iteration {iteration} done in {step_times[-1] * 1000:.1f} ms", flush=True)
     dist.barrier()
     return {"rank": rank, "step_times": step_times, "loss": float(loss)}
 
@@ -226,12 +229,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
     parser.add_argument("--slow-factor", type=float, default=1.0)
     parser.add_argument("--slow-iters", default="0:0", help="A:B, iterations A..B-1")
     parser.add_argument("--slow-kind", choices=("compute", "send"), default="compute")
+    parser.add_argument("--progress", action="store_true", help='rank 0 prints "iteration K done" per step')
     parser.add_argument("--out", help="folder for per-rank results (step times) and the ground truth")
     args = parser.parse_args(argv)
     a, _, b = args.slow_iters.partition(":")
     options = JobOptions(
         iters=args.iters, tp=args.tp, pp=args.pp, dp=args.dp, seed=args.seed, slow_rank=args.slow_rank,
         slow_factor=args.slow_factor, slow_iters=(int(a), int(b or a)), slow_kind=args.slow_kind,
+        progress=args.progress,
     )
     if options.pp != 2 and options.pp != 1:
         parser.error("--pp must be 1 or 2")
