@@ -145,10 +145,13 @@ class GrpcSink:
         with self._cond:
             if not self._queue and not self.spill:
                 self._cond.wait(wait)
-            if self.spill:
+            if self.spill and not self._queue:
+                # Replay from disk only once memory is empty, so that replaying a long outage
+                # never lifts memory past the bound (a segment is a quarter of it).
                 items = self.spill.pop_segment()
-                self._queue.extendleft(reversed(items))
+                self._queue.extend(items)
                 self.held_bytes += sum(len(d) for d, _ in items)
+                self.peak_bytes = max(self.peak_bytes, self.held_bytes)
             if not self._queue:
                 return None
             return self._queue.popleft()

@@ -23,7 +23,7 @@ pytest.importorskip("torch")  # the `test` extra installs it
 
 ITERS = 10
 WORLD = 8
-SETUP_OPS = {0: 3}  # broadcast of w1, w2 within dp and the first barrier: before any step
+SETUP_OPS = 3  # broadcasts of w1 and w2 within dp and the first barrier: before any step
 
 
 def run_job(env_extra: dict, out, *, on_line=None) -> float:
@@ -113,7 +113,7 @@ def test_iteration_numbers_follow_the_optimizer_steps(logged):
         counts = Counter(records.take(records["rank"] == rank)["iteration"].tolist())
         per_iteration = {counts[i] for i in range(1, ITERS)}
         assert len(per_iteration) == 1, (rank, counts)  # every training iteration alike
-        assert counts[0] == per_iteration.pop() + SETUP_OPS[0]
+        assert counts[0] == per_iteration.pop() + SETUP_OPS
         assert counts[ITERS] == 1  # the closing barrier, after the last step
         assert set(counts) == set(range(ITERS + 1))
 
@@ -135,7 +135,11 @@ def test_with_the_gateway_down_for_the_first_half_training_finishes_and_nothing_
             started["server"], started["servicer"], _ = collector.start(port)
             started["at_ns"] = time.time_ns()
 
-    env = {"SLEUTH_COLLECTOR": f"127.0.0.1:{port}", "SLEUTH_LOG_DIR": str(tmp_path / "records"), "SLEUTH_JOB": "demo-2"}
+    # This run uses the pure-Python recorder, the folder run above the C one.
+    env = {
+        "SLEUTH_COLLECTOR": f"127.0.0.1:{port}", "SLEUTH_LOG_DIR": str(tmp_path / "records"),
+        "SLEUTH_JOB": "demo-2", "SLEUTH_LOGGER_IMPL": "python",
+    }
     try:
         run_job(env, tmp_path, on_line=on_line)
         servicer = started["servicer"]
