@@ -1,1 +1,168 @@
-"""The CommOps logger: times every communication operator of a training job (see issue: logger)."""
+"""The CommOps logger: times every communication operator of a training job.
+
+Switched on by the environment, with no change to the training script: ``SLEUTH_COLLECTOR``
+(``host:port``: stream to the gateway) and/or ``SLEUTH_LOG_DIR`` (Parquet per rank plus
+``job.json``). torch runs ``sleuth.logger.autostart`` when it is imported; it does nothing when
+both variables are unset. ``install()`` switches it on explicitly, ``step()`` marks the end of a
+training iteration (else the optimizer's ``step`` does, else the operator period is used).
+
+This module never imports torch at import time: the ``logger`` extra does not depend on it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sleuth.errors import ConfigError
+from sleuth.settings import Settings
+
+__all__ = ["Logger", "install", "installed", "step", "uninstall"]
+
+log = logging.getLogger("sleuth.logger")
+
+
+class Logger:
+    """An installed logger: its session, drainer and hooks (see ``install``)."""
+
+    def __init__(self, session: Any, pump: Any, hooks: Any) -> None:
+        self.session = session
+        self.pump = pump
+        self.hooks = hooks
+
+    def flush(self) -> None:
+        """Drain the ring now (the drainer does this every ``SLEUTH_FLUSH_S`` seconds)."""
+        self.pump.flush()
+
+    def finish(self, timeout: float = 30.0) -> None:
+        """Flush everything, write or send the job spec, close the sinks."""
+        self.pump.finish(timeout)
+
+
+_active: Logger | None = None
+_lock = threading.Lock()
+
+
+def installed() -> Logger | None:
+    """The installed logger, or None."""
+    return _active
+
+
+def install(settings: Settings | None = None, *, environ: Mapping[str, str] | None = None) -> Logger:
+    """Hook torch.distributed and start the drainer; returns the (single) installed logger.
+
+    ``settings`` default to ``Settings.from_env()``; ``environ`` (default ``os.environ``) gives
+    the launcher's identity variables (TORCHELASTIC_RUN_ID, SLURM_JOB_ID, LOCAL_RANK).
+    ConfigError when neither a collector nor a log folder is set.
+    """
+    global _active
+    environ = os.environ if environ is None else environ
+    settings = Settings.from_env(environ) if settings is None else settings
+    if not settings.logger_enabled:
+        raise ConfigError("the logger needs SLEUTH_COLLECTOR (host:port) or SLEUTH_LOG_DIR (a folder)")
+    with _lock:
+        if _active is not None:
+            return _active
+        _active = _build(settings, environ)
+        return _active
+
+
+def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
+    # torch is imported here, not at module import: the training job brings its own.
+    from torch.distributed import distributed_c10d as c10d
+
+    from sleuth.logger import core
+    from sleuth.logger.hooks import Hooks, group_ranks, identity_from_torch
+    from sleuth.logger.identity import host_name, job_id, local_gpu
+    from sleuth.logger.pump import Pump
+    from sleuth.logger.session import Session
+    from sleuth.logger.sinks import ParquetSink
+
+    job = job_id(environ, settings.job)
+    session = Session(
+        ring=settings.logger_ring,
+        resolve_identity=identity_from_torch(job, host_name(), local_gpu(environ)),
+        group_ranks=group_ranks,
+    )
+
+    def sinks(identity: Any) -> Any:
+        chosen = []
+        if settings.log_dir:
+            chosen.append(ParquetSink(settings.log_dir, identity.rank))
+        if settings.collector:
+            from sleuth.logger.sender import GrpcSink
+
+            spill_root = Path(settings.logger_spill_dir or Path(tempfile.gettempdir()) / "sleuth-spill")
+            chosen.append(
+                GrpcSink(
+                    settings.collector,
+                    spill_dir=spill_root / identity.job / f"rank-{identity.rank:05d}",
+                    buffer_bytes=settings.logger_buffer_bytes,
+                    spill_bytes=settings.logger_spill_bytes,
+                )
+            )
+        return chosen[0] if len(chosen) == 1 else _Tee(chosen)
+
+    pump = Pump(session, sinks, flush_s=settings.logger_flush_s, store=c10d._get_default_store)
+    hooks = Hooks(session, on_destroy=pump.finish)
+    try:
+        hooks.install()
+    except BaseException:
+        hooks.remove()
+        raise
+    try:
+        import torch
+
+        hooks.cuda = torch.cuda.is_available() and core.impl.cuda_available()
+    except Exception as error:  # no usable CUDA: the host clock it is
+        log.info("sleuth logger: CUDA-event timing is off: %r", error)
+    atexit.register(pump.finish)
+    pump.start()
+    log.info("sleuth logger: on (job %s, recorder %s)", job, core.impl.IMPLEMENTATION)
+    return Logger(session, pump, hooks)
+
+
+class _Tee:
+    """Both sinks at once (a collector and a log folder)."""
+
+    def __init__(self, sinks: list[Any]) -> None:
+        self.sinks = sinks
+
+    def records(self, batch: Any, *, dropped: int) -> None:
+        for sink in self.sinks:
+            sink.records(batch, dropped=dropped)
+
+    def iterations(self, batch: Any) -> None:
+        for sink in self.sinks:
+            sink.iterations(batch)
+
+    def spec(self, spec: Any) -> None:
+        for sink in self.sinks:
+            sink.spec(spec)
+
+    def close(self, timeout: float) -> None:
+        for sink in self.sinks:
+            sink.close(timeout)
+
+
+def step() -> None:
+    """Mark the end of a training iteration. Once called, the optimizer hook no longer counts."""
+    if _active is not None:
+        _active.session.step(explicit=True)
+
+
+def uninstall(timeout: float = 30.0) -> None:
+    """Flush, close and remove the hooks (mostly for tests: a job simply exits)."""
+    global _active
+    with _lock:
+        if _active is None:
+            return
+        _active.finish(timeout)
+        _active.hooks.remove()
+        _active = None

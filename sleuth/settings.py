@@ -29,6 +29,23 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _collector(text: str) -> str:
+    if not text:
+        return text
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ValueError("expected host:port")
+    _port(port)
+    return text
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError(f"{value} is not a positive number of seconds")
+    return value
+
+
 def _setting(default: Any, env: str, help: str, parse: Callable[[str], Any] = str) -> Any:
     """A dataclass field that also carries its environment variable, parser and help."""
     return dataclasses.field(default=default, metadata={"env": env, "help": help, "parse": parse})
@@ -55,6 +72,39 @@ class Settings:
     gpus_per_host: int = _setting(
         8, "SLEUTH_GPUS_PER_HOST", "GPUs per host when a layout or topology does not say", _positive_int
     )
+
+    # -- the CommOps logger (read by its startup hook, sleuth.logger.autostart) ----------------
+    collector: str = _setting(
+        "", "SLEUTH_COLLECTOR", "host:port of the gateway a training job streams records to; "
+        "with SLEUTH_LOG_DIR unset too, the logger stays off", _collector
+    )
+    log_dir: str = _setting(
+        "", "SLEUTH_LOG_DIR", "folder a training job writes Parquet records (per rank) and job.json into"
+    )
+    job: str = _setting(
+        "", "SLEUTH_JOB", "job id of the records (default: TORCHELASTIC_RUN_ID, else SLURM_JOB_ID)"
+    )
+    logger_buffer_bytes: int = _setting(
+        64 << 20, "SLEUTH_BUFFER_BYTES", "most memory the logger's sender holds (bytes)", _positive_int
+    )
+    logger_spill_dir: str = _setting(
+        "", "SLEUTH_SPILL_DIR", "folder for records held while the collector is away "
+        "(default: <temp dir>/sleuth-spill)"
+    )
+    logger_spill_bytes: int = _setting(
+        1 << 30, "SLEUTH_SPILL_BYTES", "most disk the spill file takes (bytes); past it the oldest "
+        "records are dropped and counted", _positive_int
+    )
+    logger_ring: int = _setting(
+        1 << 16, "SLEUTH_RING", "records the logger's ring holds between two drains", _positive_int
+    )
+    logger_flush_s: float = _setting(
+        0.5, "SLEUTH_FLUSH_S", "seconds between two drains of the ring", _seconds
+    )
+
+    @property
+    def logger_enabled(self) -> bool:
+        return bool(self.collector or self.log_dir)
 
     @property
     def kafka_bootstrap(self) -> str:

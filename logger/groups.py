@@ -1,0 +1,82 @@
+"""Communicator ids that every member derives alike, and the job spec assembled from all ranks.
+
+A communicator's id is a hash of its member list in group-rank order (``c2-1a2b3c4d``), so every
+member names it the same without talking to the others. Two groups with the same members (a job
+may create a gloo and an NCCL group over one set of ranks) are told apart by torch's group name,
+which ``new_group`` assigns identically on every rank.
+
+The job spec needs every rank's host and every rank's groups. Each rank publishes its own
+placement and the groups it has seen in the torch.distributed store; rank 0 merges them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from sleuth.jobspec import Communicator, JobSpec, RankPlacement
+
+#: Store keys: one per rank, and a counter bumped whenever any rank publishes.
+KEY_PREFIX = "sleuth/logger"
+
+
+def comm_id(ranks: Sequence[int], *, qualifier: str = "") -> str:
+    """The id of the communicator over ``ranks`` (group-rank order), the same on every member."""
+    digest = hashlib.blake2b(",".join(map(str, ranks)).encode(), digest_size=4).hexdigest()
+    base = f"c{len(ranks)}-{digest}"
+    return f"{base}~{qualifier}" if qualifier else base
+
+
+@dataclass
+class GroupInfo:
+    """What the hooks keep per process group: its code in the recorder and its counters."""
+
+    code: int
+    comm: str
+    kind: str
+    ranks: tuple[int, ...]
+    next_seq: int = 0
+    # P2P operators count per (direction, peer): send k from a to b matches recv k on b from a.
+    p2p_seq: dict[tuple[int, int], int] = field(default_factory=dict)
+
+
+def rank_key(job: str, rank: int) -> str:
+    return f"{KEY_PREFIX}/{job}/rank/{rank}"
+
+
+def version_key(job: str) -> str:
+    return f"{KEY_PREFIX}/{job}/version"
+
+
+def rank_entry(host: str, gpu: int | None, groups: Iterable[GroupInfo]) -> bytes:
+    """What one rank publishes: its placement and the communicators it has seen."""
+    return json.dumps(
+        {"host": host, "gpu": gpu, "groups": [[g.comm, g.kind, list(g.ranks)] for g in groups]}
+    ).encode()
+
+
+def merge_spec(job: str, world: int, entries: Sequence[bytes]) -> JobSpec:
+    """The job spec from every rank's entry (``entries[r]`` is rank r's).
+
+    A rank without a known GPU index gets its position among the ranks on its host.
+    """
+    decoded = [json.loads(entry) for entry in entries]
+    taken: dict[str, set[int]] = {}
+    for item in decoded:
+        if item["gpu"] is not None:
+            taken.setdefault(item["host"], set()).add(item["gpu"])
+    placements = []
+    for rank, item in enumerate(decoded):
+        gpu = item["gpu"]
+        if gpu is None:
+            used = taken.setdefault(item["host"], set())
+            gpu = next(i for i in range(world + len(used) + 1) if i not in used)
+            used.add(gpu)
+        placements.append(RankPlacement(rank, item["host"], gpu))
+    communicators: dict[str, Communicator] = {}
+    for item in decoded:
+        for comm, kind, ranks in item["groups"]:
+            communicators.setdefault(comm, Communicator(comm, kind, tuple(ranks)))
+    return JobSpec(job, world, None, tuple(placements), tuple(communicators.values()))

@@ -1,0 +1,195 @@
+"""The drainer: a background thread that moves records from the recorder to a sink.
+
+Every ``flush_s`` seconds it drains the ring, turns the records into a ``RecordBatch``, fills in
+iteration numbers from the operator period when the job marks no steps, hands the batch and
+the finished iterations to the sink, publishes this rank's groups in the torch.distributed
+store and, on rank 0, merges every rank's entry into the job spec.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from sleuth.logger.groups import merge_spec, rank_entry, rank_key, version_key
+from sleuth.logger.period import find_period, signatures
+from sleuth.logger.session import Session, to_iteration_batch, to_record_batch
+from sleuth.logger.sinks import Sink
+
+log = logging.getLogger("sleuth.logger")
+
+
+class Pump:
+    """Drains ``session`` into ``sink`` on a daemon thread; ``finish()`` flushes and stops it."""
+
+    def __init__(
+        self,
+        session: Session,
+        sink_factory: Callable[[Any], Sink],
+        *,
+        flush_s: float = 0.5,
+        store: Callable[[], Any] | None = None,
+        period_window: int = 4096,
+        final_wait_s: float = 30.0,
+    ) -> None:
+        self.session = session
+        self._sink_factory = sink_factory
+        self.sink: Sink | None = None
+        self.flush_s = flush_s
+        self._store = store
+        self._period_window = period_window
+        self._final_wait_s = final_wait_s
+        self._held: list[np.ndarray] = []
+        self._period: int | None = None
+        self._no_period = False
+        self._index = 0  # operators seen so far on this rank, for period-derived iterations
+        self._dropped_reported = 0
+        self._published = -1
+        self._merged = -1
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._finished = False
+        self._errors: set[str] = set()
+        self._thread = threading.Thread(target=self._run, name="sleuth-logger-pump", daemon=True)
+
+    def start(self) -> Pump:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.flush_s):
+            self.flush()
+
+    def _once(self, what: str, error: BaseException) -> None:
+        if what not in self._errors:
+            self._errors.add(what)
+            log.warning("sleuth logger: %s failed: %r", what, error)
+
+    # -- one round ---------------------------------------------------------------------------
+
+    def flush(self, *, final: bool = False) -> None:
+        with self._lock:
+            try:
+                self._flush(final)
+            except Exception as error:  # never let the thread die: the next round retries
+                self._once("draining", error)
+
+    def _flush(self, final: bool) -> None:
+        session = self.session
+        records, dropped_total = session.drain()
+        identity = session.identity
+        if identity is None:
+            return  # no operator yet: nothing to send and no rank to send it as
+        if self.sink is None:
+            self.sink = self._sink_factory(identity)
+        ready = self._with_iterations(records, final)
+        dropped = dropped_total - self._dropped_reported
+        if len(ready) or dropped:
+            self.sink.records(to_record_batch(ready, identity, session.comm_names()), dropped=dropped)
+            self._dropped_reported = dropped_total
+        steps = session.drain_iterations()
+        if steps:
+            self.sink.iterations(to_iteration_batch(steps, identity))
+        self._share_groups(final)
+
+    def _with_iterations(self, records: np.ndarray, final: bool) -> np.ndarray:
+        """Records ready to go. While the job has marked no step, records are held (at most
+        ``period_window``); then, if still no step, their iterations come from the operator
+        period (-1 when there is none)."""
+        if self.session.advanced or self._no_period:
+            return self._release(records)
+        if self._period is None:
+            self._held.append(records)
+            held = np.concatenate(self._held) if len(self._held) > 1 else self._held[0]
+            self._held = [held]
+            if len(held) < self._period_window and not final:
+                return held[:0]
+            self._held = []
+            self._period = find_period(signatures(held)) if len(held) else None
+            if self._period is None:
+                self._no_period = True
+                return self._release(held)
+            records = held
+        out = records.copy()
+        out["iteration"] = (self._index + np.arange(len(out))) // self._period
+        self._index += len(out)
+        return out
+
+    def _release(self, records: np.ndarray) -> np.ndarray:
+        if self._held:
+            records = np.concatenate([*self._held, records])
+            self._held = []
+        if self._no_period and not self.session.advanced:
+            records = records.copy()
+            records["iteration"] = -1
+        return records
+
+    # -- job spec ----------------------------------------------------------------------------
+
+    def _entry(self) -> bytes:
+        identity = self.session.identity
+        return rank_entry(identity.host, identity.gpu, list(self.session.groups))
+
+    def _share_groups(self, final: bool) -> None:
+        identity = self.session.identity
+        store = None
+        if self._store is not None and identity.world > 1:
+            try:
+                store = self._store()
+            except Exception as error:
+                self._once("finding the torch.distributed store", error)
+        if store is None:
+            if self.session.groups_version == self._published:
+                return
+            self._published = self.session.groups_version
+            if identity.world == 1:
+                self.sink.spec(merge_spec(identity.job, 1, [self._entry()]))
+            else:
+                self._once("writing the job spec", RuntimeError("no torch.distributed store to gather the ranks through"))
+            return
+        try:
+            if self.session.groups_version != self._published:
+                store.set(rank_key(identity.job, identity.rank), self._entry())
+                store.add(version_key(identity.job), 1)
+                self._published = self.session.groups_version
+            if final:
+                store.set(rank_key(identity.job, identity.rank) + "/final", b"1")
+            if identity.rank == 0:
+                self._merge(store, final)
+        except Exception as error:
+            self._once("sharing the job spec through the torch.distributed store", error)
+
+    def _merge(self, store: Any, final: bool) -> None:
+        identity = self.session.identity
+        keys = [rank_key(identity.job, r) for r in range(identity.world)]
+        if final:
+            from datetime import timedelta
+
+            store.wait([k + "/final" for k in keys], timedelta(seconds=self._final_wait_s))
+        version = store.add(version_key(identity.job), 0)
+        if version == self._merged or not store.check(keys):
+            return
+        entries = [store.get(k) for k in keys]
+        self.sink.spec(merge_spec(identity.job, identity.world, entries))
+        self._merged = version
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def finish(self, timeout: float = 30.0) -> None:
+        """Stop the thread, flush everything and close the sink (at most ``timeout`` seconds)."""
+        if self._finished:
+            return
+        self._finished = True
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        self.flush(final=True)
+        if self.sink is not None:
+            try:
+                self.sink.close(timeout)
+            except Exception as error:
+                self._once("closing the sink", error)

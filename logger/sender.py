@@ -1,0 +1,269 @@
+"""The gRPC sink: batches go to the collector on a long-lived client stream from a thread.
+
+The drainer hands batches over (``records``, ``iterations``, ``spec``); they are serialized at
+once and queued, so the memory held is exactly the bytes queued, kept under ``buffer_bytes``:
+past it the oldest messages move to a bounded spill file (``sleuth.logger.spill``), and past the
+spill's bound the oldest are dropped and counted. The count travels in the ``dropped`` field of
+the next record batch sent (the gap record), so loss is visible downstream.
+
+A stream carries messages until ``stream_s`` has passed, then closes and the collector's summary
+confirms it; only then are its messages forgotten. When a stream fails they are sent again on
+the next one (at-least-once: a collector that fails after receiving a batch and before
+answering sees it twice). Reconnection backs off exponentially. Every failure is logged once
+with its cause; nothing here raises into the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from sleuth.jobspec import JobSpec
+from sleuth.logger.spill import Item, Spill
+from sleuth.proto import commops_pb2 as pb
+from sleuth.proto.codec import iterations_to_proto, jobspec_to_proto, records_to_proto
+from sleuth.records import IterationBatch, RecordBatch
+
+log = logging.getLogger("sleuth.logger")
+
+_STREAM = "/sleuth.v1.Collector/Stream"
+_REGISTER = "/sleuth.v1.Collector/RegisterJob"
+# Reconnect fast once the collector is back (grpc's default backoff grows to two minutes).
+_CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+    ("grpc.keepalive_time_ms", 30000),
+]
+
+
+class GrpcSink:
+    """Streams to ``target`` (``host:port``) from its own daemon thread."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        spill_dir: str | Path,
+        buffer_bytes: int = 64 << 20,
+        spill_bytes: int = 1 << 30,
+        stream_s: float = 5.0,
+        backoff_s: tuple[float, float] = (0.1, 5.0),
+        connect_timeout_s: float = 2.0,
+    ) -> None:
+        self.target = target
+        self.buffer_bytes = buffer_bytes
+        self.stream_s = stream_s
+        self.backoff_s = backoff_s
+        self.connect_timeout_s = connect_timeout_s
+        self.spill = Spill(spill_dir, max_bytes=spill_bytes, segment_bytes=max(1, buffer_bytes // 4))
+        self._queue: deque[Item] = deque()
+        self._window_limit = max(1, buffer_bytes // 4)
+        self.held_bytes = 0  # bytes of queued and in-flight messages in memory
+        self.peak_bytes = 0
+        self._gap = 0  # records dropped that no sent batch has reported yet
+        self._spec: JobSpec | None = None
+        self._spec_sent: JobSpec | None = None
+        self.sent_messages = 0
+        self.accepted = 0
+        self.dropped = 0
+        self._cond = threading.Condition()
+        self._closing = False
+        self._deadline = float("inf")
+        self._failing: str | None = None
+        self._channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+        self._stream = self._channel.stream_unary(
+            _STREAM, request_serializer=lambda data: data, response_deserializer=pb.StreamSummary.FromString
+        )
+        self._register = self._channel.unary_unary(
+            _REGISTER, request_serializer=pb.JobSpec.SerializeToString,
+            response_deserializer=pb.RegisterJobReply.FromString,
+        )
+        self._thread = threading.Thread(target=self._run, name="sleuth-logger-sender", daemon=True)
+        self._thread.start()
+
+    # -- the Sink contract (drainer thread) --------------------------------------------------
+
+    def records(self, batch: RecordBatch, *, dropped: int) -> None:
+        message = pb.StreamMessage(records=records_to_proto(batch, dropped=dropped))
+        self._put((message.SerializeToString(), len(batch)))
+
+    def iterations(self, batch: IterationBatch) -> None:
+        self._put((pb.StreamMessage(iterations=iterations_to_proto(batch)).SerializeToString(), 0))
+
+    def spec(self, spec: JobSpec) -> None:
+        with self._cond:
+            self._spec = spec
+            self._cond.notify_all()
+
+    def close(self, timeout: float) -> None:
+        """Send what is held for at most ``timeout`` seconds; what is left goes to the spill
+        file, which the next logger for this job and rank replays."""
+        with self._cond:
+            self._closing = True
+            self._deadline = time.monotonic() + timeout
+            self._cond.notify_all()
+        self._thread.join(timeout + 1)
+        with self._cond:
+            while self._queue:
+                self._to_spill(self._queue.popleft())
+            if self._gap:
+                log.warning("sleuth logger: %d records were dropped after the last batch sent", self._gap)
+        self._channel.close()
+
+    # -- queue -------------------------------------------------------------------------------
+
+    def _put(self, item: Item) -> None:
+        with self._cond:
+            self._queue.append(item)
+            self.held_bytes += len(item[0])
+            while self.held_bytes > self.buffer_bytes and self._queue:
+                self._to_spill(self._queue.popleft())
+            self.peak_bytes = max(self.peak_bytes, self.held_bytes)
+            self._cond.notify_all()
+
+    def _to_spill(self, item: Item) -> None:
+        self.held_bytes -= len(item[0])
+        try:
+            self.spill.append(item)
+        except OSError as error:
+            self._log_once(f"spilling to {self.spill.folder}", error)
+            self._gap += item[1]
+            self.dropped += item[1]
+        lost = self.spill.take_dropped()
+        self._gap += lost
+        self.dropped += lost
+
+    def _next(self, wait: float) -> Item | None:
+        """The oldest message held (spilled ones first), waiting at most ``wait`` seconds."""
+        with self._cond:
+            if not self._queue and not self.spill:
+                self._cond.wait(wait)
+            if self.spill and not self._queue:
+                # Replay from disk only once memory is empty, so that replaying a long outage
+                # never lifts memory past the bound (a segment is a quarter of it).
+                items = self.spill.pop_segment()
+                self._queue.extend(items)
+                self.held_bytes += sum(len(d) for d, _ in items)
+                self.peak_bytes = max(self.peak_bytes, self.held_bytes)
+            if not self._queue:
+                return None
+            return self._queue.popleft()
+
+    def _take_gap(self, item: Item) -> tuple[bytes, int]:
+        """The bytes to send for ``item``: with the pending gap count added to its ``dropped``
+        when it carries records. Returns them and the count taken (given back on failure)."""
+        with self._cond:
+            gap, self._gap = (self._gap, 0) if item[1] else (0, self._gap)
+        if not gap:
+            return item[0], 0
+        message = pb.StreamMessage.FromString(item[0])
+        message.records.dropped += gap
+        return message.SerializeToString(), gap
+
+    def _requeue(self, window: list[Item], gap: int = 0) -> None:
+        with self._cond:
+            self._queue.extendleft(reversed(window))
+            self._gap += gap
+
+    # -- sender thread -----------------------------------------------------------------------
+
+    def _log_once(self, what: str, error: BaseException) -> None:
+        cause = error.details() if isinstance(error, grpc.RpcError) else repr(error)
+        if self._failing != what:
+            self._failing = what
+            log.warning("sleuth logger: %s failed (%s); holding records and retrying", what, cause)
+
+    def _done(self) -> bool:
+        with self._cond:
+            if not self._closing:
+                return False
+            empty = not self._queue and not self.spill and self._spec == self._spec_sent
+            return empty or time.monotonic() >= self._deadline
+
+    def _run(self) -> None:
+        backoff = self.backoff_s[0]
+        while not self._done():
+            try:
+                self._register_spec()
+                self._one_stream()
+                if self._failing is not None:
+                    log.warning("sleuth logger: the collector at %s answers again", self.target)
+                    self._failing = None
+                backoff = self.backoff_s[0]
+            except grpc.RpcError as error:
+                self._log_once(f"streaming to the collector at {self.target}", error)
+            except Exception as error:  # never let the thread die
+                self._log_once("the sender", error)
+            else:
+                continue
+            with self._cond:
+                remaining = self._deadline - time.monotonic()
+                self._cond.wait(min(backoff, max(remaining, 0)))
+            backoff = min(backoff * 2, self.backoff_s[1])
+
+    def _register_spec(self) -> None:
+        with self._cond:
+            spec = self._spec
+        if spec is not None and spec != self._spec_sent:
+            self._register(jobspec_to_proto(spec), timeout=self.connect_timeout_s + 10)
+            self._spec_sent = spec
+
+    def _one_stream(self) -> None:
+        window: list[Item] = []
+        gaps = [0]
+        lock = threading.Lock()
+        closed = False
+        started = time.monotonic()
+
+        def requests():
+            size = 0
+            while True:
+                elapsed = time.monotonic() - started
+                if elapsed >= self.stream_s or size >= self._window_limit or self._closing and self._idle():
+                    return
+                item = self._next(min(0.1, self.stream_s - elapsed))
+                if item is None:
+                    continue
+                with lock:
+                    if closed:  # the call is over: this one goes back for the next stream
+                        self._requeue([item])
+                        return
+                    window.append(item)
+                    data, gap = self._take_gap(item)
+                    gaps[0] += gap
+                size += len(item[0])
+                yield data
+
+        try:
+            summary = self._stream(requests(), timeout=self.stream_s + 30)
+        except BaseException:
+            with lock:
+                closed = True
+                self._requeue(window, gaps[0])
+            raise
+        with lock:
+            closed = True
+        with self._cond:
+            self.held_bytes -= sum(len(d) for d, _ in window)
+            self.sent_messages += len(window)
+            self.accepted += summary.accepted
+        if summary.rejected:
+            log.warning("sleuth logger: the collector rejected %d batches: %s", summary.rejected, "; ".join(summary.reasons))
+
+    def _idle(self) -> bool:
+        with self._cond:
+            return not self._queue and not self.spill
+
+    def stats(self) -> dict[str, Any]:
+        with self._cond:
+            return {
+                "held_bytes": self.held_bytes, "peak_bytes": self.peak_bytes, "spilled_bytes": self.spill.bytes,
+                "sent_messages": self.sent_messages, "accepted": self.accepted, "dropped": self.dropped,
+            }

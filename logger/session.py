@@ -1,0 +1,175 @@
+"""The logger's state in one process: the recorder, the groups seen, counters and iterations.
+
+The hooks call ``begin``/``end`` on the training thread (or torch's callback thread); the
+drainer thread calls ``drain``. Nothing here blocks or raises into the training loop on
+purpose: a group that cannot be resolved is recorded under a fallback id.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from sleuth.logger import core
+from sleuth.logger.groups import GroupInfo, comm_id
+from sleuth.logger.identity import Identity
+from sleuth.records import IterationBatch, RecordBatch
+
+
+class Session:
+    """Recorder plus bookkeeping. ``resolve_identity`` and ``group_ranks`` are injected so that
+    this module never imports torch: the hooks pass torch-backed functions, tests plain ones."""
+
+    def __init__(
+        self,
+        *,
+        ring: int,
+        resolve_identity: Callable[[], Identity],
+        group_ranks: Callable[[Any], tuple[tuple[int, ...], str, str]],
+        impl: Any = None,
+    ) -> None:
+        self.impl = impl or core.impl
+        self.recorder = self.impl.Recorder(ring, max(4096, ring // 16))
+        self._resolve_identity = resolve_identity
+        self._group_ranks = group_ranks
+        self.identity: Identity | None = None
+        self.groups: list[GroupInfo] = []
+        self._by_group: dict[int, tuple[Any, GroupInfo]] = {}
+        self._by_members: dict[tuple[int, ...], str] = {}
+        self._by_comm: dict[str, GroupInfo] = {}
+        self.groups_version = 0
+        # Iterations: the current step; whether step() or an optimizer hook ever advanced it.
+        self.iteration = 0
+        self.explicit_steps = False
+        self.advanced = False
+        self._ops_since_step = 0
+        self._step_start_ns = self.impl.now_ns()
+        self._iterations: list[tuple[int, int, int]] = []
+        self.on_identity: list[Callable[[], None]] = []  # run once, at the first operator
+        self.pollers: list[Callable[[], None]] = []  # run before each drain (works without futures)
+        self._lock = threading.Lock()  # only for group registration and iteration records
+
+    # -- hot path ------------------------------------------------------------------------------
+
+    def group(self, group: Any) -> GroupInfo:
+        """The bookkeeping of a process group, registering it the first time it is seen."""
+        entry = self._by_group.get(id(group))
+        if entry is not None:
+            return entry[1]
+        return self._register(group)
+
+    def take_seq(self, info: GroupInfo, peer: int, direction: int) -> int:
+        """The operator's sequence number: per group for collectives, per (direction, peer) for P2P."""
+        self._ops_since_step += 1
+        if peer < 0:
+            seq = info.next_seq
+            info.next_seq = seq + 1
+            return seq
+        key = (direction, peer)
+        seq = info.p2p_seq.get(key, 0)
+        info.p2p_seq[key] = seq + 1
+        return seq
+
+    def begin(self, info: GroupInfo, op: int, peer: int, nbytes: int, direction: int = 0) -> int:
+        """Start an operator on the host clock; returns the recorder's handle."""
+        return self.recorder.begin(info.code, self.take_seq(info, peer, direction), op, peer, nbytes, self.iteration)
+
+    def record_done(self, info: GroupInfo, op: int, peer: int, nbytes: int, direction: int, t0: int) -> None:
+        """Record an operator that started at ``t0`` and has just ended (peer known only now)."""
+        seq = self.take_seq(info, peer, direction)
+        self.recorder.record(info.code, seq, op, peer, nbytes, self.iteration, t0, t0, self.impl.now_ns())
+
+    # -- groups --------------------------------------------------------------------------------
+
+    def _register(self, group: Any) -> GroupInfo:
+        with self._lock:
+            entry = self._by_group.get(id(group))
+            if entry is not None:
+                return entry[1]
+            if self.identity is None:
+                self.identity = self._resolve_identity()
+                for callback in self.on_identity:
+                    callback()
+            ranks, name, kind = self._group_ranks(group)
+            comm = comm_id(ranks)
+            owner = self._by_members.setdefault(ranks, name)
+            if owner != name:
+                comm = comm_id(ranks, qualifier=name)
+            info = self._by_comm.get(comm)
+            if info is None:  # else: the same group under another handle (None and WORLD)
+                info = GroupInfo(len(self.groups), comm, kind, ranks)
+                self.groups.append(info)
+                self._by_comm[comm] = info
+                self.groups_version += 1
+            # The group object is kept so that its id() cannot be reused by another object.
+            self._by_group[id(group)] = (group, info)
+            return info
+
+    # -- iterations ----------------------------------------------------------------------------
+
+    def step(self, *, explicit: bool) -> None:
+        """The current iteration ended. ``explicit``: from ``sleuth.logger.step()``, which then
+        takes over from the optimizer hook. Several optimizers stepping with no operator between
+        them end one iteration, not several."""
+        if explicit:
+            self.explicit_steps = True
+        elif self.explicit_steps or (self.advanced and self._ops_since_step == 0):
+            return
+        now = self.impl.now_ns()
+        with self._lock:
+            self._iterations.append((self.iteration, self._step_start_ns, now))
+            self._step_start_ns = now
+            self.iteration += 1
+            self.advanced = True
+            self._ops_since_step = 0
+
+    # -- draining ------------------------------------------------------------------------------
+
+    def drain(self) -> tuple[np.ndarray, int]:
+        """The records completed since the last drain (``core.RECORD_DTYPE``), and the recorder's
+        total of dropped records so far."""
+        for poll in list(self.pollers):
+            poll()
+        self.recorder.poll()
+        return core.records_from_bytes(self.recorder.drain()), self.recorder.dropped
+
+    def drain_iterations(self) -> list[tuple[int, int, int]]:
+        with self._lock:
+            done, self._iterations = self._iterations, []
+        return done
+
+    def comm_names(self) -> list[str]:
+        return [info.comm for info in self.groups]
+
+
+def to_record_batch(records: np.ndarray, identity: Identity, comm_names: list[str]) -> RecordBatch:
+    """A ``RecordBatch`` of drained records: job and rank added, comm codes into the names."""
+    n = len(records)
+    strings = [identity.job, *comm_names]
+    columns = {
+        "job": np.zeros(n, "u4"),
+        "rank": np.full(n, identity.rank, "u4"),
+        "comm": records["comm"] + np.uint32(1),
+        "seq": records["seq"],
+        "op": records["op"],
+        "peer": records["peer"],
+        "nbytes": records["nbytes"],
+        "iteration": records["iteration"],
+        "t_issue_ns": records["t_issue_ns"],
+        "t_start_ns": records["t_start_ns"],
+        "t_end_ns": records["t_end_ns"],
+    }
+    return RecordBatch({k: np.ascontiguousarray(v) for k, v in columns.items()}, strings)
+
+
+def to_iteration_batch(items: list[tuple[int, int, int]], identity: Identity) -> IterationBatch:
+    return IterationBatch.from_columns(
+        job=identity.job,
+        rank=[identity.rank] * len(items),
+        iteration=[i for i, _, _ in items],
+        t_start_ns=[s for _, s, _ in items],
+        t_end_ns=[e for _, _, e in items],
+    )

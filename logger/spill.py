@@ -1,0 +1,102 @@
+"""A bounded on-disk queue for serialized messages the collector could not take yet.
+
+Messages are appended to segment files (``seg-00000001.bin``: per message a 4-byte length, a
+4-byte record count, then the bytes) and read back oldest segment first. Past ``max_bytes`` the
+oldest segment is deleted and its records are counted as dropped, so the caller can tell the
+collector how many it lost. Segments left by an earlier process for the same job and rank are
+picked up and replayed. Used from one thread (the sender's).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+from pathlib import Path
+
+_HEADER = struct.Struct("<II")
+
+#: One queued message: its serialized bytes and how many records it carries.
+Item = tuple[bytes, int]
+
+
+class Spill:
+    def __init__(self, folder: str | os.PathLike[str], *, max_bytes: int, segment_bytes: int) -> None:
+        if max_bytes < 1 or segment_bytes < 1:
+            raise ValueError("max_bytes and segment_bytes must be positive")
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = max_bytes
+        self.segment_bytes = min(segment_bytes, max_bytes)
+        # (path, bytes, records) of each closed or open segment, oldest first.
+        self._segments: deque[list] = deque()
+        self._next = 1
+        self.dropped = 0  # records lost to the bound since the caller last took the count
+        for path in sorted(self.folder.glob("seg-*.bin")):
+            size, records = self._scan(path)
+            self._segments.append([path, size, records])
+            self._next = max(self._next, int(path.stem[4:]) + 1)
+
+    @staticmethod
+    def _scan(path: Path) -> tuple[int, int]:
+        data = path.read_bytes()
+        offset = records = 0
+        while offset + _HEADER.size <= len(data):
+            length, count = _HEADER.unpack_from(data, offset)
+            if offset + _HEADER.size + length > len(data):
+                break  # a torn last write: ignored
+            offset += _HEADER.size + length
+            records += count
+        return offset, records
+
+    @property
+    def bytes(self) -> int:
+        return sum(s[1] for s in self._segments)
+
+    @property
+    def records(self) -> int:
+        return sum(s[2] for s in self._segments)
+
+    def __bool__(self) -> bool:
+        return bool(self._segments)
+
+    def append(self, item: Item) -> None:
+        data, count = item
+        if not self._segments or self._segments[-1][1] >= self.segment_bytes:
+            self._segments.append([self.folder / f"seg-{self._next:08d}.bin", 0, 0])
+            self._next += 1
+        segment = self._segments[-1]
+        with open(segment[0], "ab") as out:
+            out.write(_HEADER.pack(len(data), count))
+            out.write(data)
+        segment[1] += _HEADER.size + len(data)
+        segment[2] += count
+        while self.bytes > self.max_bytes and len(self._segments) > 1:
+            path, _, records = self._segments.popleft()
+            path.unlink(missing_ok=True)
+            self.dropped += records
+
+    def take_dropped(self) -> int:
+        dropped, self.dropped = self.dropped, 0
+        return dropped
+
+    def pop_segment(self) -> list[Item]:
+        """The oldest segment's messages, removed from disk; empty when nothing is spilled."""
+        if not self._segments:
+            return []
+        path, _, _ = self._segments.popleft()
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return []
+        items: list[Item] = []
+        offset = 0
+        while offset + _HEADER.size <= len(data):
+            length, count = _HEADER.unpack_from(data, offset)
+            start = offset + _HEADER.size
+            if start + length > len(data):
+                break
+            items.append((data[start : start + length], count))
+            offset = start + length
+        path.unlink(missing_ok=True)
+        return items

@@ -1,0 +1,267 @@
+"""A small real torch.distributed training job (CPU, gloo) with injectable slowdowns.
+
+8 ranks laid out tp2 × pp2 × dp2 (Megatron order tp-cp-ep-dp-pp, ``sleuth.layout``), a tiny
+transformer-like MLP block per pipeline stage split tensor-parallel (column then row parallel,
+Megatron's f/g all-reduces), GPipe micro-batches through the pipeline, data-parallel gradient
+sync and an optimizer step. Every operator kind the logger knows is used each iteration:
+broadcast (inputs within tp), send/recv and batch_isend_irecv (activations), isend/irecv
+(gradients), all_reduce, all_gather(_into_tensor), reduce_scatter(_tensor), all_to_all(_single),
+reduce, and barrier at the start and end.
+
+Faults: ``--slow-rank R --slow-factor F --slow-iters A:B --slow-kind compute|send`` makes rank R's
+compute (or its sends) F times slower in iterations A..B-1: the ground truth for the localizer.
+
+Run: ``python -m sleuth.sim.trainjob --iters 20`` (spawns 8 processes) or under torchrun
+(``python -m torch.distributed.run --nproc-per-node 8 -m sleuth.sim.trainjob``). It knows nothing
+of the logger: set ``SLEUTH_LOG_DIR`` or ``SLEUTH_COLLECTOR`` to log it. Needs torch (``test`` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.distributed as dist
+
+from sleuth.layout import ParallelLayout
+
+HIDDEN = 32
+FFN = 64
+MICRO_BATCHES = 2
+MICRO_ROWS = 4
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    iters: int = 20
+    tp: int = 2
+    pp: int = 2
+    dp: int = 2
+    seed: int = 0
+    slow_rank: int = -1
+    slow_factor: float = 1.0
+    slow_iters: tuple[int, int] = (0, 0)
+    slow_kind: str = "compute"  # or "send"
+    base_delay_s: float = 0.002  # the time a slowdown factor multiplies (compute is tiny on CPU)
+    progress: bool = False  # rank 0 prints "iteration K done" after each step
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.pp * self.dp
+
+
+class _CopyToTP(torch.autograd.Function):
+    """Megatron's f: identity forward, all-reduce of the gradient within tp backward."""
+
+    @staticmethod
+    def forward(ctx, x, group):  # type: ignore[override]
+        ctx.group = group
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        grad = grad.contiguous()
+        dist.all_reduce(grad, group=ctx.group)
+        return grad, None
+
+
+class _ReduceFromTP(torch.autograd.Function):
+    """Megatron's g: all-reduce within tp forward, identity backward."""
+
+    @staticmethod
+    def forward(ctx, x, group):  # type: ignore[override]
+        x = x.clone()
+        dist.all_reduce(x, group=group)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        return grad, None
+
+
+def _new_groups(layout: ParallelLayout, rank: int) -> dict[str, tuple[object, list[int]]]:
+    """Every group of every kind is created on every rank (new_group is collective)."""
+    mine = {}
+    for group in layout.groups():
+        if group.kind not in ("tp", "pp", "dp"):
+            continue
+        handle = dist.new_group(list(group.ranks))
+        if rank in group.ranks:
+            mine[group.kind] = (handle, list(group.ranks))
+    return mine
+
+
+def run_rank(rank: int, world: int, options: JobOptions) -> dict:
+    layout = ParallelLayout(world=world, tp=options.tp, pp=options.pp, dp=options.dp, gpus_per_host=world)
+    groups = _new_groups(layout, rank)
+    tp_group, tp_ranks = groups["tp"]
+    dp_group, dp_ranks = groups["dp"]
+    coords = layout.coordinates(rank)
+    stage, last = coords.pp, options.pp - 1
+    prev_rank = layout.rank_of(tp=coords.tp, dp=coords.dp, pp=stage - 1) if stage > 0 else -1
+    next_rank = layout.rank_of(tp=coords.tp, dp=coords.dp, pp=stage + 1) if stage < last else -1
+
+    torch.manual_seed(options.seed + 1000 * stage + coords.tp)  # same weights across dp
+    w1 = torch.nn.Parameter(torch.randn(HIDDEN, FFN // options.tp) * 0.1)
+    w2 = torch.nn.Parameter(torch.randn(FFN // options.tp, HIDDEN) * 0.1)
+    params = [w1, w2]
+    for p in params:  # data-parallel replicas start equal
+        dist.broadcast(p.data, src=dp_ranks[0], group=dp_group)
+    optimizer = torch.optim.SGD(params, lr=0.01)
+    dist.barrier()
+
+    def slow(iteration: int, kind: str) -> None:
+        a, b = options.slow_iters
+        if rank == options.slow_rank and options.slow_kind == kind and a <= iteration < b:
+            time.sleep(options.base_delay_s * (options.slow_factor - 1))
+
+    step_times = []
+    for iteration in range(options.iters):
+        t0 = time.perf_counter()
+        optimizer.zero_grad()
+        inputs, outputs, losses = [], [], []
+        data_gen = torch.Generator().manual_seed(options.seed + iteration * 100 + coords.dp)
+        for micro in range(MICRO_BATCHES):
+            x = torch.empty(MICRO_ROWS, HIDDEN)
+            if stage == 0:
+                x = torch.randn(MICRO_ROWS, HIDDEN, generator=data_gen)
+                dist.broadcast(x, src=tp_ranks[0], group=tp_group)  # Megatron broadcasts data in tp
+            elif micro % 2 == 0:
+                dist.recv(x, src=prev_rank)
+            else:
+                (work,) = dist.batch_isend_irecv([dist.P2POp(dist.irecv, x, prev_rank)])
+                work.wait()
+            x.requires_grad_(stage > 0)
+            h = torch.relu(_CopyToTP.apply(x, tp_group) @ w1)
+            y = _ReduceFromTP.apply(h @ w2, tp_group)
+            slow(iteration, "compute")
+            if stage < last:
+                slow(iteration, "send")
+                if micro % 2 == 0:
+                    dist.send(y.detach().contiguous(), dst=next_rank)
+                else:
+                    for work in dist.batch_isend_irecv([dist.P2POp(dist.isend, y.detach().contiguous(), next_rank)]):
+                        work.wait()
+            else:
+                piece = (y**2).mean().reshape(1)
+                gathered = torch.empty(options.tp)
+                dist.all_gather_into_tensor(gathered, piece.detach(), group=tp_group)
+                losses.append(gathered.mean())
+            inputs.append(x)
+            outputs.append(y if stage < last else (y**2).mean())
+        for micro in reversed(range(MICRO_BATCHES)):
+            if stage == last:
+                outputs[micro].backward()
+            else:
+                grad = torch.empty(MICRO_ROWS, HIDDEN)
+                dist.irecv(grad, src=next_rank).wait()
+                outputs[micro].backward(grad)
+            if stage > 0:
+                slow(iteration, "send")
+                dist.isend(inputs[micro].grad.contiguous(), dst=prev_rank).wait()
+        # Data-parallel gradient sync: ZeRO-style reduce-scatter + all-gather for w1, all-reduce for w2.
+        flat = w1.grad.reshape(-1).contiguous()
+        shard = torch.empty(flat.numel() // options.dp)
+        dist.reduce_scatter_tensor(shard, flat, group=dp_group)
+        dist.all_gather_into_tensor(flat, shard, group=dp_group)
+        w1.grad.copy_(flat.reshape(w1.grad.shape) / options.dp)
+        work = dist.all_reduce(w2.grad, group=dp_group, async_op=True)
+        work.wait()
+        w2.grad /= options.dp
+        # Book-keeping collectives of a real job: token routing, metrics, loss reporting.
+        routed = torch.empty(options.dp * 2)
+        dist.all_to_all_single(routed, torch.arange(options.dp * 2, dtype=torch.float32), group=dp_group)
+        chunks = [torch.empty(2) for _ in dp_ranks]
+        dist.all_to_all(chunks, [torch.full((2,), float(rank)) for _ in dp_ranks], group=dp_group)
+        norms = [torch.empty(1) for _ in tp_ranks]
+        dist.all_gather(norms, w1.grad.norm().reshape(1), group=tp_group)
+        scattered = torch.empty(1)
+        dist.reduce_scatter(scattered, [torch.ones(1) for _ in tp_ranks], group=tp_group)
+        loss = torch.stack(losses).sum().reshape(1) if losses else torch.zeros(1)
+        dist.reduce(loss, dst=dp_ranks[0], group=dp_group)
+        optimizer.step()
+        step_times.append(time.perf_counter() - t0)
+        if options.progress and rank == 0:
+            print(f"iteration {iteration} done in {step_times[-1] * 1000:.1f} ms", flush=True)
+    dist.barrier()
+    return {"rank": rank, "step_times": step_times, "loss": float(loss)}
+
+
+def _worker(rank: int, world: int, options: JobOptions, port: int, out: str | None) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        result = run_rank(rank, world, options)
+    finally:
+        dist.destroy_process_group()
+    if out:
+        with open(os.path.join(out, f"result-{rank}.json"), "w") as handle:
+            json.dump(result, handle)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(options: JobOptions, *, out: str | None = None) -> None:
+    """Run the job on this machine: one spawned process per rank."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_worker, args=(options.world, options, _free_port(), out), nprocs=options.world, join=True)
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
+    parser = argparse.ArgumentParser(prog="python -m sleuth.sim.trainjob", description=__doc__.split("\n")[0])
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--tp", type=int, default=2)
+    parser.add_argument("--pp", type=int, default=2)
+    parser.add_argument("--dp", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--slow-rank", type=int, default=-1)
+    parser.add_argument("--slow-factor", type=float, default=1.0)
+    parser.add_argument("--slow-iters", default="0:0", help="A:B, iterations A..B-1")
+    parser.add_argument("--slow-kind", choices=("compute", "send"), default="compute")
+    parser.add_argument("--progress", action="store_true", help='rank 0 prints "iteration K done" per step')
+    parser.add_argument("--out", help="folder for per-rank results (step times) and the ground truth")
+    args = parser.parse_args(argv)
+    a, _, b = args.slow_iters.partition(":")
+    options = JobOptions(
+        iters=args.iters, tp=args.tp, pp=args.pp, dp=args.dp, seed=args.seed, slow_rank=args.slow_rank,
+        slow_factor=args.slow_factor, slow_iters=(int(a), int(b or a)), slow_kind=args.slow_kind,
+        progress=args.progress,
+    )
+    if options.pp != 2 and options.pp != 1:
+        parser.error("--pp must be 1 or 2")
+    return options, args.out
+
+
+def main(argv: list[str] | None = None) -> int:
+    options, out = parse_args(argv)
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "ground_truth.json"), "w") as handle:
+            json.dump(asdict(options), handle)
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # under torchrun
+        dist.init_process_group("gloo")
+        try:
+            result = run_rank(dist.get_rank(), dist.get_world_size(), options)
+        finally:
+            dist.destroy_process_group()
+        if out:
+            with open(os.path.join(out, f"result-{result['rank']}.json"), "w") as handle:
+                json.dump(result, handle)
+        return 0
+    launch(options, out=out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

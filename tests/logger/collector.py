@@ -1,0 +1,73 @@
+"""A small real collector for tests: a gRPC server implementing ``CollectorServicer`` that
+keeps every batch and job spec it receives."""
+
+from __future__ import annotations
+
+import threading
+from concurrent import futures
+
+import grpc
+
+from sleuth.proto import commops_pb2 as pb
+from sleuth.proto import commops_pb2_grpc as pb_grpc
+from sleuth.proto.codec import iterations_from_proto, jobspec_from_proto, records_from_proto
+from sleuth.records import IterationBatch, RecordBatch
+
+
+class RecordingCollector(pb_grpc.CollectorServicer):
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.records: list[RecordBatch] = []
+        self.iterations: list[IterationBatch] = []
+        self.dropped = 0
+        self.specs = []
+        self.streams = 0
+
+    def Stream(self, request_iterator, context):
+        accepted = 0
+        with self.lock:
+            self.streams += 1
+        for message in request_iterator:
+            with self.lock:
+                if message.HasField("records"):
+                    self.records.append(records_from_proto(message.records))
+                    self.dropped += message.records.dropped
+                else:
+                    self.iterations.append(iterations_from_proto(message.iterations))
+            accepted += 1
+        return pb.StreamSummary(accepted=accepted)
+
+    def RegisterJob(self, request, context):
+        spec = jobspec_from_proto(request)
+        with self.lock:
+            self.specs.append(spec)
+        return pb.RegisterJobReply(job=spec.job, communicators=len(spec.communicators))
+
+    def Health(self, request, context):
+        return pb.HealthReply(status=pb.HealthReply.SERVING, version="test")
+
+    def all_records(self) -> RecordBatch:
+        with self.lock:
+            return RecordBatch.concat(self.records)
+
+    def all_iterations(self) -> IterationBatch:
+        with self.lock:
+            return IterationBatch.concat(self.iterations)
+
+
+def start(port: int = 0) -> tuple[grpc.Server, RecordingCollector, int]:
+    """A running server on 127.0.0.1 (``port`` 0: any free one) and its servicer."""
+    servicer = RecordingCollector()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    pb_grpc.add_CollectorServicer_to_server(servicer, server)
+    bound = server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    return server, servicer, bound
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

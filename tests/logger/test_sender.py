@@ -1,0 +1,135 @@
+"""The gRPC sink against a real gRPC server on 127.0.0.1."""
+
+import time
+
+import numpy as np
+import pytest
+
+from sleuth.jobspec import JobSpec
+from sleuth.layout import ParallelLayout
+from sleuth.logger.sender import GrpcSink
+from sleuth.logger.spill import Spill
+from sleuth.records import IterationBatch, RecordBatch
+
+from tests.logger import collector
+
+
+def batch(start: int, n: int, rank: int = 3) -> RecordBatch:
+    seq = np.arange(start, start + n)
+    return RecordBatch.from_columns(
+        job="job-s", rank=[rank] * n, comm="c2-aa", seq=seq, op=[1] * n, peer=[-1] * n,
+        nbytes=[64] * n, iteration=seq // 10, t_issue_ns=seq, t_start_ns=seq, t_end_ns=seq + 1,
+    )
+
+
+def wait_for(predicate, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+@pytest.fixture
+def server():
+    srv, servicer, port = collector.start()
+    yield servicer, port
+    srv.stop(0)
+
+
+def sink_for(port, tmp_path, **options):
+    options.setdefault("stream_s", 0.5)
+    return GrpcSink(f"127.0.0.1:{port}", spill_dir=tmp_path / "spill", **options)
+
+
+def test_records_iterations_and_spec_arrive(server, tmp_path):
+    servicer, port = server
+    sink = sink_for(port, tmp_path)
+    sink.records(batch(0, 100), dropped=0)
+    sink.records(batch(100, 50), dropped=2)
+    sink.iterations(IterationBatch.from_columns(job="job-s", rank=[3], iteration=[0], t_start_ns=[1], t_end_ns=[2]))
+    spec = JobSpec.from_layout("job-s", ParallelLayout(world=4, tp=2, pp=1, dp=2))
+    sink.spec(spec)
+    sink.close(10)
+    got = servicer.all_records()
+    assert got["seq"].tolist() == list(range(150))
+    assert servicer.dropped == 2
+    assert len(servicer.all_iterations()) == 1
+    assert servicer.specs[-1] == spec
+    assert sink.stats()["held_bytes"] == 0
+
+
+def test_collector_down_at_first_then_up_on_the_same_port_loses_nothing(tmp_path):
+    port = collector.free_port()
+    sink = sink_for(port, tmp_path, backoff_s=(0.05, 0.2), connect_timeout_s=0.2)
+    for k in range(20):
+        sink.records(batch(k * 10, 10), dropped=0)
+    time.sleep(1.0)
+    assert sink.stats()["sent_messages"] == 0
+    srv, servicer, bound = collector.start(port)
+    assert bound == port
+    try:
+        for k in range(20, 30):
+            sink.records(batch(k * 10, 10), dropped=0)
+        assert wait_for(lambda: len(servicer.all_records()) == 300)
+        sink.close(10)
+        assert sorted(servicer.all_records()["seq"].tolist()) == list(range(300))
+        assert servicer.dropped == 0
+    finally:
+        srv.stop(0)
+
+
+def test_memory_stays_under_the_bound_by_spilling_and_the_spill_replays(tmp_path):
+    port = collector.free_port()
+    one = len(batch(0, 100).strings)  # noqa: F841 - sizes below are measured, not assumed
+    sink = sink_for(port, tmp_path, buffer_bytes=20_000, spill_bytes=10_000_000,
+                    backoff_s=(0.05, 0.2), connect_timeout_s=0.2)
+    for k in range(100):
+        sink.records(batch(k * 100, 100), dropped=0)
+    stats = sink.stats()
+    assert stats["peak_bytes"] <= 20_000
+    assert stats["spilled_bytes"] > 0
+    srv, servicer, _ = collector.start(port)
+    try:
+        assert wait_for(lambda: len(servicer.all_records()) == 10_000)
+        sink.close(10)
+        assert sorted(servicer.all_records()["seq"].tolist()) == list(range(10_000))
+        assert servicer.dropped == 0
+    finally:
+        srv.stop(0)
+
+
+def test_past_the_spill_bound_the_oldest_are_dropped_and_the_gap_is_reported(tmp_path):
+    port = collector.free_port()
+    sink = sink_for(port, tmp_path, buffer_bytes=20_000, spill_bytes=60_000,
+                    backoff_s=(0.05, 0.2), connect_timeout_s=0.2)
+    for k in range(100):
+        sink.records(batch(k * 100, 100), dropped=0)
+    assert sink.stats()["dropped"] > 0
+    srv, servicer, _ = collector.start(port)
+    try:
+        sink.records(batch(10_000, 100), dropped=0)
+        sink.close(10)
+        got = servicer.all_records()["seq"]
+        assert len(got) + servicer.dropped == 10_100
+        assert servicer.dropped == sink.stats()["dropped"]
+        assert 10_099 in got.tolist()  # the newest survive
+        assert 0 not in got.tolist()  # the oldest were dropped
+    finally:
+        srv.stop(0)
+
+
+def test_closing_while_the_collector_is_away_keeps_the_records_for_the_next_sender(tmp_path):
+    port = collector.free_port()
+    sink = sink_for(port, tmp_path, backoff_s=(0.05, 0.2), connect_timeout_s=0.2)
+    sink.records(batch(0, 40), dropped=0)
+    sink.close(0.5)
+    assert Spill(tmp_path / "spill", max_bytes=1 << 20, segment_bytes=1 << 20).records == 40
+    srv, servicer, _ = collector.start(port)
+    try:
+        later = sink_for(port, tmp_path)
+        later.close(10)
+        assert sorted(servicer.all_records()["seq"].tolist()) == list(range(40))
+    finally:
+        srv.stop(0)

@@ -1,0 +1,96 @@
+"""Session bookkeeping, group ids and the job spec merge, without torch."""
+
+import json
+
+import pytest
+
+from sleuth.errors import ConfigError
+from sleuth.logger import autostart, core, install, installed
+from sleuth.logger.groups import GroupInfo, comm_id, merge_spec, rank_entry
+from sleuth.logger.identity import Identity, job_id, local_gpu
+from sleuth.logger.session import Session, to_record_batch
+from sleuth.records import OpKind
+from sleuth.settings import Settings
+
+MEMBERS = {"tp": ((0, 1), "1", "group"), "tp-again": ((0, 1), "7", "group"), "world": ((0, 1, 2, 3), "0", "world")}
+
+
+def make_session(impl):
+    return Session(
+        ring=1024, impl=impl,
+        resolve_identity=lambda: Identity("job-x", 1, 4, "h0", None),
+        group_ranks=lambda group: MEMBERS[group or "world"],
+    )
+
+
+def test_comm_ids_depend_on_members_only_and_same_members_are_told_apart(impl):
+    assert comm_id([0, 1]) == comm_id((0, 1)) != comm_id([1, 0])
+    session = make_session(impl)
+    tp, again, world, none = (session.group(g) for g in ("tp", "tp-again", "world", None))
+    assert tp.comm == comm_id([0, 1]) and again.comm == comm_id([0, 1], qualifier="7")
+    assert world is none  # the default group under two handles is one communicator
+    assert session.identity.rank == 1 and session.groups_version == 3
+
+
+def test_sequence_numbers_per_group_and_per_p2p_direction(impl):
+    session = make_session(impl)
+    tp, world = session.group("tp"), session.group("world")
+    for info, op, peer, direction in [
+        (tp, OpKind.ALL_REDUCE, -1, 0), (tp, OpKind.ALL_REDUCE, -1, 0), (world, OpKind.BARRIER, -1, 0),
+        (world, OpKind.SEND, 2, 0), (world, OpKind.RECV, 2, 1), (world, OpKind.SEND, 2, 0), (world, OpKind.SEND, 3, 0),
+    ]:
+        session.recorder.end(session.begin(info, int(op), peer, 8, direction))
+    records, dropped = session.drain()
+    batch = to_record_batch(records, session.identity, session.comm_names())
+    assert dropped == 0 and batch.problems() == []
+    assert batch["seq"].tolist() == [0, 1, 0, 0, 0, 1, 0]
+    assert batch.decoded("comm").tolist() == [tp.comm, tp.comm] + [world.comm] * 5
+    assert set(batch["rank"].tolist()) == {1} and set(batch.decoded("job")) == {"job-x"}
+
+
+def test_steps_number_iterations_and_explicit_steps_take_over(impl):
+    session = make_session(impl)
+    tp = session.group("tp")
+    session.recorder.end(session.begin(tp, 1, -1, 8))
+    session.step(explicit=False)
+    session.step(explicit=False)  # a second optimizer with no operator between: same iteration
+    session.recorder.end(session.begin(tp, 1, -1, 8))
+    session.step(explicit=True)
+    session.step(explicit=False)  # ignored once step() is used
+    session.recorder.end(session.begin(tp, 1, -1, 8))
+    assert session.drain()[0]["iteration"].tolist() == [0, 1, 2]
+    assert [i for i, _, _ in session.drain_iterations()] == [0, 1]
+
+
+def test_merge_spec_places_ranks_without_a_gpu_by_position_on_their_host():
+    tp = GroupInfo(0, "c2-x", "group", (0, 1))
+    entries = [rank_entry("a", None, [tp]), rank_entry("a", None, [tp]), rank_entry("b", 3, []), rank_entry("a", 0, [])]
+    spec = merge_spec("j", 4, entries)
+    assert [(p.host, p.gpu) for p in spec.placements] == [("a", 1), ("a", 2), ("b", 3), ("a", 0)]
+    assert [c.comm for c in spec.communicators] == ["c2-x"]
+    assert json.loads(entries[0])["groups"] == [["c2-x", "group", [0, 1]]]
+
+
+def test_identity_from_launcher_variables():
+    assert job_id({"TORCHELASTIC_RUN_ID": "r1", "SLURM_JOB_ID": "9"}, "") == "r1"
+    assert job_id({"TORCHELASTIC_RUN_ID": "none", "SLURM_JOB_ID": "9"}, "") == "9"
+    assert job_id({"SLURM_JOB_ID": "9"}, "mine") == "mine"
+    assert job_id({"MASTER_ADDR": "m", "MASTER_PORT": "1"}, "") == "job-m-1"
+    assert local_gpu({"LOCAL_RANK": "3"}) == 3 and local_gpu({}) is None
+
+
+def test_the_startup_hook_does_nothing_when_both_variables_are_unset(monkeypatch):
+    monkeypatch.delenv("SLEUTH_COLLECTOR", raising=False)
+    monkeypatch.delenv("SLEUTH_LOG_DIR", raising=False)
+    autostart.on_torch_import()
+    assert installed() is None
+
+
+def test_install_without_a_destination_names_the_settings():
+    with pytest.raises(ConfigError, match="SLEUTH_COLLECTOR.*SLEUTH_LOG_DIR"):
+        install(Settings())
+
+
+def test_the_implementation_can_be_forced():
+    with pytest.raises(ValueError, match="SLEUTH_LOGGER_IMPL"):
+        core.load("fortran")

@@ -1,0 +1,160 @@
+"""The real job (sleuth.sim.trainjob: 8 gloo ranks, tp2 pp2 dp2) logged with only the
+environment variable set, to a records folder and to a collector that is down at first."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+
+from sleuth.jobspec import JobSpec
+from sleuth.logger.sinks import ITERATIONS_DIR
+from sleuth.recordio import read_parquet
+from sleuth.records import IterationBatch, OpKind, RecordBatch
+
+from tests.logger import collector
+
+pytest.importorskip("torch")  # the `test` extra installs it
+
+ITERS = 10
+WORLD = 8
+SETUP_OPS = 3  # broadcasts of w1 and w2 within dp and the first barrier: before any step
+
+
+def run_job(env_extra: dict, out, *, on_line=None) -> float:
+    """Run the job with only environment variables added; ``on_line`` sees its stdout lines."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
+    env.update(env_extra, SLEUTH_FLUSH_S="0.2", SLEUTH_SPILL_DIR=str(out / "spill"), PYTHONUNBUFFERED="1")
+    start = time.monotonic()
+    command = [sys.executable, "-m", "sleuth.sim.trainjob", "--iters", str(ITERS), "--progress", "--out", str(out / "out")]
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        errors = []
+        reader = threading.Thread(target=lambda: errors.append(proc.stderr.read()))
+        reader.start()
+        for line in proc.stdout:
+            if on_line is not None:
+                on_line(line)
+        proc.wait(timeout=600)
+        reader.join()
+    assert proc.returncode == 0, errors[0][-3000:]
+    return time.monotonic() - start
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory):
+    root = tmp_path_factory.mktemp("job")
+    seconds = run_job({"SLEUTH_LOG_DIR": str(root / "records"), "SLEUTH_JOB": "demo-1"}, root)
+    return root / "records", seconds
+
+
+def test_the_records_folder_is_complete_for_the_localizer(logged):
+    folder, _ = logged
+    records = read_parquet(folder)
+    spec = JobSpec.read(folder)
+    assert records.problems() == []
+    assert set(records.decoded("job")) == {"demo-1"}
+    assert spec.job == "demo-1" and spec.world == WORLD
+    assert sorted(set(records["rank"].tolist())) == list(range(WORLD))
+    comms = {c.comm: c for c in spec.communicators}
+    assert set(records.decoded("comm")) <= set(comms)
+    kinds = Counter(c.size for c in comms.values())
+    # groups seen: 4 tp and 4 dp groups of 2, and the world (P2P runs on it with global peers)
+    assert kinds[2] == 8 and kinds[8] == 1
+
+
+def test_every_op_kind_of_the_job_is_recorded(logged):
+    records = read_parquet(logged[0])
+    used = {OpKind(op) for op in np.unique(records["op"]).tolist()}
+    assert used == {
+        OpKind.ALL_REDUCE, OpKind.ALL_GATHER, OpKind.REDUCE_SCATTER, OpKind.ALL_TO_ALL, OpKind.BROADCAST,
+        OpKind.REDUCE, OpKind.SEND, OpKind.RECV, OpKind.BARRIER,
+    }
+
+
+def test_collective_sequence_numbers_agree_on_every_member_and_none_is_missing(logged):
+    records = read_parquet(logged[0])
+    spec = JobSpec.read(logged[0])
+    collective = records.take(records["peer"] < 0)
+    members: dict[tuple[str, int], dict[int, tuple[int, int]]] = defaultdict(dict)
+    for row in collective.rows():
+        members[(row["comm"], row["seq"])][row["rank"]] = (row["op"], row["nbytes"])
+    assert members
+    for (comm, seq), by_rank in members.items():
+        assert sorted(by_rank) == sorted(spec.communicator(comm).ranks), (comm, seq)
+        assert len(set(by_rank.values())) == 1, (comm, seq, by_rank)  # same op and size everywhere
+    per_comm = defaultdict(set)
+    for comm, seq in members:
+        per_comm[comm].add(seq)
+    for comm, seqs in per_comm.items():
+        assert seqs == set(range(len(seqs))), comm  # contiguous: nothing lost
+
+
+def test_every_send_matches_one_recv(logged):
+    records = read_parquet(logged[0])
+    p2p = records.take(records["peer"] >= 0)
+    sends = {(r["comm"], r["rank"], r["peer"], r["seq"]): r["nbytes"] for r in p2p.rows() if r["op"] == OpKind.SEND}
+    recvs = {(r["comm"], r["peer"], r["rank"], r["seq"]): r["nbytes"] for r in p2p.rows() if r["op"] == OpKind.RECV}
+    assert len(sends) == 2 * 2 * ITERS * 4  # 4 pipeline pairs, 2 micro-batches, forward + backward
+    assert sends == recvs
+
+
+def test_iteration_numbers_follow_the_optimizer_steps(logged):
+    records = read_parquet(logged[0])
+    iterations = read_parquet(logged[0] / ITERATIONS_DIR, IterationBatch)
+    for rank in range(WORLD):
+        mine = iterations.take(iterations["rank"] == rank)
+        assert mine["iteration"].tolist() == list(range(ITERS))
+        assert np.all(mine["t_end_ns"][:-1] == mine["t_start_ns"][1:])
+        counts = Counter(records.take(records["rank"] == rank)["iteration"].tolist())
+        per_iteration = {counts[i] for i in range(1, ITERS)}
+        assert len(per_iteration) == 1, (rank, counts)  # every training iteration alike
+        assert counts[0] == per_iteration.pop() + SETUP_OPS
+        assert counts[ITERS] == 1  # the closing barrier, after the last step
+        assert set(counts) == set(range(ITERS + 1))
+
+
+def test_records_are_timed_on_the_host_clock(logged):
+    records = read_parquet(logged[0])
+    assert np.all(records["t_issue_ns"] <= records["t_start_ns"])
+    assert np.all(records["t_start_ns"] <= records["t_end_ns"])
+    assert abs(int(records["t_end_ns"].max()) - time.time_ns()) < 3600 * 10**9
+
+
+def test_with_the_gateway_down_for_the_first_half_training_finishes_and_nothing_is_lost(logged, tmp_path):
+    port = collector.free_port()
+    started = {}
+
+    def on_line(line):
+        # The collector comes up once half of the iterations are done.
+        if line.startswith(f"iteration {ITERS // 2 - 1} done") and "server" not in started:
+            started["server"], started["servicer"], _ = collector.start(port)
+            started["at_ns"] = time.time_ns()
+
+    # This run uses the pure-Python recorder, the folder run above the C one.
+    env = {
+        "SLEUTH_COLLECTOR": f"127.0.0.1:{port}", "SLEUTH_LOG_DIR": str(tmp_path / "records"),
+        "SLEUTH_JOB": "demo-2", "SLEUTH_LOGGER_IMPL": "python",
+    }
+    try:
+        run_job(env, tmp_path, on_line=on_line)
+        servicer = started["servicer"]
+        got = servicer.all_records()
+        written = read_parquet(tmp_path / "records")
+        assert servicer.dropped == 0
+        key = lambda batch: sorted(  # noqa: E731
+            zip(batch["rank"].tolist(), batch.decoded("comm").tolist(), batch["seq"].tolist(),
+                batch["op"].tolist(), batch["peer"].tolist(), batch["t_end_ns"].tolist())
+        )
+        assert key(got) == key(written)  # every record, once
+        # Half the training ran while it was down: those records were held and replayed.
+        assert (got["t_end_ns"] < started["at_ns"]).mean() > 0.4
+        assert len(servicer.all_iterations()) == WORLD * ITERS
+        assert servicer.specs and servicer.specs[-1] == JobSpec.read(tmp_path / "records")
+    finally:
+        if "server" in started:
+            started["server"].stop(0)
