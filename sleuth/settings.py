@@ -22,6 +22,11 @@ def _port(text: str) -> int:
     return value
 
 
+def _listen_port(text: str) -> int:
+    # 0 asks the OS for a free port (tests, several gateways on one machine).
+    return 0 if int(text) == 0 else _port(text)
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -59,7 +64,9 @@ class Settings:
         4, "SLEUTH_RECORDS_PARTITIONS", "partitions of the records topic when sleuth creates it", _positive_int
     )
     gateway_host: str = _setting("127.0.0.1", "SLEUTH_GATEWAY_HOST", "address the gRPC gateway listens on")
-    gateway_port: int = _setting(50151, "SLEUTH_GATEWAY_PORT", "port of the gRPC gateway", _port)
+    gateway_port: int = _setting(
+        50151, "SLEUTH_GATEWAY_PORT", "port of the gRPC gateway (0: any free port)", _listen_port
+    )
     gateway_threads: int = _setting(
         16, "SLEUTH_GATEWAY_THREADS", "gRPC worker threads: streams served at once", _positive_int
     )
@@ -112,6 +119,10 @@ class Settings:
             except ValueError as error:
                 raise ConfigError(f"{env}={environ[env]!r}: {error}") from None
         return cls(**values)
+
+    def to_env(self) -> dict[str, str]:
+        """The environment variables that give these settings (to start a service process with)."""
+        return {f.metadata["env"]: str(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def describe(cls) -> list[tuple[str, str, Any, str]]:

@@ -84,3 +84,41 @@ def consume(settings: Settings, topic: str, *, expect_records: int | None = None
     finally:
         consumer.close()
     return got
+
+
+def worker_process(settings: Settings, log_path) -> "subprocess.Popen":
+    """``sleuth worker`` as its own process (so that tests can kill -9 it)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ) | settings.to_env()
+    log = open(log_path, "ab")
+    return subprocess.Popen([sys.executable, "-m", "sleuth", "worker"], env=env, stdout=log, stderr=log,
+                            stdin=subprocess.DEVNULL)
+
+
+def stop_process(process) -> None:
+    """SIGTERM our own child, SIGKILL if it lingers."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except Exception:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def wait_for_count(client, table: str, expected: int, *, timeout_s: float = 90.0) -> int:
+    """``SELECT count() FROM table FINAL`` once it reaches ``expected`` (or what it is at the deadline)."""
+    deadline = time.monotonic() + timeout_s
+    count = -1
+    while time.monotonic() < deadline:
+        try:
+            count = client.execute(f"SELECT count() FROM {table} FINAL")[0][0]
+        except Exception:  # table not created yet, or ClickHouse restarting
+            count = -1
+        if count >= expected:
+            return count
+        time.sleep(0.3)
+    return count
