@@ -24,15 +24,15 @@ def private_settings(services: Services, **overrides) -> Settings:
     """Settings with this test's own topics, consumer group and database on the shared services."""
     tag = uuid.uuid4().hex[:10]
     host, port = services.kafka_bootstrap.rsplit(":", 1)
-    return dataclasses.replace(
-        Settings(),
+    values = dict(
         kafka_host=host, kafka_port=int(port),
         clickhouse_host=services.clickhouse_host, clickhouse_port=services.clickhouse_port,
+        clickhouse_http_port=services.clickhouse_http_port,
         clickhouse_database=f"sleuth_test_{tag}",
         records_topic=f"sleuth-records-{tag}", rejects_topic=f"sleuth-rejects-{tag}",
         worker_group=f"sleuth-workers-{tag}", gateway_port=0,
-        **overrides,
     )
+    return dataclasses.replace(Settings(), **(values | overrides))
 
 
 @contextmanager
