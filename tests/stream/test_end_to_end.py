@@ -117,6 +117,11 @@ def test_two_workers_share_four_partitions_and_the_results_are_complete(pipeline
     first = run_worker_thread(settings)
     second = run_worker_thread(settings)
     try:
+        # Send only once the group has settled on both members, so that both get records.
+        deadline = time.monotonic() + 60
+        while not (first[0].consumer.assignment() and second[0].consumer.assignment()):
+            assert time.monotonic() < deadline, "the two workers never shared the partitions"
+            time.sleep(0.2)
         send_in_streams(gateway, sent, streams=8)
         assert_exactly_once(settings, client, sent)
         a, b = first[0].consumer.assignment(), second[0].consumer.assignment()
