@@ -29,3 +29,23 @@ class RecordError(SleuthError, ValueError):
 
 class ServiceError(SleuthError, ConnectionError):
     """An external service (Kafka, ClickHouse, gateway) cannot be reached or refused the work."""
+
+
+class BatchRejected(RecordError):
+    """The gateway refuses a batch (bad values, sizes, unregistered job); the message names the field."""
+
+
+class AuthError(SleuthError, PermissionError):
+    """A caller may not do what it asked."""
+
+
+class Unauthenticated(AuthError):
+    """No bearer token, or one the gateway does not know."""
+
+
+class Forbidden(AuthError):
+    """A valid token for one job used to write or register another job."""
+
+
+class Overloaded(ServiceError):
+    """A downstream service (Kafka) does not keep up; the caller should retry later."""

@@ -22,6 +22,11 @@ def _port(text: str) -> int:
     return value
 
 
+def _listen_port(text: str) -> int:
+    # 0 asks the OS for a free port (tests, several gateways on one machine).
+    return 0 if int(text) == 0 else _port(text)
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -69,6 +74,43 @@ class Settings:
     )
     clickhouse_database: str = _setting("sleuth", "SLEUTH_CLICKHOUSE_DB", "ClickHouse database")
     records_topic: str = _setting("sleuth.records", "SLEUTH_RECORDS_TOPIC", "Kafka topic of CommOps records")
+    rejects_topic: str = _setting(
+        "sleuth.rejects", "SLEUTH_REJECTS_TOPIC", "Kafka dead-letter topic of rejected batches, with the reason"
+    )
+    records_partitions: int = _setting(
+        4, "SLEUTH_RECORDS_PARTITIONS", "partitions of the records topic when sleuth creates it", _positive_int
+    )
+    gateway_host: str = _setting("127.0.0.1", "SLEUTH_GATEWAY_HOST", "address the gRPC gateway listens on")
+    gateway_port: int = _setting(
+        50151, "SLEUTH_GATEWAY_PORT", "port of the gRPC gateway (0: any free port)", _listen_port
+    )
+    gateway_threads: int = _setting(
+        16, "SLEUTH_GATEWAY_THREADS", "gRPC worker threads: streams served at once", _positive_int
+    )
+    gateway_tokens_file: str = _setting(
+        "", "SLEUTH_GATEWAY_TOKENS", "JSON file mapping job -> bearer token; empty: no authentication"
+    )
+    gateway_tls_cert: str = _setting("", "SLEUTH_GATEWAY_TLS_CERT", "PEM certificate chain; empty: no TLS")
+    gateway_tls_key: str = _setting("", "SLEUTH_GATEWAY_TLS_KEY", "PEM private key of the TLS certificate")
+    gateway_max_batch_records: int = _setting(
+        1_000_000, "SLEUTH_GATEWAY_MAX_BATCH_RECORDS", "largest batch the gateway accepts (records)", _positive_int
+    )
+    gateway_max_string_bytes: int = _setting(
+        256, "SLEUTH_GATEWAY_MAX_STRING_BYTES", "longest job or communicator name accepted (UTF-8 bytes)",
+        _positive_int,
+    )
+    gateway_max_strings: int = _setting(
+        100_000, "SLEUTH_GATEWAY_MAX_STRINGS", "largest string table accepted in one batch", _positive_int
+    )
+    gateway_inflight_bytes: int = _setting(
+        64 << 20, "SLEUTH_GATEWAY_INFLIGHT_BYTES",
+        "bytes sent to Kafka but not yet acknowledged; beyond it clients wait", _positive_int,
+    )
+    worker_group: str = _setting("sleuth.workers", "SLEUTH_WORKER_GROUP", "Kafka consumer group of the workers")
+    worker_max_records: int = _setting(
+        2_000, "SLEUTH_WORKER_MAX_MESSAGES", "Kafka messages a worker takes per poll (one insert each)",
+        _positive_int,
+    )
     gpus_per_host: int = _setting(
         8, "SLEUTH_GPUS_PER_HOST", "GPUs per host when a layout or topology does not say", _positive_int
     )
@@ -127,6 +169,10 @@ class Settings:
             except ValueError as error:
                 raise ConfigError(f"{env}={environ[env]!r}: {error}") from None
         return cls(**values)
+
+    def to_env(self) -> dict[str, str]:
+        """The environment variables that give these settings (to start a service process with)."""
+        return {f.metadata["env"]: str(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def describe(cls) -> list[tuple[str, str, Any, str]]:

@@ -11,7 +11,8 @@ import numpy as np
 
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
-from sleuth.records import RecordBatch
+from sleuth.jobspec import JobSpec
+from sleuth.records import IterationBatch, RecordBatch
 
 
 def message_key(job: str, rank: int) -> bytes:
@@ -43,3 +44,47 @@ def to_messages(batch: RecordBatch, *, max_records: int = 10_000) -> list[tuple[
 def from_message(value: bytes) -> RecordBatch:
     """The records of one message value."""
     return codec.records_from_proto(pb.RecordBatch.FromString(value))
+
+
+# -- other payloads on the records topic ------------------------------------------------------
+# Iteration batches and job specs travel on the same topic as the records, keyed the same way, so
+# that one (job, rank)'s records and iterations stay in one partition's order. A header says what
+# a value holds; messages without it are record batches (the format above).
+
+KIND_HEADER = "sleuth-kind"
+RECORDS, ITERATIONS, JOB = b"records", b"iterations", b"job"
+
+
+def iteration_messages(batch: IterationBatch, *, max_records: int = 10_000) -> list[tuple[bytes, bytes]]:
+    """(key, value) pairs for an iteration batch, split by (job, rank) like ``to_messages``."""
+    if not len(batch):
+        return []
+    group = (batch["job"].astype(np.uint64) << np.uint64(32)) | batch["rank"].astype(np.uint64)
+    order = np.argsort(group, kind="stable")
+    messages = []
+    for indices in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
+        first = int(indices[0])
+        key = message_key(batch.strings[batch["job"][first]], int(batch["rank"][first]))
+        for start in range(0, len(indices), max_records):
+            part = batch.take(indices[start : start + max_records]).compact()
+            messages.append((key, codec.iterations_to_proto(part).SerializeToString()))
+    return messages
+
+
+def job_message(spec: JobSpec) -> tuple[bytes, bytes]:
+    return spec.job.encode(), codec.jobspec_to_proto(spec).SerializeToString()
+
+
+def kind_of(headers: list[tuple[str, bytes]] | None) -> bytes:
+    for key, value in headers or ():
+        if key == KIND_HEADER:
+            return value
+    return RECORDS
+
+
+def iterations_from_message(value: bytes) -> IterationBatch:
+    return codec.iterations_from_proto(pb.IterationBatch.FromString(value))
+
+
+def job_from_message(value: bytes) -> JobSpec:
+    return codec.jobspec_from_proto(pb.JobSpec.FromString(value), source="Kafka job message")

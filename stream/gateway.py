@@ -1,0 +1,218 @@
+"""The ``Collector`` gRPC service that training jobs stream into (``sleuth gateway``).
+
+The servicer is thin: authenticate (``auth``), validate (``validate``), publish (``publisher``),
+count; errors become gRPC statuses in ``grpc_status`` only. A stream's summary is sent only once
+Kafka acknowledged every batch of it, so an OK answer means the records are durable; a client that
+gets UNAVAILABLE resends, and the ReplacingMergeTree tables make the replay harmless.
+
+A batch that fails validation ends its stream with INVALID_ARGUMENT naming the field (the trailing
+metadata ``sleuth-accepted`` says how many batches before it were accepted), is counted and
+dead-lettered to ``sleuth.rejects``; every other stream carries on.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from concurrent import futures as _futures
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+import sleuth
+from sleuth.errors import AuthError, BatchRejected, ConfigError
+from sleuth.jobspec import JobSpec
+from sleuth.proto import codec
+from sleuth.proto import commops_pb2 as pb
+from sleuth.proto import commops_pb2_grpc as pb_grpc
+from sleuth.records import RecordBatch
+from sleuth.settings import Settings
+from sleuth.stream import auth, validate
+from sleuth.stream.grpc_status import status_from_errors, trailing
+from sleuth.stream.publisher import Publisher
+
+_log = logging.getLogger(__name__)
+
+# Futures of a long-lived stream are pruned once this many pile up, so memory stays bounded.
+_PRUNE_EVERY = 1024
+
+
+@dataclass
+class Counters:
+    """What the gateway has seen since it started; thread-safe through ``lock``."""
+
+    accepted_batches: int = 0
+    accepted_records: int = 0
+    rejected: collections.Counter = field(default_factory=collections.Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def accept(self, records: int) -> None:
+        with self.lock:
+            self.accepted_batches += 1
+            self.accepted_records += records
+
+    def reject(self, reason: str) -> None:
+        # Counted by the reason's first clause (the field), not its per-batch details.
+        with self.lock:
+            self.rejected[reason.split(":", 1)[0]] += 1
+
+
+class JobRegistry:
+    """Jobs registered through ``RegisterJob``, by name."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, JobSpec] = {}
+        self._lock = threading.Lock()
+
+    def add(self, spec: JobSpec) -> None:
+        with self._lock:
+            self._jobs[spec.job] = spec
+
+    def __contains__(self, job: object) -> bool:
+        return job in self._jobs
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+
+class Collector(pb_grpc.CollectorServicer):
+    def __init__(
+        self, publisher: Publisher, *, tokens: auth.TokenBook | None, limits: validate.Limits
+    ) -> None:
+        self.publisher = publisher
+        self.tokens = tokens
+        self.limits = limits
+        self.jobs = JobRegistry()
+        self.counters = Counters()
+
+    def _caller(self, context: grpc.ServicerContext) -> str | None:
+        if self.tokens is None:
+            return None
+        try:
+            return self.tokens.job_of(context.invocation_metadata())
+        except AuthError as error:
+            self.counters.reject(str(error))
+            raise
+
+    def Stream(self, request_iterator: Any, context: grpc.ServicerContext) -> pb.StreamSummary:
+        accepted = 0
+        with status_from_errors(context):
+            caller = self._caller(context)
+            pending: list[Any] = []
+            for index, raw in enumerate(request_iterator):
+                message = pb.StreamMessage()
+                try:
+                    message = _parse(raw)
+                    batch = validate.check_message(message, limits=self.limits, registered=self.jobs)
+                    auth.check_jobs(caller, validate.batch_jobs(batch))
+                except (BatchRejected, AuthError) as error:
+                    reason = f"batch {index}: {error}"
+                    self.counters.reject(str(error))
+                    self.publisher.reject(reason=reason, payload=_raw(raw), job=caller or "")
+                    trailing(context, accepted=accepted)
+                    raise type(error)(reason) from None
+                if isinstance(batch, RecordBatch):
+                    pending += self.publisher.records(batch)
+                else:
+                    pending += self.publisher.iterations(batch)
+                accepted += 1
+                self.counters.accept(len(batch))
+                if len(pending) >= _PRUNE_EVERY:
+                    done = [f for f in pending if f.is_done]
+                    self.publisher.wait(done)  # raises on a failed one: the client must resend
+                    pending = [f for f in pending if not f.is_done]
+            self.publisher.wait(pending)
+            return pb.StreamSummary(accepted=accepted, rejected=0)
+
+    def RegisterJob(self, request: pb.JobSpec, context: grpc.ServicerContext) -> pb.RegisterJobReply:
+        with status_from_errors(context):
+            caller = self._caller(context)
+            try:
+                spec = codec.jobspec_from_proto(request)
+            except ConfigError as error:
+                raise BatchRejected(f"JobSpec: {error}") from None
+            auth.check_jobs(caller, [spec.job])
+            self.publisher.wait(self.publisher.job(spec))
+            self.jobs.add(spec)
+            return pb.RegisterJobReply(job=spec.job, communicators=len(spec.communicators))
+
+    def Health(self, request: pb.HealthRequest, context: grpc.ServicerContext) -> pb.HealthReply:
+        with status_from_errors(context):
+            serving = self.publisher.connected()
+            status = pb.HealthReply.SERVING if serving else pb.HealthReply.NOT_SERVING
+            return pb.HealthReply(status=status, version=sleuth.__version__)
+
+
+def _parse(raw: bytes | pb.StreamMessage) -> pb.StreamMessage:
+    # The server hands Stream raw bytes (see build_server) so that bytes that are not a
+    # StreamMessage are a refused batch like any other, not a gRPC-internal deserialization error.
+    if isinstance(raw, pb.StreamMessage):
+        return raw
+    try:
+        return pb.StreamMessage.FromString(raw)
+    except Exception as error:  # protobuf's DecodeError and friends
+        raise BatchRejected(f"StreamMessage: not a valid message ({error})") from None
+
+
+def _raw(raw: bytes | pb.StreamMessage) -> bytes:
+    return raw.SerializeToString() if isinstance(raw, pb.StreamMessage) else raw
+
+
+def _add_to_server(collector: Collector, server: grpc.Server) -> None:
+    """Like the generated ``add_CollectorServicer_to_server``, but Stream gets undecoded bytes."""
+    handlers = {
+        "Stream": grpc.stream_unary_rpc_method_handler(
+            collector.Stream, request_deserializer=None, response_serializer=pb.StreamSummary.SerializeToString
+        ),
+        "RegisterJob": grpc.unary_unary_rpc_method_handler(
+            collector.RegisterJob, request_deserializer=pb.JobSpec.FromString,
+            response_serializer=pb.RegisterJobReply.SerializeToString,
+        ),
+        "Health": grpc.unary_unary_rpc_method_handler(
+            collector.Health, request_deserializer=pb.HealthRequest.FromString,
+            response_serializer=pb.HealthReply.SerializeToString,
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("sleuth.v1.Collector", handlers),))
+
+
+def limits_from(settings: Settings) -> validate.Limits:
+    return validate.Limits(
+        max_records=settings.gateway_max_batch_records,
+        max_strings=settings.gateway_max_strings,
+        max_string_bytes=settings.gateway_max_string_bytes,
+    )
+
+
+def build_server(settings: Settings, collector: Collector) -> tuple[grpc.Server, int]:
+    """A started-ready (not yet started) server with ``collector``; returns it and its bound port."""
+    # Messages up to the largest batch we accept (~100 bytes per record on the wire at worst).
+    max_message = min(2**31 - 1, settings.gateway_max_batch_records * 100 + (1 << 20))
+    server = grpc.server(
+        _futures.ThreadPoolExecutor(max_workers=settings.gateway_threads, thread_name_prefix="collector"),
+        maximum_concurrent_rpcs=settings.gateway_threads * 4,
+        options=[("grpc.max_receive_message_length", max_message)],
+    )
+    _add_to_server(collector, server)
+    address = f"{settings.gateway_host}:{settings.gateway_port}"
+    if settings.gateway_tls_cert:
+        if not settings.gateway_tls_key:
+            raise ConfigError("SLEUTH_GATEWAY_TLS_KEY must be set along with SLEUTH_GATEWAY_TLS_CERT")
+        with open(settings.gateway_tls_cert, "rb") as cert, open(settings.gateway_tls_key, "rb") as key:
+            credentials = grpc.ssl_server_credentials([(key.read(), cert.read())])
+        port = server.add_secure_port(address, credentials)
+    else:
+        port = server.add_insecure_port(address)
+    if not port:
+        raise ConfigError(f"SLEUTH_GATEWAY_PORT: cannot listen on {address}")
+    return server, port
+
+
+def create(settings: Settings) -> tuple[grpc.Server, int, Collector]:
+    """The gateway for ``settings``: server, bound port and servicer (tokens read, producer made)."""
+    tokens = auth.TokenBook.read(settings.gateway_tokens_file) if settings.gateway_tokens_file else None
+    collector = Collector(Publisher(settings), tokens=tokens, limits=limits_from(settings))
+    server, port = build_server(settings, collector)
+    return server, port, collector

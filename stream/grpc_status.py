@@ -1,0 +1,65 @@
+"""The one place where sleuth's errors become gRPC status codes.
+
+Servicers run their body inside ``status_from_errors(context)``; nothing else calls
+``context.abort`` with a status of its own choosing, so a client sees the same code for the same
+kind of failure from every RPC.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+
+from sleuth.errors import (
+    BatchRejected,
+    ConfigError,
+    Forbidden,
+    Overloaded,
+    RecordError,
+    ServiceError,
+    SleuthError,
+    Unauthenticated,
+)
+
+_log = logging.getLogger(__name__)
+
+# Most specific first: the first matching class decides.
+_CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
+    (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
+    (Forbidden, grpc.StatusCode.PERMISSION_DENIED),
+    (BatchRejected, grpc.StatusCode.INVALID_ARGUMENT),
+    (RecordError, grpc.StatusCode.INVALID_ARGUMENT),
+    (ConfigError, grpc.StatusCode.INVALID_ARGUMENT),
+    (Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (ServiceError, grpc.StatusCode.UNAVAILABLE),
+    (SleuthError, grpc.StatusCode.INTERNAL),
+)
+
+
+def status_of(error: BaseException) -> grpc.StatusCode:
+    """The status code for ``error``; INTERNAL for anything unexpected."""
+    for kind, code in _CODES:
+        if isinstance(error, kind):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+@contextlib.contextmanager
+def status_from_errors(context: grpc.ServicerContext) -> Iterator[None]:
+    """Abort the RPC with the status of any error raised inside, its message as the details."""
+    try:
+        yield
+    except SleuthError as error:
+        context.abort(status_of(error), str(error))
+    except Exception as error:  # a bug: keep serving others, tell this caller it was ours
+        _log.exception("unexpected error in RPC")
+        context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(error).__name__}")
+
+
+def trailing(context: grpc.ServicerContext, **values: Any) -> None:
+    """Trailing metadata ``sleuth-<name>: <value>``, e.g. how much a stream got in before failing."""
+    context.set_trailing_metadata(tuple((f"sleuth-{k}", str(v)) for k, v in values.items()))

@@ -1,0 +1,65 @@
+"""Per-(job, rank) state the workers keep across batches, updated a whole batch at a time.
+
+One row per (job, rank) seen, in numpy arrays that grow by doubling; an update is a handful of
+vectorized ufunc calls over the batch (``np.unique`` to find the rows, ``ufunc.at`` to fold the
+batch in), never a Python loop over records. Detectors read it to know where each rank is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sleuth.records import IterationBatch, RecordBatch
+
+
+class RankState:
+    """Records seen, latest iteration and latest end time of each (job, rank)."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, int] = {}
+        self._rows: dict[int, int] = {}  # (job id << 32 | rank) -> row
+        self.records = np.zeros(0, np.int64)
+        self.iteration = np.zeros(0, np.int64)
+        self.t_end_ns = np.zeros(0, np.int64)
+        self.iterations_done = np.zeros(0, np.int64)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def row(self, job: str, rank: int) -> int | None:
+        job_id = self._jobs.get(job)
+        return None if job_id is None else self._rows.get((job_id << 32) | rank)
+
+    def update(self, records: RecordBatch) -> None:
+        if not len(records):
+            return
+        rows = self._rows_of(records)
+        np.add.at(self.records, rows, 1)
+        np.maximum.at(self.iteration, rows, records["iteration"])
+        np.maximum.at(self.t_end_ns, rows, records["t_end_ns"])
+
+    def update_iterations(self, iterations: IterationBatch) -> None:
+        if not len(iterations):
+            return
+        rows = self._rows_of(iterations)
+        np.add.at(self.iterations_done, rows, 1)
+        np.maximum.at(self.iteration, rows, iterations["iteration"])
+
+    def _rows_of(self, batch: RecordBatch | IterationBatch) -> np.ndarray:
+        job_ids = np.array([self._jobs.setdefault(j, len(self._jobs)) for j in batch.strings], np.uint64)
+        keys = (job_ids[batch["job"]] << np.uint64(32)) | batch["rank"].astype(np.uint64)
+        unique, inverse = np.unique(keys, return_inverse=True)
+        rows = np.array([self._rows.setdefault(int(k), len(self._rows)) for k in unique], np.int64)
+        self._grow(len(self._rows))
+        return rows[inverse]
+
+    def _grow(self, n: int) -> None:
+        if n <= len(self.records):
+            return
+        size = max(n, 2 * len(self.records), 64)
+        for name, fill in (("records", 0), ("iteration", -1), ("t_end_ns", np.iinfo(np.int64).min),
+                           ("iterations_done", 0)):
+            old = getattr(self, name)
+            new = np.full(size, fill, np.int64)
+            new[: len(old)] = old
+            setattr(self, name, new)

@@ -1,0 +1,134 @@
+"""The ClickHouse schema, as numbered migrations applied by ``sleuth db migrate``.
+
+Each migration is a list of statements run once, in version order; the versions applied so far
+are rows of ``<db>.schema_migrations``. Every statement is itself idempotent (``IF NOT EXISTS``),
+so a migration interrupted half-way (or two ``migrate`` runs racing at ``stack up``) is simply
+run again.
+
+Every table is a ReplacingMergeTree on its natural key: the pipeline delivers at least once, and a
+replayed row then replaces its twin instead of counting twice (queries that must be exact before
+the background merge read with ``FINAL``). SQL stays within what ClickHouse 18.16 runs: Int64
+nanosecond timestamps, no DateTime64, no TTL.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sleuth.errors import ConfigError
+from sleuth.stream.clickhouse_records import records_table_ddl
+
+MIGRATIONS_TABLE = "schema_migrations"
+
+# The day a row belongs to, for partitioning; derived from the row itself so that a replayed row
+# lands in the same partition as its twin (ReplacingMergeTree only replaces within a partition).
+_DAY = "day Date MATERIALIZED toDate(intDiv({column}, 1000000000))"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]  # with ``{db}`` where the database name goes
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "records: CommOps records", (records_table_ddl("{db}.records"),)),
+    Migration(
+        2,
+        "iterations: per-rank training step times",
+        (
+            "CREATE TABLE IF NOT EXISTS {db}.iterations (\n"
+            "    job String, rank UInt32, iteration Int64, t_start_ns Int64, t_end_ns Int64,\n"
+            f"    {_DAY.format(column='t_start_ns')}\n"
+            ") ENGINE = ReplacingMergeTree()\nPARTITION BY day\nORDER BY (job, rank, iteration)",
+        ),
+    ),
+    Migration(
+        3,
+        "jobs: registered job specs (latest registration wins)",
+        (
+            "CREATE TABLE IF NOT EXISTS {db}.jobs (\n"
+            "    job String, world UInt32, spec String, registered_ns Int64\n"
+            ") ENGINE = ReplacingMergeTree(registered_ns)\nORDER BY job",
+        ),
+    ),
+    Migration(
+        4,
+        "detection and localization results: abnormal_ops, incidents, suspects, labels",
+        (
+            "CREATE TABLE IF NOT EXISTS {db}.abnormal_ops (\n"
+            "    job String, rank UInt32, comm String, seq UInt64, iteration Int64, op UInt8,\n"
+            "    t_start_ns Int64, duration_ns Int64, score Float64, detected_ns Int64,\n"
+            f"    {_DAY.format(column='t_start_ns')}\n"
+            ") ENGINE = ReplacingMergeTree(detected_ns)\nPARTITION BY day\n"
+            "ORDER BY (job, rank, iteration, comm, seq)",
+            "CREATE TABLE IF NOT EXISTS {db}.incidents (\n"
+            "    job String, incident String, t_from_ns Int64, t_to_ns Int64,\n"
+            "    iterations Array(Int64), cause String, root_ops String, traversal Array(UInt32),\n"
+            "    impact Float64, created_ns Int64\n"
+            ") ENGINE = ReplacingMergeTree(created_ns)\nORDER BY (job, incident)",
+            "CREATE TABLE IF NOT EXISTS {db}.suspects (\n"
+            "    job String, incident String, device String, kind String, score Float64,\n"
+            "    position UInt16, created_ns Int64\n"
+            ") ENGINE = ReplacingMergeTree(created_ns)\nORDER BY (job, incident, device)",
+            "CREATE TABLE IF NOT EXISTS {db}.labels (\n"
+            "    job String, rank UInt32, comm String, seq UInt64, iteration Int64,\n"
+            "    abnormal UInt8, source String, labeled_ns Int64\n"
+            ") ENGINE = ReplacingMergeTree(labeled_ns)\nORDER BY (job, rank, iteration, comm, seq)",
+        ),
+    ),
+)
+
+#: Every table the migrations create, for tools and tests.
+TABLES = ("records", "iterations", "jobs", "abnormal_ops", "incidents", "suspects", "labels")
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_database_name(database: str) -> str:
+    # The name is spliced into DDL (ClickHouse has no parameters for identifiers).
+    if not _NAME.match(database):
+        raise ConfigError(f"ClickHouse database name {database!r} must match {_NAME.pattern}")
+    return database
+
+
+def applied_versions(client: Any, database: str) -> list[int]:
+    """Versions already applied to ``database`` (empty when it was never migrated)."""
+    check_database_name(database)
+    exists = client.execute(
+        "SELECT count() FROM system.tables WHERE database = %(db)s AND name = %(t)s",
+        {"db": database, "t": MIGRATIONS_TABLE},
+    )
+    if not exists[0][0]:
+        return []
+    rows = client.execute(f"SELECT DISTINCT version FROM {database}.{MIGRATIONS_TABLE} ORDER BY version")
+    return [int(v) for (v,) in rows]
+
+
+def migrate(client: Any, database: str, *, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
+    """Apply the migrations ``database`` lacks, in order; the versions applied by this call."""
+    check_database_name(database)
+    client.execute(f"CREATE DATABASE IF NOT EXISTS {database}")
+    client.execute(
+        f"CREATE TABLE IF NOT EXISTS {database}.{MIGRATIONS_TABLE} "
+        "(version UInt32, description String, applied_ns Int64) "
+        "ENGINE = ReplacingMergeTree(applied_ns) ORDER BY version"
+    )
+    done = set(applied_versions(client, database))
+    applied = []
+    for migration in sorted(migrations, key=lambda m: m.version):
+        if migration.version in done:
+            continue
+        for statement in migration.statements:
+            client.execute(statement.format(db=database))
+        # Recorded only after every statement succeeded: a failure leaves it pending for next time.
+        client.execute(
+            f"INSERT INTO {database}.{MIGRATIONS_TABLE} (version, description, applied_ns) VALUES",
+            [(migration.version, migration.description, time.time_ns())],
+        )
+        applied.append(migration.version)
+    return applied

@@ -1,0 +1,107 @@
+"""Checks the gateway runs on every wire batch before it goes anywhere: pure, no I/O.
+
+``check_message`` turns a ``StreamMessage`` into a domain batch or raises ``BatchRejected``
+whose message names the offending field, so that a logger author can fix the sender. Order of
+checks: cheap size bounds first (a huge batch or string is refused before it is decoded), then
+the columns' types and lengths (``sleuth.proto.codec``), then value ranges
+(``RecordBatch.problems``), then that every job in the batch is registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+from dataclasses import dataclass
+
+import numpy as np
+
+from sleuth.errors import BatchRejected, RecordError
+from sleuth.proto import codec
+from sleuth.proto import commops_pb2 as pb
+from sleuth.records import IterationBatch, RecordBatch
+
+#: Largest plausible payload of one operator (8 PiB). Also catches sizes that were negative on the
+#: sender and arrive as huge unsigned varints.
+MAX_NBYTES = 1 << 53
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """Bounds on one batch; the gateway's settings fill them."""
+
+    max_records: int = 1_000_000
+    max_strings: int = 100_000
+    max_string_bytes: int = 256
+
+
+def check_message(
+    message: pb.StreamMessage, *, limits: Limits, registered: Container[str]
+) -> RecordBatch | IterationBatch:
+    """The batch ``message`` carries, valid and from registered jobs, or ``BatchRejected``."""
+    kind = message.WhichOneof("payload")
+    if kind is None:
+        raise BatchRejected("payload: the message holds neither records nor iterations")
+    wire = message.records if kind == "records" else message.iterations
+    _check_sizes(wire, kind, limits)
+    try:
+        batch = codec.records_from_proto(wire) if kind == "records" else codec.iterations_from_proto(wire)
+    except RecordError as error:
+        raise BatchRejected(f"{kind}.{error}") from None
+    found = batch.problems() if isinstance(batch, RecordBatch) else iteration_problems(batch)
+    if isinstance(batch, RecordBatch):
+        found += _record_range_problems(batch)
+    if found:
+        raise BatchRejected(f"{kind}: " + "; ".join(found))
+    for job in batch_jobs(batch):
+        if job not in registered:
+            raise BatchRejected(f"{kind}.job: job {job!r} is not registered (call RegisterJob first)")
+    return batch
+
+
+def batch_jobs(batch: RecordBatch | IterationBatch) -> list[str]:
+    """The distinct job names the records of ``batch`` use."""
+    return [batch.strings[code] for code in np.unique(batch["job"])]
+
+
+def iteration_problems(batch: IterationBatch) -> list[str]:
+    """Like ``RecordBatch.problems`` for iteration records."""
+    found = []
+    checks = (
+        ("iteration", batch["iteration"] < 0, "negative iteration"),
+        ("t_start_ns", batch["t_start_ns"] < 0, "negative time"),
+        ("t_end_ns", batch["t_end_ns"] < batch["t_start_ns"], "ends before it starts"),
+    )
+    for name, bad, what in checks:
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            found.append(f"{name}: {what} in {int(bad.sum())} records (first at index {first}: {batch[name][first]})")
+    if any(not batch.strings[code] for code in np.unique(batch["job"])):
+        found.append("job: empty name")
+    return found
+
+
+def _record_range_problems(batch: RecordBatch) -> list[str]:
+    big = batch["nbytes"] > MAX_NBYTES
+    if not big.any():
+        return []
+    first = int(np.flatnonzero(big)[0])
+    return [
+        f"nbytes: above {MAX_NBYTES} (negative on the sender?) in {int(big.sum())} records "
+        f"(first at index {first}: {batch['nbytes'][first]})"
+    ]
+
+
+def _check_sizes(wire: pb.RecordBatch | pb.IterationBatch, kind: str, limits: Limits) -> None:
+    # Length of the first column: unequal lengths are the codec's to report, naming the column.
+    n = len(wire.job)
+    if n > limits.max_records:
+        raise BatchRejected(f"{kind}: {n} records, more than the limit of {limits.max_records}")
+    if len(wire.strings) > limits.max_strings:
+        raise BatchRejected(
+            f"{kind}.strings: {len(wire.strings)} entries, more than the limit of {limits.max_strings}"
+        )
+    for index, text in enumerate(wire.strings):
+        size = len(text.encode())
+        if size > limits.max_string_bytes:
+            raise BatchRejected(
+                f"{kind}.strings[{index}]: {size} bytes, longer than the limit of {limits.max_string_bytes}"
+            )

@@ -1,0 +1,135 @@
+"""Loggers over gRPC -> gateway -> Kafka -> workers -> ClickHouse, on the real services.
+
+Every test checks the query results against what was sent: every record once, no more.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from sleuth.proto import codec
+from sleuth.proto import commops_pb2 as pb
+from sleuth.records import IterationBatch
+from sleuth.stream import clickhouse_records, connect, schema
+from sleuth.stream.worker import Worker
+
+from ..conftest import Services
+from .harness import private_settings, record_stream, running_gateway, stop_process, stub, wait_for_count, worker_process
+from .test_gateway import job_spec
+from .test_records_pipeline import sorted_by_key, training_records
+
+pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+N = 10_000
+
+
+@pytest.fixture()
+def pipeline(services: Services):
+    """Private topics and database, a running gateway with job-a and job-b registered."""
+    settings = private_settings(services)
+    client = connect.clickhouse_client(settings)
+    schema.migrate(client, settings.clickhouse_database)
+    with running_gateway(settings) as (collector, target):
+        gateway = stub(target)
+        for job in ("job-a", "job-b"):
+            gateway.RegisterJob(job_spec(job))
+        try:
+            yield settings, client, gateway
+        finally:
+            client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
+            client.disconnect()
+
+
+def send_in_streams(gateway, batch, *, streams: int, per_message: int = 250, pause_s: float = 0.0) -> None:
+    for part in np.array_split(np.arange(len(batch)), streams):
+        summary = gateway.Stream(record_stream(batch.take(part), per_message=per_message))
+        assert summary.accepted == -(-len(part) // per_message)
+        time.sleep(pause_s)
+
+
+def assert_exactly_once(settings, client, sent) -> None:
+    table = f"{settings.clickhouse_database}.records"
+    assert wait_for_count(client, table, len(sent)) == len(sent)
+    assert clickhouse_records.select_records(client, table).equals(sorted_by_key(sent))
+
+
+def run_worker_thread(settings, client_settings=None):
+    stop = threading.Event()
+    worker = Worker(settings, client=connect.clickhouse_client(client_settings or settings))
+    thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+    thread.start()
+    return worker, stop, thread
+
+
+def test_10k_records_and_iterations_exactly_once(pipeline) -> None:
+    settings, client, gateway = pipeline
+    sent = training_records(N, seed=21)
+    iterations = IterationBatch.from_columns(
+        job="job-a", rank=np.repeat(np.arange(8), 5), iteration=np.tile(np.arange(5), 8),
+        t_start_ns=np.tile(np.arange(5), 8) * 10**9 + 1, t_end_ns=np.tile(np.arange(5), 8) * 10**9 + 9 * 10**8,
+    )
+    worker, stop, thread = run_worker_thread(settings)
+    try:
+        send_in_streams(gateway, sent, streams=4)
+        gateway.Stream(iter([pb.StreamMessage(iterations=codec.iterations_to_proto(iterations))]))
+        assert_exactly_once(settings, client, sent)
+        db = settings.clickhouse_database
+        assert wait_for_count(client, f"{db}.iterations", len(iterations)) == len(iterations)
+        assert client.execute(f"SELECT job, world FROM {db}.jobs FINAL ORDER BY job") == [("job-a", 64), ("job-b", 64)]
+        # The per-rank state saw every record once.
+        assert int(worker.state.records.sum()) == N
+        row = worker.state.row("job-a", 3)
+        assert worker.state.iterations_done[row] == 5
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def test_worker_killed_mid_stream_and_restarted_loses_and_duplicates_nothing(pipeline, tmp_path) -> None:
+    settings, client, gateway = pipeline
+    sent = training_records(N, seed=22)
+    table = f"{settings.clickhouse_database}.records"
+    worker = worker_process(settings, tmp_path / "worker.log")
+    sender = threading.Thread(target=send_in_streams, args=(gateway, sent), kwargs={"streams": 20, "pause_s": 0.25})
+    sender.start()
+    try:
+        # Kill once the worker has inserted some records, while the loggers still send.
+        assert wait_for_count(client, table, 1) >= 1
+        worker.kill()  # SIGKILL: no cleanup, no commit of anything in flight
+        worker.wait(timeout=10)
+        inserted_at_kill = wait_for_count(client, table, 0, timeout_s=1)
+        worker = worker_process(settings, tmp_path / "worker.log")
+        sender.join(timeout=120)
+        assert_exactly_once(settings, client, sent)
+        assert inserted_at_kill < N
+    finally:
+        stop_process(worker)
+        sender.join(timeout=5)
+
+
+def test_two_workers_share_four_partitions_and_the_results_are_complete(pipeline) -> None:
+    settings, client, gateway = pipeline
+    sent = training_records(N, seed=23)
+    first = run_worker_thread(settings)
+    second = run_worker_thread(settings)
+    try:
+        # Send only once the group has settled on both members, so that both get records.
+        deadline = time.monotonic() + 60
+        while not (first[0].consumer.assignment() and second[0].consumer.assignment()):
+            assert time.monotonic() < deadline, "the two workers never shared the partitions"
+            time.sleep(0.2)
+        send_in_streams(gateway, sent, streams=8)
+        assert_exactly_once(settings, client, sent)
+        a, b = first[0].consumer.assignment(), second[0].consumer.assignment()
+        assert len(a) + len(b) == 4 and not (a & b) and a and b
+        assert first[0].inserted_records + second[0].inserted_records >= N
+        assert first[0].inserted_records > 0 and second[0].inserted_records > 0
+    finally:
+        for _, stop, thread in (first, second):
+            stop.set()
+        for _, stop, thread in (first, second):
+            thread.join(timeout=30)

@@ -1,0 +1,101 @@
+"""Service faults mid-stream: a Kafka broker restart and ClickHouse down for 30 s lose nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import pytest
+
+from sleuth.stream import connect, schema
+
+from ..conftest import Services
+from .harness import private_settings, running_gateway, stub
+from .test_end_to_end import assert_exactly_once, run_worker_thread, send_in_streams
+from .test_gateway import job_spec
+from .test_records_pipeline import training_records
+
+pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+N = 10_000
+
+
+def deploy(services: Services, script: str, action: str) -> None:
+    subprocess.run(["bash", str(services.repo_root / "deploy" / script), action], check=True,
+                   stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+
+
+@pytest.fixture()
+def pipeline(services: Services):
+    settings = private_settings(services)
+    client = connect.clickhouse_client(settings)
+    schema.migrate(client, settings.clickhouse_database)
+    try:
+        yield settings, client
+    finally:
+        deploy(services, "services.sh", "up")  # whatever a test stopped is back for the next one
+        client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
+        client.disconnect()
+
+
+def send_retrying(gateway, batch, **kwargs) -> None:
+    """What a logger does: resend a stream the gateway could not get acknowledged."""
+    import grpc
+    import numpy as np
+
+    for part in np.array_split(np.arange(len(batch)), kwargs.pop("streams")):
+        for attempt in range(60):
+            try:
+                send_in_streams(gateway, batch.take(part), streams=1, **kwargs)
+                break
+            except grpc.RpcError as error:
+                assert error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED), error
+                time.sleep(1)
+        else:
+            raise AssertionError("the gateway never recovered")
+
+
+def test_clickhouse_down_for_30s_the_worker_retries_and_nothing_is_lost_or_doubled(pipeline, services) -> None:
+    settings, client = pipeline
+    sent = training_records(N, seed=41)
+    with running_gateway(settings) as (collector, target):
+        gateway = stub(target)
+        for job in ("job-a", "job-b"):
+            gateway.RegisterJob(job_spec(job))
+        worker, stop, thread = run_worker_thread(settings)
+        try:
+            send_in_streams(gateway, sent.take(slice(0, N // 2)), streams=2)
+            deploy(services, "clickhouse.sh", "down")
+            send_in_streams(gateway, sent.take(slice(N // 2, N)), streams=2)  # Kafka still takes them
+            time.sleep(30)
+            deploy(services, "clickhouse.sh", "up")
+            client.disconnect()
+            assert_exactly_once(settings, client, sent)
+        finally:
+            stop.set()
+            thread.join(timeout=60)
+
+
+def test_kafka_restart_mid_stream_gateway_and_worker_recover(pipeline, services) -> None:
+    settings, client = pipeline
+    sent = training_records(N, seed=42)
+    with running_gateway(settings) as (collector, target):
+        gateway = stub(target)
+        for job in ("job-a", "job-b"):
+            gateway.RegisterJob(job_spec(job))
+        worker, stop, thread = run_worker_thread(settings)
+        sender = threading.Thread(target=send_retrying, args=(gateway, sent), kwargs={"streams": 20, "pause_s": 0.3})
+        try:
+            sender.start()
+            time.sleep(2)
+            deploy(services, "kafka.sh", "down")
+            time.sleep(3)
+            deploy(services, "kafka.sh", "up")
+            sender.join(timeout=300)
+            assert not sender.is_alive()
+            assert_exactly_once(settings, client, sent)
+        finally:
+            stop.set()
+            thread.join(timeout=60)
+            sender.join(timeout=5)

@@ -1,0 +1,182 @@
+"""The Collector gateway over a real gRPC channel on 127.0.0.1, into the real Kafka broker."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import grpc
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+from sleuth.jobspec import JobSpec
+from sleuth.layout import ParallelLayout
+from sleuth.proto import codec
+from sleuth.proto import commops_pb2 as pb
+from sleuth.records import IterationBatch, RecordBatch
+from sleuth.stream import kafka_records
+
+from ..conftest import Services
+from .harness import bearer, consume, private_settings, record_stream, running_gateway, stub
+from .test_records_pipeline import training_records
+
+pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+TOKENS = {"job-a": "token-for-job-a-0123456789", "job-b": "token-for-job-b-0123456789"}
+
+
+def job_spec(job: str, world: int = 64) -> pb.JobSpec:
+    return codec.jobspec_to_proto(JobSpec.from_layout(job, ParallelLayout(world, 8, 1, world // 8)))
+
+
+@pytest.fixture(scope="module")
+def gateway_with_tokens(services: Services, tmp_path_factory):
+    path = tmp_path_factory.mktemp("tokens") / "tokens.json"
+    path.write_text(json.dumps(TOKENS))
+    settings = private_settings(services, gateway_tokens_file=str(path), gateway_max_batch_records=20_000)
+    with running_gateway(settings) as (collector, target):
+        client = stub(target)
+        for job, token in TOKENS.items():
+            client.RegisterJob(job_spec(job), metadata=bearer(token))
+        yield settings, collector, client, target
+
+
+def test_records_and_iterations_reach_kafka_keyed_by_job_and_rank(gateway_with_tokens) -> None:
+    settings, collector, client, target = gateway_with_tokens
+    sent = training_records(5_000, seed=3)
+    sent = sent.take(sent.decoded("job") == "job-a")
+    iterations = IterationBatch.from_columns(job="job-a", rank=[0, 1, 0], iteration=[1, 1, 2],
+                                             t_start_ns=[10, 11, 20], t_end_ns=[19, 19, 29])
+
+    def messages():
+        yield from record_stream(sent, per_message=700)
+        yield pb.StreamMessage(iterations=codec.iterations_to_proto(iterations))
+
+    summary = client.Stream(messages(), metadata=bearer(TOKENS["job-a"]))
+    assert summary.accepted == -(-len(sent) // 700) + 1 and summary.rejected == 0
+    got = consume(settings, settings.records_topic, expect_records=len(sent))
+    records = [m for m in got if kafka_records.kind_of(m.headers) == kafka_records.RECORDS]
+    received = RecordBatch.concat(kafka_records.from_message(m.value) for m in records)
+    order = np.lexsort((received["seq"],))
+    assert received.take(order).equals(sent.take(np.lexsort((sent["seq"],))))
+    for message in records:  # every message holds one (job, rank), named by its key
+        batch = kafka_records.from_message(message.value)
+        assert {f"{j}/{r}".encode() for j, r in zip(batch.decoded("job"), batch["rank"])} == {message.key}
+    jobs = [m for m in got if kafka_records.kind_of(m.headers) == kafka_records.JOB]
+    assert sorted(kafka_records.job_from_message(m.value).job for m in jobs) == ["job-a", "job-b"]
+
+
+def test_a_token_for_one_job_never_writes_another(gateway_with_tokens) -> None:
+    settings, collector, client, target = gateway_with_tokens
+    batch = training_records(100, seed=4)
+    job_b = batch.take(batch.decoded("job") == "job-b")
+    with pytest.raises(grpc.RpcError) as error:
+        client.Stream(record_stream(job_b, per_message=50), metadata=bearer(TOKENS["job-a"]))
+    assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "job-b" in error.value.details()
+    with pytest.raises(grpc.RpcError) as error:
+        client.RegisterJob(job_spec("job-b"), metadata=bearer(TOKENS["job-a"]))
+    assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    for metadata in ((), bearer("not-a-known-token-000000"), (("authorization", TOKENS["job-b"]),)):
+        with pytest.raises(grpc.RpcError) as error:
+            client.Stream(record_stream(job_b, per_message=50), metadata=metadata)
+        assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert client.Stream(record_stream(job_b, per_message=50), metadata=bearer(TOKENS["job-b"])).accepted == 1
+
+
+def test_a_bad_batch_is_refused_counted_and_dead_lettered(gateway_with_tokens) -> None:
+    settings, collector, client, target = gateway_with_tokens
+    good = training_records(300, seed=5)
+    good = good.take(good.decoded("job") == "job-a")
+    bad = pb.StreamMessage(records=codec.records_to_proto(good.take(slice(0, 10))))
+    bad.records.op[4] = 42
+    before = sum(collector.counters.rejected.values())
+
+    def messages():
+        yield from record_stream(good, per_message=100)
+        yield bad
+
+    call = client.Stream.with_call
+    with pytest.raises(grpc.RpcError) as error:
+        call(messages(), metadata=bearer(TOKENS["job-a"]))
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    details = error.value.details()
+    assert details.startswith(f"batch {-(-len(good) // 100)}: records: op: unknown op kind"), details
+    assert dict(error.value.trailing_metadata())["sleuth-accepted"] == str(-(-len(good) // 100))
+    assert sum(collector.counters.rejected.values()) == before + 1
+    dead = consume(settings, settings.rejects_topic, messages=1, timeout_s=30)
+    reasons = [dict(m.headers)["sleuth-reason"].decode() for m in dead]
+    assert details in reasons
+    assert any(pb.StreamMessage.FromString(m.value) == bad for m in dead)
+
+
+def test_health_serves(gateway_with_tokens) -> None:
+    _, _, client, _ = gateway_with_tokens
+    reply = client.Health(pb.HealthRequest())
+    assert reply.status == pb.HealthReply.SERVING and reply.version
+
+
+_FIELDS = ["job", "rank", "comm", "seq", "op", "peer", "nbytes", "iteration", "t_issue_ns", "t_start_ns", "t_end_ns"]
+_BOUNDS = {"job": (0, 2**32 - 1), "rank": (0, 2**32 - 1), "comm": (0, 2**32 - 1), "seq": (0, 2**64 - 1),
+           "nbytes": (0, 2**64 - 1), "op": (-(2**31), 2**31 - 1), "peer": (-(2**31), 2**31 - 1)}
+
+
+@st.composite
+def malformed(draw) -> bytes:
+    """Serialized StreamMessages broken the ways a buggy or hostile client breaks them."""
+    batch = training_records(30, seed=draw(st.integers(0, 50)))
+    batch = batch.take(batch.decoded("job") == "job-a")
+    message = pb.StreamMessage(records=codec.records_to_proto(batch))
+    records = message.records
+    how = draw(st.sampled_from(["unequal", "value", "huge_string", "unregistered", "garbage", "wrong_type"]))
+    field = draw(st.sampled_from(_FIELDS))
+    if how == "unequal":
+        getattr(records, field).append(1)
+    elif how == "value":  # any value the field's wire type can carry, valid or not
+        low, high = _BOUNDS.get(field, (-(2**63), 2**63 - 1))
+        getattr(records, field)[draw(st.integers(0, len(batch) - 1))] = draw(st.integers(low, high))
+    elif how == "huge_string":
+        records.strings.append("y" * draw(st.integers(300, 300_000)))
+    elif how == "unregistered":
+        records.strings[0] = draw(st.text(min_size=1, max_size=20).filter(lambda t: t not in TOKENS))
+    elif how == "garbage":
+        return draw(st.binary(min_size=1, max_size=300))
+    else:  # wire type mismatch: field 1 (records) sent as a varint instead of a message
+        return b"\x08" + bytes([draw(st.integers(1, 127))])
+    return message.SerializeToString()
+
+
+@hsettings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw=malformed())
+def test_malformed_batches_are_refused_and_good_clients_are_unaffected(gateway_with_tokens, raw) -> None:
+    settings, collector, client, target = gateway_with_tokens
+    good = training_records(200, seed=9)
+    good = good.take(good.decoded("job") == "job-b")
+    results = {}
+
+    def good_client():
+        results["good"] = client.Stream(record_stream(good, per_message=50), metadata=bearer(TOKENS["job-b"]))
+
+    thread = threading.Thread(target=good_client)
+    thread.start()
+    channel = grpc.insecure_channel(target)
+    send_raw = channel.stream_unary("/sleuth.v1.Collector/Stream", request_serializer=None,
+                                    response_deserializer=pb.StreamSummary.FromString)
+    try:
+        summary = send_raw(iter([raw]), metadata=bearer(TOKENS["job-a"]))
+    except grpc.RpcError as error:
+        if error.code() == grpc.StatusCode.PERMISSION_DENIED:  # a job code that now points at job-b
+            assert error.details() == "batch 0: job: the token is for job 'job-a', not for ['job-b']"
+        else:
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (error.code(), error.details())
+            assert error.details().startswith(("batch 0: records", "batch 0: iterations", "batch 0: payload",
+                                               "batch 0: StreamMessage")), error.details()
+    else:  # the mutation happened to leave a valid batch (e.g. a value in range)
+        assert summary.accepted == 1
+        message = pb.StreamMessage.FromString(raw)
+        assert codec.records_from_proto(message.records).problems() == []
+    finally:
+        channel.close()
+    thread.join()
+    assert results["good"].accepted == -(-len(good) // 50)

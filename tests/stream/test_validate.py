@@ -1,0 +1,101 @@
+"""The gateway's batch checks, without any service: every bad batch is refused naming its field."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from sleuth.errors import BatchRejected
+from sleuth.proto import codec
+from sleuth.proto import commops_pb2 as pb
+from sleuth.records import IterationBatch, OpKind, RecordBatch
+from sleuth.stream import validate
+
+LIMITS = validate.Limits(max_records=1_000, max_strings=20, max_string_bytes=32)
+JOBS = {"job-a"}
+
+
+def good_records(n: int = 20, *, seed: int = 0, job: str = "job-a") -> RecordBatch:
+    rng = np.random.default_rng(seed)
+    start = 10**18 + np.arange(n) * 1000
+    return RecordBatch.from_columns(
+        job=job, rank=rng.integers(0, 8, n), comm="tp.0", seq=np.arange(n),
+        op=np.full(n, int(OpKind.ALL_REDUCE)), peer=np.full(n, -1), nbytes=rng.integers(0, 1 << 30, n),
+        iteration=np.arange(n) // 4, t_issue_ns=start, t_start_ns=start, t_end_ns=start + 500,
+    )
+
+
+def records_message(batch: RecordBatch) -> pb.StreamMessage:
+    return pb.StreamMessage(records=codec.records_to_proto(batch))
+
+
+def check(message: pb.StreamMessage):
+    return validate.check_message(message, limits=LIMITS, registered=JOBS)
+
+
+def test_a_good_batch_comes_back_equal() -> None:
+    batch = good_records()
+    assert check(records_message(batch)).equals(batch)
+    iterations = IterationBatch.from_columns(job="job-a", rank=[0, 1], iteration=[3, 3], t_start_ns=[5, 6], t_end_ns=[9, 9])
+    assert check(pb.StreamMessage(iterations=codec.iterations_to_proto(iterations))).equals(iterations)
+
+
+# (field path the message must start with, how to break a good wire batch)
+def _unequal(m): m.records.seq.append(7)
+def _unknown_op(m): m.records.op[3] = 77
+def _negative_op(m): m.records.op[0] = -5
+def _bad_time(m): m.records.t_end_ns[2] = m.records.t_start_ns[2] - 1
+def _negative_size(m): m.records.nbytes[1] = (1 << 64) - 10  # a -10 encoded as an unsigned varint
+def _peer(m): m.records.peer[0] = -7
+def _long_string(m): m.records.strings[0] = "x" * 33
+def _code(m): m.records.comm[0] = 99
+def _unregistered(m): m.records.strings[0] = "job-b"
+def _empty(m): m.ClearField("payload")
+
+
+BREAKERS = [
+    ("records.column 'seq'", _unequal), ("records: op", _unknown_op), ("records.column 'op'", _negative_op),
+    ("records: t_end_ns", _bad_time), ("records: nbytes", _negative_size), ("records: peer", _peer),
+    ("records.strings[0]", _long_string), ("records.column 'comm'", _code), ("records.job", _unregistered),
+    ("payload", _empty),
+]
+
+
+@pytest.mark.parametrize("prefix, breaker", BREAKERS, ids=[b.__name__ for _, b in BREAKERS])
+def test_each_kind_of_bad_batch_is_refused_naming_the_field(prefix, breaker) -> None:
+    message = records_message(good_records())
+    breaker(message)
+    with pytest.raises(BatchRejected) as error:
+        check(message)
+    assert str(error.value).startswith(prefix), str(error.value)
+
+
+def test_size_limits_come_before_decoding() -> None:
+    with pytest.raises(BatchRejected, match=r"^records: 1001 records, more than the limit of 1000"):
+        check(records_message(good_records(1001)))
+    message = records_message(good_records())
+    message.records.strings.extend(f"s{i}" for i in range(30))
+    with pytest.raises(BatchRejected, match=r"^records.strings: 32 entries"):
+        check(message)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_any_single_mutation_is_either_accepted_valid_or_refused(data) -> None:
+    """Fuzz: set one random column entry to a random value; never a crash, never a bad batch through."""
+    message = records_message(good_records(8, seed=data.draw(st.integers(0, 100))))
+    name = data.draw(st.sampled_from([f.name for f in RecordBatch.FIELDS]))
+    column = getattr(message.records, name)
+    index = data.draw(st.integers(0, 7))
+    bounds = {"rank": (0, 2**32 - 1), "job": (0, 2**32 - 1), "comm": (0, 2**32 - 1), "seq": (0, 2**64 - 1),
+              "nbytes": (0, 2**64 - 1), "op": (-(2**31), 2**31 - 1), "peer": (-(2**31), 2**31 - 1)}
+    low, high = bounds.get(name, (-(2**63), 2**63 - 1))
+    column[index] = data.draw(st.integers(low, high))
+    try:
+        batch = check(message)
+    except BatchRejected as error:
+        assert str(error).split(":")[0].startswith("records"), str(error)
+        return
+    assert batch.problems() == [] and set(validate.batch_jobs(batch)) <= JOBS
+    assert int(batch["nbytes"].max()) <= validate.MAX_NBYTES
