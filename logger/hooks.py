@@ -175,19 +175,7 @@ class Hooks:
             except Exception as error:
                 _fail_once(name, error)
                 return original(*args, **kwargs)
-            _guard.inside = True
-            try:
-                result = original(*args, **kwargs)
-            except BaseException:
-                hooks._finish(handle, cuda)
-                raise
-            finally:
-                _guard.inside = False
-            if async_op and result is not None:
-                hooks._end_later(result, [handle], cuda)
-            else:
-                hooks._finish(handle, cuda)
-            return result
+            return hooks._timed_call(original, args, kwargs, handle, cuda, async_op)
 
         return wrapper
 
@@ -214,21 +202,27 @@ class Hooks:
             except Exception as error:
                 _fail_once(name, error)
                 return original(*args, **kwargs)
-            _guard.inside = True
-            try:
-                result = original(*args, **kwargs)
-            except BaseException:
-                hooks._finish(handle, cuda)
-                raise
-            finally:
-                _guard.inside = False
-            if is_async and result is not None:
-                hooks._end_later(result, [handle], cuda)
-            else:
-                hooks._finish(handle, cuda)
-            return result
+            return hooks._timed_call(original, args, kwargs, handle, cuda, is_async)
 
         return wrapper
+
+    def _timed_call(
+        self, original: Callable, args: tuple, kwargs: dict, handle: Any, cuda: bool, is_async: bool
+    ) -> Any:
+        """Run the wrapped torch call; the operator ends now, or when its async work completes."""
+        _guard.inside = True  # calls torch makes inside this one are not operators of their own
+        try:
+            result = original(*args, **kwargs)
+        except BaseException:
+            self._finish(handle, cuda)
+            raise
+        finally:
+            _guard.inside = False
+        if is_async and result is not None:
+            self._end_later(result, [handle], cuda)
+        else:
+            self._finish(handle, cuda)
+        return result
 
     def _recv_any(self, name: str, original: Callable, info: Any, tensor: Any, args: tuple, kwargs: dict) -> Any:
         if name == "irecv":

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from sleuth.errors import LayoutError
-from sleuth.layout import DEFAULT_ORDER, DIMENSIONS, ParallelLayout, parse_size
+from sleuth.cli.arguments import positive_int
+from sleuth.layout import DEFAULT_ORDER, DIMENSIONS, ParallelLayout
 from sleuth.topology.ids import host_name
 
 # How many groups of each kind the human-readable output shows.
@@ -22,33 +22,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "hybrid parallel layout, and where each rank runs."
         ),
     )
-    parser.add_argument("--world", type=_size("world"), required=True, metavar="N", help="world size (ranks)")
-    parser.add_argument("--tp", type=_size("tp"), required=True, metavar="N", help="tensor-parallel size")
-    parser.add_argument("--pp", type=_size("pp"), required=True, metavar="N", help="pipeline-parallel size")
-    parser.add_argument("--dp", type=_size("dp"), required=True, metavar="N", help="data-parallel size")
-    parser.add_argument("--ep", type=_size("ep"), default=1, metavar="N", help="expert-parallel size (default 1)")
-    parser.add_argument("--cp", type=_size("cp"), default=1, metavar="N", help="context-parallel size (default 1)")
+    parser.add_argument("--world", type=positive_int("world"), required=True, metavar="N", help="world size (ranks)")
+    parser.add_argument("--tp", type=positive_int("tp"), required=True, metavar="N", help="tensor-parallel size")
+    parser.add_argument("--pp", type=positive_int("pp"), required=True, metavar="N", help="pipeline-parallel size")
+    parser.add_argument("--dp", type=positive_int("dp"), required=True, metavar="N", help="data-parallel size")
+    parser.add_argument("--ep", type=positive_int("ep"), default=1, metavar="N", help="expert-parallel size (default 1)")
+    parser.add_argument("--cp", type=positive_int("cp"), default=1, metavar="N", help="context-parallel size (default 1)")
     parser.add_argument(
         "--order",
         default=DEFAULT_ORDER,
         help=f"rank order, first name varies fastest (default {DEFAULT_ORDER}); size-1 names may be left out",
     )
     parser.add_argument(
-        "--gpus-per-host", type=_size("gpus-per-host"), default=8, metavar="N", help="GPUs per host (default 8)"
+        "--gpus-per-host", type=positive_int("gpus-per-host"), default=8, metavar="N", help="GPUs per host (default 8)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object: sizes, groups, ranks")
     parser.set_defaults(handler=_run)
-
-
-def _size(name: str):
-    def parse(text: str) -> int:
-        try:
-            return parse_size(text, name=name)
-        except LayoutError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer") from None
-
-    parse.__name__ = name
-    return parse
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -14,8 +14,9 @@ import json
 import sys
 from pathlib import Path
 
+from sleuth.cli.arguments import positive_int
 from sleuth.errors import ConfigError, LayoutError
-from sleuth.layout import DEFAULT_ORDER, ParallelLayout, parse_size
+from sleuth.layout import DEFAULT_ORDER, ParallelLayout
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,18 +38,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--generate", metavar="SPEC", help="generated fabric, e.g. fattree:hosts=16,gpus=8,pod=4,spines=4")
     job = parser.add_argument_group("job")
     for name in ("tp", "pp", "dp"):
-        job.add_argument(f"--{name}", type=_size(name), metavar="N", help=f"{name} size")
-    job.add_argument("--ep", type=_size("ep"), default=1, metavar="N", help="expert-parallel size (default 1)")
-    job.add_argument("--cp", type=_size("cp"), default=1, metavar="N", help="context-parallel size (default 1)")
+        job.add_argument(f"--{name}", type=positive_int(name), metavar="N", help=f"{name} size")
+    job.add_argument("--ep", type=positive_int("ep"), default=1, metavar="N", help="expert-parallel size (default 1)")
+    job.add_argument("--cp", type=positive_int("cp"), default=1, metavar="N", help="context-parallel size (default 1)")
     job.add_argument("--order", default=DEFAULT_ORDER, help=f"rank order (default {DEFAULT_ORDER})")
-    job.add_argument("--microbatches", type=_size("microbatches"), default=8, metavar="M", help="micro-batches per iteration (default 8)")
-    job.add_argument("--iterations", type=_size("iterations"), default=None, metavar="N", help="iterations (default 100; suites: theirs)")
+    job.add_argument("--microbatches", type=positive_int("microbatches"), default=8, metavar="M", help="micro-batches per iteration (default 8)")
+    job.add_argument("--iterations", type=positive_int("iterations"), default=None, metavar="N", help="iterations (default 100; suites: theirs)")
     job.add_argument("--job", default="sim", help="job id in the records (default sim)")
     model = parser.add_argument_group("model")
-    model.add_argument("--layers", type=_size("layers"), default=16, metavar="N", help="transformer layers (default 16)")
-    model.add_argument("--hidden", type=_size("hidden"), default=4096, metavar="N", help="hidden size (default 4096)")
-    model.add_argument("--seq-len", type=_size("seq-len"), default=4096, metavar="N", help="sequence length (default 4096)")
-    model.add_argument("--micro-batch", type=_size("micro-batch"), default=1, metavar="N", help="sequences per micro-batch (default 1)")
+    model.add_argument("--layers", type=positive_int("layers"), default=16, metavar="N", help="transformer layers (default 16)")
+    model.add_argument("--hidden", type=positive_int("hidden"), default=4096, metavar="N", help="hidden size (default 4096)")
+    model.add_argument("--seq-len", type=positive_int("seq-len"), default=4096, metavar="N", help="sequence length (default 4096)")
+    model.add_argument("--micro-batch", type=positive_int("micro-batch"), default=1, metavar="N", help="sequences per micro-batch (default 1)")
     model.add_argument("--sequence-parallel", action="store_true", help="TP all-gather/reduce-scatter instead of all-reduce")
     model.add_argument("--zero", action="store_true", help="distributed optimizer: DP reduce-scatter + all-gather")
     model.add_argument("--gpu-tflops", type=float, default=400.0, metavar="X", help="achieved TFLOP/s per GPU (default 400)")
@@ -56,27 +57,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--fault", action="append", default=[], metavar="SPEC", help="inject a fault (repeatable; see --list-faults)")
     faults.add_argument("--list-faults", action="store_true", help="print the fault grammar with examples and exit")
     faults.add_argument("--drift", type=float, default=0.0, metavar="F", help="base iteration time creeps up by F over the run (0.07)")
-    faults.add_argument("--stride", type=_size("stride"), default=1, metavar="K", help="record every K-th iteration (default 1)")
+    faults.add_argument("--stride", type=positive_int("stride"), default=1, metavar="K", help="record every K-th iteration (default 1)")
     faults.add_argument("--no-jitter", action="store_true", help="no jitter and no hiccups: exact critical-path times")
     faults.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed (default 0)")
     out = parser.add_argument_group("output")
     out.add_argument("--out", metavar="DIR", help="folder to write")
     out.add_argument("--no-labels", action="store_true", help="skip the per-operator abnormal labels (no counterfactual run)")
     out.add_argument("--live", metavar="HOST:PORT", help="stream to a collector over gRPC")
-    out.add_argument("--loggers", type=_size("loggers"), default=None, metavar="N", help="live: client streams (default: one per rank)")
+    out.add_argument("--loggers", type=positive_int("loggers"), default=None, metavar="N", help="live: client streams (default: one per rank)")
     out.add_argument("--pace", type=float, default=0.0, metavar="X", help="live: X times real time; 0 = as fast as possible (default)")
     parser.set_defaults(handler=_run)
-
-
-def _size(name: str):
-    def parse(text: str) -> int:
-        try:
-            return parse_size(text, name=name)
-        except LayoutError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer") from None
-
-    parse.__name__ = name
-    return parse
 
 
 def _seed(text: str) -> int:
