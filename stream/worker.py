@@ -94,6 +94,10 @@ class Worker:
             # A killed worker's partitions move to the others after 10 s, not the default 45 s.
             session_timeout_ms=10_000,
             heartbeat_interval_ms=3_000,
+            # A topic created just before the worker joined may not be in the broker's metadata yet;
+            # the group then assigns nothing until the next metadata refresh (default 5 minutes).
+            # Refreshing every 5 s lets it rebalance onto the partitions as soon as they appear.
+            metadata_max_age_ms=5_000,
             fetch_max_bytes=64 << 20,
             max_partition_fetch_bytes=8 << 20,
         )
