@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sleuth.errors import ServiceError
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
@@ -83,7 +84,6 @@ class Worker:
         self.retry_max_s = retry_max_s
         self.inserted_records = 0
         self.consumer = KafkaConsumer(
-            settings.records_topic,
             bootstrap_servers=settings.kafka_bootstrap,
             group_id=settings.worker_group,
             enable_auto_commit=False,
@@ -94,13 +94,25 @@ class Worker:
             # A killed worker's partitions move to the others after 10 s, not the default 45 s.
             session_timeout_ms=10_000,
             heartbeat_interval_ms=3_000,
-            # A topic created just before the worker joined may not be in the broker's metadata yet;
-            # the group then assigns nothing until the next metadata refresh (default 5 minutes).
-            # Refreshing every 5 s lets it rebalance onto the partitions as soon as they appear.
+            # Notice new or late-listed partitions within 5 s (the default is 5 minutes).
             metadata_max_age_ms=5_000,
             fetch_max_bytes=64 << 20,
             max_partition_fetch_bytes=8 << 20,
         )
+        self._wait_for_partitions(settings.records_topic, timeout_s=60.0)
+        self.consumer.subscribe([settings.records_topic])
+
+    def _wait_for_partitions(self, topic: str, *, timeout_s: float) -> None:
+        # A group member that joins before the broker's metadata lists the topic's partitions can
+        # be assigned nothing and then sit idle until a metadata change triggers a rebalance
+        # (seen in CI right after the topic was created), so join only once they are visible.
+        deadline = time.monotonic() + timeout_s
+        while not self.consumer.partitions_for_topic(topic):
+            if time.monotonic() > deadline:
+                self.consumer.close(autocommit=False)
+                raise ServiceError(f"Kafka topic {topic!r} has no partitions after {timeout_s:.0f} s "
+                                   f"at {self.settings.kafka_bootstrap}; was it created?")
+            time.sleep(0.5)
 
     def run(self, stop: threading.Event) -> None:
         try:
