@@ -119,12 +119,12 @@ def test_two_workers_share_four_partitions_and_the_results_are_complete(pipeline
     try:
         # Send only once the group has settled on both members, so that both get records.
         deadline = time.monotonic() + 60
-        while not (first[0].consumer.assignment() and second[0].consumer.assignment()):
+        while not (first[0].assignment() and second[0].assignment()):
             assert time.monotonic() < deadline, "the two workers never shared the partitions"
             time.sleep(0.2)
         send_in_streams(gateway, sent, streams=8)
         assert_exactly_once(settings, client, sent)
-        a, b = first[0].consumer.assignment(), second[0].consumer.assignment()
+        a, b = first[0].assignment(), second[0].assignment()
         assert len(a) + len(b) == 4 and not (a & b) and a and b
         assert first[0].inserted_records + second[0].inserted_records >= N
         assert first[0].inserted_records > 0 and second[0].inserted_records > 0

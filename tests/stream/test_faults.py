@@ -11,7 +11,7 @@ import pytest
 from sleuth.stream import connect, schema
 
 from ..conftest import Services
-from .harness import private_settings, running_gateway, stub
+from .harness import private_settings, running_gateway, stub, wait_for_count
 from .test_end_to_end import assert_exactly_once, run_worker_thread, send_in_streams
 from .test_gateway import job_spec
 from .test_records_pipeline import training_records
@@ -71,6 +71,39 @@ def test_clickhouse_down_for_30s_the_worker_retries_and_nothing_is_lost_or_doubl
             time.sleep(30)
             deploy(services, "clickhouse.sh", "up")
             client.disconnect()
+            assert_exactly_once(settings, client, sent)
+        finally:
+            stop.set()
+            thread.join(timeout=60)
+
+
+def test_worker_stopped_while_clickhouse_is_down_commits_nothing_it_did_not_insert(pipeline, services) -> None:
+    settings, client = pipeline
+    sent = training_records(N, seed=43)
+    table = f"{settings.clickhouse_database}.records"
+    with running_gateway(settings) as (collector, target):
+        gateway = stub(target)
+        for job in ("job-a", "job-b"):
+            gateway.RegisterJob(job_spec(job))
+        worker, stop, thread = run_worker_thread(settings)
+        try:
+            send_in_streams(gateway, sent.take(slice(0, N // 2)), streams=2)
+            assert wait_for_count(client, table, N // 2) == N // 2
+            deploy(services, "clickhouse.sh", "down")
+            send_in_streams(gateway, sent.take(slice(N // 2, N)), streams=2)
+            deadline = time.monotonic() + 60
+            while worker.batches_retried == 0:  # the worker holds the second half, unacknowledged
+                assert time.monotonic() < deadline, "the worker never took the second half"
+                time.sleep(0.2)
+        finally:
+            stop.set()
+            thread.join(timeout=60)
+        assert not thread.is_alive()
+        deploy(services, "clickhouse.sh", "up")
+        client.disconnect()
+        # A new worker in the same group resumes from the committed offsets: the abandoned batch is replayed.
+        worker, stop, thread = run_worker_thread(settings)
+        try:
             assert_exactly_once(settings, client, sent)
         finally:
             stop.set()
