@@ -51,7 +51,7 @@ def main() -> None:
     tag = uuid.uuid4().hex[:8]
     settings = dataclasses.replace(
         Settings.from_env(), records_topic=f"bench-records-{tag}", rejects_topic=f"bench-rejects-{tag}",
-        worker_group=f"bench-{tag}", clickhouse_database=f"bench_{tag}", gateway_port=0,
+        jobs_topic=f"bench-jobs-{tag}", worker_group=f"bench-{tag}", clickhouse_database=f"bench_{tag}", gateway_port=0,
     )
     batches = [records(args.batch, iteration=i, seed=i) for i in range(args.records // args.batch)]
     total = sum(map(len, batches))
@@ -81,7 +81,7 @@ def main() -> None:
 
         # Stage: gateway alone (gRPC in, Kafka acks=all out), no worker running.
         server, port, collector = gateway.create(settings)
-        connect.ensure_topics(settings, {settings.records_topic: settings.records_partitions, settings.rejects_topic: 1})
+        connect.ensure_gateway_topics(settings)
         server.start()
         import grpc
 

@@ -77,6 +77,9 @@ class Settings:
     rejects_topic: str = _setting(
         "sleuth.rejects", "SLEUTH_REJECTS_TOPIC", "Kafka dead-letter topic of rejected batches, with the reason"
     )
+    jobs_topic: str = _setting(
+        "sleuth.jobs", "SLEUTH_JOBS_TOPIC", "compacted Kafka topic of registered job specs (the gateway reloads it)"
+    )
     records_partitions: int = _setting(
         4, "SLEUTH_RECORDS_PARTITIONS", "partitions of the records topic when sleuth creates it", _positive_int
     )

@@ -29,7 +29,7 @@ def private_settings(services: Services, **overrides) -> Settings:
         clickhouse_host=services.clickhouse_host, clickhouse_port=services.clickhouse_port,
         clickhouse_http_port=services.clickhouse_http_port,
         clickhouse_database=f"sleuth_test_{tag}",
-        records_topic=f"sleuth-records-{tag}", rejects_topic=f"sleuth-rejects-{tag}",
+        records_topic=f"sleuth-records-{tag}", rejects_topic=f"sleuth-rejects-{tag}", jobs_topic=f"sleuth-jobs-{tag}",
         worker_group=f"sleuth-workers-{tag}", gateway_port=0,
     )
     return dataclasses.replace(Settings(), **(values | overrides))
@@ -38,7 +38,7 @@ def private_settings(services: Services, **overrides) -> Settings:
 @contextmanager
 def running_gateway(settings: Settings) -> Iterator[tuple[gateway.Collector, str]]:
     """A gateway on an ephemeral loopback port: (servicer, target address)."""
-    connect.ensure_topics(settings, {settings.records_topic: settings.records_partitions, settings.rejects_topic: 1})
+    connect.ensure_gateway_topics(settings)
     server, port, collector = gateway.create(settings)
     server.start()
     try:
