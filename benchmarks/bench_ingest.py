@@ -80,8 +80,8 @@ def main() -> None:
         out["stage_clickhouse_insert_rps"] = rate(total, time.perf_counter() - t)
 
         # Stage: gateway alone (gRPC in, Kafka acks=all out), no worker running.
-        server, port, collector = gateway.create(settings)
         connect.ensure_gateway_topics(settings)
+        server, port, collector = gateway.create(settings)
         server.start()
         import grpc
 
