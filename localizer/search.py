@@ -1,0 +1,239 @@
+"""Holmes Algorithm 1: from abnormal operators on the pivot rank to root operators and causes.
+
+For one irregular iteration, starting at the pivot rank's abnormal operators (largest excess
+first):
+
+* a collective: breadth first, fetch every member of its group and split the instance into
+  transfer and blocking (``sleuth.localizer.timing``);
+* a send or receive: depth first, fetch only the peer and split the pair the same way.
+
+A long transfer makes the operator a root with cause *network* (Algorithm 1 line 17/23: every
+member is abnormal). Long blocking points at the last launcher L (the member whose operator is
+"normal", line 7): the search walks back through L's earlier operators of the iteration, latest
+first, and recurses into the first abnormal one that explains L's lateness (line 10); when none
+does, L computed (or launched) slowly, and the instance is a root with cause *compute* on L
+(line 13). Both can hold at once (a slow transfer to a late rank), then both are roots.
+
+"Explains" refines line 10: an earlier abnormal operator on L counts only when its own excess is
+at least ``explain`` (10%) of L's lateness, so that a small, unrelated delay long before does not
+divert the search from a GPU that is simply slow.
+
+Termination: each (rank, slot) is examined at most once per iteration, and ranks are fetched at
+most once (``sleuth.localizer.fetch``), so the search ends after at most (ranks x slots) steps.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sleuth.errors import ConfigError
+from sleuth.records import OpKind
+
+from sleuth.localizer.fetch import Fetcher
+from sleuth.localizer.graph import OperatorGraph
+from sleuth.localizer.operators import COLLECTIVE, RECV, SEND, RankOperators, Thresholds, baseline
+from sleuth.localizer.timing import split
+
+__all__ = ["Action", "Cause", "Root", "SearchResult", "Step", "search"]
+
+
+class Cause(enum.Enum):
+    """Why a root operator was slow."""
+
+    COMPUTE = "compute"
+    NETWORK = "network"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Action(enum.Enum):
+    """How the search reached an operator."""
+
+    PIVOT = "pivot"  # an abnormal operator of the pivot rank
+    BFS = "bfs"  # a collective: the whole group examined
+    DFS = "dfs"  # a send/recv: the peer examined
+    BACK = "back"  # an earlier operator of the late rank
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operator the search examined."""
+
+    rank: int
+    comm: str
+    seq: int
+    op: str
+    iteration: int
+    action: Action
+
+
+@dataclass(frozen=True)
+class Root:
+    """A root operator: where an irregular iteration's delay comes from.
+
+    ``ranks`` are the GPUs involved: the late rank (compute) or the group or pair whose
+    transfer was slow (network). ``members``/``rows`` locate the operator slot on every member,
+    for the cross-iteration series.
+    """
+
+    iteration: int
+    cause: Cause
+    rank: int
+    comm: str
+    seq: int
+    op: str
+    ranks: tuple[int, ...]
+    members: tuple[int, ...]
+    rows: tuple[int, ...]
+
+    @property
+    def key(self) -> tuple:
+        """Same root operator slot and cause, whatever the iteration."""
+        return (self.cause, self.ranks, self.comm, self.members, self.rows)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    roots: tuple[Root, ...]
+    steps: tuple[Step, ...]
+
+    @property
+    def traversal(self) -> tuple[int, ...]:
+        """Ranks examined, in first-visit order, each once."""
+        return tuple(dict.fromkeys(step.rank for step in self.steps))
+
+
+def search(
+    fetcher: Fetcher,
+    graph: OperatorGraph,
+    *,
+    iteration: int,
+    pivots: Sequence[int],
+    thresholds: Thresholds,
+    pivot_ops: int = 3,
+    explain: float = 0.1,
+    max_steps: int = 100_000,
+) -> SearchResult:
+    """Root operators of one irregular ``iteration``, starting from ``pivots``' abnormal operators."""
+    if not pivots:
+        raise ConfigError("pivots: need at least one pivot rank")
+    if pivot_ops < 1:
+        raise ConfigError(f"pivot_ops must be >= 1, got {pivot_ops}")
+    first_col = fetcher.window.column(iteration)
+    reference = fetcher.window.reference
+    steps: list[Step] = []
+    roots: dict[tuple, Root] = {}
+    visited: set[tuple[int, int, int]] = set()
+
+    stack: list[tuple[int, int, int, Action]] = []
+    for pivot in reversed(list(pivots)):
+        ops = fetcher.one(pivot)
+        rows = np.flatnonzero(ops.abnormal[:, first_col])
+        excess = (ops.end[rows, first_col] - ops.start[rows, first_col]) - ops.base[rows]
+        chosen = rows[np.argsort(-excess, kind="stable")][:pivot_ops]
+        stack.extend((pivot, int(row), first_col, Action.PIVOT) for row in reversed(chosen))
+
+    while stack and len(steps) < max_steps:
+        rank, row, col, action = stack.pop()
+        if (rank, row, col) in visited:
+            continue
+        visited.add((rank, row, col))
+        at = int(fetcher.window.iterations[col])
+        ops = fetcher.one(rank)
+        comm_index = int(ops.slot_comm[row])
+        comm = graph.comms[comm_index]
+        seq = int(ops.seq[row, col])
+        op = _label(int(ops.slot_op[row]))
+        steps.append(Step(rank, comm, seq, op, at, action))
+
+        if ops.slot_class[row] != COLLECTIVE and not 0 <= int(ops.slot_peer[row]) < graph.world:
+            # Algorithm 1 line 22: a P2P operator without a peer: the transfer itself is the root.
+            root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, (rank,), (rank,), (row,))
+            roots.setdefault(root.key, root)
+            continue
+        members, rows = _instance(fetcher, graph, ops, row, col)
+        if len(members) < 2:
+            continue  # the other side's record is missing: nothing to compare against
+        held = fetcher.get(members)
+        pairs = [(held[m], r) for m, r in zip(members, rows)]
+        timing = split(pairs)
+        if not timing.complete[col]:
+            continue
+        values = np.stack((timing.transfer, timing.lateness))
+        base, spread = baseline(np.nan_to_num(values), np.isfinite(values), reference)
+        excess = values[:, col] - base
+        limit = thresholds.limit(base, spread)
+        involved = tuple(sorted(members))
+        if excess[0] > limit[0]:
+            root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, involved, tuple(members), tuple(rows))
+            roots.setdefault(root.key, root)
+        if excess[1] > limit[1]:
+            late = int(timing.late[col])
+            late_rank, late_row = members[late], rows[late]
+            late_ops = held[late_rank]
+            steps.append(Step(late_rank, comm, seq, op, at, Action.BFS if ops.slot_class[row] == COLLECTIVE else Action.DFS))
+            culprit = _explaining(late_ops, late_row, col, explain * float(excess[1]))
+            if culprit is not None:
+                stack.append((late_rank, culprit[0], culprit[1], Action.BACK))
+            else:
+                root = Root(iteration, Cause.COMPUTE, late_rank, comm, seq, op, (late_rank,), tuple(members), tuple(rows))
+                roots.setdefault(root.key, root)
+    return SearchResult(tuple(roots.values()), tuple(steps))
+
+
+def _instance(fetcher: Fetcher, graph: OperatorGraph, ops: RankOperators, row: int, col: int) -> tuple[list[int], list[int]]:
+    """Members holding this operator instance and its slot on each (this rank first for P2P)."""
+    comm = int(ops.slot_comm[row])
+    seq = int(ops.seq[row, col])
+    cls = int(ops.slot_class[row])
+    if cls == COLLECTIVE:
+        group = graph.group(comm).tolist()
+        held = fetcher.get(group)
+        found = [(m, held[m].find(comm, COLLECTIVE, -1, seq, col)) for m in group]
+    else:
+        peer = int(ops.slot_peer[row])
+        other = fetcher.one(peer)
+        opposite = RECV if cls == SEND else SEND
+        found = [(ops.rank, row), (peer, other.find(comm, opposite, ops.rank, seq, col))]
+    found = [(m, r) for m, r in found if r >= 0]
+    return [m for m, _ in found], [r for _, r in found]
+
+
+def _explaining(ops: RankOperators, row: int, col: int, needed: float) -> tuple[int, int] | None:
+    """The latest abnormal operator before ``row`` whose excess is at least ``needed``.
+
+    Looked for in the same iteration first, then in the previous one: a rank that is late at
+    the start of an iteration was usually held up at the end of the last (the gradient and
+    embedding all-reduces), and iteration boundaries are per rank, not global.
+    """
+    for where, earlier in ((col, ops.before(row, col)), (col - 1, _latest_first(ops, col - 1))):
+        if where < 0 or not len(earlier):
+            continue
+        abnormal = earlier[ops.abnormal[earlier, where]]
+        excess = (ops.end[abnormal, where] - ops.start[abnormal, where]) - ops.base[abnormal]
+        big = abnormal[excess >= needed]
+        if len(big):
+            return int(big[0]), where
+    return None
+
+
+def _latest_first(ops: RankOperators, col: int) -> np.ndarray:
+    if col < 0:
+        return np.empty(0, dtype=np.int64)
+    rows = np.flatnonzero(ops.present[:, col])
+    return rows[np.argsort(-ops.start[rows, col], kind="stable")]
+
+
+def _label(op: int) -> str:
+    try:
+        return OpKind(op).label
+    except ValueError:  # a value outside OpKind survives the records; show its number
+        return str(op)
