@@ -137,7 +137,7 @@ def _localize_cluster(
             compute[root.rank] = compute.get(root.rank, 0.0) + rate
     diagnosis = classify(compute, graph=graph)
     support = min(min_support, len(cluster))
-    supported = [s for s in ranking if s.support >= support]
+    supported = [s for s in ranking if s.support >= support and not _one_gpu_host(s.device, evidence, graph)]
     if diagnosis.kind is not Straggler.HARDWARE:
         cause = IncidentCause(diagnosis.kind.value)
         # Network devices may still be at fault beside the imbalance; compute ones are explained.
@@ -172,6 +172,19 @@ def _localize_cluster(
         advice=diagnosis.advice,
         seconds=time.perf_counter() - started,
     )
+
+
+def _one_gpu_host(device: str, evidence: dict, graph: OperatorGraph) -> bool:
+    """A host whose compute evidence is (>= 80%) one GPU's: that GPU explains it, not the CPU.
+
+    A host collects all its GPUs' evidence, so without this rule two slow GPUs of one host, or a
+    slow GPU next to a second fault, would be outranked by the host they share.
+    """
+    if not device.startswith("host:"):
+        return False
+    prefix = "gpu:" + device[len("host:") :] + "/"
+    gpus = [found.total for name, found in evidence.items() if name.startswith(prefix)]
+    return bool(gpus) and max(gpus) >= 0.8 * evidence[device].total
 
 
 def _iteration(item: Any) -> int:

@@ -10,12 +10,12 @@ first):
 A long transfer makes the operator a root with cause *network* (Algorithm 1 line 17/23: every
 member is abnormal). Long blocking points at the last launcher L (the member whose operator is
 "normal", line 7): the search walks back through L's earlier operators of the iteration, latest
-first, and recurses into the first abnormal one that explains L's lateness (line 10); when none
+first, and recurses into the abnormal one with the largest delay (line 10); when none
 does, L computed (or launched) slowly, and the instance is a root with cause *compute* on L
 (line 13). Both can hold at once (a slow transfer to a late rank), then both are roots.
 
 "Explains" refines line 10: an earlier abnormal operator on L counts only when its own excess is
-at least ``explain`` (10%) of L's lateness, so that a small, unrelated delay long before does not
+at least ``explain`` (2%) of L's lateness, so that a small, unrelated delay long before does not
 divert the search from a GPU that is simply slow.
 
 Termination: each (rank, slot) is examined at most once per iteration, and ranks are fetched at
@@ -119,7 +119,7 @@ def search(
     pivots: Sequence[int],
     thresholds: Thresholds,
     pivot_ops: int = 3,
-    explain: float = 0.1,
+    explain: float = 0.02,
     max_steps: int = 100_000,
 ) -> SearchResult:
     """Root operators of one irregular ``iteration``, starting from ``pivots``' abnormal operators."""
@@ -208,7 +208,7 @@ def _instance(fetcher: Fetcher, graph: OperatorGraph, ops: RankOperators, row: i
 
 
 def _explaining(ops: RankOperators, row: int, col: int, needed: float) -> tuple[int, int] | None:
-    """The latest abnormal operator before ``row`` whose excess is at least ``needed``.
+    """The abnormal operator before ``row`` with the largest excess, if at least ``needed``.
 
     Looked for in the same iteration first, then in the previous one: a rank that is late at
     the start of an iteration was usually held up at the end of the last (the gradient and
@@ -219,9 +219,11 @@ def _explaining(ops: RankOperators, row: int, col: int, needed: float) -> tuple[
             continue
         abnormal = earlier[ops.abnormal[earlier, where]]
         excess = (ops.end[abnormal, where] - ops.start[abnormal, where]) - ops.base[abnormal]
-        big = abnormal[excess >= needed]
-        if len(big):
-            return int(big[0]), where
+        big = excess >= needed
+        if big.any():
+            # The largest delay, not the nearest: a rank that waited a little at each of many
+            # operators (a slow tensor-parallel peer) was held up most where it waited longest.
+            return int(abnormal[int(np.argmax(np.where(big, excess, -np.inf)))]), where
     return None
 
 
