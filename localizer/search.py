@@ -15,8 +15,8 @@ does, L computed (or launched) slowly, and the instance is a root with cause *co
 (line 13). Both can hold at once (a slow transfer to a late rank), then both are roots.
 
 "Explains" refines line 10: an earlier abnormal operator on L counts only when its own excess is
-at least ``explain`` (2%) of L's lateness, so that a small, unrelated delay long before does not
-divert the search from a GPU that is simply slow.
+at least ``explain`` times L's lateness (default 0: any abnormal operator, as in the paper), so
+that a caller can keep small, unrelated delays from diverting the search.
 
 Termination: each (rank, slot) is examined at most once per iteration, and ranks are fetched at
 most once (``sleuth.localizer.fetch``), so the search ends after at most (ranks x slots) steps.
@@ -119,7 +119,7 @@ def search(
     pivots: Sequence[int],
     thresholds: Thresholds,
     pivot_ops: int = 3,
-    explain: float = 0.02,
+    explain: float = 0.0,
     max_steps: int = 100_000,
 ) -> SearchResult:
     """Root operators of one irregular ``iteration``, starting from ``pivots``' abnormal operators."""
