@@ -121,6 +121,8 @@ class RankOperators:
     abnormal: np.ndarray
     base: np.ndarray  # baseline duration of each slot (ns)
     spread: np.ndarray
+    gap: np.ndarray  # (slots, columns) compute time before each operator: start - latest earlier end
+    gap_base: np.ndarray  # baseline of each slot's gap
     channels: dict[tuple[int, int, int], np.ndarray]
 
     @property
@@ -206,6 +208,8 @@ def rank_operators(
     first_of_slot[slot] = np.arange(len(slot))
     duration = np.where(present, end_m - start_m, 0).astype(np.float64)
     base, spread = baseline(duration, present, window.reference)
+    gap = _gaps(start_m, end_m, present)
+    gap_base, _ = baseline(gap, present, window.reference)
     if flags is not None:
         abnormal_m = np.zeros((n_slots, n_cols), dtype=bool)
         abnormal_m[slot, col] = flags
@@ -227,8 +231,24 @@ def rank_operators(
         abnormal=abnormal_m,
         base=base,
         spread=spread,
+        gap=gap,
+        gap_base=gap_base,
         channels=channels,
     )
+
+
+def _gaps(start: np.ndarray, end: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """Per operator, the time the rank spent outside communication just before it (ns, >= 0)."""
+    gap = np.zeros(start.shape, dtype=np.float64)
+    for col in range(start.shape[1]):
+        rows = np.flatnonzero(present[:, col])
+        if not len(rows):
+            continue
+        order = rows[np.argsort(start[rows, col], kind="stable")]
+        ends = np.maximum.accumulate(end[order, col])
+        previous = np.concatenate(([start[order[0], col]], ends[:-1]))
+        gap[order, col] = np.maximum(start[order, col] - previous, 0)
+    return gap
 
 
 def baseline(values: np.ndarray, present: np.ndarray, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -9,10 +9,11 @@ first):
 
 A long transfer makes the operator a root with cause *network* (Algorithm 1 line 17/23: every
 member is abnormal). Long blocking points at the last launcher L (the member whose operator is
-"normal", line 7): the search walks back through L's earlier operators of the iteration, latest
-first, and recurses into the abnormal one with the largest delay (line 10); when none
-does, L computed (or launched) slowly, and the instance is a root with cause *compute* on L
-(line 13). Both can hold at once (a slow transfer to a late rank), then both are roots.
+"normal", line 7): the search looks at where L's time went before that operator. When L spent
+more of it computing (gaps between operators above their baselines) than waiting (operators
+above theirs), or waited nowhere abnormally, L computed (or launched) slowly: a root with cause
+*compute* on L (line 13). Otherwise the search recurses into L's abnormal operator with the
+largest delay (line 10). Both can hold at once (a slow transfer to a late rank), then both are roots.
 
 "Explains" refines line 10: an earlier abnormal operator on L counts only when its own excess is
 at least ``explain`` times L's lateness (default 0: any abnormal operator, as in the paper), so
@@ -180,7 +181,7 @@ def search(
             late_rank, late_row = members[late], rows[late]
             late_ops = held[late_rank]
             steps.append(Step(late_rank, comm, seq, op, at, Action.BFS if ops.slot_class[row] == COLLECTIVE else Action.DFS))
-            culprit = _explaining(late_ops, late_row, col, explain * float(excess[1]))
+            culprit = _explaining(late_ops, late_row, col, explain * float(excess[1]), float(excess[1]))
             if culprit is not None:
                 stack.append((late_rank, culprit[0], culprit[1], Action.BACK))
             else:
@@ -207,24 +208,48 @@ def _instance(fetcher: Fetcher, graph: OperatorGraph, ops: RankOperators, row: i
     return [m for m, _ in found], [r for _, r in found]
 
 
-def _explaining(ops: RankOperators, row: int, col: int, needed: float) -> tuple[int, int] | None:
-    """The abnormal operator before ``row`` with the largest excess, if at least ``needed``.
+def _explaining(ops: RankOperators, row: int, col: int, needed: float, lateness: float) -> tuple[int, int] | None:
+    """Where the late rank's time went before ``row``: the operator to follow, or None (compute).
 
-    Looked for in the same iteration first, then in the previous one: a rank that is late at
-    the start of an iteration was usually held up at the end of the last (the gradient and
-    embedding all-reduces), and iteration boundaries are per rank, not global.
+    The rank's delay before the operator is split into compute (its gaps between operators,
+    above their baselines) and waiting (its operators' durations above theirs), both summed
+    without clipping so that jitter cancels. More compute than waiting: the rank itself was
+    slow, a compute root. Otherwise the abnormal operator with the largest delay is followed
+    (Algorithm 1 line 10), if its excess is at least ``needed``. The previous iteration is
+    included when this one's operators before ``row`` account for under half the lateness: a
+    rank late at the start of an iteration was held up at the end of the last (the gradient
+    and embedding all-reduces), and iteration boundaries are per rank, not global.
     """
-    for where, earlier in ((col, ops.before(row, col)), (col - 1, _latest_first(ops, col - 1))):
-        if where < 0 or not len(earlier):
+    candidates = [(col, ops.before(row, col))]
+    rows = candidates[0][1]
+    own = float((ops.gap[row, col] - ops.gap_base[row]) + _sum_excess(ops, rows, col))
+    if own < 0.5 * lateness and col > 0:
+        candidates.append((col - 1, _latest_first(ops, col - 1)))
+    compute = float(ops.gap[row, col] - ops.gap_base[row])
+    waiting = 0.0
+    best: tuple[float, int, int] | None = None
+    for where, earlier in candidates:
+        if not len(earlier):
             continue
-        abnormal = earlier[ops.abnormal[earlier, where]]
-        excess = (ops.end[abnormal, where] - ops.start[abnormal, where]) - ops.base[abnormal]
-        big = excess >= needed
-        if big.any():
-            # The largest delay, not the nearest: a rank that waited a little at each of many
-            # operators (a slow tensor-parallel peer) was held up most where it waited longest.
-            return int(abnormal[int(np.argmax(np.where(big, excess, -np.inf)))]), where
-    return None
+        compute += float((ops.gap[earlier, where] - ops.gap_base[earlier]).sum())
+        excess = (ops.end[earlier, where] - ops.start[earlier, where]) - ops.base[earlier]
+        waiting += float(excess.sum())
+        flagged = ops.abnormal[earlier, where] & (excess >= needed)
+        if flagged.any():
+            k = int(np.argmax(np.where(flagged, excess, -np.inf)))
+            if best is None or excess[k] > best[0]:
+                best = (float(excess[k]), int(earlier[k]), where)
+    if best is None or compute > waiting:
+        return None
+    return best[1], best[2]
+
+
+def _sum_excess(ops: RankOperators, rows: np.ndarray, col: int) -> float:
+    if not len(rows):
+        return 0.0
+    durations = ops.end[rows, col] - ops.start[rows, col] - ops.base[rows]
+    gaps = ops.gap[rows, col] - ops.gap_base[rows]
+    return float(durations.sum() + gaps.sum())
 
 
 def _latest_first(ops: RankOperators, col: int) -> np.ndarray:

@@ -3,7 +3,9 @@
 A member's operator starts when that member launches it and ends when the whole group is done,
 so for one instance:
 
-* ``transfer = end - max(member starts)``: the data movement itself; long means the network;
+* ``transfer = min(member ends) - max(member starts)``: the data movement itself; long means
+  the network. The earliest end, because an end is when a member *observed* completion: on a
+  CPU backend a member that is busy elsewhere notices late, and that is not transfer time;
 * ``lateness = max(member starts) - median(starts of the other members)``: how long the others
   blocked waiting for the last launcher; long means that member was late (compute, launch, or
   a delay further upstream on it).
@@ -52,7 +54,7 @@ def split(members: Sequence[tuple[RankOperators, int]]) -> Split:
     others[late, np.arange(n_cols)] = np.nan
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # incomplete columns are NaN on purpose
-        transfer = np.nanmedian(ends, axis=0) - latest
+        transfer = np.nanmin(ends, axis=0) - latest
         lateness = latest - np.nanmedian(others, axis=0)
     transfer[~complete] = np.nan
     lateness[~complete] = np.nan
