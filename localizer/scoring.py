@@ -16,6 +16,10 @@ or its cable impossible to blame. Rule used here: **H(d) = 1 when C(d) = 1** (a 
 serves one endpoint shares nothing, so nothing to decay), and otherwise **H(d) = max(Holmes's
 H(d), 1/C(d))**: never below the device's share if its evidence were split evenly among its C
 endpoints. For C >= 4 Holmes's value is the larger one, so large switches decay as in the paper.
+The decay used is H(d)^γ with γ = ``Priors.decay_power``, **0 by default**: the benchmark shows
+that full decay (γ = 1) turns a faulty leaf over 4 NICs into its NICs (H = 0.35), while the
+problem it solves (a spine summing its leaves' evidence) is already handled here by sharing a
+path's evidence between equal-cost spines.
 
 MAP (appendix D). With a Beta prior a(d) = α p(d), b(d) = α (1 - p(d)) per device kind:
 ``I(d) = (Σ R·H(d) + a(d)) / Σ_d' (Σ R·H(d') + a(d') + b(d'))``. The denominator is the same for
