@@ -212,7 +212,9 @@ class IterationMonitor:
                 state.segment_start = c
                 for j in range(c, k + 1):
                     iteration, time, start, end = state.history[j]
-                    if j not in state.flagged and (j == c or time > self.delta * state.persistent_baseline):
+                    # The change point itself is always reported: the confirmation is news even
+                    # when its iteration already went out as a spike.
+                    if j == c or (j not in state.flagged and time > self.delta * state.persistent_baseline):
                         state.flagged.add(j)
                         out.append(Irregularity(job, iteration, IrregularityKind.PERSISTENT, time,
                                                 int(state.persistent_baseline), start, end, change_point=j == c))
@@ -223,11 +225,17 @@ class IterationMonitor:
         return out
 
     def _periodic(self, state: _Job) -> bool:
-        starts = list(state.episodes)[-4:]
-        if len(starts) < 4:
+        """Whether the recent episode starts recur at a period: most gaps sit near a multiple of
+        the median gap (a missed peak doubles a gap; a hiccup in between makes one short gap)."""
+        gaps = np.diff(list(state.episodes)[-6:])
+        if len(gaps) < 3:
             return False
-        gaps = np.diff(starts)
-        return bool(gaps.max() <= self.periodic_max_gap and gaps.std() <= self.periodic_cv * gaps.mean())
+        period = float(np.median(gaps))
+        if not 2 <= period <= self.periodic_max_gap:
+            return False
+        multiple = np.maximum(np.round(gaps / period), 1)
+        regular = np.abs(gaps - multiple * period) <= max(1.0, self.periodic_cv * period)
+        return bool(regular.sum() >= 3 and regular.mean() >= 0.6)
 
     def _trim(self, state: _Job) -> None:
         # Indices into history shift when it is trimmed; trim in large steps so it is rare.
