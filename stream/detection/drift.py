@@ -96,7 +96,7 @@ class DriftTuner:
         self._count += known.sum(axis=0)
         if self._since is None:
             self._since = t_ns
-        if self._count.min(initial=0) < self.min_rows:
+        if self._count.min() < self.min_rows:
             return self
         shift = self._sum / self._count - self._train
         moved = np.abs(shift - self._applied) > self.bound * np.abs(self._train)

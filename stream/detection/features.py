@@ -204,9 +204,16 @@ class OperatorWindows:
         rows = self._identity_rows(job, rank, comm, ordinal)
 
         # Blocking and transfer (design.md): from the members' records present in this chunk.
-        member_key = np.stack([comm, seq.astype(np.int64)])
-        _, member_group, members = np.unique(member_key, axis=1, return_inverse=True, return_counts=True)
+        # P2P operators match on (comm, {rank, peer}, seq); collectives on (comm, seq).
+        peer = records["peer"].astype(np.int64)
+        p2p = peer >= 0
+        low = np.where(p2p, np.minimum(rank, peer), -1)
+        member_key = np.stack([comm, seq.astype(np.int64), low, np.where(p2p, np.maximum(rank, peer), -1)])
+        _, member_group = np.unique(member_key, axis=1, return_inverse=True)
         member_group = member_group.reshape(-1)
+        # Members are distinct ranks (a rank's send and recv of one pair share the key).
+        distinct = np.unique(np.stack([member_group, rank]), axis=1)
+        members = np.bincount(distinct[0], minlength=int(member_group.max()) + 1)
         latest = np.full(len(members), np.iinfo(np.int64).min)
         np.maximum.at(latest, member_group, start)
         np.maximum.at(self._comm_members, comm, members[member_group])

@@ -89,7 +89,7 @@ class IterationMonitor:
     """Streaming irregular-iteration detector (river style: ``update`` per batch, read the result)."""
 
     def __init__(self, *, delta: float = 1.1, window: int = 10, min_change: float = 0.10, verify: int = 10,
-                 before: int = 50, periodic_cv: float = 0.3, periodic_max_gap: int = 20, history: int = 4096) -> None:
+                 before: int = 50, periodic_cv: float = 0.15, periodic_max_gap: int = 20, history: int = 4096) -> None:
         if not delta > 1:
             raise ConfigError(f"delta must be > 1, got {delta!r}")
         for name, value in (("window", window), ("verify", verify), ("before", before),
@@ -234,8 +234,8 @@ class IterationMonitor:
         if not 2 <= period <= self.periodic_max_gap:
             return False
         multiple = np.maximum(np.round(gaps / period), 1)
-        regular = np.abs(gaps - multiple * period) <= max(1.0, self.periodic_cv * period)
-        return bool(regular.sum() >= 3 and regular.mean() >= 0.6)
+        regular = (multiple <= 2) & (np.abs(gaps - multiple * period) <= max(1.0, self.periodic_cv * period))
+        return bool(regular.sum() >= 3 and regular.mean() >= 0.75)
 
     def _trim(self, state: _Job) -> None:
         # Indices into history shift when it is trimmed; trim in large steps so it is rare.
