@@ -75,7 +75,7 @@ def _train(args: argparse.Namespace) -> int:
     summary = {"records": [str(p) for p in args.records], "operators_seen": seen}
     model = fit_model(X, y, window=args.window, training=summary, n_estimators=args.trees, max_depth=args.depth,
                       random_state=args.seed)
-    metadata = save(model, args.out, training=summary)
+    metadata = save(model, args.out)
     print(json.dumps({"model": str(args.out), "rows": metadata["training"]["rows"],
                       "abnormal_rows": metadata["training"]["abnormal_rows"], "bytes": args.out.stat().st_size}))
     return 0
