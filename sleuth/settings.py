@@ -114,6 +114,13 @@ class Settings:
         2_000, "SLEUTH_WORKER_MAX_MESSAGES", "Kafka messages a worker takes per poll (one insert each)",
         _positive_int,
     )
+    irregularities_topic: str = _setting(
+        "sleuth.irregularities", "SLEUTH_IRREGULARITIES_TOPIC",
+        "Kafka topic the workers publish irregular iterations to (JSON, keyed by job)",
+    )
+    detect_model: str = _setting(
+        "", "SLEUTH_DETECT_MODEL", "abnormal-operator model file the workers load (empty: the shipped default)"
+    )
     gpus_per_host: int = _setting(
         8, "SLEUTH_GPUS_PER_HOST", "GPUs per host when a layout or topology does not say", _positive_int
     )

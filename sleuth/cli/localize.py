@@ -25,10 +25,6 @@ from sleuth.records import IterationBatch, RecordBatch
 from sleuth.sources import MemorySource
 from sleuth.topology import Topology, load_topology
 
-# Detection defaults of Holmes (δ = 1.1 over the previous 10 iterations), for the glue below.
-_DELTA = 1.1
-_DETECTION_WINDOW = 10
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("localize", help="find the device behind irregular iterations in Parquet records")
@@ -44,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from sleuth.localizer import localize  # the localizer pulls numpy-heavy modules: only when used
+    from sleuth.stream.detection import irregular_iterations
 
     path = Path(args.records)
     if not path.exists():
@@ -53,7 +50,7 @@ def _run(args: argparse.Namespace) -> int:
     spec = JobSpec.read(spec_path)
     topology = load_topology(args.topology) if args.topology else single_leaf(spec)
     source = MemorySource(spec, records, iterations)
-    irregular = delta_irregular(iterations)
+    irregular = irregular_iterations(iterations)
     incidents = localize(
         source, irregular_iterations=irregular, topology=topology, top_k=args.top_k, window=args.window,
         pivots=tuple(args.pivot or (0,)),
@@ -104,22 +101,6 @@ def iterations_from_records(records: RecordBatch) -> IterationBatch:
     np.maximum.at(end, inverse, records["t_end_ns"][keep])
     job = records.decoded("job")[0] if len(records) else "job"
     return IterationBatch.from_columns(job=job, rank=pairs[:, 0], iteration=pairs[:, 1], t_start_ns=start, t_end_ns=end)
-
-
-# replaced by sleuth.stream.detection when merged
-def delta_irregular(iterations: IterationBatch) -> list[int]:
-    """δ-irregular iterations: mean iteration time over ranks > δ x the mean of the previous ones."""
-    if not len(iterations):
-        return []
-    ids, inverse = np.unique(iterations["iteration"], return_inverse=True)
-    span = (iterations["t_end_ns"] - iterations["t_start_ns"]).astype(np.float64)
-    times = np.bincount(inverse.reshape(-1), weights=span) / np.bincount(inverse.reshape(-1))
-    out = []
-    for k in range(1, len(ids)):
-        previous = times[max(0, k - _DETECTION_WINDOW) : k]
-        if times[k] > _DELTA * previous.mean():
-            out.append(int(ids[k]))
-    return out
 
 
 def single_leaf(spec: JobSpec) -> Topology:

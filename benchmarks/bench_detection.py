@@ -1,0 +1,223 @@
+"""Detection benchmark: abnormal operators, drift, irregular iterations, scoring time; prints JSON.
+
+    .venv/bin/python benchmarks/bench_detection.py [--scales 1024,2048,4096,8192] [--ranks 64]
+
+Every scenario uses seed 7 (the shipped model trained on seed 101; see
+scripts/train_default_model.py), so nothing here was seen in training.
+
+* ``operators.per_scale`` / ``operators.per_type``: F1, precision, recall of the shipped forest
+  (its own streaming windows: only instances it judged normal enter them) and of the baselines:
+  3-sigma per operator series, KNN, SVM (trained on seed-101 rows), the untuned forest being the
+  forest itself. The baselines score features whose windows were cleaned by the *labels* (an
+  advantage the forest does not get). Only a sample of ranks is scored: ``--ranks`` whole tensor
+  groups per scenario, always including the faulty GPU's; KNN and SVM score at most 50,000 rows
+  of each (a uniform sample).
+* ``drift``: a month (90 recorded iterations, 3 a day) creeping up 7%, with a flapping GPU all
+  month; F1 per day of the forest with weekly drift tuning against the untuned forest.
+* ``iterations``: accuracy, false-positive and false-negative rate per iteration method against
+  "the faults made it > 10% longer than its fault-free twin", over the types, clean, drift and
+  scale suites.
+* ``score_10k``: time to score one rank's window of ~10,000 operators (features, forest, window
+  update), median of 20, against 3-sigma on the same window in the same run (``ratio``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from sleuth.sim import Emulation, Fault, FaultKind, Profile, suite
+from sleuth.stream.detection import DriftTuner, OperatorWindows, load_default_model
+from sleuth.stream.detection.baselines import (
+    KNNDetector, SVMDetector, ThreeSigma, median_rule, unverified_change_points,
+)
+from sleuth.stream.detection.iteration_monitor import irregular_iterations, job_iteration_times
+from sleuth.stream.detection.offline import iteration_chunks, replay, training_set
+from sleuth.stream.detection.training import emulation_rows
+from sleuth.topology import DeviceKind
+
+SEED = 7
+MAX_BASELINE_ROWS = 50_000
+
+
+def prf(flags: np.ndarray, labels: np.ndarray) -> dict:
+    tp = int((flags & labels).sum())
+    p = tp / max(int(flags.sum()), 1)
+    r = tp / max(int(labels.sum()), 1)
+    return {"f1": round(2 * p * r / (p + r), 4) if p + r else 0.0, "precision": round(p, 4), "recall": round(r, 4),
+            "abnormal": int(labels.sum())}
+
+
+def sample_ranks(em: Emulation, groups: int) -> np.ndarray:
+    """``groups`` whole tensor groups, spread over the job, plus the faulty GPU's group."""
+    tp = em.scenario.layout.tp
+    world = em.scenario.layout.world
+    starts = set(np.linspace(0, world - tp, groups).astype(int) // tp * tp)
+    for fault in em.scenario.faults:
+        for rank in em.ranks_on(fault.device).tolist():
+            starts.add(rank // tp * tp)
+    return np.unique(np.concatenate([np.arange(s, s + tp) for s in sorted(starts)]))
+
+
+def score_methods(em: Emulation, ranks: np.ndarray, model, baselines: dict, rng) -> dict:
+    records = em.ranks_records(ranks)
+    iterations = em.iterations(ranks=ranks)
+    labels, _ = em.abnormal(ranks)
+    windows = OperatorWindows(window=model.window, min_history=model.min_history)
+    flags = replay(records, iterations, lambda chunk, _: model.forest.predict(chunk.X), windows=windows)
+    out = {"forest": prf(flags, labels)}
+    X, y = training_set(records, iterations, labels, window=model.window, min_history=model.min_history)
+    out["three_sigma"] = prf(baselines["three_sigma"].predict(X), y)
+    pick = rng.choice(len(y), min(len(y), MAX_BASELINE_ROWS), replace=False)
+    for name in ("knn", "svm"):
+        out[name] = prf(baselines[name].predict(X[pick]), y[pick])
+    out["operators_scored"] = int(len(records))
+    out["ranks_scored"] = int(len(ranks))
+    return out
+
+
+def operators(scales: list[int], groups: int, model, baselines: dict) -> dict:
+    rng = np.random.default_rng(0)
+    per_scale = {}
+    for sc in suite("scale", seed=SEED):
+        if sc.layout.world not in scales:
+            continue
+        em = Emulation(sc)
+        per_scale[str(sc.layout.world)] = score_methods(em, sample_ranks(em, groups), model, baselines, rng)
+        per_scale[str(sc.layout.world)]["world"] = sc.layout.world
+        del em
+    per_type = {}
+    for sc in suite("types", seed=SEED):
+        em = Emulation(sc)
+        per_type[sc.name.removeprefix("types-")] = score_methods(em, sample_ranks(em, groups // 2), model, baselines, rng)
+    return {"per_scale": per_scale, "per_type": per_type}
+
+
+def drift_month(model, groups: int) -> dict:
+    base = suite("drift", seed=SEED)[0]
+    flapping = Fault(kind=FaultKind.GPU, device=base.topology.devices(DeviceKind.GPU)[37],
+                     slow=1.5, profile=Profile.FLUCTUATION, start=2)
+    sc = replace(base, iterations=90, faults=(flapping,), name="drift-month", job="sim-drift-month")
+    em = Emulation(sc)
+    ranks = sample_ranks(em, groups)
+    records, iterations = em.ranks_records(ranks), em.iterations(ranks=ranks)
+    labels, _ = em.abnormal(ranks)
+    day = records["iteration"] // sc.stride // 3
+    tuner = DriftTuner(model.forest)
+
+    def tuned(chunk, _positions):
+        flags = tuner.model.predict(chunk.X)
+        tuner.update(chunk.X, int(chunk_time[0]))
+        return flags
+
+    chunk_time = [0]
+    starts = dict(zip(iterations["iteration"].tolist(), iterations["t_end_ns"].tolist()))
+    windows = OperatorWindows(window=model.window, min_history=model.min_history)
+    untuned_flags = replay(records, iterations, lambda chunk, _: model.forest.predict(chunk.X), windows=windows)
+    windows = OperatorWindows(window=model.window, min_history=model.min_history)
+    tuned_flags = np.zeros(len(records), bool)
+    for positions, part, its in iteration_chunks(records, iterations):
+        chunk_time[0] = starts[int(part["iteration"][0])]
+        chunk = windows.features(part, its)
+        flags = tuned(chunk, positions)
+        tuned_flags[positions[chunk.index]] = flags
+        windows.push(chunk, ~flags, its)
+    days = []
+    for d in range(30):
+        at = day == d
+        days.append({"day": d + 1, "tuned": prf(tuned_flags[at], labels[at])["f1"],
+                     "untuned": prf(untuned_flags[at], labels[at])["f1"], "abnormal": int(labels[at].sum())})
+    return {"days": days, "tuned_min_f1": min(x["tuned"] for x in days), "untuned_min_f1": min(x["untuned"] for x in days),
+            "tuned_f1": prf(tuned_flags, labels)["f1"], "untuned_f1": prf(untuned_flags, labels)["f1"],
+            "tunings": [{"at_day": round((t.at_ns - records["t_start_ns"].min()) / 86400e9, 1), "reason": t.reason,
+                         "nodes": t.nodes, "iteration_ns_delta": round(t.deltas["iteration_ns"])} for t in tuner.tunings],
+            "ranks_scored": int(len(ranks))}
+
+
+def iteration_methods(scales: list[int]) -> dict:
+    scenarios = suite("types", seed=SEED) + suite("clean", seed=SEED) + suite("drift", seed=SEED) + [
+        sc for sc in suite("scale", seed=SEED) if sc.layout.world in scales[:2]]
+    counts = {m: np.zeros(4, int) for m in ("delta_monitor", "median_rule", "unverified_change_points")}
+    for sc in scenarios:
+        em = Emulation(sc)
+        truth = em.truth()
+        iterations = em.iterations()
+        slowed = np.array([t.time_ns > 1.1 * t.counterfactual_ns for t in truth.iterations])
+        ids, times = job_iteration_times(iterations)[sc.job]
+        found = {i.iteration for i in irregular_iterations(iterations)}
+        methods = {"delta_monitor": np.isin(ids, list(found)), "median_rule": median_rule(times),
+                   "unverified_change_points": unverified_change_points(times)}
+        for name, flags in methods.items():
+            counts[name] += [int((flags & slowed).sum()), int((flags & ~slowed).sum()),
+                             int((~flags & slowed).sum()), int((~flags & ~slowed).sum())]
+    out = {}
+    for name, (tp, fp, fn, tn) in counts.items():
+        out[name] = {"accuracy": round((tp + tn) / (tp + fp + fn + tn), 4), "false_positive_rate": round(fp / max(fp + tn, 1), 4),
+                     "false_negative_rate": round(fn / max(fn + tp, 1), 4), "iterations": int(tp + fp + fn + tn)}
+    out["scenarios"] = [sc.name for sc in scenarios]
+    return out
+
+
+def score_time(model) -> dict:
+    em = Emulation(suite("types", seed=SEED)[4])
+    records = em.ranks_records([5])
+    warm = records.take(np.flatnonzero(records["iteration"] < 20))
+    window = records.take(np.flatnonzero((records["iteration"] >= 20) & (records["iteration"] < 57)))
+    iterations = em.iterations(ranks=[5], iterations=range(20, 57))
+
+    def prepared() -> OperatorWindows:
+        windows = OperatorWindows(window=model.window, min_history=model.min_history)
+        chunk = windows.features(warm)
+        windows.push(chunk, np.ones(len(chunk.rows), bool))
+        return windows
+
+    def run(decide) -> float:
+        times = []
+        for _ in range(20):
+            windows = prepared()
+            started = time.perf_counter()
+            chunk = windows.features(window, iterations)
+            flags = decide(chunk.X)
+            windows.push(chunk, ~flags, iterations)
+            times.append(time.perf_counter() - started)
+        return float(np.median(times))
+
+    forest_s = run(model.forest.predict)
+    sigma_s = run(ThreeSigma().fit(np.zeros((1, len(model.forest.feature_means_)))).predict)
+    return {"operators": len(window), "forest_ms": round(forest_s * 1e3, 2), "three_sigma_ms": round(sigma_s * 1e3, 2),
+            "ratio": round(forest_s / sigma_s, 2), "trees": model.forest.n_estimators}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scales", default="1024,2048,4096,8192")
+    parser.add_argument("--ranks", type=int, default=16, help="tensor groups scored per scale scenario")
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip: operators,drift,iterations,timing")
+    args = parser.parse_args()
+    scales = [int(s) for s in args.scales.split(",")]
+    skip = set(filter(None, args.skip.split(",")))
+    model = load_default_model()
+    started = time.monotonic()
+    result: dict = {"machine": platform.processor() or platform.machine(), "seed": SEED,
+                    "model": model.metadata.get("training", {}).get("script"), "trees": model.forest.n_estimators}
+    if "timing" not in skip:
+        result["score_10k"] = score_time(model)
+    if "iterations" not in skip:
+        result["iterations"] = iteration_methods(scales)
+    if "operators" not in skip:
+        X, y, _ = emulation_rows(suite("types", seed=101) + suite("network", seed=101), rank_stride=16)
+        baselines = {"three_sigma": ThreeSigma().fit(X), "knn": KNNDetector().fit(X, y), "svm": SVMDetector().fit(X, y)}
+        result["operators"] = operators(scales, args.ranks, model, baselines)
+    if "drift" not in skip:
+        result["drift"] = drift_month(model, 4)
+    result["seconds"] = round(time.monotonic() - started)
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

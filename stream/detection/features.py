@@ -1,0 +1,382 @@
+"""Features of each operator instance (Holmes §4.2.2), computed a chunk of records at a time.
+
+An *operator identity* is one operator of one rank's program: (job, rank, communicator, its
+ordinal among that communicator's operators in the iteration). Its instances, one per iteration,
+form a duration series; an instance is judged against the window statistics of that series.
+
+The window holds the identity's last ``window`` durations *judged normal* (by the detector when
+scoring, by the labels when building a training set). Why not simply the last ``window``: a
+persistent degradation would fill the window within ``window`` iterations and then look normal,
+while it is still abnormal against the healthy run (the labels' counterfactual).
+Before an identity has ``min_history`` normal values, the chunk's own instances of it stand in
+(Holmes's self-window), so a fresh detector judges from its first batch.
+
+Every statistic is kept per identity in numpy rows, refreshed only for identities that received a
+value; scoring a chunk is a gather plus a few vectorized ufuncs, never a loop over records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sleuth.errors import ConfigError, RecordError
+from sleuth.records import IterationBatch, RecordBatch
+
+__all__ = ["COMM_KINDS", "DRIFT_PRONE", "FEATURE_NAMES", "Chunk", "OperatorWindows"]
+
+#: Column order of the feature matrix; saved with every model and checked on load.
+FEATURE_NAMES: tuple[str, ...] = (
+    "duration_ns",
+    "win_mean_ns", "win_std_ns", "zscore", "win_q1_ns", "win_q2_ns", "win_q3_ns", "win_iqr_ns",
+    "ratio", "rel_iqr", "win_count",
+    "rank", "nbytes", "op", "comm_kind",
+    "iteration_ns", "iteration_mean_ns", "iteration_ratio", "rank_mean_op_ns",
+    "blocking_rel", "transfer_ratio",
+)
+
+#: Features in nanoseconds of the job's own clock: they move when the job drifts (Holmes fig. 10a),
+#: so the drift tuner tracks their means and shifts the trees' thresholds on them.
+DRIFT_PRONE: tuple[str, ...] = (
+    "duration_ns", "win_mean_ns", "win_q1_ns", "win_q2_ns", "win_q3_ns",
+    "iteration_ns", "iteration_mean_ns", "rank_mean_op_ns",
+)
+
+#: Communicator kinds, from the name's prefix (``tp.12`` -> tp); 0 for names without a known one.
+COMM_KINDS: tuple[str, ...] = ("", "tp", "pp", "dp", "cp", "ep", "sp", "emb", "world")
+
+_ORDINAL_BITS = 24
+_RANK_LIMIT = 1 << 20
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Features of a chunk's records: ``X`` rows align with ``index`` (positions in the batch)."""
+
+    X: np.ndarray  # (n, len(FEATURE_NAMES)) float64, NaN where unknown
+    index: np.ndarray  # positions in the RecordBatch of each row
+    rows: np.ndarray  # identity row of each instance
+    duration: np.ndarray  # float64 ns
+    transfer: np.ndarray  # float64 ns, NaN when the peers' records were not all present
+
+
+class OperatorWindows:
+    """Per-identity windows of normal durations and the features they give.
+
+    ``window``: normal durations kept per identity; ``min_history``: how many before the window is
+    trusted over the chunk's own values.
+    """
+
+    def __init__(self, *, window: int = 20, min_history: int = 5) -> None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 2:
+            raise ConfigError(f"window must be an integer >= 2, got {window!r}")
+        if isinstance(min_history, bool) or not isinstance(min_history, int) or not 1 <= min_history <= window:
+            raise ConfigError(f"min_history must be an integer in 1..window ({window}), got {min_history!r}")
+        self.window = window
+        self.min_history = min_history
+        self._jobs: dict[str, int] = {}
+        self._comms: dict[tuple[int, str], int] = {}
+        self._comm_kind: list[int] = []
+        self._comm_members = np.zeros(0, np.int64)
+        self._streams: dict[int, int] = {}  # (job, rank, comm) packed -> stream id
+        self._keys = np.zeros(0, np.uint64)  # sorted identity keys
+        self._key_rows = np.zeros(0, np.int64)
+        self._n = 0
+        self._ring = np.full((0, window), np.nan)
+        self._transfer_ring = np.full((0, window), np.nan)
+        self._filled = np.zeros(0, np.int64)
+        self._tfilled = np.zeros(0, np.int64)
+        self._stats = np.full((0, 8), np.nan)  # count mean std q1 q2 q3 transfer-median spare
+        self._ranks: dict[int, int] = {}  # (job, rank) packed -> row
+        self._rank_iter = np.full((0, window), np.nan)
+        self._rank_iter_filled = np.zeros(0, np.int64)
+        self._rank_last_iter = np.full(0, np.nan)
+        self._rank_iter_mean = np.full(0, np.nan)
+
+    def __len__(self) -> int:
+        """Operator identities known."""
+        return self._n
+
+    # -- identities ----------------------------------------------------------------------------
+
+    def _job_ids(self, batch: RecordBatch | IterationBatch) -> np.ndarray:
+        return np.array([self._jobs.setdefault(s, len(self._jobs)) for s in batch.strings], np.int64)
+
+    def _comm_ids(self, records: RecordBatch, job_of_string: np.ndarray) -> np.ndarray:
+        """Detector-wide comm id of each record (comm names are only unique within a job)."""
+        pairs = np.unique((records["job"].astype(np.int64) << 32) | records["comm"].astype(np.int64),
+                          return_inverse=True)
+        ids = np.empty(len(pairs[0]), np.int64)
+        for k, packed in enumerate(pairs[0].tolist()):
+            job = int(job_of_string[packed >> 32])
+            name = records.strings[packed & 0xFFFFFFFF]
+            key = (job, name)
+            comm = self._comms.get(key)
+            if comm is None:
+                comm = self._comms[key] = len(self._comms)
+                prefix = name.split(".", 1)[0] if "." in name else ""
+                self._comm_kind.append(COMM_KINDS.index(prefix) if prefix in COMM_KINDS else 0)
+            ids[k] = comm
+        if len(self._comms) > len(self._comm_members):
+            grown = np.zeros(max(len(self._comms), 2 * len(self._comm_members), 64), np.int64)
+            grown[: len(self._comm_members)] = self._comm_members
+            self._comm_members = grown
+        return ids[pairs[1]]
+
+    def _rank_rows(self, job: np.ndarray, rank: np.ndarray) -> np.ndarray:
+        packed = (job << 32) | rank
+        unique, inverse = np.unique(packed, return_inverse=True)
+        rows = np.array([self._ranks.setdefault(int(k), len(self._ranks)) for k in unique.tolist()], np.int64)
+        n = len(self._ranks)
+        if n > len(self._rank_last_iter):
+            size = max(n, 2 * len(self._rank_last_iter), 64)
+            self._rank_iter = _grow(self._rank_iter, size, np.nan)
+            self._rank_iter_filled = _grow(self._rank_iter_filled, size, 0)
+            self._rank_last_iter = _grow(self._rank_last_iter, size, np.nan)
+            self._rank_iter_mean = _grow(self._rank_iter_mean, size, np.nan)
+        return rows[inverse]
+
+    def _identity_rows(self, job: np.ndarray, rank: np.ndarray, comm: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
+        stream_key = (job << 44) | (rank << 24) | comm
+        unique, inverse = np.unique(stream_key, return_inverse=True)
+        streams = np.array([self._streams.setdefault(int(k), len(self._streams)) for k in unique.tolist()], np.int64)
+        keys = ((streams[inverse] << _ORDINAL_BITS) | ordinal).astype(np.uint64)
+        ukeys, kinverse = np.unique(keys, return_inverse=True)
+        pos = np.searchsorted(self._keys, ukeys)
+        found = (pos < len(self._keys)) & (self._keys[np.minimum(pos, len(self._keys) - 1)] == ukeys) if len(self._keys) else np.zeros(len(ukeys), bool)
+        rows = np.empty(len(ukeys), np.int64)
+        rows[found] = self._key_rows[pos[found]]
+        new = ~found
+        if new.any():
+            count = int(new.sum())
+            rows[new] = np.arange(self._n, self._n + count)
+            self._n += count
+            merged = np.concatenate([self._keys, ukeys[new]])
+            order = np.argsort(merged, kind="stable")
+            self._keys = merged[order]
+            self._key_rows = np.concatenate([self._key_rows, rows[new]])[order]
+            if self._n > len(self._ring):
+                size = max(self._n, 2 * len(self._ring), 1024)
+                self._ring = _grow(self._ring, size, np.nan)
+                self._transfer_ring = _grow(self._transfer_ring, size, np.nan)
+                self._filled = _grow(self._filled, size, 0)
+                self._tfilled = _grow(self._tfilled, size, 0)
+                self._stats = _grow(self._stats, size, np.nan)
+        return rows[kinverse]
+
+    # -- features ------------------------------------------------------------------------------
+
+    def features(self, records: RecordBatch, iterations: IterationBatch | None = None) -> Chunk:
+        """Features of every record with a known iteration (``iteration >= 0``), in one pass.
+
+        ``iterations`` (the same chunk's iteration records, if any) give the iteration-time
+        features; ranks without one use the last time seen for them.
+        """
+        keep = np.flatnonzero(records["iteration"] >= 0)
+        if len(keep) < len(records):
+            records = records.take(keep)
+        n = len(records)
+        if n and int(records["rank"].max()) >= _RANK_LIMIT:
+            raise RecordError(f"rank {int(records['rank'].max())} is beyond the detector's limit of {_RANK_LIMIT - 1}")
+        X = np.full((n, len(FEATURE_NAMES)), np.nan)
+        if not n:
+            empty = np.zeros(0)
+            return Chunk(X, keep, np.zeros(0, np.int64), empty, empty)
+        job = self._job_ids(records)[records["job"]]
+        rank = records["rank"].astype(np.int64)
+        comm = self._comm_ids(records, self._job_ids(records))
+        iteration = records["iteration"]
+        seq = records["seq"]
+        start = records["t_start_ns"]
+        duration = (records["t_end_ns"] - start).astype(np.float64)
+
+        # Ordinal of each record among its (job, rank, comm, iteration) in seq order.
+        order = np.lexsort((seq, iteration, comm, rank, job))
+        group = np.stack([job[order], rank[order], comm[order], iteration[order]])
+        starts = np.ones(n, bool)
+        starts[1:] = (group[:, 1:] != group[:, :-1]).any(axis=0)
+        first = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
+        ordinal = np.empty(n, np.int64)
+        ordinal[order] = np.arange(n) - first
+        if int(ordinal.max()) >= 1 << _ORDINAL_BITS:
+            raise RecordError(f"more than {1 << _ORDINAL_BITS} operators on one communicator in one iteration")
+        rows = self._identity_rows(job, rank, comm, ordinal)
+
+        # Blocking and transfer (design.md): from the members' records present in this chunk.
+        # P2P operators match on (comm, {rank, peer}, seq); collectives on (comm, seq).
+        peer = records["peer"].astype(np.int64)
+        p2p = peer >= 0
+        low = np.where(p2p, np.minimum(rank, peer), -1)
+        member_key = np.stack([comm, seq.astype(np.int64), low, np.where(p2p, np.maximum(rank, peer), -1)])
+        _, member_group = np.unique(member_key, axis=1, return_inverse=True)
+        member_group = member_group.reshape(-1)
+        # Members are distinct ranks (a rank's send and recv of one pair share the key).
+        distinct = np.unique(np.stack([member_group, rank]), axis=1)
+        members = np.bincount(distinct[0], minlength=int(member_group.max()) + 1)
+        latest = np.full(len(members), np.iinfo(np.int64).min)
+        np.maximum.at(latest, member_group, start)
+        np.maximum.at(self._comm_members, comm, members[member_group])
+        complete = members[member_group] >= self._comm_members[comm]
+        complete &= members[member_group] > 1
+        blocking = np.where(complete, (latest[member_group] - start).astype(np.float64), np.nan)
+        transfer = np.where(complete, (records["t_end_ns"] - latest[member_group]).astype(np.float64), np.nan)
+
+        stats = self._window_stats(rows, duration)
+        count, mean, std, q1, q2, q3, tmed = stats
+        rank_rows = self._rank_rows(job, rank)
+        it_time = self._iteration_times(records, iterations, job, rank, iteration, rank_rows)
+        it_mean = self._rank_iter_mean[rank_rows]
+        it_mean = np.where(np.isnan(it_mean), it_time, it_mean)
+        # Mean window operator time of the rank: over this chunk's identities of the rank.
+        sums = np.bincount(rank_rows, weights=np.nan_to_num(mean), minlength=len(self._ranks))
+        counts = np.bincount(rank_rows, weights=~np.isnan(mean), minlength=len(self._ranks))
+        op_mean = (sums / np.maximum(counts, 1))[rank_rows]
+
+        safe_q2 = np.where(q2 > 0, q2, np.nan)
+        X[:, 0] = duration
+        X[:, 1] = mean
+        X[:, 2] = std
+        X[:, 3] = (duration - mean) / np.where(std > 0, std, np.nan)
+        X[:, 4] = q1
+        X[:, 5] = q2
+        X[:, 6] = q3
+        X[:, 7] = q3 - q1
+        X[:, 8] = duration / safe_q2
+        X[:, 9] = (q3 - q1) / safe_q2
+        X[:, 10] = count
+        X[:, 11] = rank
+        X[:, 12] = records["nbytes"].astype(np.float64)
+        X[:, 13] = records["op"]
+        X[:, 14] = np.asarray(self._comm_kind, np.float64)[comm]
+        X[:, 15] = it_time
+        X[:, 16] = it_mean
+        X[:, 17] = it_time / np.where(it_mean > 0, it_mean, np.nan)
+        X[:, 18] = op_mean
+        X[:, 19] = blocking / safe_q2
+        X[:, 20] = transfer / np.where(tmed > 0, tmed, np.nan)
+        # A zero std (identical values) gives an infinite z-score the trees cannot split: cap it.
+        np.clip(X[:, 3], -1e6, 1e6, out=X[:, 3])
+        return Chunk(X, keep, rows, duration, transfer)
+
+    def _window_stats(self, rows: np.ndarray, duration: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Per instance: the identity's window statistics, or the chunk's own where history is short."""
+        st = self._stats[rows]
+        count = self._filled[rows].astype(np.float64)
+        trusted = count >= self.min_history
+        out = [np.minimum(count, self.window)] + [st[:, k].copy() for k in range(1, 6)] + [st[:, 6].copy()]
+        if not trusted.all():
+            # Self-window: the chunk's instances of each untrusted identity.
+            loose = np.flatnonzero(~trusted)
+            own = _group_stats(rows[loose], duration[loose])
+            for k in range(1, 6):
+                out[k][loose] = own[k - 1]
+        return tuple(out)
+
+    def _iteration_times(self, records: RecordBatch, iterations: IterationBatch | None, job: np.ndarray,
+                         rank: np.ndarray, iteration: np.ndarray, rank_rows: np.ndarray) -> np.ndarray:
+        times = self._rank_last_iter[rank_rows].copy()
+        if iterations is None or not len(iterations):
+            return times
+        ijob = self._job_ids(iterations)[iterations["job"]]
+        ikey = (ijob << 52) | (iterations["rank"].astype(np.int64) << 32) | (iterations["iteration"] & 0xFFFFFFFF)
+        order = np.argsort(ikey)
+        ikey = ikey[order]
+        spans = (iterations["t_end_ns"] - iterations["t_start_ns"])[order].astype(np.float64)
+        key = (job << 52) | (rank << 32) | (iteration & 0xFFFFFFFF)
+        pos = np.minimum(np.searchsorted(ikey, key), len(ikey) - 1)
+        hit = ikey[pos] == key
+        times[hit] = spans[pos[hit]]
+        return times
+
+    # -- learning the windows ------------------------------------------------------------------
+
+    def push(self, chunk: Chunk | None, normal: np.ndarray | None, iterations: IterationBatch | None = None) -> None:
+        """Add the chunk's instances judged ``normal`` to their identities' windows, and the
+        iteration records' times to their ranks' windows."""
+        rows = chunk.rows[normal] if chunk is not None and normal is not None else np.zeros(0, np.int64)
+        if len(rows):
+            # One value per identity per push is the common case (a chunk is an iteration); when a
+            # chunk spans several, push them in rounds so that each lands in its own ring slot.
+            values, transfers = chunk.duration[normal], chunk.transfer[normal]
+            order = np.argsort(rows, kind="stable")
+            rows, values, transfers = rows[order], values[order], transfers[order]
+            first = np.searchsorted(rows, rows)
+            rounds = np.arange(len(rows)) - first
+            for r in range(int(rounds.max()) + 1):
+                pick = rounds == r
+                self._append(rows[pick], values[pick], transfers[pick])
+            self._refresh(np.unique(rows))
+        if iterations is not None and len(iterations):
+            job = self._job_ids(iterations)[iterations["job"]]
+            rank_rows = self._rank_rows(job, iterations["rank"].astype(np.int64))
+            spans = (iterations["t_end_ns"] - iterations["t_start_ns"]).astype(np.float64)
+            order = np.argsort(iterations["iteration"], kind="stable")
+            for r, span in zip(rank_rows[order].tolist(), spans[order].tolist()):
+                self._rank_iter[r, self._rank_iter_filled[r] % self.window] = span
+                self._rank_iter_filled[r] += 1
+                self._rank_last_iter[r] = span
+            touched = np.unique(rank_rows)
+            with np.errstate(invalid="ignore"):
+                self._rank_iter_mean[touched] = np.nanmean(self._rank_iter[touched], axis=1)
+
+    def _append(self, rows: np.ndarray, values: np.ndarray, transfers: np.ndarray) -> None:
+        self._ring[rows, self._filled[rows] % self.window] = values
+        self._filled[rows] += 1
+        known = ~np.isnan(transfers)
+        trows = rows[known]
+        self._transfer_ring[trows, self._tfilled[trows] % self.window] = transfers[known]
+        self._tfilled[trows] += 1
+
+    def _refresh(self, rows: np.ndarray) -> None:
+        ring = np.sort(self._ring[rows], axis=1)  # NaN (empty slots) sort last
+        n = np.minimum(self._filled[rows], self.window)
+        st = self._stats
+        st[rows, 0] = n
+        with np.errstate(invalid="ignore"):
+            st[rows, 1] = np.nanmean(ring, axis=1)
+            st[rows, 2] = np.nanstd(ring, axis=1)
+        for k, q in ((3, 0.25), (4, 0.5), (5, 0.75)):
+            st[rows, k] = _sorted_quantile(ring, n, q)
+        tring = np.sort(self._transfer_ring[rows], axis=1)
+        tn = np.minimum(self._tfilled[rows], self.window)
+        st[rows, 6] = _sorted_quantile(tring, tn, 0.5)
+
+
+def _sorted_quantile(ring: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:
+    """Linear-interpolated quantile of each row's first ``n`` (sorted) values; NaN where n == 0."""
+    pos = np.maximum(n - 1, 0) * q
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, np.maximum(n - 1, 0))
+    idx = np.arange(len(ring))
+    value = ring[idx, lo] + (ring[idx, hi] - ring[idx, lo]) * (pos - lo)
+    return np.where(n > 0, value, np.nan)
+
+
+def _group_stats(rows: np.ndarray, values: np.ndarray) -> list[np.ndarray]:
+    """mean, std, q1, q2, q3 of ``values`` grouped by ``rows``, broadcast back to each element."""
+    order = np.lexsort((values, rows))
+    srows, svals = rows[order], values[order]
+    starts = np.flatnonzero(np.r_[True, srows[1:] != srows[:-1]])
+    counts = np.diff(np.r_[starts, len(srows)])
+    group = np.repeat(np.arange(len(starts)), counts)
+    sums = np.add.reduceat(svals, starts)
+    mean = sums / counts
+    var = np.add.reduceat((svals - mean[group]) ** 2, starts) / counts
+    out = [mean, np.sqrt(var)]
+    for q in (0.25, 0.5, 0.75):
+        pos = (counts - 1) * q
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, counts - 1)
+        out.append(svals[starts + lo] + (svals[starts + hi] - svals[starts + lo]) * (pos - lo))
+    back = np.empty(len(rows), np.int64)
+    back[order] = group
+    return [a[back] for a in out]
+
+
+def _grow(array: np.ndarray, size: int, fill: float) -> np.ndarray:
+    shape = (size,) + array.shape[1:]
+    out = np.full(shape, fill, dtype=array.dtype)
+    out[: len(array)] = array
+    return out
+

@@ -1,0 +1,95 @@
+"""The random-forest abnormal-operator detector (Holmes §4.2.2), with scikit-learn's contract.
+
+``fit(X, y)`` learns from feature rows (``features.FEATURE_NAMES`` columns) and labels;
+``score_samples`` is the one scoring function (the trees' vote for "abnormal"), and ``predict``
+only compares it with ``threshold``, so deciding stays apart from scoring.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.utils.validation import check_is_fitted
+
+from sleuth.errors import ConfigError
+from sleuth.stream.detection.features import FEATURE_NAMES
+
+__all__ = ["AbnormalOperatorForest", "check_features"]
+
+_PEER_FEATURES = tuple(FEATURE_NAMES.index(n) for n in ("blocking_rel", "transfer_ratio"))
+
+
+def check_features(X: Any, *, what: str = "X") -> np.ndarray:
+    """``X`` as a float64 matrix with one column per feature, or a ConfigError naming the problem."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != len(FEATURE_NAMES):
+        raise ConfigError(f"{what} must have shape (n, {len(FEATURE_NAMES)}) (features.FEATURE_NAMES), got {X.shape}")
+    return X
+
+
+class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
+    """Random forest over operator features; label 1 = abnormal.
+
+    ``peer_dropout``: the share of training rows copied with their blocking and transfer features
+    missing, so that the model also scores operators whose peers' records went to another worker
+    (the trees route missing values, scikit-learn >= 1.4).
+    """
+
+    def __init__(self, *, n_estimators: int = 40, max_depth: int | None = 14, min_samples_leaf: int = 2,
+                 max_features: float | str = "sqrt", threshold: float = 0.5, peer_dropout: float = 0.3,
+                 n_jobs: int | None = None, random_state: int | None = 0) -> None:
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.min_samples_leaf = min_samples_leaf
+        self.max_features = max_features
+        self.threshold = threshold
+        self.peer_dropout = peer_dropout
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    def fit(self, X: Any, y: Any) -> Self:
+        if not 0.0 < self.threshold < 1.0:
+            raise ConfigError(f"threshold must be in (0, 1), got {self.threshold!r}")
+        if not 0.0 <= self.peer_dropout < 1.0:
+            raise ConfigError(f"peer_dropout must be in [0, 1), got {self.peer_dropout!r}")
+        X = check_features(X)
+        y = np.asarray(y).astype(bool)
+        if y.shape != (len(X),):
+            raise ConfigError(f"y must hold one label per row of X ({len(X)}), got shape {y.shape}")
+        if y.all() or not y.any():
+            raise ConfigError("training labels must contain both normal and abnormal operators")
+        with np.errstate(all="ignore"):
+            # What the drift tuner compares the live data with.
+            self.feature_means_ = np.nanmean(X, axis=0)
+        if self.peer_dropout > 0:
+            rng = np.random.default_rng(self.random_state)
+            pick = rng.random(len(X)) < self.peer_dropout
+            dropped = X[pick].copy()
+            dropped[:, list(_PEER_FEATURES)] = np.nan
+            X, y = np.vstack([X, dropped]), np.concatenate([y, y[pick]])
+        self.forest_ = RandomForestClassifier(
+            n_estimators=self.n_estimators, max_depth=self.max_depth, min_samples_leaf=self.min_samples_leaf,
+            max_features=self.max_features, n_jobs=self.n_jobs, random_state=self.random_state,
+        ).fit(X, y)
+        self.classes_ = np.array([False, True])
+        self.n_features_in_ = X.shape[1]
+        self.feature_names_ = FEATURE_NAMES
+        return self
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Share of the trees' vote for "abnormal", in [0, 1]."""
+        check_is_fitted(self, "forest_")
+        X = check_features(X)
+        if not len(X):
+            return np.zeros(0)
+        return self.forest_.predict_proba(X)[:, 1]
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        score = self.score_samples(X)
+        return np.column_stack([1.0 - score, score])
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self.score_samples(X) >= self.threshold

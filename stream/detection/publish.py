@@ -1,0 +1,44 @@
+"""Publishing irregularities to Kafka (``Settings.irregularities_topic``) as JSON, keyed by job.
+
+The localizer consumes the topic; one message per irregular iteration (``Irregularity.to_dict``).
+Delivery is at least once: a worker that replays a batch after a crash republishes its
+irregularities, so consumers de-duplicate on (job, iteration).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sleuth.settings import Settings
+from sleuth.stream.detection.iteration_monitor import Irregularity
+
+__all__ = ["IrregularityPublisher", "decode", "encode"]
+
+
+class IrregularityPublisher:
+    """A callable for ``StreamDetector(publish=...)``; sends and waits for the broker's acknowledgement."""
+
+    def __init__(self, settings: Settings, *, producer: Any = None) -> None:
+        from kafka import KafkaProducer
+
+        self.topic = settings.irregularities_topic
+        self._producer = producer or KafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all",
+                                                   retries=5, linger_ms=5)
+
+    def __call__(self, irregularities: list[Irregularity]) -> None:
+        futures = [self._producer.send(self.topic, key=i.job.encode(), value=encode(i)) for i in irregularities]
+        for future in futures:
+            future.get(timeout=30)
+
+    def close(self) -> None:
+        self._producer.close(timeout=10)
+
+
+def encode(irregularity: Irregularity) -> bytes:
+    return json.dumps(irregularity.to_dict(), separators=(",", ":")).encode()
+
+
+def decode(payload: bytes) -> dict:
+    """A message's payload as the dict ``Irregularity.to_dict`` gave."""
+    return json.loads(payload)

@@ -1,0 +1,85 @@
+"""The detector the ingest workers run (``sleuth.stream.detect.Detector``).
+
+Per batch a worker takes from Kafka: the iteration monitor judges the iterations the batch
+finished (irregularities are kept for ``take_irregularities`` and handed to ``publish`` when one
+was given), and the forest scores every operator instance of the batch against its identity's
+window, which persists across batches (per job, rank, communicator and ordinal). Operators judged
+abnormal become ``abnormal_ops`` rows. The drift tuner sees every scored chunk and swaps in a
+tuned copy of the forest when due.
+
+Workers are partitioned by (job, rank); a collective's members may land on other workers, and
+then its blocking and transfer features are missing, which the model was trained to handle.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from sleuth.records import IterationBatch, RecordBatch
+from sleuth.stream.detection.drift import WEEK_NS, DriftTuner
+from sleuth.stream.detection.features import OperatorWindows
+from sleuth.stream.detection.iteration_monitor import Irregularity, IterationMonitor
+from sleuth.stream.detection.model_file import DetectorModel, load_default_model
+from sleuth.stream.rank_state import RankState
+
+__all__ = ["StreamDetector"]
+
+_log = logging.getLogger(__name__)
+
+
+class StreamDetector:
+    """Irregular iterations and abnormal operators of the records a worker consumes."""
+
+    def __init__(self, model: DetectorModel | None = None, *, delta: float = 1.1, iteration_window: int = 10,
+                 tune_interval_ns: int = WEEK_NS, drift_bound: float = 0.05,
+                 publish: Callable[[list[Irregularity]], None] | None = None,
+                 clock: Callable[[], int] = time.time_ns) -> None:
+        self.model = model or load_default_model()
+        self.windows = OperatorWindows(window=self.model.window, min_history=self.model.min_history)
+        self.monitor = IterationMonitor(delta=delta, window=iteration_window)
+        self.tuner = DriftTuner(self.model.forest, interval_ns=tune_interval_ns, bound=drift_bound)
+        self.publish = publish
+        self.clock = clock
+        self.scored = 0
+        self.flagged = 0
+        self._irregularities: list[Irregularity] = []
+
+    def update(self, records: RecordBatch, iterations: IterationBatch, state: RankState) -> list[tuple]:
+        """``abnormal_ops`` rows of this batch's abnormal operators (the ``Detector`` protocol)."""
+        found = self.monitor.update(iterations)
+        if found:
+            self._irregularities.extend(found)
+            if self.publish is not None:
+                self.publish(found)
+        if not len(records):
+            self.windows.push(None, None, iterations)
+            return []
+        chunk = self.windows.features(records, iterations)
+        forest = self.tuner.model
+        scores = forest.score_samples(chunk.X)
+        abnormal = scores >= forest.threshold
+        self.windows.push(chunk, ~abnormal, iterations)
+        self.tuner.update(chunk.X, int(records["t_end_ns"].max()))
+        self.scored += len(scores)
+        self.flagged += int(abnormal.sum())
+        return self._rows(records, chunk.index[abnormal], scores[abnormal])
+
+    def take_irregularities(self) -> list[Irregularity]:
+        """The irregularities found since the last call (oldest first)."""
+        found, self._irregularities = self._irregularities, []
+        return found
+
+    def _rows(self, records: RecordBatch, index: np.ndarray, scores: np.ndarray) -> list[tuple]:
+        if not len(index):
+            return []
+        now = self.clock()
+        picked = records.take(index)
+        start = picked["t_start_ns"]
+        columns = (picked.decoded("job").tolist(), picked["rank"].tolist(), picked.decoded("comm").tolist(),
+                   picked["seq"].tolist(), picked["iteration"].tolist(), picked["op"].tolist(), start.tolist(),
+                   (picked["t_end_ns"] - start).tolist(), scores.tolist())
+        return [(*row, now) for row in zip(*columns)]

@@ -1,0 +1,99 @@
+"""Training sets and training: from the emulator, or from a folder of records and labels.
+
+A labelled folder is what ``sleuth sim run`` / ``sleuth sim suite`` writes (``records.parquet``,
+``iterations.parquet``, ``labels/abnormal.parquet`` aligned row for row with the records); on-call
+verdicts later arrive in the same shape.
+
+Most operator instances are normal and easy; the set keeps every abnormal row, the normal rows
+that look suspicious (longer than ``hard_ratio`` × their window median) with probability
+``hard_share`` and the rest with probability ``easy_share``, so that a forest trains in minutes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from sleuth.errors import ConfigError, RecordError
+from sleuth.records import IterationBatch, RecordBatch
+from sleuth.recordio import read_parquet
+from sleuth.stream.detection.features import FEATURE_NAMES
+from sleuth.stream.detection.forest import AbnormalOperatorForest
+from sleuth.stream.detection.model_file import DetectorModel
+from sleuth.stream.detection.offline import training_set
+
+__all__ = ["emulation_rows", "fit_model", "read_labelled", "sample_rows"]
+
+_RATIO = FEATURE_NAMES.index("ratio")
+
+
+def sample_rows(X: np.ndarray, y: np.ndarray, *, seed: int = 0, hard_ratio: float = 1.04, hard_share: float = 0.3,
+                easy_share: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    draw = rng.random(len(y))
+    hard = np.nan_to_num(X[:, _RATIO], nan=0.0) > hard_ratio
+    keep = y | (hard & (draw < hard_share)) | (draw < easy_share)
+    return X[keep], y[keep]
+
+
+def emulation_rows(scenarios: Iterable[Any], *, rank_stride: int = 4, window: int = 20, min_history: int = 5,
+                   seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Sampled training rows of every ``rank_stride``-th rank of each scenario, and a summary."""
+    from sleuth.sim import Emulation
+
+    xs, ys, names, seen, abnormal = [], [], [], 0, 0
+    for k, scenario in enumerate(scenarios):
+        emulation = Emulation(scenario)
+        ranks = range(k % rank_stride, scenario.layout.world, rank_stride)
+        records = emulation.ranks_records(ranks)
+        labels, _ = emulation.abnormal(ranks)
+        X, y = training_set(records, emulation.iterations(ranks=ranks), labels, window=window, min_history=min_history)
+        seen += len(y)
+        abnormal += int(y.sum())
+        X, y = sample_rows(X, y, seed=seed + k)
+        xs.append(X)
+        ys.append(y)
+        names.append(scenario.name)
+    summary = {"scenarios": names, "operators_seen": seen, "abnormal_seen": abnormal}
+    return np.vstack(xs), np.concatenate(ys), summary
+
+
+def read_labelled(folder: str | Path, *, truth: str | Path | None = None) -> tuple[RecordBatch, IterationBatch, np.ndarray]:
+    """Records, iterations and abnormal labels of a folder written by ``sleuth sim``.
+
+    ``truth``: the labels file (default ``FOLDER/labels/abnormal.parquet``), a Parquet file with
+    a boolean ``abnormal`` column aligned row for row with ``records.parquet``.
+    """
+    folder = Path(folder)
+    records_path = folder / "records.parquet" if folder.is_dir() else folder
+    base = records_path.parent
+    if not records_path.is_file():
+        raise ConfigError(f"--records: {records_path} does not exist (expected a records.parquet or its folder)")
+    labels_path = Path(truth) if truth is not None else base / "labels" / "abnormal.parquet"
+    if labels_path.is_dir():
+        labels_path = labels_path / "labels" / "abnormal.parquet" if (labels_path / "labels").is_dir() else labels_path / "abnormal.parquet"
+    if not labels_path.is_file():
+        raise ConfigError(f"--truth: {labels_path} does not exist (expected labels/abnormal.parquet as `sleuth sim` writes)")
+    iterations_path = base / "iterations.parquet"
+    if not iterations_path.is_file():
+        raise ConfigError(f"{iterations_path} does not exist: the iteration records must sit beside the records")
+    table = pq.read_table(labels_path)
+    if "abnormal" not in table.column_names:
+        raise ConfigError(f"--truth: {labels_path} has no 'abnormal' column (columns: {table.column_names})")
+    labels = table.column("abnormal").to_numpy(zero_copy_only=False).astype(bool)
+    records = read_parquet(records_path, RecordBatch)
+    if len(labels) != len(records):
+        raise RecordError(f"--truth: {len(labels)} labels for {len(records)} records in {records_path}")
+    return records, read_parquet(iterations_path, IterationBatch), labels
+
+
+def fit_model(X: np.ndarray, y: np.ndarray, *, window: int = 20, min_history: int = 5, training: dict | None = None,
+              **params: Any) -> DetectorModel:
+    forest = AbnormalOperatorForest(**params).fit(X, y)
+    summary = dict(training or {})
+    summary.update(rows=int(len(y)), abnormal_rows=int(y.sum()))
+    return DetectorModel(forest, window, min_history, {"training": summary})

@@ -1,0 +1,126 @@
+"""Abnormal operators on seeded emulated jobs: the forest, the stream detector, drift tuning, model files."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from sleuth.errors import ConfigError
+from sleuth.stream.detection import (
+    FEATURE_NAMES, AbnormalOperatorForest, DriftTuner, OperatorWindows, StreamDetector, abnormal_mask, load, save,
+)
+from sleuth.stream.detection.baselines import ThreeSigma
+from sleuth.stream.detection.drift import shift_thresholds
+from sleuth.stream.detection.model_file import read_metadata
+from sleuth.stream.detection.offline import training_set
+from sleuth.stream.rank_state import RankState
+
+from .conftest import emulation, f1, small_model
+
+GPU = "gpu:h0003/1,slow=1.5,start=15"
+
+
+def test_forest_finds_a_slow_gpus_operators_on_an_unseen_seed() -> None:
+    em = emulation(GPU)
+    labels, _ = em.abnormal(range(16))
+    flags = abnormal_mask(em.records(), em.iterations(), model=small_model())
+    assert labels.sum() == 3293
+    assert f1(flags, labels) > 0.93
+    # The 3-sigma baseline on the same windows does worse.
+    X, _ = training_set(em.records(), em.iterations(), labels)
+    assert f1(ThreeSigma().fit(X).predict(X), labels[em.records()["iteration"] >= 0]) < f1(flags, labels)
+
+
+def test_a_clean_run_flags_almost_nothing() -> None:
+    em = emulation()
+    flags = abnormal_mask(em.records(), em.iterations(), model=small_model())
+    assert flags.mean() < 0.002
+
+
+def test_stream_detector_over_batches_matches_the_labels_and_reports_the_change_point() -> None:
+    em = emulation(GPU)
+    detector = StreamDetector(small_model(), clock=lambda: 7)
+    labels, _ = em.abnormal(range(16))
+    records, state = em.records(), RankState()
+    rows = []
+    for it in range(40):  # one batch per iteration, as a worker polls them
+        pick = np.flatnonzero(records["iteration"] == it)
+        rows += detector.update(records.take(pick), em.iterations(iterations=[it]), state)
+    flagged = {(r[1], r[3]) for r in rows}
+    truth = set(zip(records["rank"][labels].tolist(), records["seq"][labels].tolist()))
+    assert f1(np.array([True] * len(flagged & truth) + [True] * len(flagged - truth) + [False] * len(truth - flagged)),
+              np.array([True] * len(flagged & truth) + [False] * len(flagged - truth) + [True] * len(truth - flagged))) > 0.9
+    assert all(r[0] == "job-0" and r[-1] == 7 and 0.5 <= r[8] <= 1.0 for r in rows)
+    irregular = detector.take_irregularities()
+    assert [i.iteration for i in irregular if i.change_point] == [15]
+    assert detector.take_irregularities() == []
+
+
+def test_features_window_statistics_are_numpys() -> None:
+    em = emulation()
+    windows = OperatorWindows(window=5, min_history=5)
+    records = em.ranks_records([3])
+    for it in range(6):
+        chunk = windows.features(records.take(np.flatnonzero(records["iteration"] == it)))
+        windows.push(chunk, np.ones(len(chunk.rows), bool))
+    last = records.take(np.flatnonzero(records["iteration"] == 6))
+    X = windows.features(last).X
+    durations = np.stack([(lambda b: b["t_end_ns"] - b["t_start_ns"])(records.take(np.flatnonzero(records["iteration"] == i)))
+                          for i in range(1, 6)])
+    col = {n: k for k, n in enumerate(FEATURE_NAMES)}
+    assert np.allclose(X[:, col["win_mean_ns"]], durations.mean(axis=0))
+    assert np.allclose(X[:, col["win_q2_ns"]], np.median(durations, axis=0))
+    assert np.allclose(X[:, col["win_q1_ns"]], np.quantile(durations, 0.25, axis=0))
+    # Rank 3's tp peers are absent: its blocking and transfer are unknown, not zero.
+    assert np.isnan(X[:, col["blocking_rel"]]).all()
+
+
+def test_forest_follows_the_estimator_contract() -> None:
+    forest = AbnormalOperatorForest(n_estimators=3)
+    assert clone(forest).get_params()["n_estimators"] == 3
+    with pytest.raises(ConfigError, match="both normal and abnormal"):
+        forest.fit(np.zeros((4, len(FEATURE_NAMES))), np.zeros(4))
+    with pytest.raises(ConfigError, match="shape"):
+        forest.fit(np.zeros((4, 3)), np.array([0, 1, 0, 1]))
+
+
+def test_drift_tuning_moves_exactly_the_thresholds_of_the_shifted_feature() -> None:
+    model = small_model().forest
+    tuned, moved = shift_thresholds(model, {"iteration_ns": 1000.0})
+    k = FEATURE_NAMES.index("iteration_ns")
+    for before, after in zip(model.forest_.estimators_, tuned.forest_.estimators_):
+        at = before.tree_.feature == k
+        assert np.array_equal(after.tree_.threshold[at], before.tree_.threshold[at] + 1000.0)
+        assert np.array_equal(after.tree_.threshold[~at], before.tree_.threshold[~at])
+    assert moved == sum(int((t.tree_.feature == k).sum()) for t in model.forest_.estimators_)
+
+
+def test_drift_tuner_tunes_on_schedule_and_on_a_large_shift_and_keeps_the_original() -> None:
+    model = small_model().forest
+    tuner = DriftTuner(model, features=("iteration_ns",), interval_ns=100, bound=0.05, min_rows=10)
+    X = np.tile(model.feature_means_, (20, 1))
+    tuner.update(X, 0)
+    assert not tuner.tuned
+    tuner.update(X, 150)
+    assert tuner.tuned and tuner.tunings[-1].reason == "schedule"
+    shifted = X.copy()
+    shifted[:, FEATURE_NAMES.index("iteration_ns")] *= 1.2
+    tuner.update(shifted, 160)
+    assert tuner.tunings[-1].reason == "bound"
+    assert tuner.tunings[-1].deltas["iteration_ns"] == pytest.approx(0.2 * model.feature_means_[FEATURE_NAMES.index("iteration_ns")])
+    assert tuner.original is model and tuner.model is not model
+
+
+def test_model_file_round_trip_and_refusals(tmp_path) -> None:
+    path = tmp_path / "m.zip"
+    save(small_model(), path)
+    loaded = load(path)
+    assert read_metadata(path)["feature_names"] == list(FEATURE_NAMES)
+    X = np.nan_to_num(np.tile(small_model().forest.feature_means_, (3, 1)))
+    assert np.array_equal(loaded.forest.score_samples(X), small_model().forest.score_samples(X))
+    (tmp_path / "bad.zip").write_bytes(b"not a zip")
+    with pytest.raises(ConfigError, match="not a sleuth model file"):
+        load(tmp_path / "bad.zip")
+    with pytest.raises(ConfigError, match="does not exist"):
+        load(tmp_path / "missing.zip")
