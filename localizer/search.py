@@ -133,6 +133,7 @@ def search(
     steps: list[Step] = []
     roots: dict[tuple, Root] = {}
     visited: set[tuple[int, int, int]] = set()
+    hopped: set[tuple[int, int, int]] = set()  # late operators reached across a group (BFS/DFS hops)
 
     stack: list[tuple[int, int, int, Action]] = []
     for pivot in reversed(list(pivots)):
@@ -180,6 +181,9 @@ def search(
             late = int(timing.late[col])
             late_rank, late_row = members[late], rows[late]
             late_ops = held[late_rank]
+            if (late_rank, late_row, col) in hopped:
+                continue  # another path already led to this late operator and followed it back
+            hopped.add((late_rank, late_row, col))
             steps.append(Step(late_rank, comm, seq, op, at, Action.BFS if ops.slot_class[row] == COLLECTIVE else Action.DFS))
             culprit = _explaining(late_ops, late_row, col, explain * float(excess[1]), float(excess[1]))
             if culprit is not None:

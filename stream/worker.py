@@ -151,20 +151,25 @@ class Worker:
         app.agent(topic, name=f"{settings.worker_group}.ingest")(ingest)
         return app
 
-    async def _process(self, events: Sequence[Any], stop: threading.Event) -> bool:
-        """Decode, detect and insert one batch; False when stopping before ClickHouse acknowledged."""
-        decoded = decode([event.message for event in events])
+    def _prepare(self, messages: list[Any]) -> tuple[Decoded, list[tuple]]:
+        decoded = decode(messages)
         self.state.update(decoded.records)
         self.state.update_iterations(decoded.iterations)
-        abnormal = []
+        abnormal: list[tuple] = []
         for detector in self.detectors:
             abnormal += detector.update(decoded.records, decoded.iterations, self.state)
+        return decoded, abnormal
+
+    async def _process(self, events: Sequence[Any], stop: threading.Event) -> bool:
+        """Decode, detect and insert one batch; False when stopping before ClickHouse acknowledged."""
         loop = asyncio.get_running_loop()
+        # Decoding and detection are CPU work, and the inserts block on I/O: both run off the event
+        # loop, which must keep heartbeating the group (aiokafka heartbeats from the loop) meanwhile.
+        decoded, abnormal = await loop.run_in_executor(None, self._prepare, [event.message for event in events])
         delay, attempt = 0.2, 0
         while True:
             attempt += 1
             try:
-                # clickhouse-driver blocks: keep the event loop (heartbeats, fetches) running meanwhile.
                 await loop.run_in_executor(None, self.sink.write, decoded.records, decoded.iterations,
                                            decoded.jobs, abnormal)
                 break
