@@ -111,7 +111,7 @@ class Settings:
     )
     worker_group: str = _setting("sleuth.workers", "SLEUTH_WORKER_GROUP", "Kafka consumer group of the workers")
     worker_max_records: int = _setting(
-        2_000, "SLEUTH_WORKER_MAX_MESSAGES", "Kafka messages a worker takes per poll (one insert each)",
+        2_000, "SLEUTH_WORKER_MAX_MESSAGES", "Kafka messages a worker takes per batch (one insert each)",
         _positive_int,
     )
     irregularities_topic: str = _setting(

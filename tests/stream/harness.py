@@ -6,16 +6,19 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 from contextlib import contextmanager
 
 import grpc
 
+from sleuth.jobspec import JobSpec
+from sleuth.layout import ParallelLayout
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.proto import commops_pb2_grpc as pb_grpc
 from sleuth.records import RecordBatch
 from sleuth.settings import Settings
-from sleuth.stream import connect, gateway, kafka_records
+from sleuth.stream import connect, gateway, kafka_records, schema
 
 from ..conftest import Services
 
@@ -46,6 +49,28 @@ def running_gateway(settings: Settings) -> Iterator[tuple[gateway.Collector, str
     finally:
         server.stop(grace=5).wait()
         collector.publisher.close()
+
+
+def job_spec(job: str, world: int = 64) -> pb.JobSpec:
+    return codec.jobspec_to_proto(JobSpec.from_layout(job, ParallelLayout(world, 8, 1, world // 8)))
+
+
+@contextmanager
+def registered_pipeline(services: Services) -> Iterator[tuple[Settings, Any, pb_grpc.CollectorStub]]:
+    """Private topics and database, a running gateway with job-a and job-b registered:
+    (settings, ClickHouse client, gateway stub); the database is dropped afterwards."""
+    settings = private_settings(services)
+    client = connect.clickhouse_client(settings)
+    schema.migrate(client, settings.clickhouse_database)
+    try:
+        with running_gateway(settings) as (collector, target):
+            client_stub = stub(target)
+            for job in ("job-a", "job-b"):
+                client_stub.RegisterJob(job_spec(job))
+            yield settings, client, client_stub
+    finally:
+        client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
+        client.disconnect()
 
 
 def stub(target: str) -> pb_grpc.CollectorStub:

@@ -14,12 +14,11 @@ import pytest
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import IterationBatch
-from sleuth.stream import clickhouse_records, connect, schema
+from sleuth.stream import clickhouse_records, connect
 from sleuth.stream.worker import Worker
 
 from ..conftest import Services
-from .harness import private_settings, record_stream, running_gateway, stop_process, stub, wait_for_count, worker_process
-from .test_gateway import job_spec
+from .harness import record_stream, registered_pipeline, stop_process, wait_for_count, worker_process
 from .test_records_pipeline import sorted_by_key, training_records
 
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -29,19 +28,8 @@ N = 10_000
 
 @pytest.fixture()
 def pipeline(services: Services):
-    """Private topics and database, a running gateway with job-a and job-b registered."""
-    settings = private_settings(services)
-    client = connect.clickhouse_client(settings)
-    schema.migrate(client, settings.clickhouse_database)
-    with running_gateway(settings) as (collector, target):
-        gateway = stub(target)
-        for job in ("job-a", "job-b"):
-            gateway.RegisterJob(job_spec(job))
-        try:
-            yield settings, client, gateway
-        finally:
-            client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
-            client.disconnect()
+    with registered_pipeline(services) as (settings, client, gateway):
+        yield settings, client, gateway
 
 
 def send_in_streams(gateway, batch, *, streams: int, per_message: int = 250, pause_s: float = 0.0) -> None:

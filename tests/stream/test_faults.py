@@ -8,12 +8,10 @@ import time
 
 import pytest
 
-from sleuth.stream import connect, schema
 
 from ..conftest import Services
-from .harness import private_settings, running_gateway, stub, wait_for_count
+from .harness import registered_pipeline, wait_for_count
 from .test_end_to_end import assert_exactly_once, run_worker_thread, send_in_streams
-from .test_gateway import job_spec
 from .test_records_pipeline import training_records
 
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -28,20 +26,11 @@ def deploy(services: Services, script: str, action: str) -> None:
 
 @pytest.fixture()
 def pipeline(services: Services):
-    """Private topics and database, a running gateway with job-a and job-b registered."""
-    settings = private_settings(services)
-    client = connect.clickhouse_client(settings)
-    schema.migrate(client, settings.clickhouse_database)
-    try:
-        with running_gateway(settings) as (collector, target):
-            gateway = stub(target)
-            for job in ("job-a", "job-b"):
-                gateway.RegisterJob(job_spec(job))
+    with registered_pipeline(services) as (settings, client, gateway):
+        try:
             yield settings, client, gateway
-    finally:
-        deploy(services, "services.sh", "up")  # whatever a test stopped is back for the next one
-        client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
-        client.disconnect()
+        finally:
+            deploy(services, "services.sh", "up")  # whatever a test stopped is back for the next one
 
 
 def send_retrying(gateway, batch, **kwargs) -> None:

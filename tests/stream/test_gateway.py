@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from sleuth.jobspec import JobSpec
-from sleuth.layout import ParallelLayout
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.proto import commops_pb2_grpc as pb_grpc
@@ -20,16 +18,12 @@ from sleuth.records import IterationBatch, RecordBatch
 from sleuth.stream import kafka_records
 
 from ..conftest import Services
-from .harness import bearer, consume, private_settings, record_stream, running_gateway, stub
+from .harness import bearer, consume, job_spec, private_settings, record_stream, running_gateway, stub
 from .test_records_pipeline import training_records
 
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 TOKENS = {"job-a": "token-for-job-a-0123456789", "job-b": "token-for-job-b-0123456789"}
-
-
-def job_spec(job: str, world: int = 64) -> pb.JobSpec:
-    return codec.jobspec_to_proto(JobSpec.from_layout(job, ParallelLayout(world, 8, 1, world // 8)))
 
 
 @pytest.fixture(scope="module")
