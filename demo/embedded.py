@@ -1,0 +1,62 @@
+"""The demo with no services: the logger writes Parquet into a folder, and detection and
+localization run in this process on that folder (or, for the emulated job, on the emulation
+itself, which is a ``RecordSource`` that materializes only the ranks the search fetches)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sleuth.cli.localize import read_records, single_leaf
+from sleuth.jobspec import JobSpec
+from sleuth.localizer import localize
+from sleuth.localizer.incident import Incident
+from sleuth.sim import Emulation
+from sleuth.sources import MemorySource, RecordSource
+from sleuth.stream.detection import irregular_iterations
+from sleuth.topology import Topology
+
+from sleuth.demo.cases import RealJob, SpineJob, gpu_of_rank
+
+__all__ = ["Outcome", "real_job", "spine_job"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One localized demo job: its incidents, the device that was really at fault, and what
+    the report needs to redraw them."""
+
+    job: str
+    truth: str
+    incidents: tuple[Incident, ...]
+    source: RecordSource
+    topology: Topology
+    irregular: tuple[int, ...]
+
+    @property
+    def found(self) -> bool:
+        """Whether the faulty device is the top suspect of an incident."""
+        return any(i.suspects and i.suspects[0].device == self.truth for i in self.incidents)
+
+
+def real_job(case: RealJob, folder: Path) -> Outcome:
+    """Run the training job with ``SLEUTH_LOG_DIR`` set, then localize its folder."""
+    case.run({"SLEUTH_LOG_DIR": str(folder)})
+    records, iterations = read_records(folder)
+    spec = JobSpec.read(folder)
+    source = MemorySource(spec, records, iterations)
+    return _localized(case.job, gpu_of_rank(spec, case.rank), source, single_leaf(spec))
+
+
+def spine_job(case: SpineJob) -> Outcome:
+    """Emulate the spine fault and localize it on the emulation."""
+    scenario = case.scenario()
+    return _localized(case.job, case.spine, Emulation(scenario), scenario.topology)
+
+
+def _localized(job: str, truth: str, source: RecordSource, topology: Topology) -> Outcome:
+    iterations = source.iterations()
+    irregular = irregular_iterations(iterations)
+    incidents = localize(source, irregular_iterations=irregular, topology=topology)
+    found = tuple(sorted({int(i.iteration) for i in irregular}))
+    return Outcome(job, truth, tuple(incidents), source, topology, found)
