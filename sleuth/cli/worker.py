@@ -7,10 +7,10 @@ irregular iterations to the ``SLEUTH_IRREGULARITIES_TOPIC`` Kafka topic.
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import threading
 
+from sleuth.cli.logs import configure_service_logging
 from sleuth.settings import Settings
 
 
@@ -25,9 +25,7 @@ def _run(args: argparse.Namespace) -> int:
     from sleuth.stream.detection.publish import IrregularityPublisher
     from sleuth.stream.worker import Worker
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    for noisy in ("kafka", "aiokafka", "faust", "mode"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    configure_service_logging()
     settings = Settings.from_env()
     client = connect.clickhouse_client(settings)
     schema.migrate(client, settings.clickhouse_database)  # idempotent: safe from every worker
