@@ -1,9 +1,11 @@
 """On-call verdicts (``sleuth ack``) as training labels, and those labels read back for training.
 
 A verdict labels the operator instances the incident blamed: each root operator (iteration,
-communicator, sequence number) on every rank of its group, because each member's record of it ran
-long (the late or slow one made the others wait). Confirmed: abnormal = 1; rejected (a false
-alarm): abnormal = 0. Rows go to ClickHouse ``labels`` with ``source = oncall:<verdict>:<incident>``;
+communicator, sequence number) on the ranks the localizer names for it (a network root: its whole
+group; a compute root: the late rank). Confirmed: abnormal = 1; rejected (a false alarm):
+abnormal = 0. Note that a compute root's own record is often of normal length (its peers waited
+for it), so a confirmed compute verdict teaches the detector "this operator instance mattered",
+not "this record ran long". Rows go to ClickHouse ``labels`` with ``source = oncall:<verdict>:<incident>``;
 a later verdict on the same incident replaces the earlier one (ReplacingMergeTree on the operator).
 """
 
