@@ -17,7 +17,8 @@ __all__ = [
 # Latencies from milliseconds (one batch's detection) to minutes (a localization at 16k GPUs).
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
-RECORDS_IN = Counter("sleuth_gateway_records", "CommOps records the gateway accepted and put on Kafka", ["job"])
+RECORDS_IN = Counter("sleuth_gateway_records", "records the gateway accepted and put on Kafka, by kind (records, iterations)",
+                     ["kind"])
 RECORDS_REJECTED = Counter("sleuth_gateway_rejected_batches", "batches the gateway rejected, by reason", ["reason"])
 WORKER_RECORDS = Counter("sleuth_worker_records", "CommOps records a worker inserted into ClickHouse")
 CONSUMER_LAG = Gauge("sleuth_consumer_lag", "messages of a partition not yet consumed (end offset - position)",

@@ -20,6 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from sleuth import metrics
     from sleuth.stream import connect, schema
     from sleuth.stream.detection import StreamDetector, load, load_default_model
     from sleuth.stream.detection.publish import IrregularityPublisher
@@ -39,7 +40,9 @@ def _run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     worker = Worker(settings, client=client, detectors=[detector])
-    print(f"worker consuming {settings.records_topic} as {settings.worker_group}", flush=True)
+    port = metrics.serve(settings.worker_metrics_port)
+    print(f"worker consuming {settings.records_topic} as {settings.worker_group}"
+          + (f"; metrics on :{port}" if port else ""), flush=True)
     worker.run(stop)
     publisher.close()
     client.disconnect()
