@@ -51,6 +51,21 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _urls(text: str) -> str:
+    # Comma-separated http(s) URLs; checked here so a typo fails at start, naming the setting.
+    for url in filter(None, (u.strip() for u in text.split(","))):
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"{url!r} is not an http:// or https:// URL")
+    return text
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise ValueError(f"{value} is negative")
+    return value
+
+
 def _setting(default: Any, env: str, help: str, parse: Callable[[str], Any] = str) -> Any:
     """A dataclass field that also carries its environment variable, parser and help."""
     return dataclasses.field(default=default, metadata={"env": env, "help": help, "parse": parse})
@@ -121,6 +136,44 @@ class Settings:
     detect_model: str = _setting(
         "", "SLEUTH_DETECT_MODEL", "abnormal-operator model file the workers load (empty: the shipped default)"
     )
+    incidents_topic: str = _setting(
+        "sleuth.incidents", "SLEUTH_INCIDENTS_TOPIC", "Kafka topic the localizer publishes incidents to (JSON, keyed by job)"
+    )
+
+    # -- on-call: alerts (``sleuth alerter``) and metrics endpoints -------------------------------
+    alerts_topic: str = _setting(
+        "sleuth.alerts", "SLEUTH_ALERTS_TOPIC", "Kafka topic the alerter publishes alerts to (Alertmanager JSON, keyed by job)"
+    )
+    alert_webhooks: str = _setting(
+        "", "SLEUTH_ALERT_WEBHOOKS", "comma-separated URLs the alerter POSTs Alertmanager webhooks to; empty: none",
+        _urls,
+    )
+    alert_retries: int = _setting(
+        5, "SLEUTH_ALERT_RETRIES", "retries of a webhook POST that failed (connection error or 5xx)", _positive_int
+    )
+    alert_backoff_s: float = _setting(
+        0.5, "SLEUTH_ALERT_BACKOFF_S", "first wait before a webhook retry; doubles each retry", _seconds
+    )
+    alert_resolve_iterations: int = _setting(
+        50, "SLEUTH_ALERT_RESOLVE_ITERATIONS",
+        "regular iterations after the last irregular one that resolve a job's alerts", _positive_int,
+    )
+    alert_critical_slowdown: float = _setting(
+        1.5, "SLEUTH_ALERT_CRITICAL_SLOWDOWN", "slowdown from which an alert is critical (else warning)", _seconds
+    )
+    alert_critical_gpu_hours: float = _setting(
+        10.0, "SLEUTH_ALERT_CRITICAL_GPU_HOURS", "GPU-hours lost from which an alert is critical", _non_negative
+    )
+    alerter_group: str = _setting("sleuth.alerter", "SLEUTH_ALERTER_GROUP", "Kafka consumer group of the alerter")
+    gateway_metrics_port: int = _setting(
+        0, "SLEUTH_GATEWAY_METRICS_PORT", "Prometheus /metrics port of the gateway (0: off)", _listen_port
+    )
+    worker_metrics_port: int = _setting(
+        0, "SLEUTH_WORKER_METRICS_PORT", "Prometheus /metrics port of a worker (0: off)", _listen_port
+    )
+    alerter_metrics_port: int = _setting(
+        0, "SLEUTH_ALERTER_METRICS_PORT", "Prometheus /metrics port of the alerter (0: off)", _listen_port
+    )
     gpus_per_host: int = _setting(
         8, "SLEUTH_GPUS_PER_HOST", "GPUs per host when a layout or topology does not say", _positive_int
     )
@@ -161,6 +214,10 @@ class Settings:
     @property
     def kafka_bootstrap(self) -> str:
         return f"{self.kafka_host}:{self.kafka_port}"
+
+    @property
+    def alert_webhook_urls(self) -> list[str]:
+        return [u.strip() for u in self.alert_webhooks.split(",") if u.strip()]
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

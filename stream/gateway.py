@@ -22,6 +22,7 @@ from typing import Any
 import grpc
 
 import sleuth
+from sleuth import metrics
 from sleuth.errors import AuthError, BatchRejected, ConfigError
 from sleuth.jobspec import JobSpec
 from sleuth.proto import codec
@@ -49,15 +50,18 @@ class Counters:
     rejected: collections.Counter = field(default_factory=collections.Counter)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def accept(self, records: int) -> None:
+    def accept(self, records: int, *, kind: str = "records") -> None:
         with self.lock:
             self.accepted_batches += 1
             self.accepted_records += records
+        metrics.RECORDS_IN.labels(kind=kind).inc(records)
 
     def reject(self, reason: str) -> None:
         # Counted by the reason's first clause (the field), not its per-batch details.
+        field_at_fault = reason.split(":", 1)[0]
         with self.lock:
-            self.rejected[reason.split(":", 1)[0]] += 1
+            self.rejected[field_at_fault] += 1
+        metrics.RECORDS_REJECTED.labels(reason=field_at_fault).inc()
 
 
 class Collector(pb_grpc.CollectorServicer):
@@ -102,7 +106,7 @@ class Collector(pb_grpc.CollectorServicer):
                 else:
                     pending += self.publisher.iterations(batch)
                 accepted += 1
-                self.counters.accept(len(batch))
+                self.counters.accept(len(batch), kind="records" if isinstance(batch, RecordBatch) else "iterations")
                 if len(pending) >= _PRUNE_EVERY:
                     done = [f for f in pending if f.is_done]
                     self.publisher.wait(done)  # raises on a failed one: the client must resend

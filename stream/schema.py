@@ -95,11 +95,25 @@ MIGRATIONS: tuple[Migration, ...] = (
             ") ENGINE = ReplacingMergeTree(created_ns)\nORDER BY (job, incident, step)",
         ),
     ),
+    Migration(
+        7,
+        "alerts: the alerter's state, one row version per change of an alert (job x device)",
+        (
+            # starts_ns is in the key: after an alert resolves, new evidence opens a new one.
+            "CREATE TABLE IF NOT EXISTS {db}.alerts (\n"
+            "    job String, device String, starts_ns Int64, status String, severity String,\n"
+            "    cause String, kind String, score Float64, incident String, incidents Array(String),\n"
+            "    slowdown Float64, gpu_hours_lost Float64, first_irregular Int64, last_irregular Int64,\n"
+            "    ends_ns Int64, updated_ns Int64\n"
+            ") ENGINE = ReplacingMergeTree(updated_ns)\nORDER BY (job, device, starts_ns)",
+        ),
+    ),
 )
 
 #: Every table the migrations create, for tools and tests.
 TABLES = (
     "records", "iterations", "jobs", "abnormal_ops", "incidents", "suspects", "labels", "incident_details", "traversals",
+    "alerts",
 )
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

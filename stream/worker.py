@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sleuth import metrics
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
@@ -156,9 +157,21 @@ class Worker:
         self.state.update(decoded.records)
         self.state.update_iterations(decoded.iterations)
         abnormal: list[tuple] = []
-        for detector in self.detectors:
-            abnormal += detector.update(decoded.records, decoded.iterations, self.state)
+        with metrics.DETECTION_SECONDS.time():
+            for detector in self.detectors:
+                abnormal += detector.update(decoded.records, decoded.iterations, self.state)
         return decoded, abnormal
+
+    def _record_lag(self, events: Sequence[Any]) -> None:
+        """Consumer lag of the partitions of a processed batch: messages behind the newest one."""
+        last: dict[Any, int] = {}
+        for event in events:
+            tp = event.message.tp
+            last[tp] = max(last.get(tp, -1), event.message.offset)
+        for tp, offset in last.items():
+            highwater = self._app.consumer.highwater(tp) if self._app is not None else None
+            if highwater is not None:  # unknown until the first fetch response of the partition
+                metrics.CONSUMER_LAG.labels(topic=tp.topic, partition=str(tp.partition)).set(max(highwater - offset - 1, 0))
 
     async def _process(self, events: Sequence[Any], stop: threading.Event) -> bool:
         """Decode, detect and insert one batch; False when stopping before ClickHouse acknowledged."""
@@ -187,4 +200,6 @@ class Worker:
             delay = min(self.retry_max_s, delay * 2)
         self.inserted_records += len(decoded.records)
         self.batches += 1
+        metrics.WORKER_RECORDS.inc(len(decoded.records))
+        self._record_lag(events)
         return True

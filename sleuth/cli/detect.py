@@ -32,6 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--truth", action="append", metavar="LABELS",
                        help="labels Parquet (boolean 'abnormal' per record), one per --records "
                             "(default DIR/labels/abnormal.parquet)")
+    train.add_argument("--labels-from-clickhouse", action="store_true",
+                       help="apply on-call verdicts (`sleuth ack`) from ClickHouse `labels` over the folders' labels")
     train.add_argument("-o", "--out", required=True, type=Path, metavar="MODEL", help="model file to write")
     train.add_argument("--trees", type=positive_int("trees"), default=30, help="trees in the forest (default 30)")
     train.add_argument("--depth", type=positive_int("depth"), default=14, help="largest tree depth (default 14)")
@@ -64,6 +66,8 @@ def _train(args: argparse.Namespace) -> int:
     xs, ys, seen = [], [], 0
     for k, (folder, truth) in enumerate(zip(args.records, truths)):
         records, iterations, labels = read_labelled(folder, truth=truth)
+        if args.labels_from_clickhouse:
+            labels = _with_oncall_labels(records, labels, folder)
         X, y = training_set(records, iterations, labels, window=args.window)
         seen += len(y)
         X, y = sample_rows(X, y, seed=args.seed + k)
@@ -79,6 +83,23 @@ def _train(args: argparse.Namespace) -> int:
     print(json.dumps({"model": str(args.out), "rows": metadata["training"]["rows"],
                       "abnormal_rows": metadata["training"]["abnormal_rows"], "bytes": args.out.stat().st_size}))
     return 0
+
+
+def _with_oncall_labels(records, labels, folder):
+    from sleuth.oncall.verdicts import read_labels
+    from sleuth.settings import Settings
+    from sleuth.stream import connect
+    from sleuth.stream.detection.training import apply_labels
+
+    settings = Settings.from_env()
+    client = connect.clickhouse_client(settings)
+    try:
+        verdicts = read_labels(client, settings.clickhouse_database, sorted(set(records.decoded("job"))))
+    finally:
+        client.disconnect()
+    labels, changed = apply_labels(records, labels, verdicts)
+    print(f"{folder}: {len(verdicts)} on-call labels from ClickHouse, {changed} records relabelled", file=sys.stderr)
+    return labels
 
 
 def _eval(args: argparse.Namespace) -> int:

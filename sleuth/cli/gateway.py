@@ -19,6 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from sleuth import metrics
     from sleuth.stream import connect, gateway
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -31,7 +32,9 @@ def _run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     server.start()
-    print(f"gateway listening on {settings.gateway_host}:{port}", flush=True)
+    metrics_port = metrics.serve(settings.gateway_metrics_port)
+    print(f"gateway listening on {settings.gateway_host}:{port}"
+          + (f"; metrics on :{metrics_port}" if metrics_port else ""), flush=True)
     stop.wait()
     # Let running streams finish their acknowledgements, then flush what Kafka still holds.
     server.stop(grace=10).wait()

@@ -7,10 +7,10 @@ irregular iterations to the ``SLEUTH_IRREGULARITIES_TOPIC`` Kafka topic.
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import threading
 
+from sleuth.cli.logs import configure_service_logging
 from sleuth.settings import Settings
 
 
@@ -20,14 +20,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from sleuth import metrics
     from sleuth.stream import connect, schema
     from sleuth.stream.detection import StreamDetector, load, load_default_model
     from sleuth.stream.detection.publish import IrregularityPublisher
     from sleuth.stream.worker import Worker
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    for noisy in ("kafka", "aiokafka", "faust", "mode"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    configure_service_logging()
     settings = Settings.from_env()
     client = connect.clickhouse_client(settings)
     schema.migrate(client, settings.clickhouse_database)  # idempotent: safe from every worker
@@ -41,7 +40,9 @@ def _run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     worker = Worker(settings, client=client, detectors=[detector])
-    print(f"worker consuming {settings.records_topic} as {settings.worker_group}", flush=True)
+    port = metrics.serve(settings.worker_metrics_port)
+    print(f"worker consuming {settings.records_topic} as {settings.worker_group}"
+          + (f"; metrics on :{port}" if port else ""), flush=True)
     worker.run(stop)
     publisher.close()
     client.disconnect()

@@ -26,7 +26,7 @@ from sleuth.stream.detection.forest import AbnormalOperatorForest
 from sleuth.stream.detection.model_file import DetectorModel
 from sleuth.stream.detection.offline import training_set
 
-__all__ = ["emulation_rows", "fit_model", "read_labelled", "sample_rows"]
+__all__ = ["apply_labels", "emulation_rows", "fit_model", "read_labelled", "sample_rows"]
 
 _RATIO = FEATURE_NAMES.index("ratio")
 
@@ -89,6 +89,21 @@ def read_labelled(folder: str | Path, *, truth: str | Path | None = None) -> tup
     if len(labels) != len(records):
         raise RecordError(f"--truth: {len(labels)} labels for {len(records)} records in {records_path}")
     return records, read_parquet(iterations_path, IterationBatch), labels
+
+
+def apply_labels(records: RecordBatch, labels: np.ndarray,
+                 verdicts: Iterable[tuple[str, int, str, int, int, bool]]) -> tuple[np.ndarray, int]:
+    """``labels`` with the on-call verdicts (job, rank, comm, seq, iteration, abnormal) set on the records they
+    name (every record of that operator instance); the new labels and how many records they changed."""
+    labels = labels.copy()
+    job, comm = records.decoded("job"), records.decoded("comm")
+    changed = 0
+    for v_job, rank, v_comm, seq, iteration, abnormal in verdicts:
+        match = ((records["rank"] == rank) & (records["seq"] == seq) & (records["iteration"] == iteration)
+                 & (comm == v_comm) & (job == v_job))
+        changed += int((labels[match] != abnormal).sum())
+        labels[match] = abnormal
+    return labels, changed
 
 
 def fit_model(X: np.ndarray, y: np.ndarray, *, window: int = 20, min_history: int = 5, training: dict | None = None,

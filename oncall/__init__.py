@@ -1,0 +1,1 @@
+"""On-call: alerts from incidents (``sleuth alerter``), the incident commands, verdicts as training labels."""

@@ -1,0 +1,98 @@
+"""The alerter's decisions: incidents open or update alerts, regular iterations resolve them.
+
+One open alert per (job, device). An incident that names a device with an open alert adds its
+evidence to it (latest incident, impact, severity, the span of irregular iterations); a replayed
+incident (Kafka delivers at least once) changes nothing and notifies nobody.
+
+Resolution: a job's alerts resolve once the job has completed ``resolve_after`` iterations after
+its last irregular one. The last irregular iteration is the latest of (a) the iterations the
+incidents named and (b) the irregular iterations the workers publish on the irregularities topic,
+which arrive as soon as detection sees them, before any localization. How far the job got is read
+from ClickHouse ``iterations`` (``progress.completed_iterations``): the iteration every rank has
+finished, so a rank that lags does not resolve an alert early.
+
+Every change is saved (``AlertStore``) before it is announced (``notify``), so a restart reloads
+the open alerts and announces nothing twice that it had not saved.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sleuth.oncall.alert_store import AlertStore
+from sleuth.oncall.alerts import Alert, AlertStatus, Evidence, evidence_from_incident, severity_of
+
+__all__ = ["Alerter"]
+
+
+class Alerter:
+    def __init__(self, store: AlertStore, *, notify: Callable[[list[Alert]], None], resolve_after: int,
+                 critical_slowdown: float, critical_gpu_hours: float, clock: Callable[[], int] = time.time_ns) -> None:
+        if resolve_after < 1:
+            raise ValueError(f"resolve_after must be at least 1 iteration, got {resolve_after}")
+        self.store = store
+        self.notify = notify
+        self.resolve_after = resolve_after
+        self.critical_slowdown = critical_slowdown
+        self.critical_gpu_hours = critical_gpu_hours
+        self.clock = clock
+        self.open: dict[tuple[str, str], Alert] = {a.key: a for a in store.load(status=AlertStatus.FIRING)}
+
+    def open_jobs(self) -> set[str]:
+        return {job for job, _device in self.open}
+
+    def on_incident(self, document: dict[str, Any]) -> list[Alert]:
+        """Open or update the alerts of an incident's suspects; the alerts that changed."""
+        changed = [alert for alert in map(self._absorb, evidence_from_incident(document)) if alert is not None]
+        return self._commit(changed)
+
+    def on_irregular(self, job: str, iteration: int) -> list[Alert]:
+        """An irregular iteration of ``job``: it postpones the resolution of the job's open alerts."""
+        changed = [a.replace(last_irregular=iteration) for a in self.open.values()
+                   if a.job == job and iteration > a.last_irregular]
+        self.store.save(changed)  # not announced: nothing a receiver shows changed
+        self.open.update((a.key, a) for a in changed)
+        return changed
+
+    def resolve(self, completed: Mapping[str, int]) -> list[Alert]:
+        """Resolve the open alerts of jobs that completed ``resolve_after`` iterations past their last irregular one.
+
+        ``completed``: job -> the last iteration every rank of it finished.
+        """
+        now = self.clock()
+        done = [a.replace(status=AlertStatus.RESOLVED, ends_ns=now) for a in self.open.values()
+                if a.job in completed and completed[a.job] - a.last_irregular >= self.resolve_after]
+        return self._commit(done)
+
+    def _absorb(self, evidence: Evidence) -> Alert | None:
+        severity = severity_of(evidence.slowdown, evidence.gpu_hours_lost, critical_slowdown=self.critical_slowdown,
+                               critical_gpu_hours=self.critical_gpu_hours)
+        current = self.open.get((evidence.job, evidence.device))
+        if current is None:
+            return Alert(job=evidence.job, device=evidence.device, starts_ns=self.clock(), status=AlertStatus.FIRING,
+                         severity=severity, cause=evidence.cause, kind=evidence.kind, score=evidence.score,
+                         incident=evidence.incident, incidents=(evidence.incident,), slowdown=evidence.slowdown,
+                         gpu_hours_lost=evidence.gpu_hours_lost, first_irregular=evidence.first_irregular,
+                         last_irregular=evidence.last_irregular, advice=evidence.advice)
+        if evidence.incident in current.incidents:
+            return None  # a replay of evidence already taken
+        return current.replace(
+            severity=severity, cause=evidence.cause, score=evidence.score, incident=evidence.incident,
+            incidents=current.incidents + (evidence.incident,), slowdown=evidence.slowdown,
+            gpu_hours_lost=evidence.gpu_hours_lost, first_irregular=min(current.first_irregular, evidence.first_irregular),
+            last_irregular=max(current.last_irregular, evidence.last_irregular), advice=evidence.advice,
+        )
+
+    def _commit(self, changed: list[Alert]) -> list[Alert]:
+        if not changed:
+            return []
+        self.store.save(changed)
+        for alert in changed:
+            if alert.status is AlertStatus.FIRING:
+                self.open[alert.key] = alert
+            else:
+                self.open.pop(alert.key, None)
+        self.notify(changed)
+        return changed

@@ -1,0 +1,183 @@
+"""Alerts: one per job x suspect device, built from incidents, in the Alertmanager webhook format.
+
+An incident names ranked suspects; each suspect becomes (or updates) the alert of its
+(job, device). An incident with a non-hardware cause (stage or sequence-length imbalance) names
+no device to blame: it becomes one job-level alert keyed by the cause. Receivers that take
+Alertmanager's webhook (PagerDuty, Opsgenie, Slack bridges, alertmanager-webhook-logger ...) take
+the payload of ``webhook_payload`` unchanged: https://prometheus.io/docs/alerting/latest/configuration/#webhook_config
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from sleuth.errors import RecordError
+
+__all__ = ["Alert", "AlertStatus", "Evidence", "Severity", "evidence_from_incident", "severity_of", "webhook_payload"]
+
+ALERTNAME = "SleuthSlowDevice"
+ALERTNAME_NON_HARDWARE = "SleuthJobImbalance"
+_ZERO_TIME = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt of an alert that still fires
+_HARDWARE_CAUSES = ("compute", "network", "mixed")
+
+
+class AlertStatus(enum.Enum):
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+class Severity(enum.Enum):
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+def severity_of(slowdown: float, gpu_hours_lost: float, *, critical_slowdown: float, critical_gpu_hours: float) -> Severity:
+    """Critical when the job runs ``critical_slowdown`` times slower or has lost ``critical_gpu_hours``."""
+    if slowdown >= critical_slowdown or gpu_hours_lost >= critical_gpu_hours:
+        return Severity.CRITICAL
+    return Severity.WARNING
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one incident says about one (job, device)."""
+
+    job: str
+    device: str
+    kind: str
+    score: float
+    cause: str
+    incident: str
+    first_irregular: int
+    last_irregular: int
+    slowdown: float
+    gpu_hours_lost: float
+    advice: str
+
+
+def evidence_from_incident(document: dict[str, Any]) -> list[Evidence]:
+    """One ``Evidence`` per suspect of an incident (``Incident.to_dict``), or one job-level for non-hardware causes."""
+    try:
+        job, incident, cause = str(document["job"]), str(document["incident"]), str(document["cause"])
+        iterations = [int(i) for i in document["iterations"]]
+        impact = document["impact"]
+        slowdown, lost = float(impact["slowdown"]), float(impact["gpu_hours_lost"])
+        suspects = [(str(s["device"]), str(s["kind"]), float(s["score"])) for s in document["suspects"]]
+        advice = str(document.get("advice", ""))
+    except (KeyError, TypeError, ValueError) as error:
+        raise RecordError(f"incident document lacks or mistypes field {error}") from None
+    if not iterations:
+        raise RecordError(f"incident {incident} of job {job} lists no irregular iterations")
+    if cause not in _HARDWARE_CAUSES or not suspects:
+        suspects = [(cause, "job", 1.0)]
+    return [
+        Evidence(job, device, kind, score, cause, incident, min(iterations), max(iterations), slowdown, lost, advice)
+        for device, kind, score in suspects
+    ]
+
+
+@dataclass(frozen=True)
+class Alert:
+    """The state of one alert; a change makes a new ``Alert`` (and a new row version in ClickHouse)."""
+
+    job: str
+    device: str
+    starts_ns: int
+    status: AlertStatus
+    severity: Severity
+    cause: str
+    kind: str
+    score: float
+    incident: str  # the latest incident that named the device
+    incidents: tuple[str, ...]
+    slowdown: float
+    gpu_hours_lost: float
+    first_irregular: int
+    last_irregular: int
+    ends_ns: int = 0
+    advice: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.job, self.device
+
+    @property
+    def alertname(self) -> str:
+        return ALERTNAME if self.cause in _HARDWARE_CAUSES else ALERTNAME_NON_HARDWARE
+
+    @property
+    def fingerprint(self) -> str:
+        # Stable for the alert's whole life (labels that change, like severity, are left out).
+        identity = f"{self.alertname}\0{self.job}\0{self.device}\0{self.starts_ns}"
+        return hashlib.sha256(identity.encode()).hexdigest()[:16]
+
+    def replace(self, **changes: Any) -> Alert:
+        return dataclasses.replace(self, **changes)
+
+    def labels(self) -> dict[str, str]:
+        return {"alertname": self.alertname, "job": self.job, "device": self.device, "kind": self.kind,
+                "cause": self.cause, "severity": self.severity.value}
+
+    def annotations(self) -> dict[str, str]:
+        where = f"{self.device} ({self.kind})" if self.alertname == ALERTNAME else f"the job ({self.cause})"
+        text = {
+            "summary": f"job {self.job} runs x{self.slowdown:.2f} slower; suspect {where}",
+            "description": (
+                f"{len(self.incidents)} incident(s), latest {self.incident}: irregular iterations "
+                f"{self.first_irregular}-{self.last_irregular}, {self.gpu_hours_lost:.3f} GPU-hours lost, "
+                f"suspect score {self.score:.3f}. Inspect: sleuth incident show {self.incident}"
+            ),
+            "incident": self.incident,
+            "incidents": ",".join(self.incidents),
+            "slowdown": f"{self.slowdown:.4f}",
+            "gpu_hours_lost": f"{self.gpu_hours_lost:.6f}",
+            "score": f"{self.score:.6f}",
+        }
+        if self.advice:
+            text["advice"] = self.advice
+        return text
+
+    def to_webhook_alert(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "labels": self.labels(),
+            "annotations": self.annotations(),
+            "startsAt": _rfc3339(self.starts_ns),
+            "endsAt": _rfc3339(self.ends_ns) if self.status is AlertStatus.RESOLVED else _ZERO_TIME,
+            "generatorURL": "",
+            "fingerprint": self.fingerprint,
+        }
+
+
+def webhook_payload(alerts: list[Alert], *, receiver: str = "sleuth", external_url: str = "") -> dict[str, Any]:
+    """The Alertmanager webhook body (version 4) for alerts of one job."""
+    if not alerts:
+        raise ValueError("a webhook payload needs at least one alert")
+    jobs = {a.job for a in alerts}
+    if len(jobs) != 1:
+        raise ValueError(f"a webhook payload groups the alerts of one job, got {sorted(jobs)}")
+    (job,) = jobs
+    firing = any(a.status is AlertStatus.FIRING for a in alerts)
+    common_labels = dict(set.intersection(*(set(a.labels().items()) for a in alerts)))
+    common_annotations = dict(set.intersection(*(set(a.annotations().items()) for a in alerts)))
+    return {
+        "version": "4",
+        "groupKey": f'{{}}:{{job="{job}"}}',
+        "truncatedAlerts": 0,
+        "status": AlertStatus.FIRING.value if firing else AlertStatus.RESOLVED.value,
+        "receiver": receiver,
+        "groupLabels": {"job": job},
+        "commonLabels": common_labels,
+        "commonAnnotations": common_annotations,
+        "externalURL": external_url,
+        "alerts": [a.to_webhook_alert() for a in alerts],
+    }
+
+
+def _rfc3339(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

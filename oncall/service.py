@@ -1,0 +1,130 @@
+"""``sleuth alerter``: a faust-streaming app turning ``sleuth.incidents`` into alerts.
+
+Two agents and a timer, in one consumer group (``SLEUTH_ALERTER_GROUP``):
+
+* incidents (``SLEUTH_INCIDENTS_TOPIC``, ``Incident.to_json()`` keyed by job) open and update alerts;
+* irregularities (``SLEUTH_IRREGULARITIES_TOPIC``) postpone the resolution of a job's alerts;
+* every ``check_s`` seconds, the open alerts' jobs' progress is read from ClickHouse and resolves them.
+
+All three hand their work to one thread (``Alerter`` is not thread-safe, and its ClickHouse and
+HTTP calls block), which keeps the event loop free to heartbeat the group. faust acknowledges an
+event after the agent's loop body returns, i.e. after the alert change was saved and announced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from sleuth import metrics
+from sleuth.errors import RecordError
+from sleuth.oncall.alert_store import AlertStore
+from sleuth.oncall.alerter import Alerter
+from sleuth.oncall.notify import Notifier
+from sleuth.oncall.progress import completed_iterations
+from sleuth.oncall.webhook import WebhookSender
+from sleuth.settings import Settings
+
+_log = logging.getLogger(__name__)
+
+__all__ = ["AlerterService", "build_alerter"]
+
+
+def build_alerter(settings: Settings, *, client: Any, producer: Any = None) -> Alerter:
+    """An ``Alerter`` wired to ClickHouse, the alerts topic (when ``producer`` is given) and the webhooks."""
+    webhooks = (WebhookSender(settings.alert_webhook_urls, retries=settings.alert_retries,
+                              backoff_s=settings.alert_backoff_s) if settings.alert_webhook_urls else None)
+    notifier = Notifier(topic=settings.alerts_topic, producer=producer, webhooks=webhooks)
+    return Alerter(AlertStore(client, settings.clickhouse_database), notify=notifier,
+                   resolve_after=settings.alert_resolve_iterations, critical_slowdown=settings.alert_critical_slowdown,
+                   critical_gpu_hours=settings.alert_critical_gpu_hours)
+
+
+class AlerterService:
+    def __init__(self, settings: Settings, *, alerter: Alerter, client: Any, check_s: float = 5.0) -> None:
+        self.settings = settings
+        self.alerter = alerter
+        self.client = client
+        self.check_s = check_s
+        self.incidents_seen = 0
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="alerter")
+
+    def run(self, stop: threading.Event) -> None:
+        try:
+            asyncio.run(self._serve(stop))  # this thread's own event loop
+        finally:
+            self._thread.shutdown(wait=True)
+
+    async def _serve(self, stop: threading.Event) -> None:
+        with tempfile.TemporaryDirectory(prefix="sleuth-alerter-") as datadir:
+            app = self._build_app(asyncio.get_running_loop(), datadir)
+            await app.start()
+            try:
+                while not stop.is_set():
+                    await asyncio.sleep(0.1)
+            finally:
+                await app.stop()
+
+    async def _call(self, function: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, function, *args)
+
+    def handle_incident(self, payload: bytes) -> None:
+        try:
+            document = json.loads(payload)
+            self.alerter.on_incident(document)
+        except (ValueError, RecordError) as error:  # a foreign or broken message: skip it, keep the partition going
+            _log.error("skipping incident message: %s", error)
+            return
+        self.incidents_seen += 1
+        if isinstance(document.get("seconds"), (int, float)):
+            metrics.LOCALIZATION_SECONDS.observe(document["seconds"])
+
+    def handle_irregularity(self, payload: bytes) -> None:
+        try:
+            document = json.loads(payload)
+            job, iteration = str(document["job"]), int(document["iteration"])
+        except (ValueError, KeyError, TypeError) as error:
+            _log.error("skipping irregularity message: %s", error)
+            return
+        self.alerter.on_irregular(job, iteration)
+
+    def check_resolutions(self) -> None:
+        jobs = self.alerter.open_jobs()
+        if jobs:
+            self.alerter.resolve(completed_iterations(self.client, self.settings.clickhouse_database, jobs))
+
+    def _build_app(self, loop: asyncio.AbstractEventLoop, datadir: str) -> Any:
+        import faust
+
+        settings = self.settings
+        app = faust.App(
+            settings.alerter_group, broker=f"kafka://{settings.kafka_bootstrap}", loop=loop, datadir=datadir,
+            store="memory://", web_enabled=False, topic_replication_factor=1, topic_allow_declare=False,
+            consumer_auto_offset_reset="earliest", broker_commit_interval=1.0, stream_wait_empty=False,
+        )
+        incidents = app.topic(settings.incidents_topic, key_serializer="raw", value_serializer="raw")
+        irregularities = app.topic(settings.irregularities_topic, key_serializer="raw", value_serializer="raw")
+
+        async def on_incidents(stream: Any) -> None:
+            async for payload in stream:
+                await self._call(self.handle_incident, payload)
+
+        async def on_irregularities(stream: Any) -> None:
+            async for payload in stream:
+                await self._call(self.handle_irregularity, payload)
+
+        async def resolve() -> None:
+            try:
+                await self._call(self.check_resolutions)
+            except Exception as error:  # ClickHouse away: try again on the next tick
+                _log.warning("resolution check failed: %s", error)
+
+        app.agent(incidents, name=f"{settings.alerter_group}.incidents")(on_incidents)
+        app.agent(irregularities, name=f"{settings.alerter_group}.irregularities")(on_irregularities)
+        app.timer(self.check_s)(resolve)
+        return app

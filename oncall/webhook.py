@@ -1,0 +1,50 @@
+"""POSTing Alertmanager webhooks, with retries and exponential backoff (urllib3's ``Retry``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+_log = logging.getLogger(__name__)
+
+__all__ = ["WebhookSender"]
+
+
+class WebhookSender:
+    """Sends one JSON body to every configured URL; ``send`` returns the URLs that never took it.
+
+    Retried: connection errors, timeouts and 5xx answers (the receiver or a proxy in front of it
+    is down or overloaded), ``retries`` times, waiting ``backoff_s``, 2 x ``backoff_s``, ... A 4xx
+    is not retried: the receiver refuses the payload and will refuse it again.
+    """
+
+    def __init__(self, urls: list[str], *, retries: int = 5, backoff_s: float = 0.5, timeout_s: float = 10.0) -> None:
+        from urllib3 import PoolManager
+        from urllib3.util.retry import Retry
+
+        self.urls = list(urls)
+        self.retry = Retry(total=retries, connect=retries, read=retries, status=retries, backoff_factor=backoff_s,
+                           status_forcelist=tuple(range(500, 600)), allowed_methods=None, raise_on_status=False,
+                           respect_retry_after_header=False)
+        self._pool = PoolManager(timeout=timeout_s, headers={"Content-Type": "application/json"})
+
+    def send(self, payload: dict[str, Any]) -> list[str]:
+        from urllib3.exceptions import HTTPError
+
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        failed = []
+        for url in self.urls:
+            try:
+                response = self._pool.request("POST", url, body=body, retries=self.retry)
+            except HTTPError as error:  # retries exhausted on connection errors
+                _log.error("webhook %s unreachable after retries: %s", url, error)
+                failed.append(url)
+                continue
+            if response.status >= 300:
+                _log.error("webhook %s answered %d: %s", url, response.status, response.data[:200])
+                failed.append(url)
+        return failed
+
+    def close(self) -> None:
+        self._pool.clear()

@@ -1,0 +1,109 @@
+"""On-call commands over the incidents in ClickHouse.
+
+* ``sleuth incidents [--job J] [--open] [--limit N]`` — the newest incidents as a table (open: a firing alert cites it).
+* ``sleuth incident show ID`` — suspects, cause, impact, irregular iterations, root operators, traversal.
+* ``sleuth ack ID --confirmed|--rejected`` — store on-call's verdict as training labels (``sleuth detect train
+  --labels-from-clickhouse`` reads them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sleuth.cli.arguments import positive_int
+from sleuth.settings import Settings
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    listing = subparsers.add_parser("incidents", help="list incidents (newest first)", description=__doc__,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    listing.add_argument("--job", help="only this job's incidents")
+    listing.add_argument("--open", action="store_true", help="only incidents a firing alert cites")
+    listing.add_argument("--limit", type=positive_int("--limit"), default=50, help="most rows shown (default 50)")
+    listing.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    listing.set_defaults(handler=_list)
+
+    incident = subparsers.add_parser("incident", help="show one incident")
+    commands = incident.add_subparsers(dest="incident_command", metavar="COMMAND")
+    commands.required = True
+    show = commands.add_parser("show", help="suspects, cause, impact, iterations and traversal of an incident")
+    show.add_argument("id", help="incident id (see `sleuth incidents`)")
+    show.add_argument("--json", action="store_true", help="the stored incident document, as JSON")
+    show.set_defaults(handler=_show)
+
+    ack = subparsers.add_parser("ack", help="record on-call's verdict on an incident as training labels")
+    ack.add_argument("id", help="incident id (see `sleuth incidents`)")
+    verdict = ack.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--confirmed", action="store_const", const="confirmed", dest="verdict",
+                         help="the suspects were right: label the root operators abnormal")
+    verdict.add_argument("--rejected", action="store_const", const="rejected", dest="verdict",
+                         help="a false alarm: label the root operators normal")
+    ack.set_defaults(handler=_ack)
+
+
+@contextmanager
+def _clickhouse(settings: Settings) -> Iterator[Any]:
+    from sleuth.stream import connect, schema
+
+    client = connect.clickhouse_client(settings)
+    try:
+        schema.migrate(client, settings.clickhouse_database)  # idempotent; tables exist even before the first incident
+        yield client
+    finally:
+        client.disconnect()
+
+
+def _list(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from rich.console import Console
+
+    from sleuth.oncall.queries import list_incidents
+    from sleuth.oncall.render import incidents_table
+
+    settings = Settings.from_env()
+    console = Console()
+    with console.status("reading incidents from ClickHouse"), _clickhouse(settings) as client:
+        rows = list_incidents(client, settings.clickhouse_database, job=args.job, only_open=args.open,
+                              limit=args.limit)
+    if args.json:
+        for row in rows:
+            print(json.dumps(asdict(row)))
+        return 0
+    console.print(incidents_table(rows))
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from sleuth.oncall.queries import incident_document
+    from sleuth.oncall.render import incident_detail
+
+    settings = Settings.from_env()
+    with _clickhouse(settings) as client:
+        document = incident_document(client, settings.clickhouse_database, args.id)
+    if args.json:
+        json.dump(document, sys.stdout, indent=1)
+        print()
+        return 0
+    Console().print(incident_detail(document))
+    return 0
+
+
+def _ack(args: argparse.Namespace) -> int:
+    from sleuth.oncall.queries import incident_document
+    from sleuth.oncall.verdicts import store_verdict
+
+    settings = Settings.from_env()
+    with _clickhouse(settings) as client:
+        document = incident_document(client, settings.clickhouse_database, args.id)
+        count = store_verdict(client, settings.clickhouse_database, document, args.verdict)
+    print(f"{args.id}: {args.verdict}; {count} operator instances labelled "
+          f"{'abnormal' if args.verdict == 'confirmed' else 'normal'} in {settings.clickhouse_database}.labels")
+    return 0

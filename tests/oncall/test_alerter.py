@@ -1,0 +1,133 @@
+"""The alerter against the real ClickHouse, Kafka and an HTTP receiver on 127.0.0.1."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+
+import pytest
+
+from sleuth.oncall.alert_store import AlertStore
+from sleuth.oncall.alerts import AlertStatus
+from sleuth.oncall.service import AlerterService, build_alerter
+from sleuth.stream import connect
+
+from ..stream.harness import consume
+from .conftest import FAULTY_GPU
+
+pytestmark = pytest.mark.services
+
+
+def insert_iterations(client, database: str, job: str, world: int, iterations: range) -> None:
+    rows = [(job, rank, it, it * 1_000_000, it * 1_000_000 + 900_000) for it in iterations for rank in range(world)]
+    client.execute(f"INSERT INTO {database}.iterations (job, rank, iteration, t_start_ns, t_end_ns) VALUES", rows)
+
+
+def later(incident, shift: int):
+    """The same fault seen again: a new incident ``shift`` iterations later."""
+    iterations = tuple(i + shift for i in incident.iterations)
+    return dataclasses.replace(incident, incident=f"{incident.job}-{iterations[0]}-{iterations[-1]}",
+                               iterations=iterations)
+
+
+def test_an_incident_fires_a_webhook_retried_after_a_failure(oncall_settings, receiver, emulated_run) -> None:
+    settings, client = oncall_settings
+    receiver.fail_first = 1
+    alerter = build_alerter(dataclasses.replace(settings, alert_webhooks=receiver.url), client=client)
+    incident = emulated_run.incidents[0]
+    changed = alerter.on_incident(incident.to_dict())
+    assert [a.device for a in changed] == [s.device for s in incident.suspects]
+    [body] = receiver.wait_for(1)
+    assert receiver.attempts == 2  # the 500 was retried
+    assert body["version"] == "4" and body["status"] == "firing" and body["groupLabels"] == {"job": incident.job}
+    first = body["alerts"][0]
+    assert first["labels"]["device"] == FAULTY_GPU and first["labels"]["alertname"] == "SleuthSlowDevice"
+    assert first["labels"]["severity"] == "warning"  # x1.2 slowdown, a few GPU-seconds lost
+    assert first["annotations"]["incident"] == incident.incident
+    assert first["endsAt"] == "0001-01-01T00:00:00Z" and first["startsAt"].endswith("Z")
+
+
+def test_one_open_alert_per_job_and_device_updated_by_new_evidence(oncall_settings, receiver, emulated_run) -> None:
+    settings, client = oncall_settings
+    alerter = build_alerter(dataclasses.replace(settings, alert_webhooks=receiver.url), client=client)
+    incident = emulated_run.incidents[0]
+    alerter.on_incident(incident.to_dict())
+    assert alerter.on_incident(incident.to_dict()) == []  # a replay: no change, no notification
+    again = later(incident, 30)
+    alerter.on_incident(again.to_dict())
+    bodies = receiver.wait_for(2)
+    time.sleep(0.5)
+    assert len(receiver.bodies) == 2
+    gpu = [a for b in bodies for a in b["alerts"] if a["labels"]["device"] == FAULTY_GPU]
+    assert len({a["fingerprint"] for a in gpu}) == 1  # the same alert, updated
+    assert gpu[-1]["annotations"]["incidents"] == f"{incident.incident},{again.incident}"
+    stored = AlertStore(client, settings.clickhouse_database).load(job=incident.job)
+    [row] = [a for a in stored if a.device == FAULTY_GPU]
+    assert row.status is AlertStatus.FIRING and row.incidents == (incident.incident, again.incident)
+    assert (row.first_irregular, row.last_irregular) == (incident.iterations[0], again.iterations[-1])
+
+
+def test_resolves_after_n_regular_iterations_and_survives_a_restart(oncall_settings, receiver, emulated_run) -> None:
+    settings, client = oncall_settings
+    db, world = settings.clickhouse_database, emulated_run.spec.world
+    settings = dataclasses.replace(settings, alert_webhooks=receiver.url, alert_resolve_iterations=5)
+    incident = emulated_run.incidents[0]
+    last = incident.iterations[-1]
+    build_alerter(settings, client=client).on_incident(incident.to_dict())
+    restarted = build_alerter(settings, client=client)  # a new process: state from ClickHouse
+    assert {a.device for a in restarted.open.values()} == {s.device for s in incident.suspects}
+    insert_iterations(client, db, incident.job, world, range(0, last + 5))
+    insert_iterations(client, db, incident.job, world - 1, range(last + 5, last + 6))  # one rank lags behind
+    service = AlerterService(settings, alerter=restarted, client=client)
+    service.check_resolutions()
+    assert restarted.open  # 4 iterations completed by every rank past the last irregular one: not yet
+    restarted.on_irregular(incident.job, last + 2)  # the workers saw another irregular iteration
+    insert_iterations(client, db, incident.job, world, range(last + 5, last + 7))
+    service.check_resolutions()
+    assert restarted.open  # 4 past the new last irregular one
+    insert_iterations(client, db, incident.job, world, range(last + 7, last + 8))
+    service.check_resolutions()
+    assert not restarted.open
+    bodies = receiver.wait_for(2)
+    assert bodies[-1]["status"] == "resolved"
+    assert all(a["status"] == "resolved" and a["endsAt"] != "0001-01-01T00:00:00Z" for a in bodies[-1]["alerts"])
+    assert all(a.status is AlertStatus.RESOLVED for a in AlertStore(client, db).load(job=incident.job))
+    # After resolution, new evidence opens a new alert (a new fingerprint).
+    restarted.on_incident(later(incident, 40).to_dict())
+    bodies = receiver.wait_for(3)
+    assert bodies[-1]["status"] == "firing"
+    assert bodies[-1]["alerts"][0]["fingerprint"] != bodies[0]["alerts"][0]["fingerprint"]
+
+
+def test_the_service_consumes_incidents_from_kafka(oncall_settings, receiver, emulated_run) -> None:
+    from kafka import KafkaProducer
+
+    settings, client = oncall_settings
+    settings = dataclasses.replace(settings, alert_webhooks=receiver.url, alert_resolve_iterations=3)
+    connect.ensure_topics(settings, {settings.incidents_topic: 2, settings.irregularities_topic: 2,
+                                     settings.alerts_topic: 1})
+    producer = KafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
+    service = AlerterService(settings, alerter=build_alerter(settings, client=client, producer=producer),
+                             client=client, check_s=0.5)
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        incident = emulated_run.incidents[0]
+        producer.send(settings.incidents_topic, key=incident.job.encode(), value=b"not json").get(timeout=30)
+        producer.send(settings.incidents_topic, key=incident.job.encode(), value=incident.to_json().encode()).get(timeout=30)
+        [body] = receiver.wait_for(1, timeout_s=90)
+        assert body["status"] == "firing"
+        [message] = consume(settings, settings.alerts_topic, messages=1)
+        assert message.key == incident.job.encode() and json.loads(message.value) == body
+        insert_iterations(client, settings.clickhouse_database, incident.job, emulated_run.spec.world,
+                          range(0, incident.iterations[-1] + 4))
+        bodies = receiver.wait_for(2, timeout_s=30)
+        assert bodies[-1]["status"] == "resolved"
+        assert service.incidents_seen == 1  # the broken message was skipped
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+        producer.close()
