@@ -21,7 +21,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sleuth import metrics
 from sleuth.errors import RecordError
 from sleuth.oncall.alert_store import AlertStore
 from sleuth.oncall.alerter import Alerter
@@ -81,8 +80,6 @@ class AlerterService:
             _log.error("skipping incident message: %s", error)
             return
         self.incidents_seen += 1
-        if isinstance(document.get("seconds"), (int, float)):
-            metrics.LOCALIZATION_SECONDS.observe(document["seconds"])
 
     def handle_irregularity(self, payload: bytes) -> None:
         try:

@@ -49,3 +49,7 @@ class Forbidden(AuthError):
 
 class Overloaded(ServiceError):
     """A downstream service (Kafka) does not keep up; the caller should retry later."""
+
+
+class UnknownJob(SleuthError, LookupError):
+    """A job id that no registered job spec has; the message names the job and where it looked."""

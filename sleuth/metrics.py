@@ -1,8 +1,8 @@
 """The Prometheus metrics of every sleuth service, defined once, and the endpoint that serves them.
 
-Each service process (gateway, worker, alerter) serves ``/metrics`` on its own port setting
-(``SLEUTH_GATEWAY_METRICS_PORT``, ``SLEUTH_WORKER_METRICS_PORT``, ``SLEUTH_ALERTER_METRICS_PORT``;
-0 leaves it off). A metric a process never touches is exported at zero.
+Each service process (gateway, worker, localizer, alerter) serves ``/metrics`` on its own port
+setting (``SLEUTH_GATEWAY_METRICS_PORT``, ``SLEUTH_WORKER_METRICS_PORT``,
+``SLEUTH_LOCALIZER_METRICS_PORT``, ``SLEUTH_ALERTER_METRICS_PORT``; 0 leaves it off). A metric a process never touches is exported at zero.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ CONSUMER_LAG = Gauge("sleuth_consumer_lag", "messages of a partition not yet con
                      ["topic", "partition"])
 DETECTION_SECONDS = Histogram("sleuth_detection_seconds", "time to run the detectors on one consumed batch",
                               buckets=_SECONDS)
-LOCALIZATION_SECONDS = Histogram("sleuth_localization_seconds", "time the localizer took for one incident",
+LOCALIZATION_SECONDS = Histogram("sleuth_localization_seconds", "from an irregularity's arrival at the streaming localizer to its incident written",
                                  buckets=_SECONDS)
 ALERTS_SENT = Counter("sleuth_alerts_sent", "alert notifications sent, by status (firing, resolved)", ["status"])
 WEBHOOK_FAILURES = Counter("sleuth_alert_webhook_failures", "webhook POSTs that failed after every retry")

@@ -133,6 +133,29 @@ class Settings:
         "sleuth.irregularities", "SLEUTH_IRREGULARITIES_TOPIC",
         "Kafka topic the workers publish irregular iterations to (JSON, keyed by job)",
     )
+    incidents_topic: str = _setting(
+        "sleuth.incidents", "SLEUTH_INCIDENTS_TOPIC",
+        "Kafka topic the streaming localizer publishes incidents to (JSON, keyed by job)",
+    )
+    localizer_group: str = _setting(
+        "sleuth.localizers", "SLEUTH_LOCALIZER_GROUP", "Kafka consumer group of the streaming localizers"
+    )
+    localizer_topology: str = _setting(
+        "", "SLEUTH_LOCALIZER_TOPOLOGY",
+        "topology YAML the streaming localizer scores devices on (empty: per job, one leaf over its hosts)",
+    )
+    localizer_debounce_s: float = _setting(
+        5.0, "SLEUTH_LOCALIZER_DEBOUNCE_S",
+        "seconds the localizer gathers a job's irregularities after the first one before localizing", _seconds,
+    )
+    localizer_land_timeout_s: float = _setting(
+        60.0, "SLEUTH_LOCALIZER_LAND_TIMEOUT_S",
+        "seconds the localizer then waits at most for every rank's records of those iterations", _seconds,
+    )
+    localizer_window: int = _setting(
+        100, "SLEUTH_LOCALIZER_WINDOW", "iterations T of the streaming localizer's cross-iteration analysis",
+        _positive_int,
+    )
     detect_model: str = _setting(
         "", "SLEUTH_DETECT_MODEL", "abnormal-operator model file the workers load (empty: the shipped default)"
     )
@@ -170,6 +193,9 @@ class Settings:
     )
     worker_metrics_port: int = _setting(
         0, "SLEUTH_WORKER_METRICS_PORT", "Prometheus /metrics port of a worker (0: off)", _listen_port
+    )
+    localizer_metrics_port: int = _setting(
+        0, "SLEUTH_LOCALIZER_METRICS_PORT", "Prometheus /metrics port of the streaming localizer (0: off)", _listen_port
     )
     alerter_metrics_port: int = _setting(
         0, "SLEUTH_ALERTER_METRICS_PORT", "Prometheus /metrics port of the alerter (0: off)", _listen_port

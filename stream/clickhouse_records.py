@@ -7,11 +7,13 @@ batch does not double count once merged (queries that must be exact before a mer
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from sleuth.records import RecordBatch
+from sleuth.records import ColumnBatch, RecordBatch
+
+B = TypeVar("B", bound=ColumnBatch)
 
 #: ClickHouse column types of the CommOps record, in ``RecordBatch.FIELDS`` order.
 RECORD_COLUMN_TYPES = {
@@ -60,11 +62,15 @@ def select_records(client: Any, table: str, *, where: str = "", params: dict | N
     if where:
         query += f" WHERE {where}"
     query += " ORDER BY job, rank, iteration, comm, seq, op, peer"
-    columns = client.execute(query, params or {}, columnar=True)
+    return batch_from_columns(RecordBatch, client.execute(query, params or {}, columnar=True))
+
+
+def batch_from_columns(kind: type[B], columns: list) -> B:
+    """A ``kind`` batch from a columnar query result that selected ``kind.FIELDS`` in order."""
     if not columns:
-        return RecordBatch.empty()
-    values = dict(zip(RECORD_COLUMN_TYPES, columns))
-    for field in RecordBatch.FIELDS:
+        return kind.empty()
+    values = dict(zip((f.name for f in kind.FIELDS), columns))
+    for field in kind.FIELDS:
         if not field.is_string:
             values[field.name] = np.asarray(values[field.name], dtype=field.dtype)
-    return RecordBatch.from_columns(**values)
+    return kind.from_columns(**values)

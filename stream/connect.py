@@ -22,6 +22,13 @@ def clickhouse_client(settings: Settings, *, database: str | None = None) -> Any
     )
 
 
+def kafka_producer(settings: Settings) -> Any:
+    """A kafka-python producer for small acknowledged messages (irregularities, incidents): acks from all replicas."""
+    from kafka import KafkaProducer
+
+    return KafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all", retries=5, linger_ms=5)
+
+
 def ensure_gateway_topics(settings: Settings) -> None:
     """The topics the gateway writes: records, dead letters, and the compacted job specs."""
     ensure_topics(settings, {settings.records_topic: settings.records_partitions, settings.rejects_topic: 1,

@@ -1,9 +1,9 @@
-"""The whole ingest stack on this machine: Kafka, ClickHouse, a gateway and a worker.
+"""The whole stack on this machine: Kafka, ClickHouse, a gateway, a worker, a streaming localizer
+and an alerter.
 
-Kafka and ClickHouse are the foundation's ``deploy/`` scripts (``sleuth.services``); the gateway
-and the worker are ``sleuth gateway`` / ``sleuth worker`` processes started detached, with their
-PIDs under ``<state dir>/stack``. Like the deploy scripts, ``down`` only signals a PID it recorded
-and only while that process's command line is still ours.
+Kafka and ClickHouse are the foundation's ``deploy/`` scripts (``sleuth.services``); the others
+are ``sleuth gateway`` / ``worker`` / ``localizer`` / ``alerter`` processes started detached, with their PIDs under ``<state dir>/stack``. Like the deploy scripts,
+``down`` only signals a PID it recorded and only while that process's command line is still ours.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sleuth import services
 from sleuth.settings import Settings
 from sleuth.stream import connect, schema
 
-PROCESSES = ("gateway", "worker")
+PROCESSES = ("gateway", "worker", "localizer", "alerter")
 
 
 def _folder(repo_root: Path) -> Path:
@@ -70,7 +70,7 @@ def up(repo_root: Path, settings: Settings) -> dict[str, int | None]:
 
 
 def down(repo_root: Path, *, timeout_s: float = 30.0, services_too: bool = True) -> None:
-    """Stop the gateway and worker (SIGTERM, SIGKILL after ``timeout_s``), then Kafka and ClickHouse."""
+    """Stop the stack's processes (SIGTERM, SIGKILL after ``timeout_s``), then Kafka and ClickHouse."""
     for name, pid in running(repo_root).items():
         if pid is None:
             continue

@@ -33,6 +33,7 @@ from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
 from sleuth.stream import kafka_records
 from sleuth.stream.detect import Detector
+from sleuth.stream.faust_app import create_app, run_in_own_loop
 from sleuth.stream.rank_state import RankState
 from sleuth.stream.sink import ClickHouseSink
 
@@ -93,11 +94,7 @@ class Worker:
 
     def run(self, stop: threading.Event) -> None:
         """Consume in this thread (its own event loop) until ``stop`` is set."""
-        loop = asyncio.new_event_loop()
-        try:
-            loop.run_until_complete(self._serve(stop))
-        finally:
-            loop.close()
+        run_in_own_loop(lambda: self._serve(stop))
 
     async def _serve(self, stop: threading.Event) -> None:
         with tempfile.TemporaryDirectory(prefix="sleuth-worker-") as datadir:
@@ -111,28 +108,8 @@ class Worker:
                 await app.stop()
 
     def _build_app(self, loop: asyncio.AbstractEventLoop, datadir: str, stop: threading.Event) -> Any:
-        import faust
-
         settings = self.settings
-        app = faust.App(
-            settings.worker_group,
-            broker=f"kafka://{settings.kafka_bootstrap}",
-            loop=loop,
-            datadir=datadir,
-            store="memory://",  # no tables: the per-rank state is rebuilt from the stream
-            web_enabled=False,
-            topic_replication_factor=1,
-            topic_allow_declare=False,  # the records topic is ours (``connect.ensure_topics``)
-            consumer_auto_offset_reset="earliest",
-            broker_commit_interval=1.0,
-            # A ClickHouse outage holds one batch in retry; stay in the group through a long one.
-            broker_max_poll_interval=600.0,
-            # A killed worker's partitions move to the others after 10 s, not the default 60 s.
-            broker_session_timeout=10.0,
-            broker_heartbeat_interval=3.0,
-            # Stopping must not wait for a batch that cannot be inserted; its events stay unacknowledged.
-            stream_wait_empty=False,
-        )
+        app = create_app(settings, settings.worker_group, loop=loop, datadir=datadir)
         topic = app.topic(settings.records_topic, key_serializer="raw", value_serializer="raw")
 
         async def ingest(stream: Any) -> None:

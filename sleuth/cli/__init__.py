@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from sleuth.errors import SleuthError
 
 # Command modules, in the order --help lists them.
-_COMMAND_MODULES = ("version", "topology", "layout", "sim", "detect", "localize", "db", "gateway", "worker", "stack", "alerter", "incidents")
+_COMMAND_MODULES = (
+    "version", "topology", "layout", "sim", "detect", "localize", "db", "gateway", "worker", "localizer", "alerter",
+    "stack", "incidents",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

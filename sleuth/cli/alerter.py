@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 
-from sleuth.cli.logs import configure_service_logging
+from sleuth.cli.service import configure_logging, stop_on_signals
 from sleuth.settings import Settings
 
 
@@ -25,7 +23,7 @@ def _run(args: argparse.Namespace) -> int:
     from sleuth.oncall.service import AlerterService, build_alerter
     from sleuth.stream import connect, schema
 
-    configure_service_logging()
+    configure_logging()
     settings = Settings.from_env()
     client = connect.clickhouse_client(settings)
     schema.migrate(client, settings.clickhouse_database)
@@ -35,9 +33,7 @@ def _run(args: argparse.Namespace) -> int:
     producer = KafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all", retries=5)
     alerter = build_alerter(settings, client=client, producer=producer)
     port = metrics.serve(settings.alerter_metrics_port)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = stop_on_signals()
     print(f"alerter consuming {settings.incidents_topic} as {settings.alerter_group}; "
           f"{len(alerter.open)} open alerts; webhooks: {settings.alert_webhook_urls or 'none'}"
           + (f"; metrics on :{port}" if port else ""), flush=True)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import signal
-import threading
 
+from sleuth.cli.service import configure_logging, stop_on_signals
 from sleuth.settings import Settings
 
 
@@ -22,15 +20,13 @@ def _run(args: argparse.Namespace) -> int:
     from sleuth import metrics
     from sleuth.stream import connect, gateway
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure_logging()
     settings = Settings.from_env()
     if args.port:
         settings = dataclasses.replace(settings, gateway_port=args.port)
     connect.ensure_gateway_topics(settings)
     server, port, collector = gateway.create(settings)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = stop_on_signals()
     server.start()
     metrics_port = metrics.serve(settings.gateway_metrics_port)
     print(f"gateway listening on {settings.gateway_host}:{port}"

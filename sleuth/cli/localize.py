@@ -23,7 +23,8 @@ from sleuth.jobspec import JobSpec
 from sleuth.recordio import read_parquet
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.sources import MemorySource
-from sleuth.topology import Topology, load_topology
+from sleuth.topology import load_topology
+from sleuth.topology.job_fabric import single_leaf
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -101,23 +102,3 @@ def iterations_from_records(records: RecordBatch) -> IterationBatch:
     np.maximum.at(end, inverse, records["t_end_ns"][keep])
     job = records.decoded("job")[0] if len(records) else "job"
     return IterationBatch.from_columns(job=job, rank=pairs[:, 0], iteration=pairs[:, 1], t_start_ns=start, t_end_ns=end)
-
-
-def single_leaf(spec: JobSpec) -> Topology:
-    """Each host of the spec with as many GPUs (and NICs) as its highest GPU index + 1, one leaf."""
-    gpus: dict[str, int] = {}
-    for placement in spec.placements:
-        gpus[placement.host] = max(gpus.get(placement.host, 0), placement.gpu + 1)
-    hosts = sorted(gpus)
-    counts = np.array([gpus[h] for h in hosts], dtype=np.int64)
-    n_nics = int(counts.sum())
-    return Topology(
-        hosts=tuple(hosts),
-        host_gpus=counts,
-        host_nics=counts,
-        gpu_nic_local=np.concatenate([np.arange(c) for c in counts]),
-        leaves=("l0",),
-        spines=(),
-        nic_leaf=np.stack((np.arange(n_nics), np.zeros(n_nics, dtype=np.int64)), axis=1),
-        leaf_spine=np.empty((0, 2), dtype=np.int64),
-    )

@@ -1,4 +1,4 @@
-"""``sleuth stack up|down|status``: Kafka, ClickHouse, a gateway and a worker on this machine."""
+"""``sleuth stack up|down|status``: Kafka, ClickHouse, a gateway, a worker and a localizer on this machine."""
 
 from __future__ import annotations
 

@@ -7,10 +7,8 @@ irregular iterations to the ``SLEUTH_IRREGULARITIES_TOPIC`` Kafka topic.
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 
-from sleuth.cli.logs import configure_service_logging
+from sleuth.cli.service import configure_logging, stop_on_signals
 from sleuth.settings import Settings
 
 
@@ -26,7 +24,7 @@ def _run(args: argparse.Namespace) -> int:
     from sleuth.stream.detection.publish import IrregularityPublisher
     from sleuth.stream.worker import Worker
 
-    configure_service_logging()
+    configure_logging()
     settings = Settings.from_env()
     client = connect.clickhouse_client(settings)
     schema.migrate(client, settings.clickhouse_database)  # idempotent: safe from every worker
@@ -36,9 +34,7 @@ def _run(args: argparse.Namespace) -> int:
     model = load(settings.detect_model) if settings.detect_model else load_default_model()
     publisher = IrregularityPublisher(settings)
     detector = StreamDetector(model, publish=publisher)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = stop_on_signals()
     worker = Worker(settings, client=client, detectors=[detector])
     port = metrics.serve(settings.worker_metrics_port)
     print(f"worker consuming {settings.records_topic} as {settings.worker_group}"

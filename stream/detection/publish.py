@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from sleuth.settings import Settings
+from sleuth.stream import connect
 from sleuth.stream.detection.iteration_monitor import Irregularity
 
 __all__ = ["IrregularityPublisher", "decode", "encode"]
@@ -20,11 +21,8 @@ class IrregularityPublisher:
     """A callable for ``StreamDetector(publish=...)``; sends and waits for the broker's acknowledgement."""
 
     def __init__(self, settings: Settings, *, producer: Any = None) -> None:
-        from kafka import KafkaProducer
-
         self.topic = settings.irregularities_topic
-        self._producer = producer or KafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all",
-                                                   retries=5, linger_ms=5)
+        self._producer = producer or connect.kafka_producer(settings)
 
     def __call__(self, irregularities: list[Irregularity]) -> None:
         futures = [self._producer.send(self.topic, key=i.job.encode(), value=encode(i)) for i in irregularities]

@@ -86,6 +86,25 @@ def record_stream(batch: RecordBatch, *, per_message: int) -> Iterator[pb.Stream
         yield pb.StreamMessage(records=codec.records_to_proto(batch.take(slice(start, start + per_message)).compact()))
 
 
+def stream_emulation(settings: Settings, client: Any, emulation: Any, iterations: range) -> int:
+    """Register an emulated job with a fresh gateway and stream it iteration by iteration, as loggers
+    would; returns the number of records, once the workers have landed them all in ClickHouse."""
+    import numpy as np
+
+    records = emulation.records(iterations=iterations)
+    with running_gateway(settings) as (_, target):
+        gateway = stub(target)
+        gateway.RegisterJob(codec.jobspec_to_proto(emulation.job_spec()))
+        for it in iterations:
+            part = records.take(np.flatnonzero(records["iteration"] == it))
+            gateway.Stream(record_stream(part, per_message=5000))
+            its = emulation.iterations(iterations=[it])
+            gateway.Stream(iter([pb.StreamMessage(iterations=codec.iterations_to_proto(its))]))
+        table = f"{settings.clickhouse_database}.records"
+        assert wait_for_count(client, table, len(records), timeout_s=300) == len(records)
+    return len(records)
+
+
 def consume(settings: Settings, topic: str, *, expect_records: int | None = None, messages: int | None = None,
             timeout_s: float = 60.0) -> list:
     """Kafka messages of ``topic`` from the start until the expected count arrives or time runs out."""

@@ -6,18 +6,15 @@ from __future__ import annotations
 import dataclasses
 import threading
 
-import numpy as np
 import pytest
 
-from sleuth.proto import codec
-from sleuth.proto import commops_pb2 as pb
 from sleuth.stream import connect, schema
 from sleuth.stream.detection import StreamDetector
 from sleuth.stream.detection.publish import IrregularityPublisher, decode
 from sleuth.stream.worker import Worker
 
 from ...conftest import Services
-from ..harness import consume, private_settings, record_stream, running_gateway, stub, wait_for_count
+from ..harness import consume, private_settings, stream_emulation, wait_for_count
 from .conftest import emulation, small_model
 
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -37,26 +34,18 @@ def test_worker_writes_abnormal_ops_and_publishes_the_change_point(services: Ser
     thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
     thread.start()
     try:
-        with running_gateway(settings) as (_, target):
-            gateway = stub(target)
-            gateway.RegisterJob(codec.jobspec_to_proto(em.job_spec()))
-            records = em.records()
-            for it in range(40):  # iteration by iteration, as loggers stream them
-                part = records.take(np.flatnonzero(records["iteration"] == it))
-                gateway.Stream(record_stream(part, per_message=5000))
-                gateway.Stream(iter([pb.StreamMessage(iterations=codec.iterations_to_proto(em.iterations(iterations=[it])))]))
-            db = settings.clickhouse_database
-            assert wait_for_count(client, f"{db}.records", len(records), timeout_s=300) == len(records)
-            flagged = wait_for_count(client, f"{db}.abnormal_ops", 1000, timeout_s=60)
-            labels, _ = em.abnormal(range(16))
-            # Most of what the worker flagged is truly abnormal (the labels hold 3,293).
-            assert 1000 <= flagged <= 2 * int(labels.sum())
-            rows = client.execute(f"SELECT min(iteration), count(DISTINCT rank) FROM {db}.abnormal_ops FINAL")
-            assert rows[0][1] >= 8
-            messages = consume(settings, settings.irregularities_topic, messages=100, timeout_s=20)
-            found = [decode(m.value) for m in messages]
-            assert any(f["change_point"] and f["iteration"] == 15 and f["kind"] == "persistent" for f in found)
-            assert all(m.key == em.scenario.job.encode() for m in messages)
+        stream_emulation(settings, client, em, range(40))
+        db = settings.clickhouse_database
+        flagged = wait_for_count(client, f"{db}.abnormal_ops", 1000, timeout_s=60)
+        labels, _ = em.abnormal(range(16))
+        # Most of what the worker flagged is truly abnormal (the labels hold 3,293).
+        assert 1000 <= flagged <= 2 * int(labels.sum())
+        rows = client.execute(f"SELECT min(iteration), count(DISTINCT rank) FROM {db}.abnormal_ops FINAL")
+        assert rows[0][1] >= 8
+        messages = consume(settings, settings.irregularities_topic, messages=100, timeout_s=20)
+        found = [decode(m.value) for m in messages]
+        assert any(f["change_point"] and f["iteration"] == 15 and f["kind"] == "persistent" for f in found)
+        assert all(m.key == em.scenario.job.encode() for m in messages)
     finally:
         stop.set()
         thread.join(timeout=30)

@@ -1,0 +1,109 @@
+"""A :class:`~sleuth.sources.RecordSource` over ClickHouse: one job's ``records``, ``iterations`` and ``jobs`` rows.
+
+The localizer fetches progressively (``sleuth.localizer.fetch``): each call of ``ranks_records``
+is one query for a whole group of ranks and the window's iterations. Every read uses ``FINAL`` so
+that rows a replay inserted twice count once even before ClickHouse merged them.
+
+``through`` bounds the source to the iterations up to and including it: the streaming localizer
+sets it to the last iteration whose records have landed for every rank (``landed_through``), so
+that a window never takes in an iteration half written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from sleuth.errors import UnknownJob
+from sleuth.jobspec import JobSpec
+from sleuth.records import IterationBatch, RecordBatch
+from sleuth.stream import clickhouse_records
+from sleuth.stream.schema import check_database_name
+
+__all__ = ["ClickHouseSource", "landed_through"]
+
+_ITERATION_COLUMNS = ", ".join(f.name for f in IterationBatch.FIELDS)
+
+
+class ClickHouseSource:
+    """The records of ``job`` in ``database``; fails at construction when the job was never registered."""
+
+    def __init__(self, client: Any, database: str, job: str, *, through: int | None = None) -> None:
+        self.client = client
+        self.database = check_database_name(database)
+        self.job = job
+        self.through = through
+        self._spec = read_job_spec(client, database, job)
+
+    def job_spec(self) -> JobSpec:
+        return self._spec
+
+    def iteration_ids(self) -> np.ndarray:
+        where, params = self._where(ranks=None, iterations=None)
+        rows = self.client.execute(
+            f"SELECT DISTINCT iteration FROM {self.database}.iterations FINAL WHERE {where} ORDER BY iteration", params
+        )
+        return np.array([it for (it,) in rows], dtype=np.int64)
+
+    def ranks_records(self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None) -> RecordBatch:
+        where, params = self._where(ranks=ranks, iterations=iterations)
+        if where is None:
+            return RecordBatch.empty()
+        return clickhouse_records.select_records(self.client, f"{self.database}.records", where=where, params=params)
+
+    def iterations(
+        self, *, ranks: Iterable[int] | None = None, iterations: Iterable[int] | None = None
+    ) -> IterationBatch:
+        where, params = self._where(ranks=ranks, iterations=iterations)
+        if where is None:
+            return IterationBatch.empty()
+        columns = self.client.execute(
+            f"SELECT {_ITERATION_COLUMNS} FROM {self.database}.iterations FINAL WHERE {where} ORDER BY rank, iteration",
+            params, columnar=True,
+        )
+        return clickhouse_records.batch_from_columns(IterationBatch, columns)
+
+    def _where(self, *, ranks: Iterable[int] | None, iterations: Iterable[int] | None) -> tuple[str | None, dict]:
+        """The filter for this job, the ranks and the iterations (None: an empty selection, nothing to ask)."""
+        clauses, params = ["job = %(job)s"], {"job": self.job}
+        for column, wanted in (("rank", ranks), ("iteration", iterations)):
+            if wanted is None:
+                continue
+            values = tuple(sorted({int(v) for v in wanted}))
+            if not values:
+                return None, params
+            clauses.append(f"{column} IN %({column})s")
+            params[column] = values
+        if self.through is not None:
+            clauses.append("iteration <= %(through)s")
+            params["through"] = int(self.through)
+        return " AND ".join(clauses), params
+
+
+def read_job_spec(client: Any, database: str, job: str) -> JobSpec:
+    """The latest registered spec of ``job`` (the ``jobs`` table keeps the last registration)."""
+    rows = client.execute(f"SELECT spec FROM {check_database_name(database)}.jobs FINAL WHERE job = %(job)s",
+                          {"job": job})
+    if not rows:
+        raise UnknownJob(f"job {job!r} is not registered: no row in ClickHouse table {database}.jobs")
+    return JobSpec.from_json(rows[0][0], source=f"{database}.jobs[{job}]")
+
+
+def landed_through(client: Any, database: str, job: str, *, world: int, since: int) -> int | None:
+    """The last iteration (>= ``since``) whose records have landed for every one of the ``world`` ranks.
+
+    A rank's records arrive in order (one Kafka partition per (job, rank), batches inserted in
+    turn), so once a rank has records of iteration m, all of its earlier iterations are complete;
+    m itself may still be arriving. Hence: the smallest over ranks of (latest iteration - 1).
+    None while some rank has no records at or after ``since``.
+    """
+    rows = client.execute(
+        f"SELECT rank, max(iteration) FROM {check_database_name(database)}.records "
+        "WHERE job = %(job)s AND iteration >= %(since)s GROUP BY rank",
+        {"job": job, "since": int(since)},
+    )
+    if len(rows) < world:
+        return None
+    return min(latest for _, latest in rows) - 1

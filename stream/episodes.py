@@ -1,0 +1,123 @@
+"""How the streaming localizer turns a stream of irregular iterations into one incident per episode.
+
+Gathering (debounce): the first irregularity of a job starts a wait of ``debounce_s`` seconds,
+during which that job's further irregularities join it. A persistent fault makes every
+iteration irregular, so waiting for a quiet spell would wait forever; a fixed wait after the
+first one gives the localizer several irregular iterations (a suspect needs support from two)
+and gives the workers time to land their records. The agent then checks that the records have
+landed and, when not yet, puts the gathering back for ``retry_s``.
+
+De-duplication, against the incidents already raised for the job (read from ClickHouse, so it
+holds across restarts and replays):
+
+* an irregular iteration inside an incident's iterations was localized already (a replay, or a
+  worker republishing after a crash): it is dropped before localizing;
+* a new incident with the same cause and top suspect as a raised one less than ``window``
+  iterations away is the same episode going on (a persistent fault keeps producing irregular
+  iterations): it is not raised again. A fault that lasts on is raised again once it is a whole
+  window past the last incident, which tells on-call that it persists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+
+from sleuth.errors import ConfigError
+from sleuth.localizer import Incident
+
+__all__ = ["Gatherer", "Pending", "Raised", "continuation_of", "not_localized"]
+
+
+@dataclass
+class Pending:
+    """A job's irregular iterations gathered so far, and the Kafka events to acknowledge once handled."""
+
+    job: str
+    arrivals: dict[int, float] = field(default_factory=dict)  # iteration -> when it first arrived (monotonic s)
+    tokens: list[Hashable] = field(default_factory=list)
+    not_before: float = 0.0
+
+    @property
+    def iterations(self) -> list[int]:
+        return sorted(self.arrivals)
+
+    @property
+    def first_arrival(self) -> float:
+        return min(self.arrivals.values())
+
+    def merge(self, other: Pending) -> None:
+        for iteration, arrived in other.arrivals.items():
+            self.arrivals[iteration] = min(arrived, self.arrivals.get(iteration, arrived))
+        self.tokens.extend(other.tokens)
+        self.not_before = min(self.not_before, other.not_before)
+
+
+class Gatherer:
+    """Irregular iterations per job, due ``debounce_s`` after the first one arrived."""
+
+    def __init__(self, *, debounce_s: float) -> None:
+        if not debounce_s >= 0:
+            raise ConfigError(f"debounce_s must be >= 0 seconds, got {debounce_s!r}")
+        self.debounce_s = debounce_s
+        self._pending: dict[str, Pending] = {}
+
+    def add(self, job: str, iteration: int, *, now: float, token: Hashable = None) -> None:
+        pending = self._pending.get(job)
+        if pending is None:
+            pending = self._pending[job] = Pending(job, not_before=now + self.debounce_s)
+        pending.arrivals.setdefault(int(iteration), now)
+        if token is not None:
+            pending.tokens.append(token)
+
+    def due(self, now: float) -> list[str]:
+        """Jobs whose gathering is ready to localize, oldest first."""
+        ready = [p for p in self._pending.values() if p.not_before <= now]
+        return [p.job for p in sorted(ready, key=lambda p: p.not_before)]
+
+    def take(self, job: str) -> Pending:
+        return self._pending.pop(job)
+
+    def put_back(self, pending: Pending, *, not_before: float) -> None:
+        """Return a gathering that could not be localized yet; what arrived meanwhile joins it."""
+        pending.not_before = not_before
+        newer = self._pending.pop(pending.job, None)
+        if newer is not None:
+            pending.merge(newer)
+            pending.not_before = not_before
+        self._pending[pending.job] = pending
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+
+@dataclass(frozen=True)
+class Raised:
+    """What de-duplication needs to know of an incident already raised."""
+
+    incident: str
+    first: int
+    last: int
+    cause: str
+    top: str  # the top suspect's device, "" when there is none (a non-hardware diagnosis)
+
+    @classmethod
+    def of(cls, incident: Incident) -> Raised:
+        top = incident.suspects[0].device if incident.suspects else ""
+        return cls(incident.incident, incident.iterations[0], incident.iterations[-1], incident.cause.value, top)
+
+
+def not_localized(iterations: Iterable[int], raised: Iterable[Raised]) -> list[int]:
+    """The iterations no raised incident spans already."""
+    spans = [(r.first, r.last) for r in raised]
+    return [i for i in iterations if not any(first <= i <= last for first, last in spans)]
+
+
+def continuation_of(incident: Incident, raised: Iterable[Raised], *, window: int) -> Raised | None:
+    """The raised incident that ``incident`` merely continues (same cause and top suspect, near), if any."""
+    new = Raised.of(incident)
+    for old in raised:
+        gap = max(new.first - old.last, old.first - new.last, 0)
+        if old.cause == new.cause and old.top == new.top and gap < window:
+            return old
+    return None

@@ -1,0 +1,199 @@
+"""The streaming localizer (``sleuth localizer``): irregular iterations in, incidents out.
+
+A faust-streaming agent consumes ``SLEUTH_IRREGULARITIES_TOPIC`` (JSON, keyed by job, so one
+job's irregularities all reach one localizer of the ``SLEUTH_LOCALIZER_GROUP``) and gathers them
+per job (``episodes.Gatherer``: ``SLEUTH_LOCALIZER_DEBOUNCE_S`` after a job's first one). When a
+job's gathering is due, the agent
+
+1. drops the iterations an incident already spans (replays), per ``episodes``;
+2. waits until the records of every rank have landed in ClickHouse past the last gathered
+   iteration (``clickhouse_source.landed_through``), re-checking every ``retry_s``; after
+   ``SLEUTH_LOCALIZER_LAND_TIMEOUT_S`` more it goes on with what has landed;
+3. runs :func:`sleuth.localizer.localize` over a :class:`ClickHouseSource` bounded to the landed
+   iterations, on the ``SLEUTH_LOCALIZER_TOPOLOGY`` fabric (without one, the job's hosts behind
+   one leaf, as ``sleuth localize`` does);
+4. raises each incident that does not merely continue a raised one (``episodes``) through the
+   ``IncidentSink``: ``SLEUTH_INCIDENTS_TOPIC``, then ClickHouse;
+5. acknowledges the gathered Kafka events, so that faust commits their offsets only now: a crash
+   before replays them, and step 1 and the continuation rule keep the replay from raising twice.
+
+Latency: from the arrival of an incident's first irregular iteration at this agent to the incident
+written, debounce included. Each is logged, kept in ``latencies_s`` and handed to ``on_incident``
+(called in the localization thread), the place for a metrics histogram.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from sleuth.errors import ConfigError, SleuthError, UnknownJob
+from sleuth.localizer import Incident, localize
+from sleuth.settings import Settings
+from sleuth.stream import connect
+from sleuth.stream.clickhouse_source import ClickHouseSource, landed_through
+from sleuth.stream.detection.publish import decode
+from sleuth.stream.faust_app import create_app, run_in_own_loop
+from sleuth.stream.episodes import Gatherer, Pending, Raised, continuation_of, not_localized
+from sleuth.stream.incident_sink import IncidentSink
+from sleuth.topology import Topology, load_topology
+from sleuth.topology.job_fabric import single_leaf
+
+__all__ = ["LocalizerAgent", "cluster_topology"]
+
+_log = logging.getLogger(__name__)
+
+#: ``on_incident(incident, latency_s)``
+IncidentCallback = Callable[[Incident, float], None]
+
+
+def cluster_topology(settings: Settings) -> Topology | None:
+    """The fabric ``SLEUTH_LOCALIZER_TOPOLOGY`` names (None when unset); fails naming the setting."""
+    if not settings.localizer_topology:
+        return None
+    try:
+        return load_topology(settings.localizer_topology)
+    except OSError as error:
+        raise ConfigError(
+            f"SLEUTH_LOCALIZER_TOPOLOGY={settings.localizer_topology!r}: cannot read: {error.strerror or error}"
+        ) from None
+
+
+class LocalizerAgent:
+    """One member of the localizers' faust app; ``run`` until ``stop`` is set."""
+
+    def __init__(self, settings: Settings, *, client: Any, producer: Any = None, topology: Topology | None = None,
+                 on_incident: IncidentCallback | None = None, retry_s: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self.client = client
+        self.topology = topology
+        self.on_incident = on_incident
+        self.retry_s = retry_s
+        self.clock = clock
+        self.gatherer = Gatherer(debounce_s=settings.localizer_debounce_s)
+        self._own_producer = producer is None
+        self.sink = IncidentSink(client, settings.clickhouse_database, producer=producer or connect.kafka_producer(settings),
+                                 topic=settings.incidents_topic)
+        self.received = 0  # irregularity messages taken from Kafka
+        self.handled = 0  # of those, acknowledged after their gathering was dealt with
+        self.replayed = 0  # irregular iterations dropped: an incident spans them already
+        self.continued = 0  # incidents not raised: they continue a raised one
+        self.incidents: list[Incident] = []
+        self.latencies_s: deque[float] = deque(maxlen=10_000)
+        self._stream: Any = None
+
+    def run(self, stop: threading.Event) -> None:
+        """Consume in this thread (its own event loop) until ``stop`` is set."""
+        try:
+            run_in_own_loop(lambda: self._serve(stop))
+        finally:
+            if self._own_producer:
+                self.sink.producer.close(timeout=10)
+
+    async def _serve(self, stop: threading.Event) -> None:
+        with tempfile.TemporaryDirectory(prefix="sleuth-localizer-") as datadir:
+            app = self._build_app(asyncio.get_running_loop(), datadir)
+            await app.start()
+            try:
+                while not stop.is_set():
+                    await self._localize_due()
+                    await asyncio.sleep(0.1)
+            finally:
+                await app.stop()
+
+    def _build_app(self, loop: asyncio.AbstractEventLoop, datadir: str) -> Any:
+        settings = self.settings
+        app = create_app(settings, settings.localizer_group, loop=loop, datadir=datadir)
+        topic = app.topic(settings.irregularities_topic, key_serializer="raw", value_serializer="raw")
+
+        async def gather(stream: Any) -> None:
+            manual = self._stream = stream.noack()  # acknowledged in ``_localize_due``, once handled
+            async for event in manual.events():
+                self.received += 1
+                try:
+                    found = decode(event.value)
+                    job, iteration = str(found["job"]), int(found["iteration"])
+                except Exception as error:  # a foreign producer or a bug: skip it, never stall the partition
+                    _log.error("skipping an undecodable irregularity at %s:%s: %s",
+                               event.message.partition, event.message.offset, error)
+                    await manual.ack(event)
+                    self.handled += 1
+                    continue
+                self.gatherer.add(job, iteration, now=self.clock(), token=event)
+
+        app.agent(topic, name=f"{settings.localizer_group}.localize")(gather)
+        return app
+
+    async def _localize_due(self) -> None:
+        loop = asyncio.get_running_loop()
+        for job in self.gatherer.due(self.clock()):
+            pending = self.gatherer.take(job)
+            try:
+                # ClickHouse queries and the search are blocking work: off the loop, which heartbeats.
+                done = await loop.run_in_executor(None, self._handle, pending)
+            except Exception as error:
+                _log.warning("localizing job %s failed, retrying in %.1fs: %s", job, 10 * self.retry_s, error)
+                self.gatherer.put_back(pending, not_before=self.clock() + 10 * self.retry_s)
+                continue
+            if not done:
+                self.gatherer.put_back(pending, not_before=self.clock() + self.retry_s)
+                continue
+            for event in pending.tokens:
+                await self._stream.ack(event)
+            self.handled += len(pending.tokens)
+
+    def _handle(self, pending: Pending) -> bool:
+        """Localize one job's gathering; False when its records have not landed yet (try again later)."""
+        settings, db, job = self.settings, self.settings.clickhouse_database, pending.job
+        raised = self.sink.raised(job)
+        fresh = not_localized(pending.iterations, raised)
+        self.replayed += len(pending.arrivals) - len(fresh)
+        if not fresh:
+            return True
+        try:
+            source = ClickHouseSource(self.client, db, job)
+        except UnknownJob as error:
+            _log.error("dropping %d irregular iterations: %s", len(fresh), error)
+            return True
+        through = landed_through(self.client, db, job, world=source.job_spec().world, since=fresh[0])
+        if through is None or through < fresh[-1]:
+            waited = self.clock() - pending.first_arrival - settings.localizer_debounce_s
+            if waited < settings.localizer_land_timeout_s:
+                return False
+            _log.warning("job %s: records of iterations %s..%s still not landed for every rank after %.0f s; "
+                         "localizing what has (through %s)", job, fresh[0], fresh[-1], waited, through)
+            if through is not None:
+                fresh = [i for i in fresh if i <= through]
+        source.through = through
+        if not fresh:
+            return True
+        try:
+            incidents = localize(source, irregular_iterations=fresh, topology=self.topology or single_leaf(source.job_spec()),
+                                 window=settings.localizer_window)
+        except SleuthError as error:  # e.g. a job's GPU missing from the topology: retrying cannot help
+            _log.error("job %s: cannot localize iterations %s..%s: %s", job, fresh[0], fresh[-1], error)
+            return True
+        for incident in incidents:
+            old = continuation_of(incident, raised, window=settings.localizer_window)
+            if old is not None:
+                self.continued += 1
+                _log.info("job %s: iterations %s continue incident %s; not raised again", job,
+                          list(incident.iterations), old.incident)
+                continue
+            self.sink.write(incident)
+            raised.append(Raised.of(incident))
+            latency = self.clock() - min(pending.arrivals[i] for i in incident.iterations)
+            self.incidents.append(incident)
+            self.latencies_s.append(latency)
+            _log.info("incident %s: %s, top suspect %s; %.2f s after the irregularity arrived", incident.incident,
+                      incident.cause, incident.suspects[0].device if incident.suspects else "-", latency)
+            if self.on_incident is not None:
+                self.on_incident(incident, latency)
+        return True

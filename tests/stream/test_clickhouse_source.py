@@ -1,0 +1,102 @@
+"""ClickHouseSource on the real ClickHouse: emulator records written through the workers' sink
+read back as the same RecordSource, so localize() gives the incident it gives in memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sleuth.errors import UnknownJob
+from sleuth.localizer import localize
+from sleuth.sources import MemorySource, RecordSource
+from sleuth.stream import connect, schema
+from sleuth.stream.clickhouse_source import ClickHouseSource, landed_through
+from sleuth.stream.detection import irregular_iterations
+from sleuth.stream.sink import ClickHouseSink
+
+from ..conftest import Services
+from .detection.conftest import emulation
+from .harness import private_settings
+
+pytestmark = [pytest.mark.services]
+
+FAULT = "gpu:h0003/1,slow=1.5,start=15"
+
+
+@pytest.fixture()
+def database(services: Services):
+    settings = private_settings(services)
+    client = connect.clickhouse_client(settings)
+    schema.migrate(client, settings.clickhouse_database)
+    try:
+        yield client, settings.clickhouse_database
+    finally:
+        client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
+        client.disconnect()
+
+
+def _write(client, db, em, *, times: int = 1) -> None:
+    sink = ClickHouseSink(client, db)
+    for _ in range(times):  # a replay writes the same rows again; FINAL must count them once
+        sink.write(em.records(), em.iterations(), [em.job_spec()])
+
+
+def test_localize_over_clickhouse_gives_the_incident_it_gives_in_memory(database) -> None:
+    client, db = database
+    em = emulation(FAULT)
+    _write(client, db, em, times=2)
+    memory = MemorySource(em.job_spec(), em.records(), em.iterations())
+    stored = ClickHouseSource(client, db, em.scenario.job)
+    assert isinstance(stored, RecordSource)
+    irregular = irregular_iterations(em.iterations())
+    assert irregular, "the fault must make some iterations irregular"
+
+    found = {}
+    for name, source in (("memory", memory), ("clickhouse", stored)):
+        found[name] = localize(source, irregular_iterations=irregular, topology=em.scenario.topology, window=40)
+    [expected], [got] = found["memory"], found["clickhouse"]
+    assert got.suspects[0].device == "gpu:h0003/1"
+    assert got.suspects == expected.suspects
+    assert got.cause == expected.cause
+    assert got.ranks_fetched == expected.ranks_fetched < em.scenario.layout.world
+    assert got.traversal == expected.traversal
+    assert {k: v for k, v in got.to_dict().items() if k != "seconds"} == \
+        {k: v for k, v in expected.to_dict().items() if k != "seconds"}
+
+
+def test_reads_select_ranks_and_iterations_in_one_answer_and_respect_through(database) -> None:
+    client, db = database
+    em = emulation(FAULT)
+    _write(client, db, em)
+    source = ClickHouseSource(client, db, em.scenario.job)
+    assert source.job_spec() == em.job_spec()
+    np.testing.assert_array_equal(source.iteration_ids(), em.iteration_ids())
+    got = source.ranks_records([5, 2], iterations=[3, 4, 30])
+    want = em.ranks_records([2, 5], iterations=[3, 4, 30])
+    assert len(got) == len(want) > 0
+    assert set(zip(got["rank"].tolist(), got["iteration"].tolist())) == {(r, i) for r in (2, 5) for i in (3, 4, 30)}
+    assert len(source.ranks_records([], iterations=[3])) == 0
+    bounded = ClickHouseSource(client, db, em.scenario.job, through=9)
+    assert bounded.iteration_ids().tolist() == list(range(10))
+    assert int(bounded.ranks_records([0])["iteration"].max()) == 9
+    assert int(bounded.iterations()["iteration"].max()) == 9
+    assert len(bounded.iterations(ranks=[1], iterations=[8, 20])) == 1
+
+
+def test_landed_through_is_the_last_iteration_every_rank_has_passed(database) -> None:
+    client, db = database
+    em = emulation(FAULT)
+    world = em.scenario.layout.world
+    sink = ClickHouseSink(client, db)
+    sink.write(em.records(iterations=range(12)), em.iterations(), [em.job_spec()])
+    assert landed_through(client, db, em.scenario.job, world=world, since=0) == 10
+    # One rank ahead changes nothing; the slowest rank decides.
+    sink.write(em.ranks_records([3], iterations=[12, 13]), em.iterations(iterations=[]), [])
+    assert landed_through(client, db, em.scenario.job, world=world, since=5) == 10
+    assert landed_through(client, db, em.scenario.job, world=world, since=12) is None
+
+
+def test_an_unknown_job_fails_naming_the_job_and_table(database) -> None:
+    client, db = database
+    with pytest.raises(UnknownJob, match=rf"job 'no-such-job' is not registered: no row in ClickHouse table {db}\.jobs"):
+        ClickHouseSource(client, db, "no-such-job")

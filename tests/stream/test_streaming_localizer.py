@@ -1,0 +1,125 @@
+"""The streaming localizer on the real services, end to end: an emulated job with one slow GPU
+streams through the gateway, Kafka and a worker whose detector publishes irregularities; the
+localizer agent raises one incident, in ClickHouse and on the incidents topic, whose top suspect
+is the slow GPU. A replay of every irregularity (a fresh consumer group) raises nothing new."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+import uuid
+
+import pytest
+
+from sleuth.stream import connect, schema
+from sleuth.stream.detection import StreamDetector
+from sleuth.stream.detection.publish import IrregularityPublisher
+from sleuth.stream.localizer_agent import LocalizerAgent, cluster_topology
+from sleuth.stream.worker import Worker
+from sleuth.topology import save_topology
+
+from ..conftest import Services
+from .detection.conftest import emulation, small_model
+from .harness import consume, private_settings, stream_emulation
+
+pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+FAULTY = "gpu:h0003/1"
+
+
+def wait_until(condition, *, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def start(target, *args):
+    stop = threading.Event()
+    thread = threading.Thread(target=target, args=(*args, stop), daemon=True)
+    thread.start()
+    return stop, thread
+
+
+def halt(stop, thread) -> None:
+    stop.set()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+
+
+@pytest.fixture(scope="module")
+def streamed(services: Services, tmp_path_factory):
+    """The pipeline run once for the module: (settings, client, first agent, irregularity messages)."""
+    fabric = tmp_path_factory.mktemp("fabric") / "fabric.yaml"
+    em = emulation(f"{FAULTY},slow=1.5,start=15")
+    save_topology(em.scenario.topology, fabric)
+    settings = private_settings(services)
+    tag = settings.records_topic.rsplit("-", 1)[1]
+    settings = dataclasses.replace(
+        settings, irregularities_topic=f"sleuth-irregularities-{tag}", incidents_topic=f"sleuth-incidents-{tag}",
+        localizer_group=f"sleuth-localizers-{tag}", localizer_debounce_s=3.0, localizer_land_timeout_s=30.0,
+        localizer_topology=str(fabric),
+    )
+    client = connect.clickhouse_client(settings)
+    schema.migrate(client, settings.clickhouse_database)
+    connect.ensure_topics(settings, {settings.irregularities_topic: 2, settings.incidents_topic: 1})
+    publisher = IrregularityPublisher(settings)
+    worker = Worker(settings, client=connect.clickhouse_client(settings),
+                    detectors=[StreamDetector(small_model(), publish=publisher)])
+    called = []
+    agent = LocalizerAgent(settings, client=connect.clickhouse_client(settings), topology=cluster_topology(settings),
+                           on_incident=lambda incident, latency: called.append((incident, latency)))
+    running = [start(worker.run), start(agent.run)]
+    try:
+        stream_emulation(settings, client, em, range(40))
+        wait_until(lambda: agent.incidents, timeout_s=120, what="the first incident")
+        # Every irregularity the worker published is dealt with before the module's tests look.
+        messages = consume(settings, settings.irregularities_topic, messages=10_000, timeout_s=5)
+        assert messages
+        wait_until(lambda: agent.handled == len(messages), timeout_s=120, what="every irregularity handled")
+        yield settings, client, agent, called, messages
+    finally:
+        for stop, thread in reversed(running):
+            halt(stop, thread)
+        publisher.close()
+        client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
+        client.disconnect()
+
+
+def test_one_incident_names_the_slow_gpu_in_clickhouse_and_on_kafka(streamed) -> None:
+    settings, client, agent, called, _ = streamed
+    db = settings.clickhouse_database
+    [incident] = agent.incidents
+    assert incident.suspects[0].device == FAULTY
+    assert str(incident.cause) == "compute"
+    assert client.execute(f"SELECT incident, cause FROM {db}.incidents FINAL") == [(incident.incident, "compute")]
+    assert client.execute(f"SELECT device FROM {db}.suspects FINAL WHERE position = 0") == [(FAULTY,)]
+    [(document,)] = client.execute(f"SELECT document FROM {db}.incident_details FINAL")
+    assert json.loads(document) == incident.to_dict()
+    assert client.execute(f"SELECT count() FROM {db}.traversals FINAL")[0][0] == len(incident.steps) > 0
+    [message] = consume(settings, settings.incidents_topic, messages=2, timeout_s=5)
+    assert message.key == incident.job.encode()
+    assert json.loads(message.value)["suspects"][0]["device"] == FAULTY
+    # The latency is exposed: logged, kept, and handed to the callback; it includes the debounce.
+    assert [(i.incident, latency) for i, latency in called] == [(incident.incident, agent.latencies_s[0])]
+    assert agent.latencies_s[0] >= settings.localizer_debounce_s
+
+
+def test_a_replay_of_every_irregularity_raises_no_second_incident(streamed) -> None:
+    settings, client, first, _, messages = streamed
+    db = settings.clickhouse_database
+    # A fresh consumer group reads the topic from the start: the replay a crash or restart would cause,
+    # with none of the first agent's memory.
+    replay = dataclasses.replace(settings, localizer_group=f"{settings.localizer_group}-replay-{uuid.uuid4().hex[:6]}")
+    agent = LocalizerAgent(replay, client=connect.clickhouse_client(replay), topology=cluster_topology(replay))
+    stop, thread = start(agent.run)
+    try:
+        wait_until(lambda: agent.handled == len(messages), timeout_s=120, what="the replay handled")
+    finally:
+        halt(stop, thread)
+    assert agent.incidents == []
+    assert agent.replayed + agent.continued > 0  # it did judge them, and found them raised already
+    assert client.execute(f"SELECT count() FROM {db}.incidents FINAL")[0][0] == 1
+    assert len(consume(settings, settings.incidents_topic, messages=2, timeout_s=5)) == 1
