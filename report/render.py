@@ -20,12 +20,12 @@ from sleuth.topology import Topology
 from sleuth.report import figures
 from sleuth.report.evidence import ReportData, gather
 
-__all__ = ["build_report", "render_html", "write_report"]
+__all__ = ["ENVIRONMENT", "build_report", "render_html", "write_report"]
 
 #: Search steps listed in the page's table (the figure shows more).
 MAX_STEP_ROWS = 200
 
-_ENVIRONMENT = jinja2.Environment(
+ENVIRONMENT = jinja2.Environment(
     loader=jinja2.PackageLoader("sleuth.report", "templates"),
     autoescape=True,
     undefined=jinja2.StrictUndefined,  # a typo in the template fails the render, not the reader
@@ -49,7 +49,7 @@ def render_html(data: ReportData) -> str:
         "scores": figures.scores_svg(incident.suspects),
         "impact": figures.impact_svg(incident.impact),
     }
-    return _ENVIRONMENT.get_template("report.html.j2").render(
+    return ENVIRONMENT.get_template("report.html.j2").render(
         incident=incident,
         data=data,
         svg={name: Markup(text) for name, text in svg.items()},

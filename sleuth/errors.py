@@ -49,3 +49,7 @@ class Forbidden(AuthError):
 
 class Overloaded(ServiceError):
     """A downstream service (Kafka) does not keep up; the caller should retry later."""
+
+
+class NotFound(SleuthError, LookupError):
+    """Something asked for by id (an incident, a job's spec) does not exist; the message names it."""
