@@ -154,6 +154,8 @@ def timeline_of(incident: Incident, source: RecordSource) -> Timeline:
     iteration = incident.roots[0].iteration if incident.roots else incident.iterations[0]
     ranks = timeline_ranks(incident, source, iteration)
     batch = source.ranks_records(ranks, iterations=[iteration])
+    # Sources return records in their own order (ClickHouse by key, files as written): one order here.
+    batch = batch.take(np.lexsort((batch["seq"], batch["t_start_ns"], batch["rank"])))
     comm = batch.decoded("comm")
     rank, seq, op = batch["rank"].astype(np.int64), batch["seq"].astype(np.int64), batch["op"]
     role = np.full(len(batch), int(Role.OTHER), dtype=np.int8)
@@ -167,4 +169,4 @@ def timeline_of(incident: Incident, source: RecordSource) -> Timeline:
             role[k] = int(Role.VISITED)
     names = {k.value: k.label for k in OpKind}
     labels = tuple(f"{c}#{s} {names.get(int(o), 'unknown')}" for (_, c, s), o in zip(keys, op.tolist()))
-    return Timeline(iteration, ranks, rank, batch["t_start_ns"].copy(), batch["t_end_ns"].copy(), role, labels)
+    return Timeline(iteration, ranks, rank, batch["t_start_ns"], batch["t_end_ns"], role, labels)

@@ -3,8 +3,8 @@
 Every statement is complete and runnable as printed (``clickhouse-client --query``): the job and
 incident ids are spliced in as quoted literals, because a reader pastes them, and the driver's
 client-side parameters would not be visible. SQL stays within what ClickHouse 18.16 runs
-(design.md): ``FINAL`` for exact reads of the ReplacingMergeTree tables, ``visitParamExtract*``
-rather than the newer JSON functions, no window functions.
+(design.md): ``FINAL`` for exact reads of the ReplacingMergeTree tables, ``extract`` (a regular
+expression) rather than the newer JSON functions, no window functions.
 
 The tables are those of ``sleuth.stream.schema``; one query per figure part, so the tests can run
 each against the real server and compare it with what the report plotted.
@@ -35,6 +35,12 @@ _OP_NAME = (
     f"transform(op, [{_int_list([k.value for k in OpKind])}], "
     f"[{', '.join(quote(k.label) for k in OpKind)}], 'unknown') AS op_name"
 )
+
+
+def _json_number(key: str) -> str:
+    # The document is json.dumps output ("key": value, with a space), which visitParamExtract*
+    # does not read; a regular expression does, on every ClickHouse version.
+    return f"toFloat64(extract(document, '\"{key}\": *([-0-9.eE+]+)'))"
 
 
 @dataclass(frozen=True)
@@ -108,8 +114,8 @@ class IncidentQueries:
         """Slowdown, GPU-hours lost, and the baseline and actual iteration times (ms)."""
         return (
             "SELECT slowdown, gpu_hours_lost,\n"
-            "       visitParamExtractFloat(document, 'baseline_ns') / 1e6 AS baseline_ms,\n"
-            "       visitParamExtractFloat(document, 'actual_ns') / 1e6 AS actual_ms,\n"
+            f"       {_json_number('baseline_ns')} / 1e6 AS baseline_ms,\n"
+            f"       {_json_number('actual_ns')} / 1e6 AS actual_ms,\n"
             "       ranks_fetched, world\n"
             f"FROM {self._table('incident_details')} FINAL\n"
             f"WHERE {self._this_incident}"
