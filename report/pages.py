@@ -9,20 +9,36 @@ from __future__ import annotations
 import datetime
 import urllib.parse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from sleuth.errors import ConfigError
 from sleuth.jobspec import JobSpec
-from sleuth.topology import Topology
+from sleuth.localizer.incident import Incident
+from sleuth.sources import MemorySource
+from sleuth.topology import Topology, load_topology
 
 from sleuth.report.clickhouse import IncidentSummary, clickhouse_record_source, incident_by_id, list_incidents
 from sleuth.report.render import ENVIRONMENT, build_report
 
-__all__ = ["Fabric", "clickhouse_report", "index_html", "report_path"]
+__all__ = ["Fabric", "clickhouse_report", "fabric_from", "folder_report", "index_html", "report_path"]
 
 #: The topology of a job, and a note for the report saying where it came from.
 Fabric = Callable[[JobSpec], tuple[Topology, str]]
+
+
+def fabric_from(path: str | Path | None) -> Fabric:
+    """The topology file at ``path`` for every job; without one, one leaf over each job's hosts."""
+    from sleuth.cli.localize import single_leaf  # the default of `sleuth localize`: one home for both
+
+    if path is None:
+        return lambda spec: (single_leaf(spec), "one leaf over the job's hosts (no topology file given)")
+    if not Path(path).is_file():
+        raise ConfigError(f"--topology {path}: no such file")
+    topology = load_topology(path)
+    return lambda spec: (topology, Path(path).name)
 
 
 def clickhouse_report(client: Any, database: str, incident_id: str, *, fabric: Fabric) -> str:
@@ -31,6 +47,26 @@ def clickhouse_report(client: Any, database: str, incident_id: str, *, fabric: F
     source = clickhouse_record_source(client, database, incident.job)
     topology, note = fabric(source.job_spec())
     return build_report(incident, source, topology, database=database, topology_note=note)
+
+
+def folder_report(
+    incident: Incident, records: Path, *, fabric: Fabric, job: Path | None = None, database: str = "sleuth"
+) -> str:
+    """The HTML report of ``incident`` from the records folder (logger or emulator) it was found in.
+
+    The job spec is the folder's ``job.json`` unless ``job`` names one. No ClickHouse is needed;
+    the SQL under the figures names ``database``.
+    """
+    # The folder readers of `sleuth localize`: one home for both commands.
+    from sleuth.cli.localize import read_records
+
+    if not records.exists():
+        raise ConfigError(f"records {records}: no such file or folder")
+    batch, iterations = read_records(records)
+    spec = JobSpec.read(job if job is not None else records if records.is_dir() else records.parent)
+    topology, note = fabric(spec)
+    return build_report(incident, MemorySource(spec, batch, iterations), topology, database=database,
+                        topology_note=note)
 
 
 def report_path(incident_id: str) -> str:

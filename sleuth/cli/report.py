@@ -42,25 +42,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database", help="ClickHouse database (default: SLEUTH_CLICKHOUSE_DB)")
 
 
-def _fabric(path: str | None):
-    """The ``Fabric`` (job spec -> topology, note) of the --topology option."""
-    from sleuth.cli.localize import single_leaf
-    from sleuth.topology import load_topology
-
-    if path is None:
-        return lambda spec: (single_leaf(spec), "one leaf over the job's hosts (no --topology given)")
-    if not Path(path).is_file():
-        raise ConfigError(f"--topology {path}: no such file")
-    topology = load_topology(path)
-    return lambda spec: (topology, Path(path).name)
-
-
 def _report(args: argparse.Namespace) -> int:
     from sleuth.report import write_report
+    from sleuth.report.pages import fabric_from
 
     settings = Settings.from_env()
     database = args.database or settings.clickhouse_database
-    fabric = _fabric(args.topology)
+    fabric = fabric_from(args.topology)
     if args.incident is not None or args.records is not None:
         html = _embedded_report(args, fabric, database)
     else:
@@ -80,22 +68,15 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _embedded_report(args: argparse.Namespace, fabric, database: str) -> str:
-    from sleuth.cli.localize import read_records
-    from sleuth.jobspec import JobSpec
-    from sleuth.report import build_report
-    from sleuth.sources import MemorySource
+    from sleuth.report.pages import folder_report
 
     if args.incident is None or args.records is None:
         raise ConfigError("--incident and --records go together (the incident JSON and its records folder)")
     incident = _read_incident(Path(args.incident), args.id)
-    records_path = Path(args.records)
-    if not records_path.exists():
-        raise ConfigError(f"--records {records_path}: no such file or folder")
-    records, iterations = read_records(records_path)
-    spec = JobSpec.read(Path(args.job) if args.job else records_path if records_path.is_dir() else records_path.parent)
-    topology, note = fabric(spec)
-    return build_report(incident, MemorySource(spec, records, iterations), topology, database=database,
-                        topology_note=note)
+    records = Path(args.records)
+    if not records.exists():
+        raise ConfigError(f"--records {records}: no such file or folder")
+    return folder_report(incident, records, fabric=fabric, job=Path(args.job) if args.job else None, database=database)
 
 
 def _read_incident(path: Path, wanted: str | None):
@@ -119,6 +100,7 @@ def _read_incident(path: Path, wanted: str | None):
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from sleuth.report.pages import fabric_from
     from sleuth.report.server import make_server
     from sleuth.stream import connect
 
@@ -129,7 +111,7 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port {port} is not a TCP port (0-65535)")
     server = make_server(host, port, connect=lambda: connect.clickhouse_client(settings), database=database,
-                         fabric=_fabric(args.topology))
+                         fabric=fabric_from(args.topology))
     bound_host, bound_port = server.server_address[:2]
     print(f"serving incident reports of ClickHouse database {database} on http://{bound_host}:{bound_port}/",
           flush=True)
