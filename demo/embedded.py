@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sleuth.cli.localize import read_records
+from sleuth.records_folder import read_records
 from sleuth.topology.job_fabric import single_leaf
 from sleuth.jobspec import JobSpec
 from sleuth.localizer import localize

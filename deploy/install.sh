@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-time setup of a fresh Debian machine for deploy/services.sh:
 #   * apt packages (only those missing; `apt-get update` only when something must be installed):
-#     clickhouse-server, clickhouse-client, default-jre-headless, curl, maven;
+#     clickhouse-server, clickhouse-client, default-jre-headless, curl, maven, openssl, and
+#     chromium with chromium-driver (the HTML incident report's tests open it headless);
 #   * the Kafka broker jars, fetched with Maven into $SLEUTH_STATE_DIR/kafka/lib (if missing).
 # Nothing is started here, and the Debian clickhouse-server service is not used: the scripts run a
 # private server from the same binary (on a systemd machine the package may start its own service
@@ -19,6 +20,8 @@ have java || missing+=(default-jre-headless)
 have curl || missing+=(curl)
 have mvn || missing+=(maven)
 have openssl || missing+=(openssl)  # the gateway TLS test makes its certificate with it
+have chromium || missing+=(chromium)
+have chromedriver || missing+=(chromium-driver)
 
 if ((${#missing[@]})); then
     sudo=()

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from sleuth.errors import ConfigError
 from sleuth.localizer.impact import Impact
-from sleuth.localizer.search import Step
+from sleuth.localizer.search import Action, Step
 
 __all__ = ["Incident", "IncidentCause", "RootOperator", "Suspect"]
 
@@ -101,6 +104,7 @@ class Incident:
             "suspects": [s.to_dict() for s in self.suspects],
             "roots": [r.to_dict() for r in self.roots],
             "traversal": list(self.traversal),
+            "steps": [_step_dict(s) for s in self.steps],
             "ranks_fetched": self.ranks_fetched,
             "world": self.world,
             "impact": self.impact.to_dict(),
@@ -110,6 +114,26 @@ class Incident:
 
     def to_json(self, *, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "incident") -> Incident:
+        """The incident :meth:`to_dict` wrote (``steps`` may be absent: then none are known).
+
+        Bad documents raise :class:`ConfigError` naming ``source`` and the key at fault.
+        """
+        try:
+            return _incident_from_dict(data)
+        except (KeyError, TypeError, ValueError) as error:
+            what = f"missing key {error}" if isinstance(error, KeyError) else str(error)
+            raise ConfigError(f"{source}: not an incident document ({what})") from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, source: str = "incident") -> Incident:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"{source}: not JSON ({error})") from None
+        return cls.from_dict(data, source=source)
 
     def clickhouse_rows(self, *, created_ns: int) -> dict[str, list[tuple]]:
         """Rows per table, in each table's column order (``sleuth.stream.schema``)."""
@@ -136,3 +160,45 @@ class Incident:
                 for k, s in enumerate(self.steps)
             ],
         }
+
+
+def _step_dict(step: Step) -> dict:
+    return {
+        "rank": step.rank, "comm": step.comm, "seq": step.seq, "op": step.op, "iteration": step.iteration,
+        "action": step.action.value,
+    }
+
+
+def _incident_from_dict(data: Mapping[str, Any]) -> Incident:
+    if not isinstance(data, Mapping):
+        raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+    impact = data["impact"]
+    return Incident(
+        job=str(data["job"]),
+        incident=str(data["incident"]),
+        t_from_ns=int(data["t_from_ns"]),
+        t_to_ns=int(data["t_to_ns"]),
+        iterations=tuple(int(i) for i in data["iterations"]),
+        cause=IncidentCause(data["cause"]),
+        suspects=tuple(Suspect(str(s["device"]), str(s["kind"]), float(s["score"])) for s in data["suspects"]),
+        roots=tuple(
+            RootOperator(
+                int(r["iteration"]), str(r["cause"]), int(r["rank"]), str(r["comm"]), int(r["seq"]), str(r["op"]),
+                tuple(int(k) for k in r["ranks"]), float(r["rate"]),
+            )
+            for r in data["roots"]
+        ),
+        traversal=tuple(int(r) for r in data["traversal"]),
+        steps=tuple(
+            Step(int(s["rank"]), str(s["comm"]), int(s["seq"]), str(s["op"]), int(s["iteration"]), Action(s["action"]))
+            for s in data.get("steps", ())
+        ),
+        ranks_fetched=int(data["ranks_fetched"]),
+        world=int(data["world"]),
+        impact=Impact(
+            float(impact["slowdown"]), float(impact["baseline_ns"]), float(impact["actual_ns"]),
+            float(impact["gpu_hours_lost"]), int(impact["iterations"]),
+        ),
+        advice=str(data["advice"]),
+        seconds=float(data["seconds"]),
+    )

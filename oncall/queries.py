@@ -6,14 +6,15 @@ the result sets are small, and the SQL stays within what ClickHouse 18.16 runs.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sleuth.errors import ConfigError
+from sleuth.errors import ConfigError, NotFound
+from sleuth.localizer.incident import Incident
+from sleuth.localizer.search import Action, Step
 from sleuth.stream.schema import check_database_name
 
-__all__ = ["IncidentRow", "incident_document", "list_incidents", "verdicts"]
+__all__ = ["IncidentRow", "incident_by_id", "incident_document", "list_incidents", "verdicts"]
 
 
 @dataclass(frozen=True)
@@ -63,18 +64,38 @@ def list_incidents(client: Any, database: str, *, job: str | None = None, only_o
     return found
 
 
-def incident_document(client: Any, database: str, incident: str) -> dict:
-    """The whole incident (``Incident.to_dict``) as the localizer stored it; a clear error when unknown."""
+def incident_by_id(client: Any, database: str, incident_id: str) -> Incident:
+    """The incident named ``incident_id`` as the localizer stored it; :class:`NotFound` (naming the
+    newest ids) when no job has one of that id."""
     db = check_database_name(database)
     rows = client.execute(
-        f"SELECT document FROM {db}.incident_details FINAL WHERE incident = %(id)s", {"id": incident}
+        f"SELECT job, document FROM {db}.incident_details FINAL WHERE incident = %(id)s ORDER BY job",
+        {"id": incident_id},
     )
     if not rows:
         near = [i for (i,) in client.execute(
             f"SELECT incident FROM {db}.incidents FINAL ORDER BY created_ns DESC LIMIT 5")]
         hint = f"; the newest are {', '.join(near)}" if near else "; there are no incidents yet"
-        raise ConfigError(f"unknown incident id {incident!r} in database {db}{hint} (list them: sleuth incidents)")
-    return json.loads(rows[0][0])
+        raise NotFound(f"unknown incident id {incident_id!r} in database {db}{hint} (list them: sleuth incidents)")
+    if len(rows) > 1:
+        jobs = ", ".join(job for job, _ in rows)
+        raise ConfigError(f"incident id {incident_id!r} names incidents of several jobs ({jobs})")
+    job, document = rows[0]
+    incident = Incident.from_json(document, source=f"{db}.incident_details {incident_id!r}")
+    if incident.steps:
+        return incident
+    # Documents written before the JSON carried the steps: the traversals table has them (without op).
+    steps = client.execute(
+        f"SELECT rank, comm, seq, iteration, action FROM {db}.traversals FINAL "
+        "WHERE job = %(job)s AND incident = %(id)s ORDER BY step",
+        {"job": job, "id": incident_id},
+    )
+    return replace(incident, steps=tuple(Step(int(r), c, int(s), "", int(i), Action(a)) for r, c, s, i, a in steps))
+
+
+def incident_document(client: Any, database: str, incident_id: str) -> dict:
+    """The whole incident (``Incident.to_dict``); :class:`NotFound` when unknown."""
+    return incident_by_id(client, database, incident_id).to_dict()
 
 
 def verdicts(client: Any, database: str) -> dict[str, str]:

@@ -51,5 +51,9 @@ class Overloaded(ServiceError):
     """A downstream service (Kafka) does not keep up; the caller should retry later."""
 
 
-class UnknownJob(SleuthError, LookupError):
+class NotFound(SleuthError, LookupError):
+    """Something asked for by id (an incident, a job's spec) does not exist; the message names it."""
+
+
+class UnknownJob(NotFound):
     """A job id that no registered job spec has; the message names the job and where it looked."""

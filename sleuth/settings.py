@@ -232,6 +232,10 @@ class Settings:
     logger_flush_s: float = _setting(
         0.5, "SLEUTH_FLUSH_S", "seconds between two drains of the ring", _seconds
     )
+    serve_host: str = _setting("127.0.0.1", "SLEUTH_SERVE_HOST", "address `sleuth serve` (incident reports over HTTP) listens on")
+    serve_port: int = _setting(
+        18080, "SLEUTH_SERVE_PORT", "HTTP port of `sleuth serve` (0: any free port)", _listen_port
+    )
 
     @property
     def logger_enabled(self) -> bool:

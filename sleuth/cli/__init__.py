@@ -15,8 +15,8 @@ from sleuth.errors import SleuthError
 
 # Command modules, in the order --help lists them.
 _COMMAND_MODULES = (
-    "version", "topology", "layout", "sim", "detect", "localize", "db", "gateway", "worker", "localizer", "alerter",
-    "stack", "incidents",
+    "version", "topology", "layout", "sim", "detect", "localize", "report", "db", "gateway", "worker", "localizer",
+    "alerter", "stack", "incidents",
 )
 
 

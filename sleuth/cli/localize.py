@@ -15,13 +15,10 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from sleuth.cli.arguments import positive_int
 from sleuth.errors import ConfigError
 from sleuth.jobspec import JobSpec
-from sleuth.recordio import read_parquet
-from sleuth.records import IterationBatch, RecordBatch
+from sleuth.records_folder import read_records
 from sleuth.sources import MemorySource
 from sleuth.topology import load_topology
 from sleuth.topology.job_fabric import single_leaf
@@ -73,32 +70,3 @@ def _run(args: argparse.Namespace) -> int:
         if incident.advice:
             print(f"  advice: {incident.advice}")
     return 0
-
-
-def read_records(path: Path) -> tuple[RecordBatch, IterationBatch]:
-    """Records and iteration records of a logger or emulator folder, or of one records file."""
-    if path.is_file():
-        records = read_parquet(path)
-        return records, iterations_from_records(records)
-    if (path / "records.parquet").exists():  # the emulator's folder
-        records = read_parquet(path / "records.parquet")
-        its = path / "iterations.parquet"
-    else:  # the logger's local mode
-        records = read_parquet(path)
-        its = path / "iterations"
-    iterations = read_parquet(its, IterationBatch) if its.exists() else iterations_from_records(records)
-    return records, iterations
-
-
-def iterations_from_records(records: RecordBatch) -> IterationBatch:
-    """Iteration records derived from CommOps records (first start, last end per rank and step)."""
-    keep = records["iteration"] >= 0
-    rank, it = records["rank"][keep].astype(np.int64), records["iteration"][keep]
-    pairs, inverse = np.unique(np.stack((rank, it), axis=1), axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    start = np.full(len(pairs), np.iinfo(np.int64).max)
-    end = np.full(len(pairs), np.iinfo(np.int64).min)
-    np.minimum.at(start, inverse, records["t_start_ns"][keep])
-    np.maximum.at(end, inverse, records["t_end_ns"][keep])
-    job = records.decoded("job")[0] if len(records) else "job"
-    return IterationBatch.from_columns(job=job, rank=pairs[:, 0], iteration=pairs[:, 1], t_start_ns=start, t_end_ns=end)

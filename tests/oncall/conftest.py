@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from sleuth.cli import main
-from sleuth.cli.localize import read_records
+from sleuth.records_folder import read_records
 from sleuth.jobspec import JobSpec
 from sleuth.sources import MemorySource
 from sleuth.stream import connect, schema

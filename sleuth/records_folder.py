@@ -1,0 +1,44 @@
+"""Records folders of both producers, read whole: the logger's local mode (``rank-*.parquet`` plus
+``iterations/``) and the emulator's output (``records.parquet``, ``iterations.parquet``), or one
+records file. ``sleuth localize``, ``sleuth report`` and the demo all read folders through here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from sleuth.recordio import read_parquet
+from sleuth.records import IterationBatch, RecordBatch
+
+__all__ = ["iterations_from_records", "read_records"]
+
+
+def read_records(path: Path) -> tuple[RecordBatch, IterationBatch]:
+    """Records and iteration records of a logger or emulator folder, or of one records file."""
+    if path.is_file():
+        records = read_parquet(path)
+        return records, iterations_from_records(records)
+    if (path / "records.parquet").exists():  # the emulator's folder
+        records = read_parquet(path / "records.parquet")
+        its = path / "iterations.parquet"
+    else:  # the logger's local mode
+        records = read_parquet(path)
+        its = path / "iterations"
+    iterations = read_parquet(its, IterationBatch) if its.exists() else iterations_from_records(records)
+    return records, iterations
+
+
+def iterations_from_records(records: RecordBatch) -> IterationBatch:
+    """Iteration records derived from CommOps records (first start, last end per rank and step)."""
+    keep = records["iteration"] >= 0
+    rank, it = records["rank"][keep].astype(np.int64), records["iteration"][keep]
+    pairs, inverse = np.unique(np.stack((rank, it), axis=1), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    start = np.full(len(pairs), np.iinfo(np.int64).max)
+    end = np.full(len(pairs), np.iinfo(np.int64).min)
+    np.minimum.at(start, inverse, records["t_start_ns"][keep])
+    np.maximum.at(end, inverse, records["t_end_ns"][keep])
+    job = records.decoded("job")[0] if len(records) else "job"
+    return IterationBatch.from_columns(job=job, rank=pairs[:, 0], iteration=pairs[:, 1], t_start_ns=start, t_end_ns=end)
