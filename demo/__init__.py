@@ -5,3 +5,7 @@ emulated 4,096-GPU job with a spine switch fault, each localized and written up 
 (the logger writes Parquet, detection and localization run in this process); ``stack`` runs
 them through the real gateway, Kafka, workers and ClickHouse; ``run`` picks the path and prints.
 """
+
+#: Where the demo runs: ``stack`` through the running services, ``embedded`` in this process,
+#: ``auto`` the stack when it answers.
+MODES = ("auto", "embedded", "stack")

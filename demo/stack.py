@@ -1,0 +1,106 @@
+"""The demo on the real stack (after ``sleuth stack up``): the training job streams to the gateway
+with ``SLEUTH_COLLECTOR`` set, and its incident is the one the streaming localizer writes to
+ClickHouse. The emulated job's records (millions of them) are loaded straight into ClickHouse, as
+the workers would have written them, and localized from there with ``ClickHouseSource``."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import grpc
+
+from sleuth.errors import ServiceError
+from sleuth.localizer import localize
+from sleuth.oncall.queries import incident_by_id, list_incidents
+from sleuth.proto import commops_pb2 as pb
+from sleuth.proto import commops_pb2_grpc as pb_grpc
+from sleuth.records import IterationBatch, RecordBatch
+from sleuth.settings import Settings
+from sleuth.sim import Emulation
+from sleuth.stream import connect, schema
+from sleuth.stream.clickhouse_source import ClickHouseSource
+from sleuth.stream.detection import irregular_iterations
+from sleuth.stream.incident_sink import IncidentSink
+from sleuth.stream.sink import ClickHouseSink
+from sleuth.topology.job_fabric import single_leaf
+
+from sleuth.demo.cases import RealJob, SpineJob, gpu_of_rank
+from sleuth.demo.embedded import Outcome
+
+__all__ = ["reachable", "real_job", "spine_job"]
+
+
+def reachable(settings: Settings, *, timeout_s: float = 2.0) -> bool:
+    """Whether the stack answers: the gateway's health check and a ClickHouse query."""
+    try:
+        with grpc.insecure_channel(f"{settings.gateway_host}:{settings.gateway_port}") as channel:
+            reply = pb_grpc.CollectorStub(channel).Health(pb.HealthRequest(), timeout=timeout_s)
+        if reply.status != pb.HealthReply.SERVING:
+            return False
+        client = connect.clickhouse_client(settings)
+        try:
+            client.execute("SELECT 1")
+        finally:
+            client.disconnect()
+    except Exception:  # anything missing means: not this path
+        return False
+    return True
+
+
+def real_job(case: RealJob, settings: Settings, *, wait_s: float = 300.0) -> Outcome:
+    """Stream the training job through the gateway and wait for the streaming localizer's incident."""
+    job = f"{case.job}-{uuid.uuid4().hex[:6]}"  # a fresh id: earlier demo runs stay apart
+    case = RealJob(**{**case.__dict__, "job": job})
+    case.run({"SLEUTH_COLLECTOR": f"{settings.gateway_host}:{settings.gateway_port}"})
+    client = connect.clickhouse_client(settings)
+    try:
+        incidents = _wait_for_incidents(client, settings.clickhouse_database, job, wait_s=wait_s)
+        source = ClickHouseSource(client, settings.clickhouse_database, job)
+        spec = source.job_spec()
+        return Outcome(job, gpu_of_rank(spec, case.rank), tuple(incidents), source, single_leaf(spec),
+                       tuple(sorted({i for incident in incidents for i in incident.iterations})))
+    except BaseException:
+        client.disconnect()
+        raise
+
+
+def _wait_for_incidents(client: Any, database: str, job: str, *, wait_s: float) -> list:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        rows = list_incidents(client, database, job=job)
+        if rows:
+            return [incident_by_id(client, database, row.incident) for row in reversed(rows)]
+        time.sleep(2.0)
+    raise ServiceError(
+        f"no incident for job {job} in {database} after {wait_s:.0f} s: are the worker and the localizer "
+        "running (sleuth stack status)?"
+    )
+
+
+def spine_job(case: SpineJob, settings: Settings) -> Outcome:
+    """Load the emulated job into ClickHouse and localize it from there."""
+    scenario = case.scenario()
+    job = f"{case.job}-{uuid.uuid4().hex[:6]}"
+    scenario = type(scenario)(**{**scenario.__dict__, "job": job})
+    emulation = Emulation(scenario)
+    client = connect.clickhouse_client(settings)
+    schema.migrate(client, settings.clickhouse_database)
+    spec = emulation.job_spec()
+    sink = ClickHouseSink(client, settings.clickhouse_database)
+    sink.write(RecordBatch.empty(), emulation.iterations(), [spec])
+    for first in range(0, spec.world, 512):  # a slice of ranks at a time bounds the memory held
+        sink.write(emulation.ranks_records(range(first, min(first + 512, spec.world))), IterationBatch.empty(), [])
+    source = ClickHouseSource(client, settings.clickhouse_database, job)
+    irregular = irregular_iterations(source.iterations())
+    incidents = localize(source, irregular_iterations=irregular, topology=scenario.topology)
+    producer = connect.kafka_producer(settings)
+    try:  # raised like the streaming localizer raises them: on sleuth.incidents, then into ClickHouse
+        outlet = IncidentSink(client, settings.clickhouse_database, producer=producer, topic=settings.incidents_topic)
+        for incident in incidents:
+            outlet.write(incident)
+    finally:
+        producer.close(timeout=10)
+    return Outcome(job, case.spine, tuple(incidents), source, scenario.topology,
+                   tuple(sorted({int(i.iteration) for i in irregular})))
