@@ -39,6 +39,7 @@ from sleuth.localizer.graph import OperatorGraph, build_graph
 from sleuth.localizer.impact import estimate
 from sleuth.localizer.incident import Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.nonhardware import Straggler, classify
+from sleuth.localizer.peers import peer_share
 from sleuth.localizer.operators import Thresholds, Window, make_window, rebase
 from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices
 from sleuth.localizer.search import Cause, Root, Step, search
@@ -170,7 +171,14 @@ def _localize_cluster(
     for root, rate in rated:
         if root.cause is Cause.COMPUTE:
             compute[root.rank] = compute.get(root.rank, 0.0) + rate
-    diagnosis = classify(compute, graph=graph)
+    # Late ranks whose slowness their data-parallel peers share are not broken (``peers``).
+    columns: dict[int, set[int]] = {}
+    for root, rate in rated:
+        if root.cause is Cause.COMPUTE and rate > 0:
+            columns.setdefault(root.rank, set()).add(frame.column(root.iteration))
+    shared = {rank: peer_share(fetcher, graph, rank, sorted(cols)) for rank, cols in columns.items()}
+    fetched.update(fetcher.order)
+    diagnosis = classify(compute, graph=graph, shared=shared)
     support = min(min_support, len(cluster))
     hardware = diagnosis.kind is Straggler.HARDWARE
 
