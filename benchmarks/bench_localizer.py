@@ -69,7 +69,7 @@ def _irregular(emulation) -> list[int]:
     return sorted(t.iteration for t in sorted(late, key=lambda t: -t.time_ns)[:5])
 
 
-def run_scenario(scenario, *, baselines: bool) -> dict:
+def run_scenario(scenario, *, baselines: bool, routing: str = "static") -> dict:
     from sleuth.localizer import localize
     from sleuth.localizer.baselines import earliest_abnormal, random_walk, relative_median
     from sleuth.sim import Emulation
@@ -80,7 +80,8 @@ def run_scenario(scenario, *, baselines: bool) -> dict:
     irregular = _irregular(emulation)
     window = min(100, scenario.iterations)
     began = time.perf_counter()
-    incidents = localize(emulation, irregular_iterations=irregular, topology=scenario.topology, window=window)
+    # The emulator routes every GPU pair over one known spine (static ECMP): say so.
+    incidents = localize(emulation, irregular_iterations=irregular, topology=scenario.topology, window=window, routing=routing)
     latency = time.perf_counter() - began
     suspects = [s.device for i in incidents for s in i.suspects]
     row = {
@@ -114,6 +115,8 @@ def main() -> None:
     parser.add_argument("--graph", type=int, nargs="*", default=[8192, 16384])
     parser.add_argument("--suites", nargs="*", default=["dims", "types", "network", "concurrent", "nonhw", "clean"])
     parser.add_argument("--no-baselines", action="store_true")
+    parser.add_argument("--routing", choices=("static", "ecmp"), default="static",
+                        help="what the localizer is told of spine routing (the emulator's is static)")
     args = parser.parse_args()
 
     from sleuth.sim import suite
@@ -122,10 +125,10 @@ def main() -> None:
     for seed in args.seeds:
         for name in args.suites:
             for scenario in suite(name, seed=seed):
-                rows.append({"suite": name, "seed": seed, **run_scenario(scenario, baselines=not args.no_baselines)})
+                rows.append({"suite": name, "seed": seed, **run_scenario(scenario, baselines=not args.no_baselines, routing=args.routing)})
         for scenario in suite("scale", seed=seed):
             if scenario.layout.world in args.scales:
-                rows.append({"suite": "scale", "seed": seed, **run_scenario(scenario, baselines=False)})
+                rows.append({"suite": "scale", "seed": seed, **run_scenario(scenario, baselines=False, routing=args.routing)})
 
     def summary(selected: list[dict]) -> dict:
         return {

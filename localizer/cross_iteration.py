@@ -1,7 +1,10 @@
 """Cross-iteration analysis (Holmes §4.4): how much a root operator drives the iteration time.
 
-The irregularity rate of a root is the Pearson correlation, over the T iterations of the
-window, between the root operator's delay series and the iteration-time series. The delay
+The irregularity rate of a root is the correlation, over the T iterations of the window,
+between the root operator's delay series and the iteration-time series. Holmes uses Pearson's
+correlation; here it is Pearson's on the ranks of both series (Spearman's), because one outlier
+decides Pearson's: a real job's first iteration (warm-up, 20x the others) or one long pause
+made a slowed rank's perfectly tracking delay series score 0 on the real CPU job. The delay
 series is the part of the operator the cause names: its *transfer* for a network root, its
 *lateness* (how long the others blocked for the late rank) for a compute root; both from
 ``sleuth.localizer.timing``. A correlation below zero means the operator does not drive the
@@ -52,14 +55,21 @@ def root_series(root: Root, operators: Mapping[int, RankOperators]) -> np.ndarra
 
 
 def irregularity_rate(series: np.ndarray, times: np.ndarray) -> float:
-    """Pearson correlation of ``series`` with ``times`` over columns where both are known, in [0, 1]."""
+    """Rank correlation of ``series`` with ``times`` over columns where both are known, in [0, 1]."""
     both = np.isfinite(series) & np.isfinite(times)
     if both.sum() < 3:
         return 0.0
-    x, y = series[both], times[both]
+    x, y = _ranks(series[both]), _ranks(times[both])
     x = x - x.mean()
     y = y - y.mean()
     denominator = float(np.sqrt((x * x).sum() * (y * y).sum()))
     if denominator == 0.0:
         return 0.0
     return float(min(1.0, max(0.0, (x * y).sum() / denominator)))
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks of ``values``, ties sharing their average rank (so a constant stretch adds no order)."""
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    return ((ends - counts + ends - 1) / 2.0)[inverse.reshape(-1)]

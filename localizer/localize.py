@@ -6,9 +6,13 @@ For each cluster of irregular iterations (those within one window of T iteration
 2. per irregular iteration, search from the pivot ranks' abnormal operators to root operators,
    fetching ranks only as the search reaches them (``search``, ``fetch``);
 3. rate each root by its irregularity rate R over the window (``cross_iteration``);
+   then, when the iteration time steps up again later in the window (a second fault that is
+   never δ-irregular, ``shifts``), the iterations after the step, against baselines from the
+   level before it;
 4. accumulate R onto devices and score them by MAP with topology decay (``scoring``);
-5. decide: stragglers that are not hardware (``nonhardware``), or the top K suspects with
-   enough support; estimate the impact (``impact``) and build the ``Incident``.
+5. decide: stragglers that are not hardware (``nonhardware``), or the top K suspects of each
+   fault found (``explain``) with enough support; estimate the impact (``impact``) and build the
+   ``Incident``.
 
 Scoring is kept apart from deciding: steps 1-4 rank every device with evidence; step 5 alone
 applies the support rule (a suspect needs evidence from at least ``min_support`` irregular
@@ -18,6 +22,7 @@ iterations, so one random hiccup never raises an incident) and the top K cut.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -25,21 +30,26 @@ import numpy as np
 
 from sleuth.errors import ConfigError, TopologyError
 from sleuth.sources import RecordSource
-from sleuth.topology import DeviceKind, Topology
+from sleuth.topology import DeviceKind, Routing, Topology
 
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
+from sleuth.localizer.explain import separate
 from sleuth.localizer.fetch import AbnormalFn, Fetcher
 from sleuth.localizer.graph import OperatorGraph, build_graph
 from sleuth.localizer.impact import estimate
 from sleuth.localizer.incident import Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.nonhardware import Straggler, classify
-from sleuth.localizer.operators import Thresholds, make_window
-from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, accumulate, map_scores
-from sleuth.localizer.search import Cause, Root, search
+from sleuth.localizer.peers import peer_share
+from sleuth.localizer.operators import Thresholds, Window, make_window, rebase
+from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices
+from sleuth.localizer.search import Cause, Root, Step, search
+from sleuth.localizer.shifts import level_shifts
 
 __all__ = ["localize"]
 
 _COMPUTE_KINDS = (DeviceKind.GPU, DeviceKind.HOST)
+#: Iterations searched after a level shift of the iteration time.
+_SHIFT_PROBE = 5
 
 
 def localize(
@@ -56,19 +66,27 @@ def localize(
     min_support: int = 2,
     pivot_ops: int = 3,
     graph: OperatorGraph | None = None,
+    routing: Routing | str = Routing.ECMP,
 ) -> list[Incident]:
     """Incidents for the irregular iterations of the job behind ``source``.
 
     ``irregular_iterations``: training steps (ints), or detector results with an ``iteration``
     attribute. ``abnormal``: a detector's abnormal-operator mask function; without it the
     search judges operators by their slot baselines and blocking/transfer times. ``pivots``:
-    the monitored ranks the search starts from. Returns one incident per cluster of irregular
-    iterations that has hardware suspects or a non-hardware diagnosis (possibly none).
+    the monitored ranks the search starts from. ``routing``: how the fabric spreads flows over
+    equal-cost spines (``sleuth.topology.Routing``; "static" when every pair's route is known,
+    which lets a spine be singled out). Returns one incident per cluster of irregular
+    iterations that has hardware suspects or a non-hardware diagnosis (possibly none); its
+    suspects are the top K of each fault found.
     """
     started = time.perf_counter()
     wanted = sorted({_iteration(item) for item in irregular_iterations})
     _check_options(top_k=top_k, window=window, min_support=min_support, pivot_ops=pivot_ops)
     thresholds = thresholds or Thresholds()
+    try:
+        routing = Routing(routing)
+    except ValueError:
+        raise ConfigError(f"routing must be one of {[r.value for r in Routing]}, got {routing!r}") from None
     spec = source.job_spec()
     graph = graph or build_graph(spec)
     for pivot in pivots:
@@ -85,7 +103,7 @@ def localize(
         incident = _localize_cluster(
             source, graph, cluster, available, topology=topology, abnormal=abnormal, pivots=[int(p) for p in pivots],
             top_k=top_k, window=window, priors=priors, thresholds=thresholds, min_support=min_support,
-            pivot_ops=pivot_ops, started=started,
+            pivot_ops=pivot_ops, started=started, routing=routing,
         )
         if incident is not None:
             incidents.append(incident)
@@ -108,26 +126,44 @@ def _localize_cluster(
     min_support: int,
     pivot_ops: int,
     started: float,
+    routing: Routing,
 ) -> Incident | None:
     frame = make_window(available, cluster, size=window)
-    fetcher = Fetcher(source, graph, frame, thresholds=thresholds, abnormal=abnormal)
-    roots: list[Root] = []
-    steps = []
-    for iteration in cluster:
-        result = search(fetcher, graph, iteration=iteration, pivots=pivots, thresholds=thresholds, pivot_ops=pivot_ops)
-        roots.extend(result.roots)
-        steps.extend(result.steps)
-
     times = iteration_times(source, ranks=pivots, window=frame)
-    held = fetcher.get(fetcher.order)
-    rates: dict[tuple, float] = {}
-    for root in roots:
-        if root.key not in rates:
-            rates[root.key] = irregularity_rate(root_series(root, held), times)
-    rated = [(root, rates[root.key]) for root in roots]
+
+    def searched(
+        frame: Window, iterations: list[int], thresholds: Thresholds
+    ) -> tuple[Fetcher, list[tuple[Root, float]], list[Step]]:
+        fetcher = Fetcher(source, graph, frame, thresholds=thresholds, abnormal=abnormal)
+        roots: list[Root] = []
+        steps: list[Step] = []
+        for iteration in iterations:
+            result = search(fetcher, graph, iteration=iteration, pivots=pivots, thresholds=thresholds, pivot_ops=pivot_ops)
+            roots.extend(result.roots)
+            steps.extend(result.steps)
+        held = fetcher.get(fetcher.order)
+        rates: dict[tuple, float] = {}
+        for root in roots:
+            if root.key not in rates:
+                rates[root.key] = irregularity_rate(root_series(root, held), times)
+        return fetcher, [(root, rates[root.key]) for root in roots], steps
+
+    fetcher, rated, steps = searched(frame, cluster, thresholds)
+    fetched = set(fetcher.order)
+    for shift in level_shifts(times, start=frame.column(cluster[0])):
+        probe = [int(i) for i in frame.iterations[shift.at : shift.at + _SHIFT_PROBE] if int(i) not in cluster]
+        later = rebase(frame, probe, reference_from=shift.since, reference_to=shift.at)
+        if later is None:
+            continue
+        # The step is small next to the operators it lands on (it was never δ-irregular): judge
+        # operators by 3 spreads of their own level alone, not by a share of their duration.
+        more, found, walked = searched(later, probe, replace(thresholds, relative=0.0, spread_k=min(thresholds.spread_k, 3.0)))
+        rated += found
+        steps += walked
+        fetched.update(more.order)
 
     # Scoring: every device with evidence, ranked.
-    evidence = accumulate(rated, topology=topology, gpus=graph.gpus)
+    evidence = accumulate(rated, topology=topology, gpus=graph.gpus, routing=routing)
     ranking = map_scores(evidence, topology=topology, priors=priors)
 
     # Deciding.
@@ -135,15 +171,39 @@ def _localize_cluster(
     for root, rate in rated:
         if root.cause is Cause.COMPUTE:
             compute[root.rank] = compute.get(root.rank, 0.0) + rate
-    diagnosis = classify(compute, graph=graph)
+    # Late ranks whose slowness their data-parallel peers share are not broken (``peers``).
+    columns: dict[int, set[int]] = {}
+    for root, rate in rated:
+        if root.cause is Cause.COMPUTE and rate > 0:
+            columns.setdefault(root.rank, set()).add(frame.column(root.iteration))
+    shared = {rank: peer_share(fetcher, graph, rank, sorted(cols)) for rank, cols in columns.items()}
+    fetched.update(fetcher.order)
+    diagnosis = classify(compute, graph=graph, shared=shared)
     support = min(min_support, len(cluster))
-    supported = [s for s in ranking if s.support >= support and not _one_gpu_host(s.device, evidence, graph)]
-    if diagnosis.kind is not Straggler.HARDWARE:
+    hardware = diagnosis.kind is Straggler.HARDWARE
+
+    def ranked(subset: Sequence[tuple[Root, float]]) -> list[Score]:
+        found = accumulate(subset, topology=topology, gpus=graph.gpus, routing=routing)
+        return [
+            s for s in map_scores(found, topology=topology, priors=priors)
+            if s.support >= support and not _one_gpu_host(s.device, found, graph)
+            # Beside an imbalance, network devices may still be at fault; compute ones are explained.
+            and (hardware or s.kind not in _COMPUTE_KINDS)
+        ]
+
+    devices: dict[tuple, frozenset[str]] = {}
+
+    def devices_of(root: Root) -> frozenset[str]:
+        if root.key not in devices:
+            devices[root.key] = frozenset(root_devices(root, topology=topology, gpus=graph.gpus, routing=routing))
+        return devices[root.key]
+
+    overall = {s.device: s for s in ranking}
+    faults = separate(rated, ranked=ranked, devices_of=devices_of, top_k=top_k)
+    chosen = list({s.device: overall.get(s.device, s) for fault in faults for s in fault}.values())
+    if not hardware:
         cause = IncidentCause(diagnosis.kind.value)
-        # Network devices may still be at fault beside the imbalance; compute ones are explained.
-        chosen = [s for s in supported if s.kind not in _COMPUTE_KINDS][:top_k]
     else:
-        chosen = supported[:top_k]
         if not chosen:
             return None
         kinds = {s.kind in _COMPUTE_KINDS for s in chosen}
@@ -166,7 +226,7 @@ def _localize_cluster(
         ),
         traversal=traversal,
         steps=tuple(steps),
-        ranks_fetched=fetcher.ranks_fetched,
+        ranks_fetched=len(fetched),
         world=graph.world,
         impact=estimate(times, frame, world=graph.world),
         advice=diagnosis.advice,

@@ -12,6 +12,11 @@ many ranks is not: it is the job's own work that is uneven.
 
 "Many" is: covering ``cover`` (80%) of the compute evidence takes at least ``diffuse_ranks``
 ranks, and no single host holds ``cover`` of it (a slow host CPU also spreads over its GPUs).
+Or, when the search reached only a few late ranks (it follows the largest delay, so a slow
+stage shows as the one rank the pivot waits for): ``cover`` of the compute evidence sits on
+ranks whose slowness their data-parallel peers share at some time (``shared``, from
+``peers.peer_share``, at least ``shared_min`` of them); then nearly all peers slow in the same
+iterations on the last stage is stage imbalance, and otherwise sequence-length imbalance.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import numpy as np
 from sleuth.errors import ConfigError
 
 from sleuth.localizer.graph import OperatorGraph
+from sleuth.localizer.peers import PeerShare
 
 __all__ = ["ADVICE", "Diagnosis", "Straggler", "classify"]
 
@@ -66,9 +72,16 @@ class Diagnosis:
 
 
 def classify(
-    compute: Mapping[int, float], *, graph: OperatorGraph, cover: float = 0.8, diffuse_ranks: int = 4
+    compute: Mapping[int, float],
+    *,
+    graph: OperatorGraph,
+    cover: float = 0.8,
+    diffuse_ranks: int = 4,
+    shared: Mapping[int, PeerShare] | None = None,
+    shared_min: float = 0.25,
 ) -> Diagnosis:
-    """Hardware, stage imbalance or sequence-length imbalance, from compute evidence per rank."""
+    """Hardware, stage imbalance or sequence-length imbalance, from compute evidence per rank
+    and, optionally, the share of each rank's peers that are as slow (see the module docstring)."""
     if not 0 < cover <= 1:
         raise ConfigError(f"cover must be in (0, 1], got {cover!r}")
     if diffuse_ranks < 2:
@@ -91,7 +104,13 @@ def classify(
         last_share = float(values[graph.stage[ranks] == graph.last_stage].sum() / total)
     replicas = len(set(graph.replica[top].tolist())) if graph.replica is not None else 0
     diffuse = covering >= diffuse_ranks and max(hosts.values()) < cover * total
-    if not diffuse:
+    shared = shared or {}
+    pairs = list(zip(ranks.tolist(), values.tolist()))
+    on_shared = sum(v for r, v in pairs if shared.get(r, PeerShare()).anytime >= shared_min)
+    if not diffuse and on_shared >= cover * total:
+        together = sum(shared.get(r, PeerShare()).together * v for r, v in pairs) / total
+        kind = Straggler.STAGE_IMBALANCE if last_share >= cover and together >= 0.75 else Straggler.SEQLEN_IMBALANCE
+    elif not diffuse:
         kind = Straggler.HARDWARE
     elif last_share >= cover:
         kind = Straggler.STAGE_IMBALANCE

@@ -28,6 +28,7 @@ from sleuth.localizer.graph import OperatorGraph
 
 __all__ = [
     "COLLECTIVE", "RECV", "SEND", "RankOperators", "Thresholds", "Window", "baseline", "make_window", "rank_operators",
+    "rebase",
 ]
 
 #: Channel classes: collectives share one seq counter per communicator; P2P count per direction.
@@ -103,6 +104,20 @@ def make_window(available: np.ndarray, irregular: Sequence[int], *, size: int, m
     if reference.sum() < min_reference:
         reference = ~irregular_mask
     return Window(ids, irregular_mask, reference)
+
+
+def rebase(
+    window: Window, irregular: Sequence[int], *, reference_from: int, reference_to: int, min_reference: int = 5
+) -> Window | None:
+    """The same iterations with other irregular ones, and as reference the columns
+    ``reference_from`` to ``reference_to - 1`` (a level the iteration time held before a step,
+    so that what a first fault slowed counts as normal there); None with too few references."""
+    columns = np.arange(len(window))
+    irregular_mask = np.isin(window.iterations, np.asarray(list(irregular), dtype=np.int64))
+    reference = (columns >= reference_from) & (columns < reference_to) & ~irregular_mask
+    if not irregular_mask.any() or reference.sum() < min_reference:
+        return None
+    return Window(window.iterations, irregular_mask, reference)
 
 
 @dataclass(frozen=True, eq=False)

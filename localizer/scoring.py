@@ -6,7 +6,8 @@ root adds R to every network device on the paths between its ranks' GPUs (``topo
 GPUs themselves are not network devices): the ring of the members in group order for ring
 collectives and P2P (NCCL's ring; the emulator's units too), every pair for all-to-all. A
 device on several of those paths still counts once per root, with the largest weight it has on
-any of them (equal-cost spines share a path's evidence: weight 1/n each).
+any of them (equal-cost spines share a path's evidence: weight 1/n each, unless the fabric's
+routing is declared ``STATIC``: then each pair's one route takes it all).
 
 Topology decay H(d). Holmes: ``H(d) = ln(C(d) + ε - 1) / C(d)`` with C(d) the endpoints below
 the device (``topology.nics_below``: NICs below a switch, GPUs of a host). It is meant to stop a
@@ -37,12 +38,12 @@ from types import MappingProxyType
 
 from sleuth.errors import ConfigError
 from sleuth.records import OpKind
-from sleuth.topology import DeviceKind, Topology, nics_below, path
+from sleuth.topology import DeviceKind, Routing, Topology, nics_below, route
 from sleuth.topology.ids import host_id
 
 from sleuth.localizer.search import Cause, Root
 
-__all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay", "map_scores"]
+__all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay", "map_scores", "root_devices"]
 
 EPSILON = 1e-6
 
@@ -125,21 +126,28 @@ def decay(c: int) -> float:
 
 
 def accumulate(
-    rates: Iterable[tuple[Root, float]], *, topology: Topology, gpus: Sequence[str]
+    rates: Iterable[tuple[Root, float]], *, topology: Topology, gpus: Sequence[str], routing: Routing = Routing.ECMP
 ) -> dict[str, Evidence]:
-    """Evidence per device from ``(root, R)`` pairs; ``gpus[r]`` is rank r's GPU id."""
+    """Evidence per device from ``(root, R)`` pairs; ``gpus[r]`` is rank r's GPU id.
+
+    ``routing``: how flows pick among equal-cost spines (``sleuth.topology.Routing``); under
+    ``STATIC`` each pair's one known route takes the whole evidence, so a spine can be singled out.
+    """
     totals: dict[str, float] = {}
     seen: dict[str, set[int]] = {}
     for root, rate in rates:
         if rate <= 0:
             continue
-        for device, weight in _devices(root, topology, gpus).items():
+        for device, weight in root_devices(root, topology=topology, gpus=gpus, routing=routing).items():
             totals[device] = totals.get(device, 0.0) + rate * weight
             seen.setdefault(device, set()).add(root.iteration)
     return {d: Evidence(totals[d], frozenset(seen[d])) for d in totals}
 
 
-def _devices(root: Root, topology: Topology, gpus: Sequence[str]) -> dict[str, float]:
+def root_devices(
+    root: Root, *, topology: Topology, gpus: Sequence[str], routing: Routing = Routing.ECMP
+) -> dict[str, float]:
+    """The devices one root's evidence goes to, with their weights (see the module docstring)."""
     if root.cause is Cause.COMPUTE:
         gpu = gpus[root.rank]
         return {gpu: 1.0, host_id(topology.host_of(gpu)): 1.0}
@@ -158,7 +166,7 @@ def _devices(root: Root, topology: Topology, gpus: Sequence[str]) -> dict[str, f
         pairs = list(zip(members, members[1:] + members[:1]))
     out: dict[str, float] = {}
     for a, b in pairs:
-        for device, weight in path(topology, a, b).weighted():
+        for device, weight in route(topology, a, b, routing=routing).weighted():
             if topology.kind(device) is DeviceKind.GPU:
                 continue
             if weight > out.get(device, 0.0):

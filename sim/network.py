@@ -13,7 +13,8 @@ largest latency of the paths it uses:
 A path's bandwidth is the smallest bandwidth of its devices (``Topology.attributes``; switches
 have none of their own), its latency the sum of theirs. Equal-cost spines: a flow takes one of
 them, chosen by a deterministic ECMP hash of its two GPUs (the same for both directions), so a
-congested spine slows the flows hashed onto it, ~1/n_spines of the cross-spine flows.
+congested spine slows the flows hashed onto it, ~1/n_spines of the cross-spine flows
+(``sleuth.topology.route`` with ``Routing.STATIC``: the localizer can be told the same).
 
 Costs (n members, B bytes, bottleneck bandwidth W in bytes/ns, latency L in ns), the
 standard ring models: all-reduce ``2(n-1)/n·B/W + 2(n-1)·L``; all-gather and reduce-scatter
@@ -33,7 +34,7 @@ import numpy as np
 
 from sleuth.errors import ConfigError
 from sleuth.records import OpKind
-from sleuth.topology import DeviceKind, Topology, path
+from sleuth.topology import DeviceKind, Routing, Topology, route
 
 from sleuth.sim.faults import Fault
 
@@ -126,13 +127,8 @@ class Network:
         key = (a, b) if a <= b else (b, a)
         found = self._pairs.get(key)
         if found is None:
-            route = path(self._topology, key[0], key[1])
-            devices = route.head
-            if route.branches:
-                # Deterministic ECMP: one hash per unordered GPU pair picks the spine.
-                choice = (key[0] * 2654435761 + key[1] * 40503) % len(route.branches)
-                devices = devices + route.branches[choice]
-            devices = devices + route.tail
+            # Deterministic ECMP: one hash per unordered GPU pair picks the spine.
+            devices = route(self._topology, key[0], key[1], routing=Routing.STATIC).devices()
             bandwidth, latency = np.inf, 0.0
             for device in devices:
                 bw, lat = self._cost(device)

@@ -33,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--top-k", type=positive_int("--top-k"), default=2, help="suspects per incident (default 2)")
     parser.add_argument("--window", type=positive_int("--window"), default=100, help="iterations T of the cross-iteration analysis (default 100)")
     parser.add_argument("--pivot", type=int, action="append", metavar="RANK", help="rank the search starts from (repeatable; default 0)")
+    parser.add_argument("--routing", choices=("ecmp", "static"), default="ecmp",
+                        help="spine routing: ecmp (unknown hashing: equal-cost spines share evidence, the default) "
+                             "or static (one known route per GPU pair, e.g. an InfiniBand subnet manager's; the emulator's)")
     parser.set_defaults(handler=_run)
 
 
@@ -51,7 +54,7 @@ def _run(args: argparse.Namespace) -> int:
     irregular = irregular_iterations(iterations)
     incidents = localize(
         source, irregular_iterations=irregular, topology=topology, top_k=args.top_k, window=args.window,
-        pivots=tuple(args.pivot or (0,)),
+        pivots=tuple(args.pivot or (0,)), routing=args.routing,
     )
     if args.json:
         json.dump([incident.to_dict() for incident in incidents], sys.stdout, indent=2)

@@ -17,7 +17,9 @@ from __future__ import annotations
 from sleuth.topology.generators import GeneratorSpec, generate, parse_spec, rail_optimized, spine_leaf
 from sleuth.topology.ids import DeviceKind, DeviceRef, host_name, kind_of, link_id, parse_device
 from sleuth.topology.model import DeviceAttributes, FabricDefaults, Topology
-from sleuth.topology.paths import GpuPath, PathScope, nics_below, nics_below_all, nics_below_by_kind, path
+from sleuth.topology.paths import (
+    GpuPath, PathScope, Routing, ecmp_branch, nics_below, nics_below_all, nics_below_by_kind, path, route,
+)
 from sleuth.topology.summary import TopologySummary, summarize
 from sleuth.topology.yaml_io import dump_topology, load_topology, loads_topology, save_topology
 
@@ -29,9 +31,11 @@ __all__ = [
     "GeneratorSpec",
     "GpuPath",
     "PathScope",
+    "Routing",
     "Topology",
     "TopologySummary",
     "dump_topology",
+    "ecmp_branch",
     "generate",
     "host_name",
     "kind_of",
@@ -45,6 +49,7 @@ __all__ = [
     "parse_spec",
     "path",
     "rail_optimized",
+    "route",
     "save_topology",
     "spine_leaf",
     "summarize",

@@ -47,7 +47,9 @@ from sleuth.errors import TopologyError
 from sleuth.topology.ids import DeviceKind
 from sleuth.topology.model import Topology
 
-__all__ = ["GpuPath", "PathScope", "nics_below", "nics_below_all", "nics_below_by_kind", "path"]
+__all__ = [
+    "GpuPath", "PathScope", "Routing", "ecmp_branch", "nics_below", "nics_below_all", "nics_below_by_kind", "path", "route",
+]
 
 
 class PathScope(enum.Enum):
@@ -208,6 +210,53 @@ def path(topology: Topology, gpu_a: str | int, gpu_b: str | int) -> GpuPath:
         if not routes:
             raise TopologyError(f"no route between {src} and {dst}: their leaves share no spine")
     return _factor(src, dst, scope, (src, nic_a), routes, (nic_b, dst))
+
+
+class Routing(enum.Enum):
+    """What is known of how a flow picks among equal-cost spines.
+
+    * ``ECMP``: unknown (per-flow hashing on headers sleuth never sees): a path's evidence is
+      shared equally by its equal-cost branches (design.md);
+    * ``STATIC``: deterministic, one known branch per GPU pair (:func:`ecmp_branch`), as on an
+      InfiniBand fabric whose subnet manager programs fixed routes, or static ECMP. The emulator
+      routes this way, so a congested spine slows only the flows routed through it.
+    """
+
+    ECMP = "ecmp"
+    STATIC = "static"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def ecmp_branch(gpu_a: int, gpu_b: int, branches: int) -> int:
+    """The branch a STATIC fabric routes the GPU pair over: a hash of the unordered pair of
+    global GPU indices (the same in both directions), mixed (SplitMix64's finalizer) so that
+    pairs with a regular stride, such as a rail-optimized fabric's rings, spread over every
+    spine: a plain multiplicative hash taken modulo a power of two sent them all to one."""
+    low, high = (gpu_a, gpu_b) if gpu_a <= gpu_b else (gpu_b, gpu_a)
+    h = (low * 0x9E3779B97F4A7C15 + high) & _MASK64
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (h ^ (h >> 31)) % branches
+
+
+def route(topology: Topology, gpu_a: str | int, gpu_b: str | int, *, routing: Routing = Routing.ECMP) -> GpuPath:
+    """:func:`path`, with the branches resolved to the one chosen under ``STATIC`` routing."""
+    found = path(topology, gpu_a, gpu_b)
+    if routing is Routing.ECMP or not found.branches:
+        return found
+    r = _router(topology)
+    choice = ecmp_branch(r.gpu_index(gpu_a), r.gpu_index(gpu_b), len(found.branches))
+    if r.gpu_index(gpu_a) > r.gpu_index(gpu_b):
+        # The hash indexes the branches as listed from the lower GPU's side: take the same
+        # physical route in both directions.
+        wanted = set(path(topology, gpu_b, gpu_a).branches[choice])
+        choice = next(k for k, branch in enumerate(found.branches) if set(branch) == wanted)
+    return GpuPath(found.src, found.dst, found.scope, found.head + found.branches[choice] + found.tail)
 
 
 def _factor(

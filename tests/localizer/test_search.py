@@ -112,4 +112,5 @@ def test_case_study_shape_dp96_pp8_tp4():
     assert incident.traversal[-1] == 2570
     steps = incident.steps
     assert {s.comm.split(".")[0] for s in steps} >= {"dp", "pp", "tp"}
-    assert incident.ranks_fetched <= 110  # Holmes: 6 + 96 + 4 = 106
+    # Holmes: 6 + 96 + 4 = 106; and the 4 data-parallel peers the late rank is compared with (peers.py)
+    assert incident.ranks_fetched <= 114

@@ -259,3 +259,21 @@ def test_spines_have_at_least_the_nics_of_each_leaf_below(fabric: Topology) -> N
         assert c[DeviceKind.SPINE][s] >= c[DeviceKind.LEAF][j]
     assert int(c[DeviceKind.LEAF].sum()) == len(fabric.nic_leaf)
     assert all(c[DeviceKind.SPINE] <= fabric.num_nics)
+
+
+def test_static_routes_are_one_branch_the_same_both_ways_and_spread_over_spines():
+    from collections import Counter
+
+    from sleuth.topology import Routing, route
+
+    topology = generate("fattree:hosts=16,gpus=8,pod=4,spines=4")
+    used = Counter()
+    for a in range(0, 32, 1):
+        b = a + 96  # the same rail in another pod: a cross-spine pair with a regular stride
+        forward = route(topology, a, b, routing=Routing.STATIC)
+        backward = route(topology, b, a, routing=Routing.STATIC)
+        assert not forward.branches and set(forward.devices()) == set(backward.devices())
+        assert set(forward.devices()) <= set(path(topology, a, b).devices())
+        used.update(d for d in forward.devices() if d.startswith("spine:"))
+    assert len(used) == 4  # every spine carries some of them
+    assert route(topology, 0, 96).branches  # ECMP keeps the equal-cost branches

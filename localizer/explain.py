@@ -1,0 +1,59 @@
+"""Several faults at once: explaining away, one fault at a time.
+
+One ranking over all root operators finds the strongest fault and, next to it, the devices that
+share its evidence (its NIC beside a GPU's cable, a leaf beside its NICs). A second, weaker
+fault's devices rank below those neighbours and fall out of the top K. So the suspects are
+taken greedily: rank the roots, keep the top device and its best neighbours on the roots it
+explains (the roots whose evidence reaches it), set those roots aside, and rank what is left.
+A further fault counts only while its top device keeps at least ``min_share`` of the first
+one's evidence, so the leftovers of one fault (jitter, a stray hiccup) do not become a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+
+from sleuth.errors import ConfigError
+
+from sleuth.localizer.scoring import Score
+from sleuth.localizer.search import Root
+
+__all__ = ["separate"]
+
+Rated = Sequence[tuple[Root, float]]
+
+
+def separate(
+    rated: Rated,
+    *,
+    ranked: Callable[[Rated], Sequence[Score]],
+    devices_of: Callable[[Root], Collection[str]],
+    top_k: int,
+    max_faults: int = 3,
+    min_share: float = 0.25,
+) -> list[tuple[Score, ...]]:
+    """Per fault found, its top ``top_k`` suspects (strongest fault first).
+
+    ``ranked(rated)``: the eligible devices of those roots, best first; ``devices_of(root)``:
+    the devices a root's evidence goes to.
+    """
+    if max_faults < 1:
+        raise ConfigError(f"max_faults must be >= 1, got {max_faults!r}")
+    if not 0 < min_share <= 1:
+        raise ConfigError(f"min_share must be in (0, 1], got {min_share!r}")
+    remaining = [(root, rate) for root, rate in rated if rate > 0]
+    faults: list[tuple[Score, ...]] = []
+    lead = 0.0
+    while remaining and len(faults) < max_faults:
+        ranking = ranked(remaining)
+        if not ranking:
+            break
+        top = ranking[0]
+        if faults and top.evidence < min_share * lead:
+            break
+        lead = lead or top.evidence
+        explained = [(root, rate) for root, rate in remaining if top.device in devices_of(root)]
+        neighbours = [s for s in ranked(explained) if s.device != top.device]
+        faults.append((top, *neighbours[: top_k - 1]))
+        remaining = [(root, rate) for root, rate in remaining if top.device not in devices_of(root)]
+    return faults

@@ -1,0 +1,77 @@
+"""Level shifts of the iteration time inside an analysis window: faults that start late.
+
+The δ rule flags an iteration only while it is longer than δ x the mean of the recent ones. A
+second fault that starts once that mean has caught up with a first one (or any persistent fault
+that slows the job by less than δ) raises the iteration time by a step that is never
+δ-irregular, so a search driven by irregular iterations alone never looks at it. Such a step is
+plain in the window's iteration-time series, though: its level changes, and the noise of a
+healthy job (jitter, a rare pause) is small next to the change of a median over many iterations.
+
+Binary segmentation: split a segment where the difference of the two sides' medians, divided
+by its standard error (robust noise from the median absolute deviation of successive
+differences), is largest; keep the split when that ratio is at least ``t_min`` and the step is
+at least ``min_step`` of the level before it; recurse on both sides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Shift", "level_shifts"]
+
+
+@dataclass(frozen=True)
+class Shift:
+    """An upward step of the iteration time at column ``at``; the level before it began at ``since``."""
+
+    at: int
+    since: int
+    ratio: float  # level after / level before
+
+
+def level_shifts(
+    times: np.ndarray, *, start: int, min_len: int = 5, t_min: float = 8.0, min_step: float = 0.01
+) -> list[Shift]:
+    """Upward level shifts of ``times`` (per column, NaN where unknown) in columns after ``start``.
+
+    ``start`` is where the segmentation begins (the first irregular column: its own onset is
+    already searched); the shifts returned lie strictly after it, each at least ``min_len``
+    columns from a segment end, ascending.
+    """
+    values = np.asarray(times, dtype=np.float64)
+    known = np.flatnonzero(np.isfinite(values))
+    known = known[known >= start]
+    if len(known) < 2 * min_len:
+        return []
+    series = values[known]
+    noise = 1.4826 * float(np.median(np.abs(np.diff(series) - np.median(np.diff(series))))) / np.sqrt(2)
+    noise = max(noise, 1e-9 * float(np.median(series)))
+    cuts: list[int] = []
+    _split(series, 0, len(series), min_len, t_min, min_step, noise, cuts)
+    bounds = [0, *sorted(cuts), len(series)]
+    shifts = []
+    for k in range(1, len(bounds) - 1):
+        segment_start, cut = bounds[k - 1], bounds[k]
+        before, after = series[segment_start:cut], series[cut : bounds[k + 1]]
+        ratio = float(np.median(after) / np.median(before))
+        if ratio > 1 and int(known[cut]) > start:
+            shifts.append(Shift(at=int(known[cut]), since=int(known[segment_start]), ratio=ratio))
+    return shifts
+
+
+def _split(series: np.ndarray, lo: int, hi: int, min_len: int, t_min: float, min_step: float, noise: float,
+           cuts: list[int]) -> None:
+    best, best_t = -1, 0.0
+    for cut in range(lo + min_len, hi - min_len + 1):
+        left, right = series[lo:cut], series[cut:hi]
+        step = abs(float(np.median(right) - np.median(left)))
+        t = step / (noise * np.sqrt(1.0 / len(left) + 1.0 / len(right)))
+        if t > best_t and step >= min_step * float(np.median(left)):
+            best, best_t = cut, t
+    if best < 0 or best_t < t_min:
+        return
+    cuts.append(best)
+    _split(series, lo, best, min_len, t_min, min_step, noise, cuts)
+    _split(series, best, hi, min_len, t_min, min_step, noise, cuts)

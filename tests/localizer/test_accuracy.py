@@ -1,0 +1,61 @@
+"""Accuracy cases of issue 6 on the emulator's suite scenarios (seed 101): a second fault that
+starts after the δ rule caught up with the first, a congested spine under static routing, a
+persistently slow last stage; and the level-shift finder on hand-made series."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from sleuth.localizer import localize
+from sleuth.localizer.shifts import level_shifts
+from sleuth.sim import Emulation, suite
+
+
+@lru_cache(maxsize=None)
+def _emulation(name: str, scenario: str) -> Emulation:
+    [found] = [s for s in suite(name, seed=101) if s.name == scenario]
+    return Emulation(found)
+
+
+def _localize(emulation: Emulation, **options):
+    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
+    return localize(emulation, irregular_iterations=irregular, topology=emulation.scenario.topology, **options)
+
+
+def test_a_second_gpu_that_slows_later_and_is_never_irregular_is_found_too():
+    emulation = _emulation("concurrent", "concurrent-gpu-gpu")
+    first, second = (f["device"] for f in emulation.truth().faults)
+    late = [t for t in emulation.truth().iterations if t.iteration >= 40]
+    assert not any(t.irregular for t in late)  # the second fault alone never trips the δ rule
+    [incident] = _localize(emulation)
+    assert {first, second} <= {s.device for s in incident.suspects}
+
+
+@pytest.mark.parametrize("routing, singled_out", [("static", True), ("ecmp", False)])
+def test_a_congested_spine_is_the_top_suspect_only_when_routes_are_known(routing, singled_out):
+    emulation = _emulation("network", "network-spine")
+    [spine] = (f["device"] for f in emulation.truth().faults)
+    [incident] = _localize(emulation, routing=routing)
+    assert (incident.suspects[0].device == spine) is singled_out
+    assert str(incident.cause) == "network"
+
+
+def test_a_slow_last_stage_is_stage_imbalance_with_advice_not_a_gpu():
+    emulation = _emulation("nonhw", "nonhw-last-stage")
+    [incident] = _localize(emulation)
+    assert str(incident.cause) == "stage_imbalance"
+    assert not any(s.kind in ("gpu", "host") for s in incident.suspects)
+    assert "pipeline" in incident.advice
+
+
+def test_level_shifts_find_a_small_late_step_and_ignore_a_pause():
+    rng = np.random.default_rng(3)
+    times = np.r_[np.full(20, 364.0), np.full(20, 449.0), np.full(60, 457.0)] + rng.normal(0, 1.5, 100)
+    [shift] = level_shifts(times, start=20)
+    assert 38 <= shift.at <= 44 and shift.since == 20 and shift.ratio == pytest.approx(457 / 449, rel=0.005)
+    flat = np.full(100, 449.0) + rng.normal(0, 1.5, 100)
+    flat[50] = 600.0  # one long pause is no level
+    assert level_shifts(flat, start=0) == []
