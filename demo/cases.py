@@ -18,7 +18,7 @@ from sleuth.jobspec import JobSpec
 from sleuth.layout import ParallelLayout
 from sleuth.sim import Scenario
 from sleuth.sim.faults import Fault, FaultKind
-from sleuth.topology import generate
+from sleuth.topology import Routing, generate
 
 __all__ = ["RealJob", "SpineJob", "gpu_of_rank"]
 
@@ -31,7 +31,7 @@ class RealJob:
     job: str = "demo-real"
     iterations: int = 40
     rank: int = 5
-    factor: float = 20.0
+    factor: float = 200.0  # 0.4 s per micro-batch: above the jitter of 8 ranks on a small machine
     first: int = 15
     last: int = 32
 
@@ -61,7 +61,8 @@ def gpu_of_rank(spec: JobSpec, rank: int) -> str:
 @dataclass(frozen=True)
 class SpineJob:
     """The emulated job: dp128 pp4 tp8 on 512 hosts of 8 GPUs, 8 spines; ``spine`` is
-    ``slow`` times slower from iteration ``start`` on."""
+    ``slow`` times slower from iteration ``start`` on. The fabric's routes are static (each GPU
+    pair's spine is known, ``Routing.STATIC``), as the emulator routes them."""
 
     job: str = "demo-spine"
     spine: str = "spine:s0"
@@ -69,6 +70,7 @@ class SpineJob:
     start: int = 15
     iterations: int = 40
     seed: int = 7
+    routing: Routing = Routing.STATIC
 
     def scenario(self) -> Scenario:
         topology = generate("fattree:hosts=512,gpus=8,pod=32,spines=8")

@@ -15,7 +15,7 @@ from sleuth.localizer.incident import Incident
 from sleuth.sim import Emulation
 from sleuth.sources import MemorySource, RecordSource
 from sleuth.stream.detection import irregular_iterations
-from sleuth.topology import Topology
+from sleuth.topology import Routing, Topology
 
 from sleuth.demo.cases import RealJob, SpineJob, gpu_of_rank
 
@@ -36,8 +36,8 @@ class Outcome:
 
     @property
     def found(self) -> bool:
-        """Whether the faulty device is the top suspect of an incident."""
-        return any(i.suspects and i.suspects[0].device == self.truth for i in self.incidents)
+        """Whether an incident blames hardware with the faulty device as its top suspect."""
+        return any(i.cause.hardware and i.suspects and i.suspects[0].device == self.truth for i in self.incidents)
 
 
 def real_job(case: RealJob, folder: Path) -> Outcome:
@@ -52,12 +52,12 @@ def real_job(case: RealJob, folder: Path) -> Outcome:
 def spine_job(case: SpineJob) -> Outcome:
     """Emulate the spine fault and localize it on the emulation."""
     scenario = case.scenario()
-    return _localized(case.job, case.spine, Emulation(scenario), scenario.topology)
+    return _localized(case.job, case.spine, Emulation(scenario), scenario.topology, routing=case.routing)
 
 
-def _localized(job: str, truth: str, source: RecordSource, topology: Topology) -> Outcome:
+def _localized(job: str, truth: str, source: RecordSource, topology: Topology, *, routing: Routing = Routing.ECMP) -> Outcome:
     iterations = source.iterations()
     irregular = irregular_iterations(iterations)
-    incidents = localize(source, irregular_iterations=irregular, topology=topology)
+    incidents = localize(source, irregular_iterations=irregular, topology=topology, routing=routing)
     found = tuple(sorted({int(i.iteration) for i in irregular}))
     return Outcome(job, truth, tuple(incidents), source, topology, found)

@@ -42,13 +42,13 @@ def run_demo(out: Path, *, mode: str = "auto", settings: Settings | None = None,
     out.mkdir(parents=True, exist_ok=True)
     console.rule(f"sleuth demo ({mode}: {_explain(mode)})")
     jobs: list[tuple[str, Callable[[], Outcome]]] = [
-        ("the real training job: 8 gloo ranks (tp2 pp2 dp2), rank 5 computing 20x slower in iterations 15-31",
+        ("the real training job: 8 gloo ranks (tp2 pp2 dp2), rank 5 computing 0.4 s longer per micro-batch in iterations 15-31",
          lambda: embedded.real_job(RealJob(), out / "real-records") if mode == "embedded"
          else stack.real_job(RealJob(), settings)),
     ]
     if emulated:
         jobs.append((
-            "an emulated 4,096-GPU job (tp8 pp4 dp128, fat tree of 8 spines) with spine:s0 3x slower from iteration 15",
+            "an emulated 4,096-GPU job (tp8 pp4 dp128, fat tree of 8 spines) with spine:s0 3x slower from iteration 15 (static routes)",
             lambda: embedded.spine_job(SpineJob()) if mode == "embedded" else stack.spine_job(SpineJob(), settings),
         ))
     found_all = True

@@ -94,7 +94,7 @@ def spine_job(case: SpineJob, settings: Settings) -> Outcome:
         sink.write(emulation.ranks_records(range(first, min(first + 512, spec.world))), IterationBatch.empty(), [])
     source = ClickHouseSource(client, settings.clickhouse_database, job)
     irregular = irregular_iterations(source.iterations())
-    incidents = localize(source, irregular_iterations=irregular, topology=scenario.topology)
+    incidents = localize(source, irregular_iterations=irregular, topology=scenario.topology, routing=case.routing)
     producer = connect.kafka_producer(settings)
     try:  # raised like the streaming localizer raises them: on sleuth.incidents, then into ClickHouse
         outlet = IncidentSink(client, settings.clickhouse_database, producer=producer, topic=settings.incidents_topic)

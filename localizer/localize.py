@@ -38,7 +38,7 @@ from sleuth.localizer.fetch import AbnormalFn, Fetcher
 from sleuth.localizer.graph import OperatorGraph, build_graph
 from sleuth.localizer.impact import estimate
 from sleuth.localizer.incident import Incident, IncidentCause, RootOperator, Suspect
-from sleuth.localizer.nonhardware import Straggler, classify
+from sleuth.localizer.nonhardware import Diagnosis, Straggler, classify
 from sleuth.localizer.peers import peer_share
 from sleuth.localizer.operators import Thresholds, Window, make_window, rebase
 from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices
@@ -48,6 +48,8 @@ from sleuth.localizer.shifts import level_shifts
 __all__ = ["localize"]
 
 _COMPUTE_KINDS = (DeviceKind.GPU, DeviceKind.HOST)
+#: Share of the irregularity rate that compute roots must carry before a straggler diagnosis applies.
+_STRAGGLER_SHARE = 0.5
 #: Iterations searched after a level shift of the iteration time.
 _SHIFT_PROBE = 5
 
@@ -178,7 +180,13 @@ def _localize_cluster(
             columns.setdefault(root.rank, set()).add(frame.column(root.iteration))
     shared = {rank: peer_share(fetcher, graph, rank, sorted(cols)) for rank, cols in columns.items()}
     fetched.update(fetcher.order)
-    diagnosis = classify(compute, graph=graph, shared=shared)
+    # A straggler diagnosis reads compute evidence only: it decides the incident only when compute
+    # roots carry most of the irregularity rate (a congested spine also leaves a few compute roots).
+    total_rate = sum(rate for _, rate in rated if rate > 0)
+    if total_rate > 0 and sum(compute.values()) >= _STRAGGLER_SHARE * total_rate:
+        diagnosis = classify(compute, graph=graph, shared=shared)
+    else:
+        diagnosis = Diagnosis(Straggler.HARDWARE, 0, 0.0, 0)
     support = min(min_support, len(cluster))
     hardware = diagnosis.kind is Straggler.HARDWARE
 

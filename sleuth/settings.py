@@ -159,9 +159,6 @@ class Settings:
     detect_model: str = _setting(
         "", "SLEUTH_DETECT_MODEL", "abnormal-operator model file the workers load (empty: the shipped default)"
     )
-    incidents_topic: str = _setting(
-        "sleuth.incidents", "SLEUTH_INCIDENTS_TOPIC", "Kafka topic the localizer publishes incidents to (JSON, keyed by job)"
-    )
 
     # -- on-call: alerts (``sleuth alerter``) and metrics endpoints -------------------------------
     alerts_topic: str = _setting(

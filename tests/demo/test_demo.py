@@ -1,0 +1,91 @@
+"""``sleuth demo`` on both of its paths: embedded (no services at all) and on the real stack that
+``sleuth stack up`` starts. Each must name the slowed rank's GPU and the slow spine as top suspects
+and leave an incident JSON and a self-contained HTML report per incident."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from sleuth.cli import main
+from sleuth.demo import stack as demo_stack
+from sleuth.demo.run import run_demo
+from sleuth.oncall.queries import list_incidents
+from sleuth.stream import connect, stack
+
+from ..conftest import Services
+from ..stream.harness import private_settings
+from ..stream.test_stack import free_port
+
+pytest.importorskip("torch")
+
+
+def top_suspects(folder: Path) -> dict[str, str]:
+    """job prefix (demo-real, demo-spine) -> top suspect of its incidents in the demo's folder."""
+    found: dict[str, str] = {}
+    for path in folder.glob("*.json"):
+        incident = json.loads(path.read_text())
+        prefix = "demo-real" if incident["job"].startswith("demo-real") else "demo-spine"
+        if incident["suspects"]:
+            found.setdefault(prefix, incident["suspects"][0]["device"])
+        html = path.with_suffix(".html").read_text()
+        assert "<script src=" not in html and incident["incident"] in html
+    return found
+
+
+def slowed_gpu(folder: Path) -> str:
+    from sleuth.demo.cases import RealJob, gpu_of_rank
+    from sleuth.jobspec import JobSpec
+
+    return gpu_of_rank(JobSpec.read(folder), RealJob().rank)
+
+
+def test_embedded_demo_names_the_slowed_gpu_and_the_spine(tmp_path, capsys) -> None:
+    code = main(["demo", "--mode", "embedded", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out[-4000:]
+    assert "embedded" in out and out.count(": found as the top suspect") == 2
+    assert top_suspects(tmp_path) == {"demo-real": slowed_gpu(tmp_path / "real-records"), "demo-spine": "spine:s0"}
+
+
+def test_stack_mode_refuses_to_start_without_a_stack(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("SLEUTH_GATEWAY_PORT", str(free_port()))  # nothing listens there
+    assert main(["demo", "--mode", "stack", "--out", str(tmp_path)]) == 2
+    assert "sleuth stack up" in capsys.readouterr().err
+
+
+@pytest.mark.services
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_demo_on_the_stack_raises_both_incidents_in_clickhouse(services: Services, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("SLEUTH_STATE_DIR", str(services.state_dir))
+    tag = uuid.uuid4().hex[:8]
+    settings = private_settings(
+        services, gateway_port=free_port(), irregularities_topic=f"sleuth-irr-{tag}",
+        incidents_topic=f"sleuth-inc-{tag}", alerts_topic=f"sleuth-alerts-{tag}",
+        localizer_group=f"sleuth-localizer-{tag}", alerter_group=f"sleuth-alerter-{tag}",
+    )
+    client = connect.clickhouse_client(settings)
+    try:
+        assert all(stack.up(services.repo_root, settings).values())
+        deadline = time.monotonic() + 60
+        while not demo_stack.reachable(settings):  # the gateway process needs a moment to listen
+            assert time.monotonic() < deadline, "the stack's gateway never answered"
+            time.sleep(0.5)
+        printed = io.StringIO()
+        found = run_demo(tmp_path, mode="stack", settings=settings, console=Console(file=printed, width=120))
+        assert found, printed.getvalue()[-4000:]
+        assert "stack" in printed.getvalue()
+        rows = list_incidents(client, settings.clickhouse_database)
+        tops = {("demo-real" if r.job.startswith("demo-real") else "demo-spine"): r.top_suspect for r in rows}
+        assert tops["demo-spine"] == "spine:s0"
+        assert tops["demo-real"].startswith("gpu:") and tops["demo-real"] == top_suspects(tmp_path)["demo-real"]
+    finally:
+        stack.down(services.repo_root, services_too=False)
+        client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
+        client.disconnect()
