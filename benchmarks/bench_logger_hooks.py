@@ -1,0 +1,92 @@
+"""Cost of the logger's torch.distributed hooks per operator, paired in one process; prints JSON.
+
+    python benchmarks/bench_logger_hooks.py [--blocks 40] [--ops 2000]
+
+The step-time benchmark (bench_logger_overhead.py) runs the real 8-rank job, whose step time on
+a small shared machine varies by tens of percent from run to run: far more than the logger costs.
+This one isolates the logger's share. It drives torch's in-process ``fake`` process group (every
+operator returns at once, so the hooks' own work is not hidden behind communication) with the
+real job's mix of operators, and alternates blocks of ``--ops`` operators with the hooks removed
+and installed (the same process, the same tensors, interleaved), so slow drifts of the machine
+hit both sides alike. The figure is the median per-operator time with hooks minus without (the
+hooks' cost, host-clock path), and the ratio of the two medians. Needs torch (``test`` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+
+
+def operators(world: int) -> list:
+    """One round of the real job's operator kinds (sleuth.sim.trainjob), on small tensors."""
+    tensor, out = torch.zeros(64), torch.zeros(64 * 2)
+    group = dist.new_group([0, 1])
+    return [
+        lambda: dist.all_reduce(tensor, group=group),
+        lambda: dist.broadcast(tensor, src=0, group=group),
+        lambda: dist.all_gather_into_tensor(out, tensor, group=group),
+        lambda: dist.reduce_scatter_tensor(tensor, out, group=group),
+        lambda: dist.all_reduce(tensor, group=group, async_op=True).wait(),
+        lambda: dist.reduce(tensor, dst=0, group=group),
+        lambda: dist.barrier(group=group),
+    ]
+
+
+def block(ops: list, count: int) -> float:
+    """Nanoseconds per operator over ``count`` operators."""
+    began = time.perf_counter_ns()
+    for k in range(count):
+        ops[k % len(ops)]()
+    return (time.perf_counter_ns() - began) / count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--blocks", type=int, default=40, help="blocks per side (default 40)")
+    parser.add_argument("--ops", type=int, default=2000, help="operators per block (default 2000)")
+    args = parser.parse_args()
+    world = 8
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ.update(SLEUTH_LOG_DIR=folder, SLEUTH_JOB="bench-hooks", SLEUTH_SPILL_DIR=folder)
+        dist.init_process_group("fake", rank=0, world_size=world, store=FakeStore())
+        ops = operators(world)
+        import sleuth.logger
+
+        logger = sleuth.logger.install()
+        block(ops, args.ops)  # registers the groups and warms both paths up
+        logger.hooks.remove()
+        block(ops, args.ops)
+        times: dict[str, list[float]] = {"off": [], "on": []}
+        for _ in range(args.blocks):
+            times["off"].append(block(ops, args.ops))
+            logger.hooks.install()
+            times["on"].append(block(ops, args.ops))
+            logger.hooks.remove()
+        logger.hooks.install()
+        sleuth.logger.uninstall()
+        dist.destroy_process_group()
+    off, on = statistics.median(times["off"]), statistics.median(times["on"])
+    paired = [b - a for a, b in zip(times["off"], times["on"])]
+    print(json.dumps({
+        "benchmark": "logger_hooks_per_operator",
+        "impl": sleuth.logger.core.impl.__name__ if hasattr(sleuth.logger, "core") else "?",
+        "blocks": args.blocks, "ops_per_block": args.ops,
+        "baseline_ns_per_op_without_hooks": round(off),
+        "ns_per_op_with_hooks": round(on),
+        "hooks_ns_per_op_median_paired": round(statistics.median(paired)),
+        "hooks_ns_per_op_iqr_paired": [round(q) for q in statistics.quantiles(paired, n=4)[::2]],
+        "ratio_with_over_without": round(on / off, 4),
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()
