@@ -5,6 +5,7 @@ the workers would have written them, and localized from there with ``ClickHouseS
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from typing import Any
@@ -52,7 +53,7 @@ def reachable(settings: Settings, *, timeout_s: float = 2.0) -> bool:
 def real_job(case: RealJob, settings: Settings, *, wait_s: float = 300.0) -> Outcome:
     """Stream the training job through the gateway and wait for the streaming localizer's incident."""
     job = f"{case.job}-{uuid.uuid4().hex[:6]}"  # a fresh id: earlier demo runs stay apart
-    case = RealJob(**{**case.__dict__, "job": job})
+    case = dataclasses.replace(case, job=job)
     case.run({"SLEUTH_COLLECTOR": f"{settings.gateway_host}:{settings.gateway_port}"})
     client = connect.clickhouse_client(settings)
     try:
@@ -83,7 +84,7 @@ def spine_job(case: SpineJob, settings: Settings) -> Outcome:
     """Load the emulated job into ClickHouse and localize it from there."""
     scenario = case.scenario()
     job = f"{case.job}-{uuid.uuid4().hex[:6]}"
-    scenario = type(scenario)(**{**scenario.__dict__, "job": job})
+    scenario = dataclasses.replace(scenario, job=job)
     emulation = Emulation(scenario)
     client = connect.clickhouse_client(settings)
     schema.migrate(client, settings.clickhouse_database)
