@@ -51,7 +51,7 @@ def main() -> None:
     tag = uuid.uuid4().hex[:8]
     settings = dataclasses.replace(
         Settings.from_env(), records_topic=f"bench-records-{tag}", rejects_topic=f"bench-rejects-{tag}",
-        worker_group=f"bench-{tag}", clickhouse_database=f"bench_{tag}", gateway_port=0,
+        jobs_topic=f"bench-jobs-{tag}", worker_group=f"bench-{tag}", clickhouse_database=f"bench_{tag}", gateway_port=0,
     )
     batches = [records(args.batch, iteration=i, seed=i) for i in range(args.records // args.batch)]
     total = sum(map(len, batches))
@@ -80,8 +80,8 @@ def main() -> None:
         out["stage_clickhouse_insert_rps"] = rate(total, time.perf_counter() - t)
 
         # Stage: gateway alone (gRPC in, Kafka acks=all out), no worker running.
+        connect.ensure_gateway_topics(settings)
         server, port, collector = gateway.create(settings)
-        connect.ensure_topics(settings, {settings.records_topic: settings.records_partitions, settings.rejects_topic: 1})
         server.start()
         import grpc
 
@@ -95,19 +95,23 @@ def main() -> None:
         stub.Stream(pb.StreamMessage(records=w) for w in wire)
         out["stage_gateway_to_kafka_rps"] = rate(total, time.perf_counter() - t)
 
-        # Stage: worker alone, draining what the gateway just wrote.
+        # Stage: worker alone, draining what the gateway just wrote (from its first insert on, so
+        # that joining the consumer group is not counted).
         stop = threading.Event()
         worker = Worker(settings, client=connect.clickhouse_client(settings))
-        t = time.perf_counter()
-        while worker.inserted_records < total and time.perf_counter() - t < 300:
-            worker.step(stop)
-        out["stage_worker_kafka_to_clickhouse_rps"] = rate(worker.inserted_records, time.perf_counter() - t)
+        thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+        thread.start()
+        deadline = time.perf_counter() + 300
+        while worker.batches == 0 and time.perf_counter() < deadline:
+            time.sleep(0.005)
+        t, first = time.perf_counter(), worker.inserted_records
+        while worker.inserted_records < total and time.perf_counter() < deadline:
+            time.sleep(0.005)
+        out["stage_worker_kafka_to_clickhouse_rps"] = rate(worker.inserted_records - first, time.perf_counter() - t)
 
         # End to end, worker running: resend as a fresh iteration range; latency per batch.
         offset = len(batches)
         fresh = [records(args.batch, iteration=offset + i, seed=i) for i in range(len(batches))]
-        thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
-        thread.start()
         sent_at: dict[int, float] = {}
         seen_at: dict[int, float] = {}
         table = f"{settings.clickhouse_database}.records"

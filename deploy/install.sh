@@ -18,6 +18,7 @@ have clickhouse-client || missing+=(clickhouse-client)
 have java || missing+=(default-jre-headless)
 have curl || missing+=(curl)
 have mvn || missing+=(maven)
+have openssl || missing+=(openssl)  # the gateway TLS test makes its certificate with it
 
 if ((${#missing[@]})); then
     sudo=()

@@ -77,6 +77,9 @@ class Settings:
     rejects_topic: str = _setting(
         "sleuth.rejects", "SLEUTH_REJECTS_TOPIC", "Kafka dead-letter topic of rejected batches, with the reason"
     )
+    jobs_topic: str = _setting(
+        "sleuth.jobs", "SLEUTH_JOBS_TOPIC", "compacted Kafka topic of registered job specs (the gateway reloads it)"
+    )
     records_partitions: int = _setting(
         4, "SLEUTH_RECORDS_PARTITIONS", "partitions of the records topic when sleuth creates it", _positive_int
     )
@@ -108,7 +111,7 @@ class Settings:
     )
     worker_group: str = _setting("sleuth.workers", "SLEUTH_WORKER_GROUP", "Kafka consumer group of the workers")
     worker_max_records: int = _setting(
-        2_000, "SLEUTH_WORKER_MAX_MESSAGES", "Kafka messages a worker takes per poll (one insert each)",
+        2_000, "SLEUTH_WORKER_MAX_MESSAGES", "Kafka messages a worker takes per batch (one insert each)",
         _positive_int,
     )
     irregularities_topic: str = _setting(

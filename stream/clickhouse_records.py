@@ -37,7 +37,7 @@ def records_table_ddl(table: str) -> str:
         "    day Date MATERIALIZED toDate(intDiv(t_start_ns, 1000000000))\n"
         ") ENGINE = ReplacingMergeTree()\n"
         "PARTITION BY day\n"
-        "ORDER BY (job, rank, iteration, comm, seq)"
+        "ORDER BY (job, rank, iteration, comm, seq, op, peer)"
     )
 
 
@@ -59,7 +59,7 @@ def select_records(client: Any, table: str, *, where: str = "", params: dict | N
     query = f"SELECT {names} FROM {table} FINAL"
     if where:
         query += f" WHERE {where}"
-    query += " ORDER BY job, rank, iteration, comm, seq"
+    query += " ORDER BY job, rank, iteration, comm, seq, op, peer"
     columns = client.execute(query, params or {}, columnar=True)
     if not columns:
         return RecordBatch.empty()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sleuth.settings import Settings
@@ -21,9 +22,16 @@ def clickhouse_client(settings: Settings, *, database: str | None = None) -> Any
     )
 
 
-def ensure_topics(settings: Settings, topics: dict[str, int]) -> None:
-    """Create the named topics (topic -> partitions) unless they exist."""
+def ensure_gateway_topics(settings: Settings) -> None:
+    """The topics the gateway writes: records, dead letters, and the compacted job specs."""
+    ensure_topics(settings, {settings.records_topic: settings.records_partitions, settings.rejects_topic: 1,
+                             settings.jobs_topic: 1}, compacted={settings.jobs_topic})
+
+
+def ensure_topics(settings: Settings, topics: dict[str, int], *, compacted: Iterable[str] = ()) -> None:
+    """Create the named topics (topic -> partitions) unless they exist; ``compacted`` keep the last value per key."""
     from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
     admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, request_timeout_ms=10_000)
@@ -32,7 +40,8 @@ def ensure_topics(settings: Settings, topics: dict[str, int]) -> None:
         if missing:
             try:
                 admin.create_topics(
-                    {t: {"num_partitions": n, "replication_factor": 1} for t, n in missing.items()},
+                    [NewTopic(t, n, 1, topic_configs={"cleanup.policy": "compact"} if t in set(compacted) else {})
+                     for t, n in missing.items()],
                     wait_for_metadata=True,
                 )
             except TopicAlreadyExistsError:

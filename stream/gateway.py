@@ -31,6 +31,7 @@ from sleuth.records import RecordBatch
 from sleuth.settings import Settings
 from sleuth.stream import auth, validate
 from sleuth.stream.grpc_status import status_from_errors, trailing
+from sleuth.stream.job_registry import JobRegistry, load_registered
 from sleuth.stream.publisher import Publisher
 
 _log = logging.getLogger(__name__)
@@ -59,32 +60,15 @@ class Counters:
             self.rejected[reason.split(":", 1)[0]] += 1
 
 
-class JobRegistry:
-    """Jobs registered through ``RegisterJob``, by name."""
-
-    def __init__(self) -> None:
-        self._jobs: dict[str, JobSpec] = {}
-        self._lock = threading.Lock()
-
-    def add(self, spec: JobSpec) -> None:
-        with self._lock:
-            self._jobs[spec.job] = spec
-
-    def __contains__(self, job: object) -> bool:
-        return job in self._jobs
-
-    def __len__(self) -> int:
-        return len(self._jobs)
-
-
 class Collector(pb_grpc.CollectorServicer):
     def __init__(
-        self, publisher: Publisher, *, tokens: auth.TokenBook | None, limits: validate.Limits
+        self, publisher: Publisher, *, tokens: auth.TokenBook | None, limits: validate.Limits,
+        registered: list[JobSpec] = (),
     ) -> None:
         self.publisher = publisher
         self.tokens = tokens
         self.limits = limits
-        self.jobs = JobRegistry()
+        self.jobs = JobRegistry(registered)
         self.counters = Counters()
 
     def _caller(self, context: grpc.ServicerContext) -> str | None:
@@ -213,6 +197,9 @@ def build_server(settings: Settings, collector: Collector) -> tuple[grpc.Server,
 def create(settings: Settings) -> tuple[grpc.Server, int, Collector]:
     """The gateway for ``settings``: server, bound port and servicer (tokens read, producer made)."""
     tokens = auth.TokenBook.read(settings.gateway_tokens_file) if settings.gateway_tokens_file else None
-    collector = Collector(Publisher(settings), tokens=tokens, limits=limits_from(settings))
+    collector = Collector(Publisher(settings), tokens=tokens, limits=limits_from(settings),
+                          registered=load_registered(settings))
+    if len(collector.jobs):
+        _log.info("%d jobs registered earlier, from %s", len(collector.jobs), settings.jobs_topic)
     server, port = build_server(settings, collector)
     return server, port, collector

@@ -75,8 +75,10 @@ def job_message(spec: JobSpec) -> tuple[bytes, bytes]:
     return spec.job.encode(), codec.jobspec_to_proto(spec).SerializeToString()
 
 
-def kind_of(headers: list[tuple[str, bytes]] | None) -> bytes:
-    for key, value in headers or ():
+def kind_of(headers: list[tuple[str, bytes]] | dict[str, bytes] | None) -> bytes:
+    # kafka-python and aiokafka give a list of pairs; faust may hand over a mapping.
+    pairs = headers.items() if isinstance(headers, dict) else headers or ()
+    for key, value in pairs:
         if key == KIND_HEADER:
             return value
     return RECORDS

@@ -60,6 +60,7 @@ class Publisher:
         self._bootstrap = (settings.kafka_host, settings.kafka_port)
         self._records_topic = settings.records_topic
         self._rejects_topic = settings.rejects_topic
+        self._jobs_topic = settings.jobs_topic
         self._wait_timeout_s = wait_timeout_s
         self._budget = InflightBytes(settings.gateway_inflight_bytes)
         self._producer = producer or KafkaProducer(
@@ -82,7 +83,10 @@ class Publisher:
         return self._send(kafka_records.iteration_messages(batch), kafka_records.ITERATIONS)
 
     def job(self, spec: JobSpec) -> list[Any]:
-        return self._send([kafka_records.job_message(spec)], kafka_records.JOB)
+        """The spec to the workers (records topic) and to the compacted jobs topic the gateway reloads."""
+        message = kafka_records.job_message(spec)
+        return (self._send([message], kafka_records.JOB)
+                + self._send([message], kafka_records.JOB, topic=self._jobs_topic))
 
     def reject(self, *, reason: str, payload: bytes, job: str = "") -> None:
         """Dead-letter a refused batch with its reason; best effort, never blocks the caller long."""
@@ -122,14 +126,14 @@ class Publisher:
     def close(self, timeout: float = 30.0) -> None:
         self._producer.close(timeout=timeout)
 
-    def _send(self, messages: list[tuple[bytes, bytes]], kind: bytes) -> list[Any]:
+    def _send(self, messages: list[tuple[bytes, bytes]], kind: bytes, *, topic: str | None = None) -> list[Any]:
         headers = [(kafka_records.KIND_HEADER, kind)]
         futures = []
         for key, value in messages:
             size = len(value) + len(key)
             self._budget.acquire(size, timeout=self._wait_timeout_s)
             try:
-                future = self._producer.send(self._records_topic, key=key, value=value, headers=headers)
+                future = self._producer.send(topic or self._records_topic, key=key, value=value, headers=headers)
             except Exception as error:
                 self._budget.release(size)
                 raise ServiceError(f"Kafka refused a batch: {error}") from None

@@ -81,10 +81,26 @@ MIGRATIONS: tuple[Migration, ...] = (
             ") ENGINE = ReplacingMergeTree(labeled_ns)\nORDER BY (job, rank, iteration, comm, seq)",
         ),
     ),
+    Migration(
+        5,
+        "localization details: incident_details (fetch counts, impact, advice, JSON) and traversals",
+        (
+            "CREATE TABLE IF NOT EXISTS {db}.incident_details (\n"
+            "    job String, incident String, ranks_fetched UInt32, world UInt32, slowdown Float64,\n"
+            "    gpu_hours_lost Float64, advice String, document String, created_ns Int64\n"
+            ") ENGINE = ReplacingMergeTree(created_ns)\nORDER BY (job, incident)",
+            "CREATE TABLE IF NOT EXISTS {db}.traversals (\n"
+            "    job String, incident String, step UInt32, rank UInt32, comm String, seq UInt64,\n"
+            "    iteration Int64, action String, created_ns Int64\n"
+            ") ENGINE = ReplacingMergeTree(created_ns)\nORDER BY (job, incident, step)",
+        ),
+    ),
 )
 
 #: Every table the migrations create, for tools and tests.
-TABLES = ("records", "iterations", "jobs", "abnormal_ops", "incidents", "suspects", "labels")
+TABLES = (
+    "records", "iterations", "jobs", "abnormal_ops", "incidents", "suspects", "labels", "incident_details", "traversals",
+)
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

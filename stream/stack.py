@@ -54,7 +54,7 @@ def up(repo_root: Path, settings: Settings) -> dict[str, int | None]:
         schema.migrate(client, settings.clickhouse_database)
     finally:
         client.disconnect()
-    connect.ensure_topics(settings, {settings.records_topic: settings.records_partitions, settings.rejects_topic: 1})
+    connect.ensure_gateway_topics(settings)
     folder = _folder(repo_root)
     for name, pid in running(repo_root).items():
         if pid is not None:

@@ -1,29 +1,28 @@
-"""The worker (``sleuth worker``): Kafka ``sleuth.records`` -> numpy -> detectors -> ClickHouse.
+"""The worker (``sleuth worker``): a faust-streaming agent on ``sleuth.records`` -> numpy -> detectors -> ClickHouse.
 
-Delivery: at least once into ClickHouse, exactly once in query results. The loop is
+Delivery: at least once into ClickHouse, exactly once in query results. The agent takes the
+Kafka messages in batches (``Stream.take_events``) and for each batch does
 
-    poll a batch of messages -> decode into one columnar batch per kind -> update per-rank state
-    -> run the detectors -> insert into ClickHouse (retrying until it is acknowledged)
-    -> commit exactly the offsets just inserted
+    decode into one columnar batch per kind -> update per-rank state -> run the detectors
+    -> insert into ClickHouse (retrying until it is acknowledged) -> acknowledge the events
 
-so a crash anywhere before the commit replays those messages to whichever worker owns the
-partition next, and the ReplacingMergeTree tables fold the replay into the rows already there.
+and faust commits only acknowledged offsets (on its commit timer, at a rebalance and at stop).
+``take_events`` acknowledges a batch when the agent asks for the next one, and also when the
+generator is closed under it (a stop in the middle of a retry); a batch that is abandoned before
+ClickHouse acknowledged it is therefore marked so that faust never counts it as processed. A crash
+anywhere before the acknowledgement replays those messages to whichever worker owns the partition
+next, and the ReplacingMergeTree tables fold the replay into the rows already there.
 
-Why kafka-python's consumer and not a faust-streaming agent: faust acknowledges an event when the
-agent's iteration moves past it and commits acknowledged offsets on its own timer
-(``broker_commit_every`` / ``broker_commit_interval``), independently of any external sink. To
-commit only after a ClickHouse insert we would have to hold back faust's acks across
-``stream.take()`` buffers and disable its commit timer, against the grain of its design and of
-the 0.15 code base. The consumer below gives the same partition sharing (consumer groups) with
-the commit point under our control; the processing itself is the same batched numpy code either
-way.
+Several workers with the same ``SLEUTH_WORKER_GROUP`` share the topic's partitions (one Kafka
+consumer group, faust's assignor).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import tempfile
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,95 +69,122 @@ def decode(messages: Sequence[Any]) -> Decoded:
 
 
 class Worker:
-    """One consumer in the workers' group; ``run`` until ``stop`` is set."""
+    """One member of the workers' faust app; ``run`` until ``stop`` is set."""
 
     def __init__(self, settings: Settings, *, client: Any, detectors: Sequence[Detector] = (),
                  retry_max_s: float = 5.0) -> None:
-        from kafka import KafkaConsumer
-
         self.settings = settings
         self.sink = ClickHouseSink(client, settings.clickhouse_database)
         self.detectors = list(detectors)
         self.state = RankState()
         self.retry_max_s = retry_max_s
         self.inserted_records = 0
-        self.consumer = KafkaConsumer(
-            settings.records_topic,
-            bootstrap_servers=settings.kafka_bootstrap,
-            group_id=settings.worker_group,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            max_poll_records=settings.worker_max_records,
-            # A ClickHouse outage holds one batch in retry; stay in the group through a long one.
-            max_poll_interval_ms=600_000,
-            # A killed worker's partitions move to the others after 10 s, not the default 45 s.
-            session_timeout_ms=10_000,
-            heartbeat_interval_ms=3_000,
-            # A topic created just before the worker joined may not be in the broker's metadata yet;
-            # the group then assigns nothing until the next metadata refresh (default 5 minutes).
-            # Refreshing every 5 s lets it rebalance onto the partitions as soon as they appear.
-            metadata_max_age_ms=5_000,
-            fetch_max_bytes=64 << 20,
-            max_partition_fetch_bytes=8 << 20,
-        )
+        self.batches = 0
+        self.batches_retried = 0  # batches whose first insert failed
+        self._app: Any = None
+
+    def assignment(self) -> frozenset[int]:
+        """The records topic's partitions this worker holds now (empty before it joined)."""
+        app = self._app
+        if app is None:
+            return frozenset()
+        return frozenset(tp.partition for tp in app.consumer.assignment() if tp.topic == self.settings.records_topic)
 
     def run(self, stop: threading.Event) -> None:
+        """Consume in this thread (its own event loop) until ``stop`` is set."""
+        loop = asyncio.new_event_loop()
         try:
-            while not stop.is_set():
-                self.step(stop)
+            loop.run_until_complete(self._serve(stop))
         finally:
-            self.consumer.close(autocommit=False)
+            loop.close()
 
-    def step(self, stop: threading.Event) -> int:
-        """One poll -> insert -> commit cycle; the number of records inserted."""
-        polled = self.consumer.poll(timeout_ms=200)
-        if not polled:
-            return 0
-        messages = [m for batch in polled.values() for m in batch]
+    async def _serve(self, stop: threading.Event) -> None:
+        with tempfile.TemporaryDirectory(prefix="sleuth-worker-") as datadir:
+            app = self._build_app(asyncio.get_running_loop(), datadir, stop)
+            await app.start()
+            self._app = app  # only now: ``app.consumer`` is created lazily, in this thread
+            try:
+                while not stop.is_set():
+                    await asyncio.sleep(0.1)
+            finally:
+                await app.stop()
+
+    def _build_app(self, loop: asyncio.AbstractEventLoop, datadir: str, stop: threading.Event) -> Any:
+        import faust
+
+        settings = self.settings
+        app = faust.App(
+            settings.worker_group,
+            broker=f"kafka://{settings.kafka_bootstrap}",
+            loop=loop,
+            datadir=datadir,
+            store="memory://",  # no tables: the per-rank state is rebuilt from the stream
+            web_enabled=False,
+            topic_replication_factor=1,
+            topic_allow_declare=False,  # the records topic is ours (``connect.ensure_topics``)
+            consumer_auto_offset_reset="earliest",
+            broker_commit_interval=1.0,
+            # A ClickHouse outage holds one batch in retry; stay in the group through a long one.
+            broker_max_poll_interval=600.0,
+            # A killed worker's partitions move to the others after 10 s, not the default 60 s.
+            broker_session_timeout=10.0,
+            broker_heartbeat_interval=3.0,
+            # Stopping must not wait for a batch that cannot be inserted; its events stay unacknowledged.
+            stream_wait_empty=False,
+        )
+        topic = app.topic(settings.records_topic, key_serializer="raw", value_serializer="raw")
+
+        async def ingest(stream: Any) -> None:
+            async for events in stream.take_events(settings.worker_max_records, within=0.2):
+                inserted = False
+                try:
+                    inserted = await self._process(events, stop)
+                finally:
+                    if not inserted:  # stopping, or cancelled by ``app.stop()`` in the middle of a retry
+                        for event in events:
+                            # Never acknowledged: take_events' own ack on close becomes a no-op, so
+                            # the offsets are not committed and the next owner replays them.
+                            event.message.acked = True
+                if not inserted:
+                    return
+
+        app.agent(topic, name=f"{settings.worker_group}.ingest")(ingest)
+        return app
+
+    def _prepare(self, messages: list[Any]) -> tuple[Decoded, list[tuple]]:
         decoded = decode(messages)
         self.state.update(decoded.records)
         self.state.update_iterations(decoded.iterations)
-        abnormal = []
+        abnormal: list[tuple] = []
         for detector in self.detectors:
             abnormal += detector.update(decoded.records, decoded.iterations, self.state)
-        if not self._retry(stop, "insert", lambda: self.sink.write(
-                decoded.records, decoded.iterations, decoded.jobs, abnormal)):
-            return 0  # stopping before ClickHouse acknowledged: leave the offsets uncommitted
-        self.inserted_records += len(decoded.records)
-        self._commit(polled)
-        return len(decoded.records)
+        return decoded, abnormal
 
-    def _commit(self, polled: dict) -> None:
-        from kafka.errors import CommitFailedError
-        from kafka.structs import OffsetAndMetadata
-
-        offsets = {tp: OffsetAndMetadata(batch[-1].offset + 1, "", -1) for tp, batch in polled.items()}
-        for attempt in range(5):
-            try:
-                self.consumer.commit(offsets)
-                return
-            except CommitFailedError as error:
-                # The group moved on (rebalance): the partition's new owner replays from the last
-                # commit, and the replay is idempotent in the tables. Nothing else to do.
-                _log.warning("commit refused after a rebalance, records will be replayed: %s", error)
-                return
-            except Exception as error:  # broker restarting: try again shortly
-                _log.warning("commit failed (attempt %d): %s", attempt + 1, error)
-                time.sleep(min(self.retry_max_s, 0.5 * 2**attempt))
-        _log.error("giving up committing %s; those records will be replayed", offsets)
-
-    def _retry(self, stop: threading.Event, what: str, action: Any) -> bool:
-        delay = 0.2
+    async def _process(self, events: Sequence[Any], stop: threading.Event) -> bool:
+        """Decode, detect and insert one batch; False when stopping before ClickHouse acknowledged."""
+        loop = asyncio.get_running_loop()
+        # Decoding and detection are CPU work, and the inserts block on I/O: both run off the event
+        # loop, which must keep heartbeating the group (aiokafka heartbeats from the loop) meanwhile.
+        decoded, abnormal = await loop.run_in_executor(None, self._prepare, [event.message for event in events])
+        delay, attempt = 0.2, 0
         while True:
+            attempt += 1
             try:
-                action()
-                return True
+                await loop.run_in_executor(None, self.sink.write, decoded.records, decoded.iterations,
+                                           decoded.jobs, abnormal)
+                break
             except Exception as error:
-                _log.warning("%s failed, retrying in %.1fs: %s", what, delay, error)
+                if attempt == 1:
+                    self.batches_retried += 1
+                _log.warning("insert failed, retrying in %.1fs: %s", delay, error)
                 try:
                     self.sink.client.disconnect()  # reconnect cleanly on the next attempt
                 except Exception:
                     pass
-            if stop.wait(delay):
+            if stop.is_set():
                 return False
+            await asyncio.sleep(delay)
             delay = min(self.retry_max_s, delay * 2)
+        self.inserted_records += len(decoded.records)
+        self.batches += 1
+        return True

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from sleuth.errors import SleuthError
 
 # Command modules, in the order --help lists them.
-_COMMAND_MODULES = ("version", "topology", "layout", "sim", "detect", "db", "gateway", "worker", "stack")
+_COMMAND_MODULES = ("version", "topology", "layout", "sim", "detect", "localize", "db", "gateway", "worker", "stack")
 
 
 def build_parser() -> argparse.ArgumentParser:

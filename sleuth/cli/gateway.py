@@ -25,7 +25,7 @@ def _run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     if args.port:
         settings = dataclasses.replace(settings, gateway_port=args.port)
-    connect.ensure_topics(settings, {settings.records_topic: settings.records_partitions, settings.rejects_topic: 1})
+    connect.ensure_gateway_topics(settings)
     server, port, collector = gateway.create(settings)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

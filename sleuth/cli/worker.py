@@ -26,7 +26,8 @@ def _run(args: argparse.Namespace) -> int:
     from sleuth.stream.worker import Worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("kafka").setLevel(logging.WARNING)
+    for noisy in ("kafka", "aiokafka", "faust", "mode"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     settings = Settings.from_env()
     client = connect.clickhouse_client(settings)
     schema.migrate(client, settings.clickhouse_database)  # idempotent: safe from every worker

@@ -17,6 +17,8 @@ Iterations (on a job's iteration-time series):
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
+
 import math
 from typing import Any, Self
 
@@ -57,14 +59,15 @@ class ThreeSigma(ClassifierMixin, BaseEstimator):
         return self.score_samples(X) > 1.0
 
 
-class _Subsampled(ClassifierMixin, BaseEstimator):
+class _Subsampled(ClassifierMixin, BaseEstimator, metaclass=ABCMeta):
     """Shared fit for the distance-based baselines: they cost O(n²), so train on at most ``max_train`` rows."""
 
     max_train: int
     random_state: int | None
 
-    def _estimator(self) -> Any:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    def _estimator(self) -> Any:
+        """The scikit-learn classifier at the end of the pipeline."""
 
     def fit(self, X: Any, y: Any) -> Self:
         X = check_features(X)

@@ -6,16 +6,19 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 from contextlib import contextmanager
 
 import grpc
 
+from sleuth.jobspec import JobSpec
+from sleuth.layout import ParallelLayout
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.proto import commops_pb2_grpc as pb_grpc
 from sleuth.records import RecordBatch
 from sleuth.settings import Settings
-from sleuth.stream import connect, gateway, kafka_records
+from sleuth.stream import connect, gateway, kafka_records, schema
 
 from ..conftest import Services
 
@@ -29,7 +32,7 @@ def private_settings(services: Services, **overrides) -> Settings:
         clickhouse_host=services.clickhouse_host, clickhouse_port=services.clickhouse_port,
         clickhouse_http_port=services.clickhouse_http_port,
         clickhouse_database=f"sleuth_test_{tag}",
-        records_topic=f"sleuth-records-{tag}", rejects_topic=f"sleuth-rejects-{tag}",
+        records_topic=f"sleuth-records-{tag}", rejects_topic=f"sleuth-rejects-{tag}", jobs_topic=f"sleuth-jobs-{tag}",
         worker_group=f"sleuth-workers-{tag}", gateway_port=0,
     )
     return dataclasses.replace(Settings(), **(values | overrides))
@@ -38,7 +41,7 @@ def private_settings(services: Services, **overrides) -> Settings:
 @contextmanager
 def running_gateway(settings: Settings) -> Iterator[tuple[gateway.Collector, str]]:
     """A gateway on an ephemeral loopback port: (servicer, target address)."""
-    connect.ensure_topics(settings, {settings.records_topic: settings.records_partitions, settings.rejects_topic: 1})
+    connect.ensure_gateway_topics(settings)
     server, port, collector = gateway.create(settings)
     server.start()
     try:
@@ -46,6 +49,28 @@ def running_gateway(settings: Settings) -> Iterator[tuple[gateway.Collector, str
     finally:
         server.stop(grace=5).wait()
         collector.publisher.close()
+
+
+def job_spec(job: str, world: int = 64) -> pb.JobSpec:
+    return codec.jobspec_to_proto(JobSpec.from_layout(job, ParallelLayout(world, 8, 1, world // 8)))
+
+
+@contextmanager
+def registered_pipeline(services: Services) -> Iterator[tuple[Settings, Any, pb_grpc.CollectorStub]]:
+    """Private topics and database, a running gateway with job-a and job-b registered:
+    (settings, ClickHouse client, gateway stub); the database is dropped afterwards."""
+    settings = private_settings(services)
+    client = connect.clickhouse_client(settings)
+    schema.migrate(client, settings.clickhouse_database)
+    try:
+        with running_gateway(settings) as (collector, target):
+            client_stub = stub(target)
+            for job in ("job-a", "job-b"):
+                client_stub.RegisterJob(job_spec(job))
+            yield settings, client, client_stub
+    finally:
+        client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
+        client.disconnect()
 
 
 def stub(target: str) -> pb_grpc.CollectorStub:

@@ -14,12 +14,11 @@ import pytest
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import IterationBatch
-from sleuth.stream import clickhouse_records, connect, schema
+from sleuth.stream import clickhouse_records, connect
 from sleuth.stream.worker import Worker
 
 from ..conftest import Services
-from .harness import private_settings, record_stream, running_gateway, stop_process, stub, wait_for_count, worker_process
-from .test_gateway import job_spec
+from .harness import record_stream, registered_pipeline, stop_process, wait_for_count, worker_process
 from .test_records_pipeline import sorted_by_key, training_records
 
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -29,19 +28,8 @@ N = 10_000
 
 @pytest.fixture()
 def pipeline(services: Services):
-    """Private topics and database, a running gateway with job-a and job-b registered."""
-    settings = private_settings(services)
-    client = connect.clickhouse_client(settings)
-    schema.migrate(client, settings.clickhouse_database)
-    with running_gateway(settings) as (collector, target):
-        gateway = stub(target)
-        for job in ("job-a", "job-b"):
-            gateway.RegisterJob(job_spec(job))
-        try:
-            yield settings, client, gateway
-        finally:
-            client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
-            client.disconnect()
+    with registered_pipeline(services) as (settings, client, gateway):
+        yield settings, client, gateway
 
 
 def send_in_streams(gateway, batch, *, streams: int, per_message: int = 250, pause_s: float = 0.0) -> None:
@@ -119,12 +107,12 @@ def test_two_workers_share_four_partitions_and_the_results_are_complete(pipeline
     try:
         # Send only once the group has settled on both members, so that both get records.
         deadline = time.monotonic() + 60
-        while not (first[0].consumer.assignment() and second[0].consumer.assignment()):
+        while not (first[0].assignment() and second[0].assignment()):
             assert time.monotonic() < deadline, "the two workers never shared the partitions"
             time.sleep(0.2)
         send_in_streams(gateway, sent, streams=8)
         assert_exactly_once(settings, client, sent)
-        a, b = first[0].consumer.assignment(), second[0].consumer.assignment()
+        a, b = first[0].assignment(), second[0].assignment()
         assert len(a) + len(b) == 4 and not (a & b) and a and b
         assert first[0].inserted_records + second[0].inserted_records >= N
         assert first[0].inserted_records > 0 and second[0].inserted_records > 0

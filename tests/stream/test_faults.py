@@ -8,12 +8,10 @@ import time
 
 import pytest
 
-from sleuth.stream import connect, schema
 
 from ..conftest import Services
-from .harness import private_settings, running_gateway, stub
+from .harness import registered_pipeline, wait_for_count
 from .test_end_to_end import assert_exactly_once, run_worker_thread, send_in_streams
-from .test_gateway import job_spec
 from .test_records_pipeline import training_records
 
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -28,15 +26,11 @@ def deploy(services: Services, script: str, action: str) -> None:
 
 @pytest.fixture()
 def pipeline(services: Services):
-    settings = private_settings(services)
-    client = connect.clickhouse_client(settings)
-    schema.migrate(client, settings.clickhouse_database)
-    try:
-        yield settings, client
-    finally:
-        deploy(services, "services.sh", "up")  # whatever a test stopped is back for the next one
-        client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
-        client.disconnect()
+    with registered_pipeline(services) as (settings, client, gateway):
+        try:
+            yield settings, client, gateway
+        finally:
+            deploy(services, "services.sh", "up")  # whatever a test stopped is back for the next one
 
 
 def send_retrying(gateway, batch, **kwargs) -> None:
@@ -57,45 +51,66 @@ def send_retrying(gateway, batch, **kwargs) -> None:
 
 
 def test_clickhouse_down_for_30s_the_worker_retries_and_nothing_is_lost_or_doubled(pipeline, services) -> None:
-    settings, client = pipeline
+    settings, client, gateway = pipeline
     sent = training_records(N, seed=41)
-    with running_gateway(settings) as (collector, target):
-        gateway = stub(target)
-        for job in ("job-a", "job-b"):
-            gateway.RegisterJob(job_spec(job))
-        worker, stop, thread = run_worker_thread(settings)
-        try:
-            send_in_streams(gateway, sent.take(slice(0, N // 2)), streams=2)
-            deploy(services, "clickhouse.sh", "down")
-            send_in_streams(gateway, sent.take(slice(N // 2, N)), streams=2)  # Kafka still takes them
-            time.sleep(30)
-            deploy(services, "clickhouse.sh", "up")
-            client.disconnect()
-            assert_exactly_once(settings, client, sent)
-        finally:
-            stop.set()
-            thread.join(timeout=60)
+    worker, stop, thread = run_worker_thread(settings)
+    try:
+        send_in_streams(gateway, sent.take(slice(0, N // 2)), streams=2)
+        deploy(services, "clickhouse.sh", "down")
+        send_in_streams(gateway, sent.take(slice(N // 2, N)), streams=2)  # Kafka still takes them
+        time.sleep(30)
+        deploy(services, "clickhouse.sh", "up")
+        client.disconnect()
+        assert_exactly_once(settings, client, sent)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+
+
+def test_worker_stopped_while_clickhouse_is_down_commits_nothing_it_did_not_insert(pipeline, services) -> None:
+    settings, client, gateway = pipeline
+    sent = training_records(N, seed=43)
+    table = f"{settings.clickhouse_database}.records"
+    worker, stop, thread = run_worker_thread(settings)
+    try:
+        send_in_streams(gateway, sent.take(slice(0, N // 2)), streams=2)
+        assert wait_for_count(client, table, N // 2) == N // 2
+        deploy(services, "clickhouse.sh", "down")
+        send_in_streams(gateway, sent.take(slice(N // 2, N)), streams=2)
+        deadline = time.monotonic() + 60
+        while worker.batches_retried == 0:  # the worker holds the second half, unacknowledged
+            assert time.monotonic() < deadline, "the worker never took the second half"
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert not thread.is_alive()
+    deploy(services, "clickhouse.sh", "up")
+    client.disconnect()
+    # A new worker in the same group resumes from the committed offsets: the abandoned batch is replayed.
+    worker, stop, thread = run_worker_thread(settings)
+    try:
+        assert_exactly_once(settings, client, sent)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
 
 
 def test_kafka_restart_mid_stream_gateway_and_worker_recover(pipeline, services) -> None:
-    settings, client = pipeline
+    settings, client, gateway = pipeline
     sent = training_records(N, seed=42)
-    with running_gateway(settings) as (collector, target):
-        gateway = stub(target)
-        for job in ("job-a", "job-b"):
-            gateway.RegisterJob(job_spec(job))
-        worker, stop, thread = run_worker_thread(settings)
-        sender = threading.Thread(target=send_retrying, args=(gateway, sent), kwargs={"streams": 20, "pause_s": 0.3})
-        try:
-            sender.start()
-            time.sleep(2)
-            deploy(services, "kafka.sh", "down")
-            time.sleep(3)
-            deploy(services, "kafka.sh", "up")
-            sender.join(timeout=300)
-            assert not sender.is_alive()
-            assert_exactly_once(settings, client, sent)
-        finally:
-            stop.set()
-            thread.join(timeout=60)
-            sender.join(timeout=5)
+    worker, stop, thread = run_worker_thread(settings)
+    sender = threading.Thread(target=send_retrying, args=(gateway, sent), kwargs={"streams": 20, "pause_s": 0.3})
+    try:
+        sender.start()
+        time.sleep(2)
+        deploy(services, "kafka.sh", "down")
+        time.sleep(3)
+        deploy(services, "kafka.sh", "up")
+        sender.join(timeout=300)
+        assert not sender.is_alive()
+        assert_exactly_once(settings, client, sent)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+        sender.join(timeout=5)

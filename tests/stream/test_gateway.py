@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 
 import grpc
@@ -10,24 +11,19 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from sleuth.jobspec import JobSpec
-from sleuth.layout import ParallelLayout
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
+from sleuth.proto import commops_pb2_grpc as pb_grpc
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.stream import kafka_records
 
 from ..conftest import Services
-from .harness import bearer, consume, private_settings, record_stream, running_gateway, stub
+from .harness import bearer, consume, job_spec, private_settings, record_stream, running_gateway, stub
 from .test_records_pipeline import training_records
 
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 TOKENS = {"job-a": "token-for-job-a-0123456789", "job-b": "token-for-job-b-0123456789"}
-
-
-def job_spec(job: str, world: int = 64) -> pb.JobSpec:
-    return codec.jobspec_to_proto(JobSpec.from_layout(job, ParallelLayout(world, 8, 1, world // 8)))
 
 
 @pytest.fixture(scope="module")
@@ -180,3 +176,41 @@ def test_malformed_batches_are_refused_and_good_clients_are_unaffected(gateway_w
         channel.close()
     thread.join()
     assert results["good"].accepted == -(-len(good) // 50)
+
+
+def test_a_restarted_gateway_still_accepts_jobs_registered_before(services: Services) -> None:
+    settings = private_settings(services)
+    batch = training_records(400, seed=6)
+    job_a = batch.take(batch.decoded("job") == "job-a")
+    with running_gateway(settings) as (collector, target):
+        stub(target).RegisterJob(job_spec("job-a"))
+    with running_gateway(settings) as (collector, target):  # a new process would read the same topic
+        assert "job-a" in collector.jobs and "job-b" not in collector.jobs
+        assert stub(target).Stream(record_stream(job_a, per_message=100)).accepted == -(-len(job_a) // 100)
+        with pytest.raises(grpc.RpcError) as error:
+            stub(target).Stream(record_stream(batch.take(batch.decoded("job") == "job-b"), per_message=100))
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "job-b" in error.value.details()
+
+
+def self_signed_certificate(folder) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 and its key, made by the openssl command line tool."""
+    cert, key = folder / "gateway.crt", folder / "gateway.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+def test_tls_gateway_serves_tls_clients_only(services: Services, tmp_path) -> None:
+    cert, key = self_signed_certificate(tmp_path)
+    settings = private_settings(services, gateway_tls_cert=cert, gateway_tls_key=key)
+    batch = training_records(200, seed=7)
+    job_a = batch.take(batch.decoded("job") == "job-a")
+    with running_gateway(settings) as (collector, target):
+        with open(cert, "rb") as pem:
+            secure = pb_grpc.CollectorStub(grpc.secure_channel(target, grpc.ssl_channel_credentials(pem.read())))
+        secure.RegisterJob(job_spec("job-a"), timeout=30)
+        assert secure.Stream(record_stream(job_a, per_message=50), timeout=30).accepted == -(-len(job_a) // 50)
+        with pytest.raises(grpc.RpcError) as error:  # plaintext to a TLS port never gets through
+            stub(target).Health(pb.HealthRequest(), timeout=5)
+        assert error.value.code() == grpc.StatusCode.UNAVAILABLE

@@ -46,9 +46,10 @@ def training_records(n: int, *, seed: int) -> RecordBatch:
 
 
 def sorted_by_key(batch: RecordBatch) -> RecordBatch:
-    """The batch in ClickHouse's ORDER BY order (job, rank, iteration, comm, seq)."""
+    """The batch in ClickHouse's ORDER BY order (job, rank, iteration, comm, seq, op, peer)."""
     order = np.lexsort(
-        (batch["seq"], batch.decoded("comm"), batch["iteration"], batch["rank"], batch.decoded("job"))
+        (batch["peer"], batch["op"], batch["seq"], batch.decoded("comm"), batch["iteration"], batch["rank"],
+         batch.decoded("job"))
     )
     return batch.take(order)
 

@@ -67,7 +67,7 @@ def test_cli_migrate_then_status(database, monkeypatch, capsys) -> None:
     _, name = database
     monkeypatch.setenv("SLEUTH_CLICKHOUSE_DB", name)
     assert main(["db", "migrate"]) == 0
-    assert "applied [1, 2, 3, 4]" in capsys.readouterr().out
+    assert f"applied {[m.version for m in schema.MIGRATIONS]}" in capsys.readouterr().out
     assert main(["db", "migrate"]) == 0
     assert "up to date" in capsys.readouterr().out
     assert main(["db", "status"]) == 0

@@ -12,8 +12,7 @@ from sleuth.proto import commops_pb2 as pb
 from sleuth.stream import clickhouse_records, connect, stack
 
 from ..conftest import Services
-from .harness import private_settings, record_stream, stub, wait_for_count
-from .test_gateway import job_spec
+from .harness import job_spec, private_settings, record_stream, stub, wait_for_count
 from .test_records_pipeline import sorted_by_key, training_records
 
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]

@@ -1,0 +1,102 @@
+"""Stragglers that are not broken hardware (What-if paper §5.2, §5.3).
+
+Compute evidence that sits on one GPU, a few GPUs or one host is hardware. Evidence spread over
+many ranks is not: it is the job's own work that is uneven.
+
+* **Stage imbalance**: the late ranks are (nearly) all in the last pipeline stage, many of
+  them, persistently. The last stage also runs the loss and logit layers; an even split of the
+  transformer layers leaves it the slowest (What-if §5.2).
+* **Sequence-length imbalance**: the late ranks are many and in several data-parallel replicas
+  and stages: attention cost grows with the square of each document's length, so micro-batches
+  of long documents straggle, on whichever replica drew them (What-if §5.3).
+
+"Many" is: covering ``cover`` (80%) of the compute evidence takes at least ``diffuse_ranks``
+ranks, and no single host holds ``cover`` of it (a slow host CPU also spreads over its GPUs).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from sleuth.errors import ConfigError
+
+from sleuth.localizer.graph import OperatorGraph
+
+__all__ = ["ADVICE", "Diagnosis", "Straggler", "classify"]
+
+
+class Straggler(enum.Enum):
+    HARDWARE = "hardware"
+    STAGE_IMBALANCE = "stage_imbalance"
+    SEQLEN_IMBALANCE = "seqlen_imbalance"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ADVICE = {
+    Straggler.HARDWARE: "",
+    Straggler.STAGE_IMBALANCE: (
+        "The last pipeline stage is persistently the slowest (it also runs the loss and logit layers): "
+        "give it fewer transformer layers (an uneven pipeline split, e.g. Megatron-LM's "
+        "--decoder-last-pipeline-num-layers). No hardware needs replacing."
+    ),
+    Straggler.SEQLEN_IMBALANCE: (
+        "Compute slowness moves across data-parallel ranks from iteration to iteration: long-tailed "
+        "sequence lengths make some micro-batches much costlier (attention is quadratic in document length). "
+        "Balance sequences across DP ranks and micro-batches by estimated attention cost. No hardware needs replacing."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    kind: Straggler
+    ranks_to_cover: int  # ranks holding `cover` of the compute evidence
+    last_stage_share: float  # share of the compute evidence on the last pipeline stage
+    replicas: int  # data replicas among those ranks
+
+    @property
+    def advice(self) -> str:
+        return ADVICE[self.kind]
+
+
+def classify(
+    compute: Mapping[int, float], *, graph: OperatorGraph, cover: float = 0.8, diffuse_ranks: int = 4
+) -> Diagnosis:
+    """Hardware, stage imbalance or sequence-length imbalance, from compute evidence per rank."""
+    if not 0 < cover <= 1:
+        raise ConfigError(f"cover must be in (0, 1], got {cover!r}")
+    if diffuse_ranks < 2:
+        raise ConfigError(f"diffuse_ranks must be >= 2, got {diffuse_ranks!r}")
+    ranks = np.array([r for r, v in compute.items() if v > 0], dtype=np.int64)
+    values = np.array([compute[int(r)] for r in ranks], dtype=np.float64)
+    total = float(values.sum())
+    if total <= 0:
+        return Diagnosis(Straggler.HARDWARE, 0, 0.0, 0)
+    order = np.argsort(-values, kind="stable")
+    ranks, values = ranks[order], values[order]
+    covering = int(np.searchsorted(np.cumsum(values), cover * total - 1e-12) + 1)
+    top = ranks[:covering]
+    hosts: dict[str, float] = {}
+    for rank, value in zip(ranks.tolist(), values.tolist()):
+        host = graph.gpus[rank][len("gpu:") :].rsplit("/", 1)[0]
+        hosts[host] = hosts.get(host, 0.0) + value
+    last_share = 0.0
+    if graph.stage is not None and graph.last_stage > 0:
+        last_share = float(values[graph.stage[ranks] == graph.last_stage].sum() / total)
+    replicas = len(set(graph.replica[top].tolist())) if graph.replica is not None else 0
+    diffuse = covering >= diffuse_ranks and max(hosts.values()) < cover * total
+    if not diffuse:
+        kind = Straggler.HARDWARE
+    elif last_share >= cover:
+        kind = Straggler.STAGE_IMBALANCE
+    elif replicas >= 2:
+        kind = Straggler.SEQLEN_IMBALANCE
+    else:
+        kind = Straggler.HARDWARE
+    return Diagnosis(kind, covering, last_share, replicas)

@@ -1,0 +1,184 @@
+"""Device scores (Holmes §4.4 and appendix D): accumulate irregularity rates, then MAP.
+
+Accumulation. A compute root adds its rate R to the late rank's GPU and to its host (CPU
+contention slows every GPU of a host, so a host collects its GPUs' compute evidence). A network
+root adds R to every network device on the paths between its ranks' GPUs (``topology.path``;
+GPUs themselves are not network devices): the ring of the members in group order for ring
+collectives and P2P (NCCL's ring; the emulator's units too), every pair for all-to-all. A
+device on several of those paths still counts once per root, with the largest weight it has on
+any of them (equal-cost spines share a path's evidence: weight 1/n each).
+
+Topology decay H(d). Holmes: ``H(d) = ln(C(d) + ε - 1) / C(d)`` with C(d) the endpoints below
+the device (``topology.nics_below``: NICs below a switch, GPUs of a host). It is meant to stop a
+device shared by many endpoints (a spine) from winning just by summing its children's evidence.
+As written it is negative for C(d) = 1 (ln ε) and 0 for C(d) = 2, which would make a GPU, a NIC
+or its cable impossible to blame. Rule used here: **H(d) = 1 when C(d) = 1** (a device that
+serves one endpoint shares nothing, so nothing to decay), and otherwise **H(d) = max(Holmes's
+H(d), 1/C(d))**: never below the device's share if its evidence were split evenly among its C
+endpoints. For C >= 4 Holmes's value is the larger one, so large switches decay as in the paper.
+The decay used is H(d)^γ with γ = ``Priors.decay_power``, **0 by default**: the benchmark shows
+that full decay (γ = 1) turns a faulty leaf over 4 NICs into its NICs (H = 0.35), while the
+problem it solves (a spine summing its leaves' evidence) is already handled here by sharing a
+path's evidence between equal-cost spines.
+
+MAP (appendix D). With a Beta prior a(d) = α p(d), b(d) = α (1 - p(d)) per device kind:
+``I(d) = (Σ R·H(d) + a(d)) / Σ_d' (Σ R·H(d') + a(d') + b(d'))``. The denominator is the same for
+every device, so it decides nothing; the scores reported here divide by the sum of the
+numerators over the devices with evidence instead, which keeps Holmes's ranking exactly and makes
+the scores a probability distribution over the candidates.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from sleuth.errors import ConfigError
+from sleuth.records import OpKind
+from sleuth.topology import DeviceKind, Topology, nics_below, path
+from sleuth.topology.ids import host_id
+
+from sleuth.localizer.search import Cause, Root
+
+__all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay", "map_scores"]
+
+EPSILON = 1e-6
+
+# Holmes table 1: anomalous devices over three months (GPUs 58.7%, NICs 18.3%, links 9.5%,
+# switches 4.8%, CPUs 3.2%, others 5.5%). Switches: leaf, spine and NVSwitch alike.
+_TABLE_1 = {
+    DeviceKind.GPU: 0.587,
+    DeviceKind.NIC: 0.183,
+    DeviceKind.LINK: 0.095,
+    DeviceKind.LEAF: 0.048,
+    DeviceKind.SPINE: 0.048,
+    DeviceKind.NVSWITCH: 0.048,
+    DeviceKind.HOST: 0.032,
+}
+
+
+@dataclass(frozen=True)
+class Priors:
+    """Prior probability p(d) of a device being anomalous, by kind, and the Beta scale α."""
+
+    p: Mapping[DeviceKind, float] = field(default_factory=lambda: MappingProxyType(dict(_TABLE_1)))
+    alpha: float = 1.0
+    decay_power: float = 0.0  # γ: the decay used is H(d)^γ (0: none, 1: Holmes's, floored); see README
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.alpha, (int, float)) and self.alpha >= 0 and math.isfinite(self.alpha)):
+            raise ConfigError(f"priors.alpha must be a finite number >= 0, got {self.alpha!r}")
+        if not (isinstance(self.decay_power, (int, float)) and 0 <= self.decay_power <= 1):
+            raise ConfigError(f"priors.decay_power must be in [0, 1], got {self.decay_power!r}")
+        table = dict(self.p)
+        for kind in DeviceKind:
+            if kind not in table:
+                raise ConfigError(f"priors: no prior for device kind {kind}")
+            value = table[kind]
+            if not (isinstance(value, (int, float)) and 0 < value < 1):
+                raise ConfigError(f"priors: p({kind}) must be in (0, 1), got {value!r}")
+        object.__setattr__(self, "p", MappingProxyType(table))
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, float], *, alpha: float = 1.0, decay_power: float = 0.0) -> Priors:
+        """Priors from ``{"gpu": 0.6, ...}``; kinds not named keep Holmes's table 1 value."""
+        table = dict(_TABLE_1)
+        for name, value in values.items():
+            try:
+                table[DeviceKind(name)] = value
+            except ValueError:
+                raise ConfigError(f"priors: unknown device kind {name!r}") from None
+        return cls(table, alpha, decay_power)
+
+
+DEFAULT_PRIORS = Priors()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Accumulated, undecayed irregularity rate of one device, and the iterations behind it."""
+
+    total: float
+    iterations: frozenset[int]
+
+
+@dataclass(frozen=True)
+class Score:
+    """A device's posterior score (the scores of one ranking sum to 1)."""
+
+    device: str
+    kind: DeviceKind
+    score: float
+    evidence: float
+    support: int  # irregular iterations with evidence on the device
+
+
+def decay(c: int) -> float:
+    """H(d) for a device with ``c`` endpoints below it (see the module docstring for the rule)."""
+    if c < 1:
+        raise ConfigError(f"C(d) must be >= 1, got {c}")
+    if c == 1:
+        return 1.0
+    return max(math.log(c + EPSILON - 1) / c, 1.0 / c)
+
+
+def accumulate(
+    rates: Iterable[tuple[Root, float]], *, topology: Topology, gpus: Sequence[str]
+) -> dict[str, Evidence]:
+    """Evidence per device from ``(root, R)`` pairs; ``gpus[r]`` is rank r's GPU id."""
+    totals: dict[str, float] = {}
+    seen: dict[str, set[int]] = {}
+    for root, rate in rates:
+        if rate <= 0:
+            continue
+        for device, weight in _devices(root, topology, gpus).items():
+            totals[device] = totals.get(device, 0.0) + rate * weight
+            seen.setdefault(device, set()).add(root.iteration)
+    return {d: Evidence(totals[d], frozenset(seen[d])) for d in totals}
+
+
+def _devices(root: Root, topology: Topology, gpus: Sequence[str]) -> dict[str, float]:
+    if root.cause is Cause.COMPUTE:
+        gpu = gpus[root.rank]
+        return {gpu: 1.0, host_id(topology.host_of(gpu)): 1.0}
+    members = [gpus[m] for m in root.members]
+    if len(members) == 1:  # a P2P operator without a peer: its own GPU's way out
+        nic = topology.nic_of(members[0])
+        out = {} if nic is None else {nic: 1.0}
+        for leaf in topology.leaves_of(nic) if nic else ():
+            out[topology.link_between(leaf, nic)] = 1.0
+        return out
+    if root.op == OpKind.ALL_TO_ALL.label and len(members) <= 64:
+        pairs = [(a, b) for i, a in enumerate(members) for b in members[i + 1 :]]
+    elif len(members) == 2:
+        pairs = [(members[0], members[1])]
+    else:
+        pairs = list(zip(members, members[1:] + members[:1]))
+    out: dict[str, float] = {}
+    for a, b in pairs:
+        for device, weight in path(topology, a, b).weighted():
+            if topology.kind(device) is DeviceKind.GPU:
+                continue
+            if weight > out.get(device, 0.0):
+                out[device] = weight
+    return out
+
+
+def map_scores(evidence: Mapping[str, Evidence], *, topology: Topology, priors: Priors = DEFAULT_PRIORS) -> tuple[Score, ...]:
+    """Every device with evidence, scored (MAP with decay), best first; scores sum to 1."""
+    numerators: dict[str, float] = {}
+    for device, found in evidence.items():
+        kind = topology.kind(device)
+        weight = decay(nics_below(topology, device)) ** priors.decay_power
+        numerators[device] = found.total * weight + priors.alpha * priors.p[kind]
+    total = sum(numerators.values())
+    if total <= 0:
+        return ()
+    scores = [
+        Score(device, topology.kind(device), value / total, evidence[device].total, len(evidence[device].iterations))
+        for device, value in numerators.items()
+    ]
+    scores.sort(key=lambda s: (-s.score, s.device))
+    return tuple(scores)

@@ -1,0 +1,270 @@
+"""Holmes Algorithm 1: from abnormal operators on the pivot rank to root operators and causes.
+
+For one irregular iteration, starting at the pivot rank's abnormal operators (largest excess
+first):
+
+* a collective: breadth first, fetch every member of its group and split the instance into
+  transfer and blocking (``sleuth.localizer.timing``);
+* a send or receive: depth first, fetch only the peer and split the pair the same way.
+
+A long transfer makes the operator a root with cause *network* (Algorithm 1 line 17/23: every
+member is abnormal). Long blocking points at the last launcher L (the member whose operator is
+"normal", line 7): the search looks at where L's time went before that operator. When L spent
+more of it computing (gaps between operators above their baselines) than waiting (operators
+above theirs), or waited nowhere abnormally, L computed (or launched) slowly: a root with cause
+*compute* on L (line 13). Otherwise the search recurses into L's abnormal operator with the
+largest delay (line 10). Both can hold at once (a slow transfer to a late rank), then both are roots.
+
+"Explains" refines line 10: an earlier abnormal operator on L counts only when its own excess is
+at least ``explain`` times L's lateness (default 0: any abnormal operator, as in the paper), so
+that a caller can keep small, unrelated delays from diverting the search.
+
+Termination: each (rank, slot) is examined at most once per iteration, and ranks are fetched at
+most once (``sleuth.localizer.fetch``), so the search ends after at most (ranks x slots) steps.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from sleuth.errors import ConfigError
+from sleuth.records import OpKind
+
+from sleuth.localizer.fetch import Fetcher
+from sleuth.localizer.graph import OperatorGraph
+from sleuth.localizer.operators import COLLECTIVE, RECV, SEND, RankOperators, Thresholds, baseline
+from sleuth.localizer.timing import split
+
+__all__ = ["Action", "Cause", "Root", "SearchResult", "Step", "search"]
+
+
+class Cause(enum.Enum):
+    """Why a root operator was slow."""
+
+    COMPUTE = "compute"
+    NETWORK = "network"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Action(enum.Enum):
+    """How the search reached an operator."""
+
+    PIVOT = "pivot"  # an abnormal operator of the pivot rank
+    BFS = "bfs"  # a collective: the whole group examined
+    DFS = "dfs"  # a send/recv: the peer examined
+    BACK = "back"  # an earlier operator of the late rank
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operator the search examined."""
+
+    rank: int
+    comm: str
+    seq: int
+    op: str
+    iteration: int
+    action: Action
+
+
+@dataclass(frozen=True)
+class Root:
+    """A root operator: where an irregular iteration's delay comes from.
+
+    ``ranks`` are the GPUs involved: the late rank (compute) or the group or pair whose
+    transfer was slow (network). ``members``/``rows`` locate the operator slot on every member,
+    for the cross-iteration series.
+    """
+
+    iteration: int
+    cause: Cause
+    rank: int
+    comm: str
+    seq: int
+    op: str
+    ranks: tuple[int, ...]
+    members: tuple[int, ...]
+    rows: tuple[int, ...]
+
+    @property
+    def key(self) -> tuple:
+        """Same root operator slot and cause, whatever the iteration."""
+        return (self.cause, self.ranks, self.comm, self.members, self.rows)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    roots: tuple[Root, ...]
+    steps: tuple[Step, ...]
+
+    @property
+    def traversal(self) -> tuple[int, ...]:
+        """Ranks examined, in first-visit order, each once."""
+        return tuple(dict.fromkeys(step.rank for step in self.steps))
+
+
+def search(
+    fetcher: Fetcher,
+    graph: OperatorGraph,
+    *,
+    iteration: int,
+    pivots: Sequence[int],
+    thresholds: Thresholds,
+    pivot_ops: int = 3,
+    explain: float = 0.0,
+    max_steps: int = 100_000,
+) -> SearchResult:
+    """Root operators of one irregular ``iteration``, starting from ``pivots``' abnormal operators."""
+    if not pivots:
+        raise ConfigError("pivots: need at least one pivot rank")
+    if pivot_ops < 1:
+        raise ConfigError(f"pivot_ops must be >= 1, got {pivot_ops}")
+    first_col = fetcher.window.column(iteration)
+    reference = fetcher.window.reference
+    steps: list[Step] = []
+    roots: dict[tuple, Root] = {}
+    visited: set[tuple[int, int, int]] = set()
+    hopped: set[tuple[int, int, int]] = set()  # late operators reached across a group (BFS/DFS hops)
+
+    stack: list[tuple[int, int, int, Action]] = []
+    for pivot in reversed(list(pivots)):
+        ops = fetcher.one(pivot)
+        rows = np.flatnonzero(ops.abnormal[:, first_col])
+        excess = (ops.end[rows, first_col] - ops.start[rows, first_col]) - ops.base[rows]
+        chosen = rows[np.argsort(-excess, kind="stable")][:pivot_ops]
+        stack.extend((pivot, int(row), first_col, Action.PIVOT) for row in reversed(chosen))
+
+    while stack and len(steps) < max_steps:
+        rank, row, col, action = stack.pop()
+        if (rank, row, col) in visited:
+            continue
+        visited.add((rank, row, col))
+        at = int(fetcher.window.iterations[col])
+        ops = fetcher.one(rank)
+        comm_index = int(ops.slot_comm[row])
+        comm = graph.comms[comm_index]
+        seq = int(ops.seq[row, col])
+        op = _label(int(ops.slot_op[row]))
+        steps.append(Step(rank, comm, seq, op, at, action))
+
+        if ops.slot_class[row] != COLLECTIVE and not 0 <= int(ops.slot_peer[row]) < graph.world:
+            # Algorithm 1 line 22: a P2P operator without a peer: the transfer itself is the root.
+            root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, (rank,), (rank,), (row,))
+            roots.setdefault(root.key, root)
+            continue
+        members, rows = _instance(fetcher, graph, ops, row, col)
+        if len(members) < 2:
+            continue  # the other side's record is missing: nothing to compare against
+        held = fetcher.get(members)
+        pairs = [(held[m], r) for m, r in zip(members, rows)]
+        timing = split(pairs)
+        if not timing.complete[col]:
+            continue
+        values = np.stack((timing.transfer, timing.lateness))
+        base, spread = baseline(np.nan_to_num(values), np.isfinite(values), reference)
+        excess = values[:, col] - base
+        limit = thresholds.limit(base, spread)
+        involved = tuple(sorted(members))
+        if excess[0] > limit[0]:
+            root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, involved, tuple(members), tuple(rows))
+            roots.setdefault(root.key, root)
+        if excess[1] > limit[1]:
+            late = int(timing.late[col])
+            late_rank, late_row = members[late], rows[late]
+            late_ops = held[late_rank]
+            if (late_rank, late_row, col) in hopped:
+                continue  # another path already led to this late operator and followed it back
+            hopped.add((late_rank, late_row, col))
+            steps.append(Step(late_rank, comm, seq, op, at, Action.BFS if ops.slot_class[row] == COLLECTIVE else Action.DFS))
+            culprit = _explaining(late_ops, late_row, col, explain * float(excess[1]), float(excess[1]))
+            if culprit is not None:
+                stack.append((late_rank, culprit[0], culprit[1], Action.BACK))
+            else:
+                root = Root(iteration, Cause.COMPUTE, late_rank, comm, seq, op, (late_rank,), tuple(members), tuple(rows))
+                roots.setdefault(root.key, root)
+    return SearchResult(tuple(roots.values()), tuple(steps))
+
+
+def _instance(fetcher: Fetcher, graph: OperatorGraph, ops: RankOperators, row: int, col: int) -> tuple[list[int], list[int]]:
+    """Members holding this operator instance and its slot on each (this rank first for P2P)."""
+    comm = int(ops.slot_comm[row])
+    seq = int(ops.seq[row, col])
+    cls = int(ops.slot_class[row])
+    if cls == COLLECTIVE:
+        group = graph.group(comm).tolist()
+        held = fetcher.get(group)
+        found = [(m, held[m].find(comm, COLLECTIVE, -1, seq, col)) for m in group]
+    else:
+        peer = int(ops.slot_peer[row])
+        other = fetcher.one(peer)
+        opposite = RECV if cls == SEND else SEND
+        found = [(ops.rank, row), (peer, other.find(comm, opposite, ops.rank, seq, col))]
+    found = [(m, r) for m, r in found if r >= 0]
+    return [m for m, _ in found], [r for _, r in found]
+
+
+def _explaining(ops: RankOperators, row: int, col: int, needed: float, lateness: float) -> tuple[int, int] | None:
+    """Where the late rank's time went before ``row``: the operator to follow, or None (compute).
+
+    The rank's delay before the operator is split into compute (its gaps between operators,
+    above their baselines) and waiting (its operators' durations above theirs), both summed
+    without clipping so that jitter cancels. More compute than waiting: the rank itself was
+    slow, a compute root. Otherwise the abnormal operator with the largest delay is followed
+    (Algorithm 1 line 10), if its excess is at least ``needed``. The previous iteration is
+    included when this one's operators before ``row`` account for under half the lateness: a
+    rank late at the start of an iteration was held up at the end of the last (the gradient
+    and embedding all-reduces), and iteration boundaries are per rank, not global.
+    """
+    candidates = [(col, ops.before(row, col))]
+    rows = candidates[0][1]
+    own = float((ops.gap[row, col] - ops.gap_base[row]) + _sum_excess(ops, rows, col))
+    if own < 0.5 * lateness and col > 0:
+        candidates.append((col - 1, _latest_first(ops, col - 1)))
+    compute = float(ops.gap[row, col] - ops.gap_base[row])
+    waiting = 0.0
+    best: tuple[float, int, int] | None = None
+    for where, earlier in candidates:
+        if not len(earlier):
+            continue
+        compute += float((ops.gap[earlier, where] - ops.gap_base[earlier]).sum())
+        excess = (ops.end[earlier, where] - ops.start[earlier, where]) - ops.base[earlier]
+        waiting += float(excess.sum())
+        flagged = ops.abnormal[earlier, where] & (excess >= needed)
+        if flagged.any():
+            k = int(np.argmax(np.where(flagged, excess, -np.inf)))
+            if best is None or excess[k] > best[0]:
+                best = (float(excess[k]), int(earlier[k]), where)
+    if best is None or compute > waiting:
+        return None
+    return best[1], best[2]
+
+
+def _sum_excess(ops: RankOperators, rows: np.ndarray, col: int) -> float:
+    if not len(rows):
+        return 0.0
+    durations = ops.end[rows, col] - ops.start[rows, col] - ops.base[rows]
+    gaps = ops.gap[rows, col] - ops.gap_base[rows]
+    return float(durations.sum() + gaps.sum())
+
+
+def _latest_first(ops: RankOperators, col: int) -> np.ndarray:
+    if col < 0:
+        return np.empty(0, dtype=np.int64)
+    rows = np.flatnonzero(ops.present[:, col])
+    return rows[np.argsort(-ops.start[rows, col], kind="stable")]
+
+
+def _label(op: int) -> str:
+    try:
+        return OpKind(op).label
+    except ValueError:  # a value outside OpKind survives the records; show its number
+        return str(op)

@@ -1,0 +1,72 @@
+"""The jobs the gateway accepts records for, and their reload from Kafka when a gateway starts.
+
+``RegisterJob`` writes each spec to the compacted ``sleuth.jobs`` topic keyed by job name (see
+``Publisher.job``), so the topic holds the latest spec of every job ever registered. A gateway
+that restarts, or a second gateway beside the first, reads it back before serving: a logger that
+registered once keeps streaming without registering again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from sleuth.errors import ServiceError
+from sleuth.jobspec import JobSpec
+from sleuth.settings import Settings
+from sleuth.stream import kafka_records
+
+_log = logging.getLogger(__name__)
+
+
+class JobRegistry:
+    """Jobs registered through ``RegisterJob``, by name."""
+
+    def __init__(self, specs: list[JobSpec] = ()) -> None:
+        self._jobs: dict[str, JobSpec] = {spec.job: spec for spec in specs}
+        self._lock = threading.Lock()
+
+    def add(self, spec: JobSpec) -> None:
+        with self._lock:
+            self._jobs[spec.job] = spec
+
+    def __contains__(self, job: object) -> bool:
+        return job in self._jobs
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+
+def load_registered(settings: Settings, *, timeout_s: float = 60.0) -> list[JobSpec]:
+    """Every job spec in ``settings.jobs_topic``, latest per job, read to the topic's current end."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, group_id=None, enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(settings.jobs_topic, p)
+                      for p in sorted(consumer.partitions_for_topic(settings.jobs_topic))]
+        if not partitions:
+            raise ServiceError(f"Kafka topic {settings.jobs_topic!r} (SLEUTH_JOBS_TOPIC) does not exist "
+                               f"at {settings.kafka_bootstrap}")
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        end = consumer.end_offsets(partitions)
+        specs: dict[str, JobSpec] = {}
+        deadline = time.monotonic() + timeout_s
+        while any(consumer.position(tp) < end[tp] for tp in partitions):
+            if time.monotonic() > deadline:
+                raise ServiceError(
+                    f"reading the registered jobs from {settings.jobs_topic!r} took over {timeout_s:.0f} s")
+            for messages in consumer.poll(timeout_ms=500).values():
+                for message in messages:
+                    try:
+                        spec = kafka_records.job_from_message(message.value)
+                    except Exception as error:  # one bad spec must not keep the gateway down
+                        _log.error("skipping an undecodable job spec at %s:%s: %s",
+                                   message.partition, message.offset, error)
+                        continue
+                    specs[spec.job] = spec
+        return list(specs.values())
+    finally:
+        consumer.close()

@@ -1,0 +1,116 @@
+"""Property tests: the search ends and fetches each rank once; scores are a distribution;
+more evidence on a device never lowers its rank."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sleuth.layout import ParallelLayout
+from sleuth.localizer import Thresholds, build_graph
+from sleuth.localizer.fetch import Fetcher
+from sleuth.localizer.operators import make_window
+from sleuth.localizer.scoring import Evidence, Priors, map_scores
+from sleuth.localizer.search import search
+from sleuth.sim import Emulation, Fault, FaultKind, Scenario
+from sleuth.topology import DeviceKind, generate
+
+
+@lru_cache(maxsize=1)
+def _topology():
+    return generate("fattree:hosts=4,gpus=8,pod=2,spines=2")
+
+
+class CountingSource:
+    """A RecordSource that counts how often each rank's records are asked for."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.asked: dict[int, int] = {}
+
+    def job_spec(self):
+        return self.inner.job_spec()
+
+    def iteration_ids(self):
+        return self.inner.iteration_ids()
+
+    def ranks_records(self, ranks, *, iterations=None):
+        ranks = list(ranks)
+        for rank in ranks:
+            self.asked[rank] = self.asked.get(rank, 0) + 1
+        return self.inner.ranks_records(ranks, iterations=iterations)
+
+    def iterations(self, *, ranks=None, iterations=None):
+        return self.inner.iterations(ranks=ranks, iterations=iterations)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    gpu=st.integers(0, 31),
+    kind=st.sampled_from([FaultKind.GPU, FaultKind.NIC]),
+    slow=st.floats(1.3, 4.0),
+    seed=st.integers(0, 1000),
+    pivot=st.integers(0, 31),
+)
+def test_the_search_ends_and_fetches_every_rank_at_most_once(gpu, kind, slow, seed, pivot):
+    topology = _topology()
+    gpu_id = topology.devices(DeviceKind.GPU)[gpu]
+    device = gpu_id if kind is FaultKind.GPU else topology.nic_of(gpu_id)
+    scenario = Scenario(
+        topology=topology, layout=ParallelLayout(32, 2, 2, 8), iterations=16, microbatches=4, seed=seed,
+        faults=(Fault(kind=kind, device=device, slow=slow, start=8),),
+    )
+    source = CountingSource(Emulation(scenario))
+    graph = build_graph(source.job_spec())
+    window = make_window(source.iteration_ids(), [8, 9, 10], size=16)
+    fetcher = Fetcher(source, graph, window, thresholds=Thresholds())
+    for iteration in (8, 9, 10):
+        result = search(fetcher, graph, iteration=iteration, pivots=(pivot,), thresholds=Thresholds())
+        assert len(result.traversal) == len(set(result.traversal)) <= graph.world
+        visits = [(s.rank, s.comm, s.seq, s.action) for s in result.steps]
+        assert len(visits) == len(set(visits))
+    assert all(count == 1 for count in source.asked.values())
+    assert fetcher.ranks_fetched == len(source.asked) <= graph.world
+
+
+_DEVICES = st.sampled_from(
+    [d for d in generate("fattree:hosts=4,gpus=8,pod=2,spines=2").devices() if not d.startswith("nvswitch")][:80]
+)
+_EVIDENCE = st.dictionaries(
+    _DEVICES,
+    st.tuples(st.floats(0.0, 50.0), st.frozensets(st.integers(0, 99), min_size=1, max_size=5)),
+    min_size=1,
+    max_size=12,
+)
+_PRIORS = st.builds(Priors, alpha=st.floats(0.0, 5.0), decay_power=st.floats(0.0, 1.0))
+
+
+def _evidence(raw):
+    return {device: Evidence(total, iterations) for device, (total, iterations) in raw.items()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=_EVIDENCE, priors=_PRIORS)
+def test_scores_form_a_probability_distribution(raw, priors):
+    scores = map_scores(_evidence(raw), topology=_topology(), priors=priors)
+    if not scores:  # no prior mass and no evidence: nothing to rank
+        assert priors.alpha == 0 or not raw
+        return
+    assert abs(sum(s.score for s in scores) - 1.0) < 1e-9
+    assert all(0.0 <= s.score <= 1.0 for s in scores)
+    assert [s.score for s in scores] == sorted((s.score for s in scores), reverse=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=_EVIDENCE, priors=_PRIORS, pick=st.integers(0, 11), extra=st.floats(0.001, 20.0))
+def test_more_evidence_never_lowers_a_device_rank(raw, priors, pick, extra):
+    evidence = _evidence(raw)
+    device = sorted(evidence)[pick % len(evidence)]
+    before = [s.device for s in map_scores(evidence, topology=_topology(), priors=priors)]
+    more = dict(evidence)
+    more[device] = Evidence(evidence[device].total + extra, evidence[device].iterations)
+    after = [s.device for s in map_scores(more, topology=_topology(), priors=priors)]
+    if device in before:
+        assert after.index(device) <= before.index(device)
