@@ -22,8 +22,8 @@ __all__ = ["AbnormalOperatorForest", "check_features"]
 _PEER_FEATURES = tuple(FEATURE_NAMES.index(n) for n in ("blocking_rel", "transfer_ratio"))
 #: Features whose values depend on the job's size and model (nanoseconds, rank ids, bytes): a forest
 #: that splits on them learns one job's scale and fails on another's (benchmark: F1 0 at 1,024 GPUs
-#: for a model trained at 128). ``scale_free=True`` hides them from the trees; it is off by default
-#: because it cost more precision within a layout than it gained across scales (benchmark, both runs).
+#: for a model trained at 128). ``scale_free=True`` (the default) hides them from the trees; the
+#: ratios, z-scores and the chunk context (features.py) carry what they said, in any job's units.
 SCALE_DEPENDENT = DRIFT_PRONE + ("win_std_ns", "win_iqr_ns", "rank", "nbytes")
 
 
@@ -42,12 +42,14 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
     missing, so that the model also scores operators whose peers' records went to another worker
     (the trees route missing values, scikit-learn >= 1.4). ``scale_free``: hide the
     ``SCALE_DEPENDENT`` features from the trees (a per-job model trained on the job's own records
-    may want them, and then the drift tuner keeps their thresholds in step).
+    may want them, and then the drift tuner keeps their thresholds in step). ``threshold``: the
+    vote share that counts as abnormal (``scripts/train_default_model.py`` picks it on held-out
+    scenarios).
     """
 
     def __init__(self, *, n_estimators: int = 40, max_depth: int | None = 14, min_samples_leaf: int = 2,
                  max_features: float | str = "sqrt", threshold: float = 0.5, peer_dropout: float = 0.3,
-                 scale_free: bool = False, n_jobs: int | None = None, random_state: int | None = 0) -> None:
+                 scale_free: bool = True, n_jobs: int | None = None, random_state: int | None = 0) -> None:
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.min_samples_leaf = min_samples_leaf
