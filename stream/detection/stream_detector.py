@@ -80,6 +80,6 @@ class StreamDetector:
         picked = records.take(index)
         start = picked["t_start_ns"]
         columns = (picked.decoded("job").tolist(), picked["rank"].tolist(), picked.decoded("comm").tolist(),
-                   picked["seq"].tolist(), picked["iteration"].tolist(), picked["op"].tolist(), start.tolist(),
+                   picked["seq"].tolist(), picked["iteration"].tolist(), picked["op"].tolist(), picked["peer"].tolist(), start.tolist(),
                    (picked["t_end_ns"] - start).tolist(), scores.tolist())
         return [(*row, now) for row in zip(*columns)]
