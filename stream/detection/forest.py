@@ -44,17 +44,20 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
     ``SCALE_DEPENDENT`` features from the trees (a per-job model trained on the job's own records
     may want them, and then the drift tuner keeps their thresholds in step). ``threshold``: the
     vote share that counts as abnormal (``scripts/train_default_model.py`` picks it on held-out
-    scenarios).
+    scenarios). ``window_threshold``: only instances voted below it enter their identity's window
+    (``decide``); those between it and ``threshold`` are neither flagged nor learned from, so that
+    a slowdown the forest is unsure of does not creep into the window it is judged against.
     """
 
     def __init__(self, *, n_estimators: int = 40, max_depth: int | None = 14, min_samples_leaf: int = 2,
-                 max_features: float | str = "sqrt", threshold: float = 0.5, peer_dropout: float = 0.3,
+                 max_features: float | str = "sqrt", threshold: float = 0.5, window_threshold: float = 0.3, peer_dropout: float = 0.3,
                  scale_free: bool = True, n_jobs: int | None = None, random_state: int | None = 0) -> None:
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.min_samples_leaf = min_samples_leaf
         self.max_features = max_features
         self.threshold = threshold
+        self.window_threshold = window_threshold
         self.peer_dropout = peer_dropout
         self.scale_free = scale_free
         self.n_jobs = n_jobs
@@ -63,6 +66,8 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
     def fit(self, X: Any, y: Any) -> Self:
         if not 0.0 < self.threshold < 1.0:
             raise ConfigError(f"threshold must be in (0, 1), got {self.threshold!r}")
+        if not 0.0 < self.window_threshold <= self.threshold:
+            raise ConfigError(f"window_threshold must be in (0, threshold={self.threshold}], got {self.window_threshold!r}")
         if not 0.0 <= self.peer_dropout < 1.0:
             raise ConfigError(f"peer_dropout must be in [0, 1), got {self.peer_dropout!r}")
         X = check_features(X)
@@ -111,3 +116,8 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: Any) -> np.ndarray:
         return self.score_samples(X) >= self.threshold
+
+    def decide(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(abnormal, normal enough to enter the windows) from one scoring pass."""
+        score = self.score_samples(X)
+        return score >= self.threshold, score < self.window_threshold

@@ -62,7 +62,7 @@ class StreamDetector:
         forest = self.tuner.model
         scores = forest.score_samples(chunk.X)
         abnormal = scores >= forest.threshold
-        self.windows.push(chunk, ~abnormal, iterations)
+        self.windows.push(chunk, scores < forest.window_threshold, iterations)
         self.tuner.update(chunk.X, int(records["t_end_ns"].max()))
         self.scored += len(scores)
         self.flagged += int(abnormal.sum())

@@ -171,3 +171,17 @@ def test_choose_threshold_picks_the_vote_share_that_separates_held_out_labels() 
     assert means[0.3] != means[0.9]  # the grid matters: the votes are not all 0 or 1
     with pytest.raises(ConfigError, match="at least one held-out set"):
         choose_threshold(small_model().forest, [])
+
+
+def test_decide_leaves_unsure_instances_out_of_the_windows() -> None:
+    em = emulation(GPU, seed=5)
+    labels, _ = em.abnormal(range(16))
+    X, _ = training_set(em.records(), em.iterations(), labels)
+    forest = small_model().forest
+    abnormal, normal = forest.decide(X)
+    score = forest.score_samples(X)
+    assert np.array_equal(abnormal, forest.predict(X)) and not (abnormal & normal).any()
+    unsure = ~abnormal & ~normal
+    assert unsure.any() and ((score[unsure] >= forest.window_threshold) & (score[unsure] < forest.threshold)).all()
+    with pytest.raises(ConfigError, match="window_threshold"):
+        AbnormalOperatorForest(threshold=0.5, window_threshold=0.6).fit(X, labels[em.records()["iteration"] >= 0])
