@@ -32,16 +32,17 @@ from dataclasses import replace
 import numpy as np
 
 from sleuth.sim import Emulation, Fault, FaultKind, Profile, suite
-from sleuth.stream.detection import DriftTuner, OperatorWindows, load_default_model
+from sleuth.stream.detection import AbnormalOperatorForest, DriftTuner, OperatorWindows, load_default_model
 from sleuth.stream.detection.baselines import (
     KNNDetector, SVMDetector, ThreeSigma, median_rule, unverified_change_points,
 )
 from sleuth.stream.detection.iteration_monitor import irregular_iterations, job_iteration_times
 from sleuth.stream.detection.offline import iteration_chunks, replay, training_set
-from sleuth.stream.detection.training import emulation_rows
+from sleuth.stream.detection.training import emulation_rows, sample_ranks
 from sleuth.topology import DeviceKind
 
 SEED = 7
+TRAIN_MONTH_SEED = 104  # the per-job drift forest's week of training; the shipped model's are 101-103
 MAX_BASELINE_ROWS = 50_000
 
 
@@ -53,23 +54,12 @@ def prf(flags: np.ndarray, labels: np.ndarray) -> dict:
             "abnormal": int(labels.sum())}
 
 
-def sample_ranks(em: Emulation, groups: int) -> np.ndarray:
-    """``groups`` whole tensor groups, spread over the job, plus the faulty GPU's group."""
-    tp = em.scenario.layout.tp
-    world = em.scenario.layout.world
-    starts = set(np.linspace(0, world - tp, groups).astype(int) // tp * tp)
-    for fault in em.scenario.faults:
-        for rank in em.ranks_on(fault.device).tolist():
-            starts.add(rank // tp * tp)
-    return np.unique(np.concatenate([np.arange(s, s + tp) for s in sorted(starts)]))
-
-
 def score_methods(em: Emulation, ranks: np.ndarray, model, baselines: dict, rng) -> dict:
     records = em.ranks_records(ranks)
     iterations = em.iterations(ranks=ranks)
     labels, _ = em.abnormal(ranks)
     windows = OperatorWindows(window=model.window, min_history=model.min_history)
-    flags = replay(records, iterations, lambda chunk, _: model.forest.predict(chunk.X), windows=windows)
+    flags = replay(records, iterations, lambda chunk, _: model.forest.decide(chunk.X), windows=windows)
     out = {"forest": prf(flags, labels)}
     X, y = training_set(records, iterations, labels, window=model.window, min_history=model.min_history)
     out["three_sigma"] = prf(baselines["three_sigma"].predict(X), y)
@@ -98,45 +88,65 @@ def operators(scales: list[int], groups: int, model, baselines: dict) -> dict:
     return {"per_scale": per_scale, "per_type": per_type}
 
 
-def drift_month(model, groups: int) -> dict:
-    base = suite("drift", seed=SEED)[0]
+def month(seed: int) -> Emulation:
+    """The drift suite's month (90 recorded iterations, 3 a day, creeping up 7%) with a GPU flapping all month."""
+    base = suite("drift", seed=seed)[0]
     flapping = Fault(kind=FaultKind.GPU, device=base.topology.devices(DeviceKind.GPU)[37],
                      slow=1.5, profile=Profile.FLUCTUATION, start=2)
-    sc = replace(base, iterations=90, faults=(flapping,), name="drift-month", job="sim-drift-month")
-    em = Emulation(sc)
-    ranks = sample_ranks(em, groups)
+    return Emulation(replace(base, iterations=90, faults=(flapping,), name="drift-month", job="sim-drift-month"))
+
+
+def tuned_and_untuned(em: Emulation, ranks: np.ndarray, forest, window: int, min_history: int) -> dict:
+    """F1 per day of ``forest`` as is and under weekly drift tuning; null on days without abnormal operators."""
     records, iterations = em.ranks_records(ranks), em.iterations(ranks=ranks)
     labels, _ = em.abnormal(ranks)
-    day = records["iteration"] // sc.stride // 3
-    tuner = DriftTuner(model.forest)
-
-    def tuned(chunk, _positions):
-        flags = tuner.model.predict(chunk.X)
-        tuner.update(chunk.X, int(chunk_time[0]))
-        return flags
-
-    chunk_time = [0]
-    starts = dict(zip(iterations["iteration"].tolist(), iterations["t_end_ns"].tolist()))
-    windows = OperatorWindows(window=model.window, min_history=model.min_history)
-    untuned_flags = replay(records, iterations, lambda chunk, _: model.forest.predict(chunk.X), windows=windows)
-    windows = OperatorWindows(window=model.window, min_history=model.min_history)
+    day = records["iteration"] // em.scenario.stride // 3
+    ends = dict(zip(iterations["iteration"].tolist(), iterations["t_end_ns"].tolist()))
+    untuned_flags = replay(records, iterations, lambda chunk, _: forest.decide(chunk.X),
+                           windows=OperatorWindows(window=window, min_history=min_history))
+    tuner = DriftTuner(forest)
+    windows = OperatorWindows(window=window, min_history=min_history)
     tuned_flags = np.zeros(len(records), bool)
     for positions, part, its in iteration_chunks(records, iterations):
-        chunk_time[0] = starts[int(part["iteration"][0])]
         chunk = windows.features(part, its)
-        flags = tuned(chunk, positions)
+        flags, normal = tuner.model.decide(chunk.X)
+        tuner.update(chunk.X, int(ends[int(part["iteration"][0])]))
         tuned_flags[positions[chunk.index]] = flags
-        windows.push(chunk, ~flags, its)
+        windows.push(chunk, normal, its)
     days = []
-    for d in range(30):
+    for d in range(int(day.max()) + 1):
         at = day == d
-        days.append({"day": d + 1, "tuned": prf(tuned_flags[at], labels[at])["f1"],
-                     "untuned": prf(untuned_flags[at], labels[at])["f1"], "abnormal": int(labels[at].sum())})
-    return {"days": days, "tuned_min_f1": min(x["tuned"] for x in days), "untuned_min_f1": min(x["untuned"] for x in days),
+        scored = bool(labels[at].any())
+        days.append({"day": d + 1, "abnormal": int(labels[at].sum()),
+                     "tuned": prf(tuned_flags[at], labels[at])["f1"] if scored else None,
+                     "untuned": prf(untuned_flags[at], labels[at])["f1"] if scored else None,
+                     "flags_on_clean_day": None if scored else int(tuned_flags[at].sum())})
+    scored_days = [x for x in days if x["abnormal"]]
+    t0 = records["t_start_ns"].min()
+    return {"tuned_min_f1": min(x["tuned"] for x in scored_days), "untuned_min_f1": min(x["untuned"] for x in scored_days),
             "tuned_f1": prf(tuned_flags, labels)["f1"], "untuned_f1": prf(untuned_flags, labels)["f1"],
-            "tunings": [{"at_day": round((t.at_ns - records["t_start_ns"].min()) / 86400e9, 1), "reason": t.reason,
-                         "nodes": t.nodes, "iteration_ns_delta": round(t.deltas["iteration_ns"])} for t in tuner.tunings],
-            "ranks_scored": int(len(ranks))}
+            "tunings": [{"at_day": round((t.at_ns - t0) / 86400e9, 1), "reason": t.reason, "nodes": t.nodes,
+                         "iteration_ns_delta": round(t.deltas["iteration_ns"])} for t in tuner.tunings],
+            "days": days}
+
+
+def drift_month(model, groups: int) -> dict:
+    """The shipped forest, and a per-job forest over every feature (Holmes's setting) trained on the
+    first week of another draw of the same month: the shipped one reads only scale-free features,
+    so its thresholds have nothing to move; the per-job one splits on nanoseconds and needs tuning."""
+    em = month(SEED)
+    ranks = sample_ranks(em, groups)
+    out = {"shipped": tuned_and_untuned(em, ranks, model.forest, model.window, model.min_history),
+           "ranks_scored": int(len(ranks))}
+    train = month(TRAIN_MONTH_SEED)
+    week = range(0, 21 * train.scenario.stride, train.scenario.stride)  # recorded ids step by the stride
+    X, y = training_set(train.ranks_records(ranks, iterations=week), train.iterations(ranks=ranks, iterations=week),
+                        train.abnormal(ranks, iterations=week)[0], window=model.window, min_history=model.min_history)
+    per_job = AbnormalOperatorForest(scale_free=False, n_estimators=model.forest.n_estimators,
+                                     max_depth=model.forest.max_depth).fit(X, y)
+    out["per_job_all_features"] = tuned_and_untuned(em, ranks, per_job, model.window, model.min_history)
+    out["per_job_all_features"]["trained_on"] = f"days 1-7 of the month, seed {TRAIN_MONTH_SEED}"
+    return out
 
 
 def iteration_methods(scales: list[int]) -> dict:
@@ -182,13 +192,14 @@ def score_time(model) -> dict:
             windows = prepared()
             started = time.perf_counter()
             chunk = windows.features(window, iterations)
-            flags = decide(chunk.X)
-            windows.push(chunk, ~flags, iterations)
+            flags, normal = decide(chunk.X)
+            windows.push(chunk, normal, iterations)
             times.append(time.perf_counter() - started)
         return float(np.median(times))
 
-    forest_s = run(model.forest.predict)
-    sigma_s = run(ThreeSigma().fit(np.zeros((1, len(model.forest.feature_means_)))).predict)
+    three_sigma = ThreeSigma().fit(np.zeros((1, len(model.forest.feature_means_))))
+    forest_s = run(model.forest.decide)
+    sigma_s = run(lambda X: (lambda flags: (flags, ~flags))(three_sigma.predict(X)))
     return {"operators": len(window), "forest_ms": round(forest_s * 1e3, 2), "three_sigma_ms": round(sigma_s * 1e3, 2),
             "ratio": round(forest_s / sigma_s, 2), "trees": model.forest.n_estimators}
 
@@ -210,7 +221,7 @@ def main() -> None:
     if "iterations" not in skip:
         result["iterations"] = iteration_methods(scales)
     if "operators" not in skip:
-        X, y, _ = emulation_rows(suite("types", seed=101) + suite("network", seed=101), rank_stride=16)
+        X, y, _ = emulation_rows(suite("types", seed=101) + suite("network", seed=101), groups=4)
         baselines = {"three_sigma": ThreeSigma().fit(X), "knn": KNNDetector().fit(X, y), "svm": SVMDetector().fit(X, y)}
         result["operators"] = operators(scales, args.ranks, model, baselines)
     if "drift" not in skip:

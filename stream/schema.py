@@ -108,6 +108,24 @@ MIGRATIONS: tuple[Migration, ...] = (
             ") ENGINE = ReplacingMergeTree(updated_ns)\nORDER BY (job, device, starts_ns)",
         ),
     ),
+    Migration(
+        8,
+        "abnormal_ops keyed like records (… seq, op, peer): a rank's send and recv of one seq no longer fold",
+        (
+            # ClickHouse 18.16 cannot change a sorting key: move the rows to a table with the new one.
+            "RENAME TABLE {db}.abnormal_ops TO {db}.abnormal_ops_v4",
+            "CREATE TABLE {db}.abnormal_ops (\n"
+            "    job String, rank UInt32, comm String, seq UInt64, iteration Int64, op UInt8, peer Int32,\n"
+            "    t_start_ns Int64, duration_ns Int64, score Float64, detected_ns Int64,\n"
+            f"    {_DAY.format(column='t_start_ns')}\n"
+            ") ENGINE = ReplacingMergeTree(detected_ns)\nPARTITION BY day\n"
+            "ORDER BY (job, rank, iteration, comm, seq, op, peer)",
+            "INSERT INTO {db}.abnormal_ops (job, rank, comm, seq, iteration, op, peer, t_start_ns, duration_ns, score, "
+            "detected_ns) SELECT job, rank, comm, seq, iteration, op, -1, t_start_ns, duration_ns, score, detected_ns "
+            "FROM {db}.abnormal_ops_v4",
+            "DROP TABLE {db}.abnormal_ops_v4",
+        ),
+    ),
 )
 
 #: Every table the migrations create, for tools and tests.

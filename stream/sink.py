@@ -16,7 +16,7 @@ from sleuth.records import IterationBatch, RecordBatch
 from sleuth.stream import clickhouse_records
 
 _ITERATION_COLUMNS = ("job", "rank", "iteration", "t_start_ns", "t_end_ns")
-ABNORMAL_COLUMNS = ("job", "rank", "comm", "seq", "iteration", "op", "t_start_ns", "duration_ns", "score",
+ABNORMAL_COLUMNS = ("job", "rank", "comm", "seq", "iteration", "op", "peer", "t_start_ns", "duration_ns", "score",
                     "detected_ns")
 
 

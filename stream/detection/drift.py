@@ -61,7 +61,7 @@ class DriftTuner:
     """River-style: ``update(X, t_ns)`` with each scored chunk, read ``tuned`` and use ``model``."""
 
     def __init__(self, original: AbnormalOperatorForest, *, features: tuple[str, ...] = DRIFT_PRONE,
-                 interval_ns: int = WEEK_NS, bound: float = 0.05, min_rows: int = 1000) -> None:
+                 interval_ns: int = WEEK_NS, bound: float = 0.05, min_rows: int = 50_000) -> None:
         if not hasattr(original, "feature_means_"):
             raise ConfigError("the model has no training feature means (fit it with AbnormalOperatorForest.fit)")
         unknown = sorted(set(features) - set(FEATURE_NAMES))

@@ -34,6 +34,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "rank", "nbytes", "op", "comm_kind",
     "iteration_ns", "iteration_mean_ns", "iteration_ratio", "rank_mean_op_ns",
     "blocking_rel", "transfer_ratio",
+    "comm_iter_ratio", "slot_iter_ratio", "rank_peak_transfer", "group_peak_transfer",
 )
 
 #: Features in nanoseconds of the job's own clock: they move when the job drifts (Holmes fig. 10a),
@@ -179,7 +180,7 @@ class OperatorWindows:
         n = len(records)
         if n and int(records["rank"].max()) >= _RANK_LIMIT:
             raise RecordError(f"rank {int(records['rank'].max())} is beyond the detector's limit of {_RANK_LIMIT - 1}")
-        X = np.full((n, len(FEATURE_NAMES)), np.nan)
+        X = np.empty((n, len(FEATURE_NAMES)))  # every column is written below
         if not n:
             empty = np.zeros(0)
             return Chunk(X, keep, np.zeros(0, np.int64), empty, empty)
@@ -209,11 +210,11 @@ class OperatorWindows:
         p2p = peer >= 0
         low = np.where(p2p, np.minimum(rank, peer), -1)
         member_key = np.stack([comm, seq.astype(np.int64), low, np.where(p2p, np.maximum(rank, peer), -1)])
-        _, member_group = np.unique(member_key, axis=1, return_inverse=True)
-        member_group = member_group.reshape(-1)
+        member_group = _group_ids(*member_key)
         # Members are distinct ranks (a rank's send and recv of one pair share the key).
-        distinct = np.unique(np.stack([member_group, rank]), axis=1)
-        members = np.bincount(distinct[0], minlength=int(member_group.max()) + 1)
+        first_of_rank = np.zeros(n, bool)
+        first_of_rank[np.unique(_group_ids(member_group, rank), return_index=True)[1]] = True
+        members = np.bincount(member_group[first_of_rank], minlength=int(member_group.max()) + 1)
         latest = np.full(len(members), np.iinfo(np.int64).min)
         np.maximum.at(latest, member_group, start)
         np.maximum.at(self._comm_members, comm, members[member_group])
@@ -255,6 +256,8 @@ class OperatorWindows:
         X[:, 18] = op_mean
         X[:, 19] = blocking / safe_q2
         X[:, 20] = transfer / np.where(tmed > 0, tmed, np.nan)
+        slot = (X[:, 14].astype(np.int64) << _ORDINAL_BITS) | ordinal
+        X[:, 21:25] = _chunk_context(X[:, 8], X[:, 20], job, comm, slot, iteration, rank_rows, member_group)
         # A zero std (identical values) gives an infinite z-score the trees cannot split: cap it.
         np.clip(X[:, 3], -1e6, 1e6, out=X[:, 3])
         return Chunk(X, keep, rows, duration, transfer)
@@ -341,6 +344,55 @@ class OperatorWindows:
         tring = np.sort(self._transfer_ring[rows], axis=1)
         tn = np.minimum(self._tfilled[rows], self.window)
         st[rows, 6] = _sorted_quantile(tring, tn, 0.5)
+
+
+def _group_ids(*keys: np.ndarray) -> np.ndarray:
+    """Dense id of each element's combination of ``keys`` (equal keys, equal id): a lexsort and a
+    diff, several times faster than ``np.unique(axis=1)``, which sorts structured rows."""
+    order = np.lexsort(keys[::-1])
+    change = np.zeros(len(order), bool)
+    for key in keys:
+        sorted_key = key[order]
+        change[1:] |= sorted_key[1:] != sorted_key[:-1]
+    ids = np.empty(len(order), np.int64)
+    ids[order] = np.cumsum(change)
+    return ids
+
+
+def _chunk_context(ratio: np.ndarray, transfer_ratio: np.ndarray, job: np.ndarray, comm: np.ndarray, slot: np.ndarray,
+                   iteration: np.ndarray, rank_rows: np.ndarray, member_group: np.ndarray) -> np.ndarray:
+    """Scale-free evidence from the instance's neighbours in the chunk, four columns:
+
+    * the geometric mean ratio of the rank's instances on the same communicator in the same
+      iteration: a slowdown that lasts the iteration lifts them all, while jitter averages out;
+    * the same over every rank's instance of the same program slot (communicator kind and
+      ordinal) in the iteration: a fault that slows many groups a little (a slow NIC on a shared
+      path) shows across the groups, whose jitter is independent;
+    * the largest transfer ratio of the rank in the iteration: its network path was hit;
+    * the largest of those over the members of the instance's group (comm, seq / pair): a
+      member's slow NIC lengthens an operator whose own transfer barely moved.
+    """
+    log_ratio = np.log(np.clip(np.nan_to_num(ratio, nan=1.0), 1e-3, 1e3))
+    # Packed keys (rank row: 20 bits, comm: 20, iteration: 24) keep the grouping a 1-D unique.
+    step = iteration.astype(np.int64) & 0xFFFFFF
+    series = np.unique((rank_rows << 44) | (comm << 24) | step, return_inverse=True)[1].reshape(-1)
+    sums = np.bincount(series, weights=log_ratio)
+    counts = np.bincount(series)
+    out = np.empty((len(ratio), 4))
+    out[:, 0] = np.exp(sums / counts)[series]
+    if int(job.max()) < 1 << 12:
+        slots = np.unique((job << 52) | (slot << 24) | step, return_inverse=True)[1].reshape(-1)
+    else:
+        slots = _group_ids(job, slot, step)
+    out[:, 1] = np.exp(np.bincount(slots, weights=log_ratio) / np.bincount(slots))[slots]
+    rank_iteration = np.unique((rank_rows << 24) | step, return_inverse=True)[1].reshape(-1)
+    peak = np.zeros(int(rank_iteration.max()) + 1)
+    np.maximum.at(peak, rank_iteration, np.nan_to_num(transfer_ratio, nan=0.0))
+    out[:, 2] = peak[rank_iteration]
+    group_peak = np.zeros(int(member_group.max()) + 1)
+    np.maximum.at(group_peak, member_group, out[:, 2])
+    out[:, 3] = group_peak[member_group]
+    return out
 
 
 def _sorted_quantile(ring: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:

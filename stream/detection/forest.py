@@ -15,11 +15,16 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.utils.validation import check_is_fitted
 
 from sleuth.errors import ConfigError
-from sleuth.stream.detection.features import FEATURE_NAMES
+from sleuth.stream.detection.features import DRIFT_PRONE, FEATURE_NAMES
 
 __all__ = ["AbnormalOperatorForest", "check_features"]
 
 _PEER_FEATURES = tuple(FEATURE_NAMES.index(n) for n in ("blocking_rel", "transfer_ratio"))
+#: Features whose values depend on the job's size and model (nanoseconds, rank ids, bytes): a forest
+#: that splits on them learns one job's scale and fails on another's (benchmark: F1 0 at 1,024 GPUs
+#: for a model trained at 128). ``scale_free=True`` (the default) hides them from the trees; the
+#: ratios, z-scores and the chunk context (features.py) carry what they said, in any job's units.
+SCALE_DEPENDENT = DRIFT_PRONE + ("win_std_ns", "win_iqr_ns", "rank", "nbytes")
 
 
 def check_features(X: Any, *, what: str = "X") -> np.ndarray:
@@ -35,24 +40,34 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
 
     ``peer_dropout``: the share of training rows copied with their blocking and transfer features
     missing, so that the model also scores operators whose peers' records went to another worker
-    (the trees route missing values, scikit-learn >= 1.4).
+    (the trees route missing values, scikit-learn >= 1.4). ``scale_free``: hide the
+    ``SCALE_DEPENDENT`` features from the trees (a per-job model trained on the job's own records
+    may want them, and then the drift tuner keeps their thresholds in step). ``threshold``: the
+    vote share that counts as abnormal (``scripts/train_default_model.py`` picks it on held-out
+    scenarios). ``window_threshold``: only instances voted below it enter their identity's window
+    (``decide``); those between it and ``threshold`` are neither flagged nor learned from, so that
+    a slowdown the forest is unsure of does not creep into the window it is judged against.
     """
 
     def __init__(self, *, n_estimators: int = 40, max_depth: int | None = 14, min_samples_leaf: int = 2,
-                 max_features: float | str = "sqrt", threshold: float = 0.5, peer_dropout: float = 0.3,
-                 n_jobs: int | None = None, random_state: int | None = 0) -> None:
+                 max_features: float | str = "sqrt", threshold: float = 0.5, window_threshold: float = 0.3, peer_dropout: float = 0.3,
+                 scale_free: bool = True, n_jobs: int | None = None, random_state: int | None = 0) -> None:
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.min_samples_leaf = min_samples_leaf
         self.max_features = max_features
         self.threshold = threshold
+        self.window_threshold = window_threshold
         self.peer_dropout = peer_dropout
+        self.scale_free = scale_free
         self.n_jobs = n_jobs
         self.random_state = random_state
 
     def fit(self, X: Any, y: Any) -> Self:
         if not 0.0 < self.threshold < 1.0:
             raise ConfigError(f"threshold must be in (0, 1), got {self.threshold!r}")
+        if not 0.0 < self.window_threshold <= self.threshold:
+            raise ConfigError(f"window_threshold must be in (0, threshold={self.threshold}], got {self.window_threshold!r}")
         if not 0.0 <= self.peer_dropout < 1.0:
             raise ConfigError(f"peer_dropout must be in [0, 1), got {self.peer_dropout!r}")
         X = check_features(X)
@@ -70,6 +85,7 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
             dropped = X[pick].copy()
             dropped[:, list(_PEER_FEATURES)] = np.nan
             X, y = np.vstack([X, dropped]), np.concatenate([y, y[pick]])
+        X = self._visible(X)
         self.forest_ = RandomForestClassifier(
             n_estimators=self.n_estimators, max_depth=self.max_depth, min_samples_leaf=self.min_samples_leaf,
             max_features=self.max_features, n_jobs=self.n_jobs, random_state=self.random_state,
@@ -85,7 +101,14 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
         X = check_features(X)
         if not len(X):
             return np.zeros(0)
-        return self.forest_.predict_proba(X)[:, 1]
+        return self.forest_.predict_proba(self._visible(X))[:, 1]
+
+    def _visible(self, X: np.ndarray) -> np.ndarray:
+        if not self.scale_free:
+            return X
+        X = X.copy()
+        X[:, [FEATURE_NAMES.index(n) for n in SCALE_DEPENDENT]] = 0.0  # constant: never split on
+        return X
 
     def predict_proba(self, X: Any) -> np.ndarray:
         score = self.score_samples(X)
@@ -93,3 +116,8 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
 
     def predict(self, X: Any) -> np.ndarray:
         return self.score_samples(X) >= self.threshold
+
+    def decide(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(abnormal, normal enough to enter the windows) from one scoring pass."""
+        score = self.score_samples(X)
+        return score >= self.threshold, score < self.window_threshold

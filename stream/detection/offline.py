@@ -39,17 +39,20 @@ def iteration_chunks(records: RecordBatch, iterations: IterationBatch) -> Iterat
         yield part, records.take(part), iterations.take(it_order[lo:hi])
 
 
-def replay(records: RecordBatch, iterations: IterationBatch, judge: Callable[[Chunk, np.ndarray], np.ndarray],
-           *, windows: OperatorWindows | None = None) -> np.ndarray:
+Judge = Callable[[Chunk, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def replay(records: RecordBatch, iterations: IterationBatch, judge: Judge, *,
+           windows: OperatorWindows | None = None) -> np.ndarray:
     """Run every iteration's chunk through ``windows``; ``judge(chunk, positions)`` returns the
-    abnormal flags of the chunk's rows. Returns the flags aligned with ``records``."""
+    chunk rows' abnormal flags and which rows enter the windows. Returns the flags aligned with ``records``."""
     windows = windows or OperatorWindows()
     flags = np.zeros(len(records), bool)
     for positions, chunk_records, chunk_iterations in iteration_chunks(records, iterations):
         chunk = windows.features(chunk_records, chunk_iterations)
-        abnormal = judge(chunk, positions[chunk.index])
+        abnormal, normal = judge(chunk, positions[chunk.index])
         flags[positions[chunk.index]] = abnormal
-        windows.push(chunk, ~abnormal, chunk_iterations)
+        windows.push(chunk, normal, chunk_iterations)
     return flags
 
 
@@ -61,10 +64,10 @@ def training_set(records: RecordBatch, iterations: IterationBatch, abnormal: np.
         raise RecordError(f"labels: {abnormal.shape[0] if abnormal.ndim else 0} values for {len(records)} records")
     xs, ys = [], []
 
-    def judge(chunk: Chunk, positions: np.ndarray) -> np.ndarray:
+    def judge(chunk: Chunk, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         xs.append(chunk.X)
         ys.append(abnormal[positions])
-        return abnormal[positions]
+        return abnormal[positions], ~abnormal[positions]
 
     replay(records, iterations, judge, windows=OperatorWindows(window=window, min_history=min_history))
     if not xs:
@@ -85,4 +88,4 @@ def abnormal_mask(records: RecordBatch, iterations: IterationBatch, *, model: De
                           f"{type(records).__name__} and {type(iterations).__name__}")
     model = model or load_default_model()
     windows = OperatorWindows(window=model.window, min_history=model.min_history)
-    return replay(records, iterations, lambda chunk, _: model.forest.predict(chunk.X), windows=windows)
+    return replay(records, iterations, lambda chunk, _: model.forest.decide(chunk.X), windows=windows)

@@ -62,7 +62,7 @@ class StreamDetector:
         forest = self.tuner.model
         scores = forest.score_samples(chunk.X)
         abnormal = scores >= forest.threshold
-        self.windows.push(chunk, ~abnormal, iterations)
+        self.windows.push(chunk, scores < forest.window_threshold, iterations)
         self.tuner.update(chunk.X, int(records["t_end_ns"].max()))
         self.scored += len(scores)
         self.flagged += int(abnormal.sum())
@@ -80,6 +80,6 @@ class StreamDetector:
         picked = records.take(index)
         start = picked["t_start_ns"]
         columns = (picked.decoded("job").tolist(), picked["rank"].tolist(), picked.decoded("comm").tolist(),
-                   picked["seq"].tolist(), picked["iteration"].tolist(), picked["op"].tolist(), start.tolist(),
+                   picked["seq"].tolist(), picked["iteration"].tolist(), picked["op"].tolist(), picked["peer"].tolist(), start.tolist(),
                    (picked["t_end_ns"] - start).tolist(), scores.tolist())
         return [(*row, now) for row in zip(*columns)]

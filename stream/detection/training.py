@@ -26,35 +26,60 @@ from sleuth.stream.detection.forest import AbnormalOperatorForest
 from sleuth.stream.detection.model_file import DetectorModel
 from sleuth.stream.detection.offline import training_set
 
-__all__ = ["apply_labels", "emulation_rows", "fit_model", "read_labelled", "sample_rows"]
+__all__ = ["apply_labels", "choose_threshold", "emulation_rows", "fit_model", "read_labelled", "sample_ranks", "sample_rows"]
 
 _RATIO = FEATURE_NAMES.index("ratio")
 
 
 def sample_rows(X: np.ndarray, y: np.ndarray, *, seed: int = 0, hard_ratio: float = 1.04, hard_share: float = 0.3,
-                easy_share: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
+                easy_share: float = 0.01, max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every abnormal row, a share of the hard and easy normal ones; then at most ``max_rows``,
+    drawn uniformly, so that a scenario with a huge fault (a host 20x slower) does not drown the rest."""
     rng = np.random.default_rng(seed)
     draw = rng.random(len(y))
     hard = np.nan_to_num(X[:, _RATIO], nan=0.0) > hard_ratio
-    keep = y | (hard & (draw < hard_share)) | (draw < easy_share)
+    keep = np.flatnonzero(y | (hard & (draw < hard_share)) | (draw < easy_share))
+    if max_rows is not None and len(keep) > max_rows:
+        keep = np.sort(rng.choice(keep, max_rows, replace=False))
     return X[keep], y[keep]
 
 
-def emulation_rows(scenarios: Iterable[Any], *, rank_stride: int = 4, window: int = 20, min_history: int = 5,
-                   seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """Sampled training rows of every ``rank_stride``-th rank of each scenario, and a summary."""
+def sample_ranks(emulation: Any, groups: int) -> np.ndarray:
+    """``groups`` whole tensor groups spread over the job, plus the groups of its faulty GPUs/hosts.
+
+    Whole groups, because an operator's blocking and transfer need its peers' records; spread,
+    so that a sample of a large job sees every pipeline stage.
+    """
+    if groups < 1:
+        raise ConfigError(f"groups must be >= 1, got {groups!r}")
+    tp = emulation.scenario.layout.tp
+    world = emulation.scenario.layout.world
+    starts = set((np.linspace(0, world - tp, groups).astype(int) // tp * tp).tolist())
+    for fault in emulation.scenario.faults:
+        starts.update((emulation.ranks_on(fault.device) // tp * tp).tolist())
+    return np.unique(np.concatenate([np.arange(s, s + tp) for s in sorted(starts)]))
+
+
+def emulation_rows(scenarios: Iterable[Any], *, groups: int | None = None, max_rows: int | None = None,
+                   window: int = 20, min_history: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Sampled training rows of each scenario and a summary.
+
+    ``groups``: tensor groups per scenario (``sample_ranks``); None takes every rank. Sampling
+    groups rather than a share of ranks lets one set mix 128 GPUs with 8,192 at a similar cost.
+    ``max_rows``: rows kept per scenario (``sample_rows``).
+    """
     from sleuth.sim import Emulation
 
     xs, ys, names, seen, abnormal = [], [], [], 0, 0
     for k, scenario in enumerate(scenarios):
         emulation = Emulation(scenario)
-        ranks = range(k % rank_stride, scenario.layout.world, rank_stride)
+        ranks = np.arange(scenario.layout.world) if groups is None else sample_ranks(emulation, groups)
         records = emulation.ranks_records(ranks)
         labels, _ = emulation.abnormal(ranks)
         X, y = training_set(records, emulation.iterations(ranks=ranks), labels, window=window, min_history=min_history)
         seen += len(y)
         abnormal += int(y.sum())
-        X, y = sample_rows(X, y, seed=seed + k)
+        X, y = sample_rows(X, y, seed=seed + k, max_rows=max_rows)
         xs.append(X)
         ys.append(y)
         names.append(scenario.name)
@@ -112,3 +137,24 @@ def fit_model(X: np.ndarray, y: np.ndarray, *, window: int = 20, min_history: in
     summary = dict(training or {})
     summary.update(rows=int(len(y)), abnormal_rows=int(y.sum()))
     return DetectorModel(forest, window, min_history, {"training": summary})
+
+
+def choose_threshold(forest: AbnormalOperatorForest, held_out: Iterable[tuple[np.ndarray, np.ndarray]], *,
+                     grid: Iterable[float] = tuple(np.round(np.arange(0.3, 0.91, 0.05), 2))) -> tuple[float, dict[float, float]]:
+    """The vote share with the best mean F1 over held-out (X, y) sets, one set per scenario.
+
+    Mean over scenarios rather than pooled rows, so that a scenario with few abnormal operators
+    (a NIC spike) weighs as much as one with many. Returns the threshold and the mean F1 per grid point.
+    """
+    sets = [(forest.score_samples(X), np.asarray(y, bool)) for X, y in held_out]
+    if not sets:
+        raise ConfigError("choose_threshold needs at least one held-out set")
+    means = {}
+    for t in grid:
+        scores = []
+        for score, y in sets:
+            flags = score >= t
+            tp = int((flags & y).sum())
+            scores.append(2 * tp / max(int(flags.sum()) + int(y.sum()), 1))
+        means[float(t)] = float(np.mean(scores))
+    return max(means, key=means.__getitem__), means

@@ -49,10 +49,12 @@ def filled(services, emulated_run):
     ClickHouseSink(client, db).write(records, iterations, [emulated_run.spec])
     flagged = records.take(labels)
     client.execute(
-        f"INSERT INTO {db}.abnormal_ops (job, rank, comm, seq, iteration, op, t_start_ns, duration_ns, score, detected_ns) VALUES",
-        [(j, int(r), c, int(s), int(i), int(o), int(t0), int(t1 - t0), 1.0, 1)
-         for j, r, c, s, i, o, t0, t1 in zip(flagged.decoded("job"), flagged["rank"], flagged.decoded("comm"), flagged["seq"],
-                                             flagged["iteration"], flagged["op"], flagged["t_start_ns"], flagged["t_end_ns"])])
+        f"INSERT INTO {db}.abnormal_ops (job, rank, comm, seq, iteration, op, peer, t_start_ns, duration_ns, score, "
+        "detected_ns) VALUES",
+        [(j, int(r), c, int(s), int(i), int(o), int(p), int(t0), int(t1 - t0), 1.0, 1)
+         for j, r, c, s, i, o, p, t0, t1 in zip(flagged.decoded("job"), flagged["rank"], flagged.decoded("comm"),
+                                                flagged["seq"], flagged["iteration"], flagged["op"], flagged["peer"],
+                                                flagged["t_start_ns"], flagged["t_end_ns"])])
     first = emulated_run.incidents[0]
     other = dataclasses.replace(first, job="sim-b", incident=first.incident.replace("sim", "sim-b", 1))
     incidents = list(emulated_run.incidents) + [other]
@@ -141,12 +143,12 @@ def test_bandwidth_by_kind(filled) -> None:
 def test_abnormal_ops_per_iteration(filled) -> None:
     records, labels = filled[2], filled[4]
     per = defaultdict(set)
-    # abnormal_ops is keyed (job, rank, iteration, comm, seq): a rank's send and recv sharing a seq are one row.
-    for i, r, c, q in zip(records["iteration"][labels], records["rank"][labels], records.decoded("comm")[labels],
-                          records["seq"][labels]):
-        per[int(i)].add((int(r), c, int(q)))
+    # One row per operator instance: abnormal_ops is keyed like records (…, comm, seq, op, peer).
+    for i, r, c, q, o, p in zip(records["iteration"][labels], records["rank"][labels], records.decoded("comm")[labels],
+                                records["seq"][labels], records["op"][labels], records["peer"][labels]):
+        per[int(i)].add((int(r), c, int(q), int(o), int(p)))
     same(run(filled, "abnormal_ops_per_iteration", job="sim"),
-         [(i, len(ops), len({r for r, _c, _q in ops})) for i, ops in sorted(per.items())])
+         [(i, len(ops), len({key[0] for key in ops})) for i, ops in sorted(per.items())])
 
 
 def test_suspects_this_week(filled) -> None:

@@ -57,6 +57,23 @@ def test_migrate_resumes_after_a_partial_run(database) -> None:
     assert schema.migrate(client, name) == [m.version for m in schema.MIGRATIONS if m.version > 2]
 
 
+def test_migration_8_keys_abnormal_ops_by_op_and_peer_and_keeps_the_rows(database) -> None:
+    client, name = database
+    schema.migrate(client, name, migrations=tuple(m for m in schema.MIGRATIONS if m.version < 8))
+    old = ("j", 3, "pp.1", 5, 7, 7, 100, 50, 0.9, 1)
+    client.execute(f"INSERT INTO {name}.abnormal_ops (job, rank, comm, seq, iteration, op, t_start_ns, duration_ns, "
+                   "score, detected_ns) VALUES", [old])
+    assert schema.migrate(client, name) == [8]
+    columns = "job, rank, comm, seq, iteration, op, peer, t_start_ns, duration_ns, score, detected_ns"
+    assert client.execute(f"SELECT {columns} FROM {name}.abnormal_ops") == [old[:6] + (-1,) + old[6:]]
+    # A rank's send and recv of one (comm, seq), and a send to another peer, stay three rows under FINAL.
+    client.execute(f"INSERT INTO {name}.abnormal_ops ({columns}) VALUES",
+                   [("j", 3, "pp.1", 6, 7, 7, 4, 0, 1, 0.9, 2), ("j", 3, "pp.1", 6, 7, 8, 4, 0, 1, 0.9, 2),
+                    ("j", 3, "pp.1", 6, 7, 7, 5, 0, 1, 0.9, 2)])
+    assert client.execute(f"SELECT count() FROM {name}.abnormal_ops FINAL WHERE seq = 6") == [(3,)]
+    assert "abnormal_ops_v4" not in {t for (t,) in client.execute(f"SHOW TABLES FROM {name}")}
+
+
 def test_bad_database_name_is_refused_before_any_sql(database) -> None:
     client, _ = database
     with pytest.raises(ValueError, match="database name"):

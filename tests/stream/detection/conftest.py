@@ -30,13 +30,13 @@ def emulation(*faults: str, seed: int = 0, iterations: int = 40) -> Emulation:
 
 
 @cache
-def small_model() -> DetectorModel:
+def small_model(scale_free: bool = True) -> DetectorModel:
     """A forest trained in a second on seeds 1-3 (the tests score seed 0 and up)."""
     scenarios = [scenario(f, seed=s) for s in (1, 2, 3) for f in (
         "gpu:h0001/2,slow=1.5,start=15", "nic:h0002/0,slow=4,profile=fluctuation,start=10",
         "gpu:h0000/1,slow=2,profile=spike,rate=0.15,start=5")]
-    X, y, summary = emulation_rows(scenarios, rank_stride=1, seed=0)
-    return fit_model(X, y, training=summary, n_estimators=15, max_depth=12)
+    X, y, summary = emulation_rows(scenarios, seed=0)
+    return fit_model(X, y, training=summary, n_estimators=15, max_depth=12, scale_free=scale_free)
 
 
 def f1(flags: np.ndarray, labels: np.ndarray) -> float:

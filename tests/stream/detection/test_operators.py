@@ -14,6 +14,7 @@ from sleuth.stream.detection.baselines import ThreeSigma
 from sleuth.stream.detection.drift import shift_thresholds
 from sleuth.stream.detection.model_file import read_metadata
 from sleuth.stream.detection.offline import training_set
+from sleuth.stream.detection.training import choose_threshold, sample_ranks
 from sleuth.stream.rank_state import RankState
 
 from .conftest import emulation, f1, small_model
@@ -51,7 +52,7 @@ def test_stream_detector_over_batches_matches_the_labels_and_reports_the_change_
     truth = set(zip(records["rank"][labels].tolist(), records["seq"][labels].tolist()))
     assert f1(np.array([True] * len(flagged & truth) + [True] * len(flagged - truth) + [False] * len(truth - flagged)),
               np.array([True] * len(flagged & truth) + [False] * len(flagged - truth) + [True] * len(truth - flagged))) > 0.9
-    assert all(r[0] == "job-0" and r[-1] == 7 and 0.5 <= r[8] <= 1.0 for r in rows)
+    assert all(r[0] == "job-0" and r[-1] == 7 and 0.5 <= r[9] <= 1.0 for r in rows)
     irregular = detector.take_irregularities()
     assert [i.iteration for i in irregular if i.change_point] == [15]
     assert detector.take_irregularities() == []
@@ -76,6 +77,28 @@ def test_features_window_statistics_are_numpys() -> None:
     assert np.isnan(X[:, col["blocking_rel"]]).all()
 
 
+def test_chunk_context_averages_over_the_communicator_and_the_program_slot() -> None:
+    em = emulation("nic:h0002/0,slow=4,start=3")
+    windows = OperatorWindows(window=5, min_history=2)
+    records = em.ranks_records(range(16))
+    for it in range(4):
+        part = records.take(np.flatnonzero(records["iteration"] == it))
+        chunk = windows.features(part, em.iterations(iterations=[it]))
+        windows.push(chunk, np.ones(len(chunk.rows), bool))
+    col = {n: k for k, n in enumerate(FEATURE_NAMES)}
+    X, rank, comm = chunk.X, part["rank"], part["comm"]
+    log_ratio = np.log(X[:, col["ratio"]])
+    for r, c in ((0, part["comm"][part["rank"] == 0][0]), (9, part["comm"][part["rank"] == 9][-1])):
+        mine = (rank == r) & (comm == c)
+        assert np.allclose(X[mine, col["comm_iter_ratio"]], np.exp(log_ratio[mine].mean()))
+    # The program slot spans ranks: every rank's first dp operator shares one value.
+    dp = np.array([part.strings[c].startswith("dp.") for c in comm])
+    assert len(np.unique(rank[dp])) > 1 and np.allclose(X[dp, col["slot_iter_ratio"]], np.exp(log_ratio[dp].mean()))
+    # A group's peak covers its members' own peaks; with the slow NIC active some transfer stands out.
+    assert (X[:, col["group_peak_transfer"]] >= X[:, col["rank_peak_transfer"]]).all()
+    assert X[:, col["group_peak_transfer"]].max() > 2
+
+
 def test_forest_follows_the_estimator_contract() -> None:
     forest = AbnormalOperatorForest(n_estimators=3)
     assert clone(forest).get_params()["n_estimators"] == 3
@@ -86,18 +109,20 @@ def test_forest_follows_the_estimator_contract() -> None:
 
 
 def test_drift_tuning_moves_exactly_the_thresholds_of_the_shifted_feature() -> None:
-    model = small_model().forest
+    model = small_model(scale_free=False).forest  # a forest over every feature splits on nanoseconds
     tuned, moved = shift_thresholds(model, {"iteration_ns": 1000.0})
     k = FEATURE_NAMES.index("iteration_ns")
     for before, after in zip(model.forest_.estimators_, tuned.forest_.estimators_):
         at = before.tree_.feature == k
         assert np.array_equal(after.tree_.threshold[at], before.tree_.threshold[at] + 1000.0)
         assert np.array_equal(after.tree_.threshold[~at], before.tree_.threshold[~at])
-    assert moved == sum(int((t.tree_.feature == k).sum()) for t in model.forest_.estimators_)
+    assert moved == sum(int((t.tree_.feature == k).sum()) for t in model.forest_.estimators_) > 0
+    # A scale-free forest never splits on them: nothing to move.
+    assert shift_thresholds(small_model().forest, {"iteration_ns": 1000.0})[1] == 0
 
 
 def test_drift_tuner_tunes_on_schedule_and_on_a_large_shift_and_keeps_the_original() -> None:
-    model = small_model().forest
+    model = small_model(scale_free=False).forest
     tuner = DriftTuner(model, features=("iteration_ns",), interval_ns=100, bound=0.05, min_rows=10)
     X = np.tile(model.feature_means_, (20, 1))
     tuner.update(X, 0)
@@ -124,3 +149,39 @@ def test_model_file_round_trip_and_refusals(tmp_path) -> None:
         load(tmp_path / "bad.zip")
     with pytest.raises(ConfigError, match="does not exist"):
         load(tmp_path / "missing.zip")
+
+
+def test_sample_ranks_takes_whole_tensor_groups_and_the_faulty_ones() -> None:
+    em = emulation("gpu:h0003/1,slow=1.5,start=15")
+    tp = em.scenario.layout.tp
+    ranks = sample_ranks(em, 2)
+    faulty = em.ranks_on("gpu:h0003/1")
+    assert set(faulty.tolist()) <= set(ranks.tolist()) and 0 in ranks and em.scenario.layout.world - 1 in ranks
+    assert all(set(range(r // tp * tp, r // tp * tp + tp)) <= set(ranks.tolist()) for r in ranks.tolist())
+    with pytest.raises(ConfigError, match="groups must be >= 1"):
+        sample_ranks(em, 0)
+
+
+def test_choose_threshold_picks_the_vote_share_that_separates_held_out_labels() -> None:
+    em = emulation("gpu:h0003/1,slow=1.5,start=15", seed=4)
+    labels, _ = em.abnormal(range(16))
+    held_out = [training_set(em.records(), em.iterations(), labels)]
+    threshold, means = choose_threshold(small_model().forest, held_out)
+    assert means[threshold] == max(means.values()) > 0.9
+    assert means[0.3] != means[0.9]  # the grid matters: the votes are not all 0 or 1
+    with pytest.raises(ConfigError, match="at least one held-out set"):
+        choose_threshold(small_model().forest, [])
+
+
+def test_decide_leaves_unsure_instances_out_of_the_windows() -> None:
+    em = emulation(GPU, seed=5)
+    labels, _ = em.abnormal(range(16))
+    X, _ = training_set(em.records(), em.iterations(), labels)
+    forest = small_model().forest
+    abnormal, normal = forest.decide(X)
+    score = forest.score_samples(X)
+    assert np.array_equal(abnormal, forest.predict(X)) and not (abnormal & normal).any()
+    unsure = ~abnormal & ~normal
+    assert unsure.any() and ((score[unsure] >= forest.window_threshold) & (score[unsure] < forest.threshold)).all()
+    with pytest.raises(ConfigError, match="window_threshold"):
+        AbnormalOperatorForest(threshold=0.5, window_threshold=0.6).fit(X, labels[em.records()["iteration"] >= 0])

@@ -26,7 +26,9 @@ def test_worker_writes_abnormal_ops_and_publishes_the_change_point(services: Ser
     em = emulation("gpu:h0003/1,slow=1.5,start=15")
     client = connect.clickhouse_client(settings)
     schema.migrate(client, settings.clickhouse_database)
-    connect.ensure_topics(settings, {settings.irregularities_topic: 1})
+    # Topics first: a worker that joins before its topic exists may be assigned nothing for a while.
+    connect.ensure_topics(settings, {settings.records_topic: settings.records_partitions,
+                                     settings.rejects_topic: 1, settings.irregularities_topic: 1})
     publisher = IrregularityPublisher(settings)
     detector = StreamDetector(small_model(), publish=publisher)
     stop = threading.Event()
