@@ -1,25 +1,30 @@
 """Benchmark of sleuth.localizer on emulator suites with held-out seeds; prints one JSON object.
 
-    python benchmarks/bench_localizer.py [--seeds 101 102] [--scales 1024 2048] [--graph 8192 16384]
-                                         [--suites dims types network concurrent nonhw clean] [--no-baselines]
+    python benchmarks/bench_localizer.py [--seeds 201 202] [--scales 1024 2048] [--graph 8192 16384]
+                                         [--suites dims types network concurrent nonhw clean]
+                                         [--baselines-up-to 4096] [--no-baselines]
 
-Figures:
+Figures (sleuth and each baseline: ``earliest``, ``random_walk``, ``nvrx_relative_median``):
 * ``graph``: grouped operator graph build time (s) and memory (bytes of its arrays, and the
   tracemalloc peak while building) at each ``--graph`` size (tp8 pp8); the naive operator x GPU
-  graph's edge count for comparison (operators per rank from a 1-iteration emulation x ranks x
-  mean group size);
-* ``accuracy``: per suite, per scale and per fault kind / profile: the fraction of scenarios
-  whose every injected device is in the top K=2 suspects, for sleuth and each baseline
-  (``earliest``, ``random_walk``, ``nvrx_relative_median``);
-* ``nonhardware``: whether stage / sequence-length imbalance scenarios got that cause;
-* ``false_alarms``: clean runs localized on their 5 slowest iterations (clean runs have no
-  δ-irregular iteration at all, so this forces the search); any hardware suspect is an alarm;
-* ``fetched``: ranks fetched / world per scale; ``latency_s``: localization time per scale,
-  irregular iterations in to incident out, fetching from the emulator included.
+  graph's edge count for comparison;
+* ``accuracy``: the fraction of faulty scenarios whose every injected device is in the top K=2
+  suspects, over all, per suite, per scenario, per fault ``kind`` (gpu, host, nic, link, leaf,
+  spine; ``concurrent`` for two at once), per ``dims`` (3D-6D) and per ``scale``. The baselines
+  name GPUs only, so they score 0 on network faults by construction;
+* ``by_scale``: per world size, accuracy, ``fetched`` (ranks fetched / world: the baselines
+  read every rank, 1.0) and ``latency_s`` (irregular iterations in to suspects out, fetching
+  from the emulator included; a baseline's is its read of every rank plus its ranking), and
+  how many iterations were δ-irregular in the emulator's truth;
+* ``nonhardware``: the causes stage / sequence-length imbalance scenarios got;
+* ``false_alarm_rate``: clean runs localized on their 5 slowest iterations (clean runs have no
+  δ-irregular iteration at all, so this forces the search); any hardware suspect is an alarm.
 
 Irregular iterations are the emulator's ground-truth δ-irregular iterations (the detector is
 another issue); a scenario with none (sequence-length imbalance) uses its 5 slowest after the
-fault starts. Timings are for comparison between runs on these shared 2-core machines.
+fault starts. The baselines read every rank, which takes minutes above 4,096 GPUs on these
+machines: ``--baselines-up-to`` bounds the scale they run at. Timings are for comparison
+between runs on these shared 2-core machines.
 """
 
 from __future__ import annotations
@@ -69,9 +74,14 @@ def _irregular(emulation) -> list[int]:
     return sorted(t.iteration for t in sorted(late, key=lambda t: -t.time_ns)[:5])
 
 
+def _kind(faults: list[str]) -> str:
+    kinds = sorted({f.split(":")[0] for f in faults})
+    return "concurrent" if len(faults) > 1 else kinds[0]
+
+
 def run_scenario(scenario, *, baselines: bool, routing: str = "static") -> dict:
     from sleuth.localizer import localize
-    from sleuth.localizer.baselines import earliest_abnormal, random_walk, relative_median
+    from sleuth.localizer.baselines import earliest_abnormal, random_walk, read_all, relative_median
     from sleuth.sim import Emulation
 
     emulation = Emulation(scenario)
@@ -84,11 +94,14 @@ def run_scenario(scenario, *, baselines: bool, routing: str = "static") -> dict:
     incidents = localize(emulation, irregular_iterations=irregular, topology=scenario.topology, window=window, routing=routing)
     latency = time.perf_counter() - began
     suspects = [s.device for i in incidents for s in i.suspects]
+    faults = [f"{f['kind']}:{f['profile']}" for f in truth.faults]
     row = {
         "name": scenario.name,
         "world": scenario.layout.world,
-        "faults": [f"{f['kind']}:{f['profile']}" for f in truth.faults],
+        "faults": faults,
+        "kind": _kind(faults) if devices else None,
         "devices": devices,
+        "irregular_iterations": sum(t.irregular for t in truth.iterations),
         "suspects": suspects,
         "causes": [i.cause.value for i in incidents],
         "correct": bool(devices) and all(d in suspects for d in devices),
@@ -97,9 +110,15 @@ def run_scenario(scenario, *, baselines: bool, routing: str = "static") -> dict:
         "latency_s": round(latency, 3),
     }
     if baselines and devices:
+        began = time.perf_counter()
+        every = read_all(emulation, irregular_iterations=irregular, window=window)
+        read_s = time.perf_counter() - began
         for name, method in (("earliest", earliest_abnormal), ("random_walk", random_walk), ("nvrx_relative_median", relative_median)):
-            found = method(emulation, irregular_iterations=irregular, window=window)
+            began = time.perf_counter()
+            found = method(every)
             row[name] = all(d in found for d in devices)
+            row[f"{name}_latency_s"] = round(read_s + time.perf_counter() - began, 3)
+            row[f"{name}_fetched"] = 1.0
     return row
 
 
@@ -110,11 +129,13 @@ def _rate(rows: list[dict], key: str) -> float | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[101, 102])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[201, 202])
     parser.add_argument("--scales", type=int, nargs="*", default=[1024, 2048])
     parser.add_argument("--graph", type=int, nargs="*", default=[8192, 16384])
     parser.add_argument("--suites", nargs="*", default=["dims", "types", "network", "concurrent", "nonhw", "clean"])
     parser.add_argument("--no-baselines", action="store_true")
+    parser.add_argument("--baselines-up-to", type=int, default=4096, metavar="WORLD",
+                        help="run the baselines (which read every rank) on scale scenarios up to this world size")
     parser.add_argument("--routing", choices=("static", "ecmp"), default="static",
                         help="what the localizer is told of spine routing (the emulator's is static)")
     args = parser.parse_args()
@@ -128,41 +149,47 @@ def main() -> None:
                 rows.append({"suite": name, "seed": seed, **run_scenario(scenario, baselines=not args.no_baselines, routing=args.routing)})
         for scenario in suite("scale", seed=seed):
             if scenario.layout.world in args.scales:
-                rows.append({"suite": "scale", "seed": seed, **run_scenario(scenario, baselines=False, routing=args.routing)})
+                with_baselines = not args.no_baselines and scenario.layout.world <= args.baselines_up_to
+                rows.append({"suite": "scale", "seed": seed, **run_scenario(scenario, baselines=with_baselines, routing=args.routing)})
+
+    methods = ("sleuth", "earliest", "random_walk", "nvrx_relative_median")
+    key_of = {"sleuth": "correct"}
 
     def summary(selected: list[dict]) -> dict:
-        return {
-            "n": len(selected),
-            "sleuth": _rate(selected, "correct"),
-            "earliest": _rate(selected, "earliest"),
-            "random_walk": _rate(selected, "random_walk"),
-            "nvrx_relative_median": _rate(selected, "nvrx_relative_median"),
-        }
+        return {"n": len(selected), **{m: _rate(selected, key_of.get(m, m)) for m in methods}}
+
+    def at_scale(selected: list[dict]) -> dict:
+        out = {"n": len(selected), "irregular_iterations": _rate(selected, "irregular_iterations")}
+        for m in methods:
+            prefix = "" if m == "sleuth" else f"{m}_"
+            out[m] = {
+                "accuracy": _rate(selected, key_of.get(m, m)),
+                "fetched": _rate(selected, f"{prefix}fetched"),
+                "latency_s": _rate(selected, f"{prefix}latency_s"),
+            }
+        return out
 
     faulty = [r for r in rows if r["devices"]]
-    by = lambda key: {k: summary([r for r in faulty if key(r) == k]) for k in sorted({key(r) for r in faulty})}
+    by = lambda key, rs=faulty: {k: summary([r for r in rs if key(r) == k]) for k in sorted({key(r) for r in rs})}
     scale_rows = [r for r in rows if r["suite"] == "scale"]
     clean = [r for r in rows if r["suite"] == "clean"]
     nonhw = [r for r in rows if r["suite"] == "nonhw"]
     report = {
         "machine": platform.machine(),
         "seeds": args.seeds,
+        "routing": args.routing,
         "graph": graph_figures(args.graph),
         "accuracy": {
             "all": summary(faulty),
             "by_suite": by(lambda r: r["suite"]),
+            "by_kind": by(lambda r: r["kind"]),
+            "by_dims": by(lambda r: r["name"].split("-", 1)[1], [r for r in faulty if r["suite"] == "dims"]),
             "by_scenario": by(lambda r: r["name"].split("-", 1)[1] if "-" in r["name"] else r["name"]),
         },
-        "by_scale": {
-            str(w): {
-                "accuracy": _rate([r for r in scale_rows if r["world"] == w], "correct"),
-                "fetched": _rate([r for r in scale_rows if r["world"] == w], "fetched"),
-                "latency_s": _rate([r for r in scale_rows if r["world"] == w], "latency_s"),
-            }
-            for w in sorted({r["world"] for r in scale_rows})
-        },
+        "by_scale": {str(w): at_scale([r for r in scale_rows if r["world"] == w]) for w in sorted({r["world"] for r in scale_rows})},
         "nonhardware": {r["name"] + f"@{r['seed']}": r["causes"] for r in nonhw},
         "false_alarm_rate": _rate(clean, "hardware_alarm"),
+        "clean_runs": len(clean),
         "rows": rows,
     }
     print(json.dumps(report, indent=1))

@@ -25,10 +25,22 @@ def test_seeds_pick_the_devices() -> None:
 
 def test_suites_cover_what_they_promise() -> None:
     assert [sc.layout.world for sc in suite("scale")] == [1024, 2048, 4096, 8192, 16384]
-    assert [sc.faults[0].kind for sc in suite("network")] == [FaultKind.NIC, FaultKind.LINK, FaultKind.LEAF, FaultKind.SPINE]
+    assert [sc.faults[0].kind for sc in suite("network")] == [
+        FaultKind.NIC, FaultKind.LINK, FaultKind.LEAF, FaultKind.SPINE, FaultKind.HOST]
     assert all(len(sc.faults) == 2 for sc in suite("concurrent"))
     assert all(not sc.faults for sc in suite("clean"))
     assert all(sc.drift == 0.07 for sc in suite("drift"))
     dims = suite("dims")
     assert [(sc.layout.cp, sc.layout.ep, sc.model.sequence_parallel) for sc in dims] == [
         (1, 1, False), (2, 1, False), (2, 2, False), (2, 2, True)]
+
+
+@pytest.mark.parametrize("world", [1024, 4096])  # pp4 and pp8, the two shapes of the suite
+def test_the_scale_suites_slow_gpu_makes_iterations_irregular(world: int) -> None:
+    from sleuth.sim import Emulation
+
+    [scenario] = [sc for sc in suite("scale", seed=7) if sc.layout.world == world]
+    truth = Emulation(scenario).truth()
+    start = scenario.faults[0].start
+    assert not any(t.irregular for t in truth.iterations[1:start])
+    assert sum(t.irregular for t in truth.iterations[start:]) >= 2
