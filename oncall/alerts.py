@@ -17,13 +17,15 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sleuth.errors import RecordError
+from sleuth.localizer.incident import IncidentCause
 
 __all__ = ["Alert", "AlertStatus", "Evidence", "Severity", "evidence_from_incident", "severity_of", "webhook_payload"]
 
 ALERTNAME = "SleuthSlowDevice"
 ALERTNAME_NON_HARDWARE = "SleuthJobImbalance"
 _ZERO_TIME = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt of an alert that still fires
-_HARDWARE_CAUSES = ("compute", "network", "mixed")
+# The causes that blame devices (the localizer's own rule), as they appear in incident JSON.
+_HARDWARE_CAUSES = frozenset(cause.value for cause in IncidentCause if cause.hardware)
 
 
 class AlertStatus(enum.Enum):
