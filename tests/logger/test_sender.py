@@ -82,7 +82,6 @@ def test_collector_down_at_first_then_up_on_the_same_port_loses_nothing(tmp_path
 
 def test_memory_stays_under_the_bound_by_spilling_and_the_spill_replays(tmp_path):
     port = collector.free_port()
-    one = len(batch(0, 100).strings)  # noqa: F841 - sizes below are measured, not assumed
     sink = sink_for(port, tmp_path, buffer_bytes=20_000, spill_bytes=10_000_000,
                     backoff_s=(0.05, 0.2), connect_timeout_s=0.2)
     for k in range(100):

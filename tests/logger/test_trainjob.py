@@ -1,7 +1,6 @@
 """The real job (sleuth.sim.trainjob: 8 gloo ranks, tp2 pp2 dp2) logged with only the
 environment variable set, to a records folder and to a collector that is down at first."""
 
-import json
 import os
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import pytest
 from sleuth.jobspec import JobSpec
 from sleuth.logger.sinks import ITERATIONS_DIR
 from sleuth.recordio import read_parquet
-from sleuth.records import IterationBatch, OpKind, RecordBatch
+from sleuth.records import IterationBatch, OpKind
 
 from tests.logger import collector
 
