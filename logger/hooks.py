@@ -47,11 +47,11 @@ def _fail_once(what: str, error: BaseException) -> None:
 
 
 def _size(tensor: Any) -> int:
-    return tensor.numel() * tensor.element_size()
+    return tensor.nbytes
 
 
 def _sizes(tensors: Any) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
+    return sum(t.nbytes for t in tensors)
 
 
 def _arg(args: tuple, kwargs: dict, position: int, name: str, default: Any = None) -> Any:
@@ -102,9 +102,8 @@ class Hooks:
 
     def _end_all(self, handles: list[int], cuda: bool) -> None:
         if cuda:
-            stream = torch.cuda.current_stream().cuda_stream
             for h in handles:
-                self.session.recorder.end_cuda(h, stream)
+                self._finish(h, cuda)
         else:
             end = self.session.recorder.end
             for h in handles:
@@ -153,25 +152,28 @@ class Hooks:
         return self.session.begin(info, op, peer, nbytes, direction), False
 
     def _finish(self, handle: int, cuda: bool) -> None:
-        if cuda:
-            self.session.recorder.end_cuda(handle, torch.cuda.current_stream().cuda_stream)
-        else:
+        if not cuda:
             self.session.recorder.end(handle)
+            return
+        try:
+            self.session.recorder.end_cuda(handle, torch.cuda.current_stream().cuda_stream)
+        except Exception as error:  # a CUDA error ends the record (counted as dropped), never the step
+            _fail_once("ending a CUDA-timed operator", error)
 
     def _collective(self, name: str, original: Callable) -> Callable:
         op, nbytes_of, group_at, async_at = _COLLECTIVES[name]
         op = int(op)
-        hooks = self
+        hooks, session = self, self.session
 
         @functools.wraps(original)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if _guard.inside:
                 return original(*args, **kwargs)
             try:
-                info = hooks.session.group(_arg(args, kwargs, group_at, "group"))
+                info = session.group(_arg(args, kwargs, group_at, "group"))
                 tensor = args[0] if args and hasattr(args[0], "is_cuda") else None
                 handle, cuda = hooks._start(info, op, -1, nbytes_of(args, kwargs), 0, tensor)
-                async_op = bool(_arg(args, kwargs, async_at, "async_op", False))
+                async_op = _arg(args, kwargs, async_at, "async_op", False)
             except Exception as error:
                 _fail_once(name, error)
                 return original(*args, **kwargs)
@@ -185,7 +187,7 @@ class Hooks:
         op = int(OpKind.SEND if sending else OpKind.RECV)
         direction = _SEND if sending else _RECV
         peer_name = "dst" if sending else "src"
-        hooks = self
+        hooks, session = self, self.session
 
         @functools.wraps(original)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -195,7 +197,7 @@ class Hooks:
                 tensor = _arg(args, kwargs, 0, "tensor")
                 group = _arg(args, kwargs, 2, "group")
                 peer = _global_peer(group, _arg(args, kwargs, 1, peer_name), kwargs.get(f"group_{peer_name}"))
-                info = hooks.session.group(group)
+                info = session.group(group)
                 if peer < 0:  # a receive from any source: the peer is known only afterwards
                     return hooks._recv_any(name, original, info, tensor, args, kwargs)
                 handle, cuda = hooks._start(info, op, peer, _size(tensor), direction, tensor)
@@ -220,8 +222,10 @@ class Hooks:
             _guard.inside = False
         if is_async and result is not None:
             self._end_later(result, [handle], cuda)
-        else:
+        elif cuda:
             self._finish(handle, cuda)
+        else:
+            self.session.recorder.end(handle)
         return result
 
     def _recv_any(self, name: str, original: Callable, info: Any, tensor: Any, args: tuple, kwargs: dict) -> Any:
