@@ -121,9 +121,11 @@ def run_rank(rank: int, world: int, options: JobOptions) -> dict:
         if rank == options.slow_rank and options.slow_kind == kind and a <= iteration < b:
             time.sleep(options.base_delay_s * (options.slow_factor - 1))
 
-    step_times = []
+    # Wall time per step, and the process's CPU time per step (all its threads: the logger's
+    # drainer and writer too), which other processes on a shared machine do not inflate.
+    step_times, step_cpu_times = [], []
     for iteration in range(options.iters):
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         optimizer.zero_grad()
         inputs, outputs, losses = [], [], []
         data_gen = torch.Generator().manual_seed(options.seed + iteration * 100 + coords.dp)
@@ -187,10 +189,11 @@ def run_rank(rank: int, world: int, options: JobOptions) -> dict:
         dist.reduce(loss, dst=dp_ranks[0], group=dp_group)
         optimizer.step()
         step_times.append(time.perf_counter() - t0)
+        step_cpu_times.append(time.process_time() - cpu0)
         if options.progress and rank == 0:
             print(f"iteration {iteration} done in {step_times[-1] * 1000:.1f} ms", flush=True)
     dist.barrier()
-    return {"rank": rank, "step_times": step_times, "loss": float(loss)}
+    return {"rank": rank, "step_times": step_times, "step_cpu_times": step_cpu_times, "loss": float(loss)}
 
 
 def _worker(rank: int, world: int, options: JobOptions, port: int, out: str | None) -> None:
