@@ -83,14 +83,19 @@ def peer_share(
 def host_share(fetcher: Fetcher, graph: OperatorGraph, rank: int, columns: Sequence[int]) -> float:
     """The fraction of the other ranks on ``rank``'s host that are as slow as ``rank`` is in
     ``columns`` (compute excess at least half of the rank's mean there): near 1 when the host's
-    CPU is the common cause, near 0 when the GPU is slow alone. 0 when the rank has no compute
-    excess there or is alone on its host in the job."""
+    CPU is the common cause, near 0 when the GPU is slow alone. 0 when the rank's compute excess
+    there is within 3 spreads of its healthy iterations' (reference columns), or it is alone on
+    its host in the job."""
     others = [r for r in graph.host_ranks(rank) if r != rank]
     if not others or not len(columns):
         return 0.0
     held = fetcher.get([rank, *others])
     own = float(compute_excess(held[rank], list(columns)).mean())
-    if own <= 0:
+    # Only a slowness that stands out of the rank's own noise says anything: half of a jitter-sized
+    # excess is reached by chance, and would hand a slow GPU's stray roots to its host.
+    healthy = compute_excess(held[rank], np.flatnonzero(fetcher.window.reference).tolist())
+    noise = 3 * 1.4826 * float(np.median(np.abs(healthy - np.median(healthy)))) if len(healthy) else 0.0
+    if own <= noise:
         return 0.0
     return float(np.mean(_as_slow(held, others, columns, own)))
 
