@@ -59,6 +59,7 @@ class Action(enum.Enum):
     BFS = "bfs"  # a collective: the whole group examined
     DFS = "dfs"  # a send/recv: the peer examined
     BACK = "back"  # an earlier operator of the late rank
+    MEMBER = "member"  # a member of a slow ring transfer: its abnormal operator in another group
 
     def __str__(self) -> str:
         return self.value
@@ -230,7 +231,7 @@ def _members_elsewhere(
         if not len(candidates):
             continue
         excess = (ops.end[candidates, col] - ops.start[candidates, col]) - ops.base[candidates]
-        out.append((member, int(candidates[int(np.argmax(excess))]), col, Action.BFS))
+        out.append((member, int(candidates[int(np.argmax(excess))]), col, Action.MEMBER))
     return out
 
 
