@@ -9,7 +9,9 @@ For each cluster of irregular iterations (those within one window of T iteration
    then, when the iteration time steps up again later in the window (a second fault that is
    never δ-irregular, ``shifts``), the iterations after the step, against baselines from the
    level before it;
-4. accumulate R onto devices and score them by MAP with topology decay (``scoring``);
+4. accumulate R onto devices (a compute root's split between its GPU and its host by how many
+   of the host's other GPUs were as slow, ``peers.host_share``) and score them by MAP with
+   topology decay (``scoring``);
 5. decide: stragglers that are not hardware (``nonhardware``), or the top K suspects of each
    fault found (``explain``) with enough support; estimate the impact (``impact``) and build the
    ``Incident``.
