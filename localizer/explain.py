@@ -5,8 +5,12 @@ share its evidence (its NIC beside a GPU's cable, a leaf beside its NICs). A sec
 fault's devices rank below those neighbours and fall out of the top K. So the suspects are
 taken greedily: rank the roots, keep the top device and its best neighbours on the roots it
 explains (the roots whose evidence reaches it), set those roots aside, and rank what is left.
-A further fault counts only while its top device keeps at least ``min_share`` of the first
-one's evidence, so the leftovers of one fault (jitter, a stray hiccup) do not become a second.
+A further fault counts only while the roots it explains keep a mean irregularity rate R of at
+least ``min_share`` of the first fault's, so the leftovers of one fault (jitter, a stray hiccup:
+delays that barely track the iteration time) do not become a second. The mean, not the total
+evidence: the total grows with how many iterations and operators a fault touches (a link
+flapping in 2 iterations of 9 is in few, a slow NIC delays every pipeline send of its GPU), while
+R says how closely each of its delays drives the iteration time.
 """
 
 from __future__ import annotations
@@ -49,10 +53,11 @@ def separate(
         if not ranking:
             break
         top = ranking[0]
-        if faults and top.evidence < min_share * lead:
-            break
-        lead = lead or top.evidence
         explained = [(root, rate) for root, rate in remaining if top.device in devices_of(root)]
+        strength = sum(rate for _, rate in explained) / len(explained)
+        if faults and strength < min_share * lead:
+            break
+        lead = lead or strength
         neighbours = [s for s in ranked(explained) if s.device != top.device]
         faults.append((top, *neighbours[: top_k - 1]))
         remaining = [(root, rate) for root, rate in remaining if top.device not in devices_of(root)]

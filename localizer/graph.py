@@ -22,7 +22,7 @@ import numpy as np
 
 from sleuth.errors import ConfigError
 from sleuth.jobspec import JobSpec
-from sleuth.topology.ids import gpu_id
+from sleuth.topology.ids import gpu_id, parse_device
 
 __all__ = ["OperatorGraph", "build_graph"]
 
@@ -68,6 +68,16 @@ class OperatorGraph:
     def n_edges(self) -> int:
         """Operator-to-group edges per operator are one; group-to-rank edges are these."""
         return int(len(self.members))
+
+    @cached_property
+    def hosts(self) -> tuple[str, ...]:
+        """Host name of each rank, from its GPU id."""
+        return tuple(parse_device(gpu).name for gpu in self.gpus)
+
+    def host_ranks(self, rank: int) -> list[int]:
+        """The ranks on ``rank``'s host, itself included, in rank order."""
+        host = self.hosts[rank]
+        return [r for r, name in enumerate(self.hosts) if name == host]
 
     @cached_property
     def last_stage(self) -> int:

@@ -9,7 +9,9 @@ For each cluster of irregular iterations (those within one window of T iteration
    then, when the iteration time steps up again later in the window (a second fault that is
    never δ-irregular, ``shifts``), the iterations after the step, against baselines from the
    level before it;
-4. accumulate R onto devices and score them by MAP with topology decay (``scoring``);
+4. accumulate R onto devices (a compute root's split between its GPU and its host by how many
+   of the host's other GPUs were as slow, ``peers.host_share``) and score them by MAP with
+   topology decay (``scoring``);
 5. decide: stragglers that are not hardware (``nonhardware``), or the top K suspects of each
    fault found (``explain``) with enough support; estimate the impact (``impact``) and build the
    ``Incident``.
@@ -39,7 +41,7 @@ from sleuth.localizer.graph import OperatorGraph, build_graph
 from sleuth.localizer.impact import estimate
 from sleuth.localizer.incident import Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.nonhardware import Diagnosis, Straggler, classify
-from sleuth.localizer.peers import peer_share
+from sleuth.localizer.peers import host_share, peer_share
 from sleuth.localizer.operators import Thresholds, Window, make_window, rebase
 from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices
 from sleuth.localizer.search import Cause, Root, Step, search
@@ -164,8 +166,16 @@ def _localize_cluster(
         steps += walked
         fetched.update(more.order)
 
+    # The iterations each late rank computed slowly in, to compare it with its peers there (``peers``).
+    columns: dict[int, set[int]] = {}
+    for root, rate in rated:
+        if root.cause is Cause.COMPUTE and rate > 0:
+            columns.setdefault(root.rank, set()).add(frame.column(root.iteration))
+    # Its GPU or its host's CPU: how many of the host's other GPUs were as slow then.
+    on_host = {rank: host_share(fetcher, graph, rank, sorted(cols)) for rank, cols in columns.items()}
+
     # Scoring: every device with evidence, ranked.
-    evidence = accumulate(rated, topology=topology, gpus=graph.gpus, routing=routing)
+    evidence = accumulate(rated, topology=topology, gpus=graph.gpus, routing=routing, host_share=on_host)
     ranking = map_scores(evidence, topology=topology, priors=priors)
 
     # Deciding.
@@ -174,10 +184,6 @@ def _localize_cluster(
         if root.cause is Cause.COMPUTE:
             compute[root.rank] = compute.get(root.rank, 0.0) + rate
     # Late ranks whose slowness their data-parallel peers share are not broken (``peers``).
-    columns: dict[int, set[int]] = {}
-    for root, rate in rated:
-        if root.cause is Cause.COMPUTE and rate > 0:
-            columns.setdefault(root.rank, set()).add(frame.column(root.iteration))
     shared = {rank: peer_share(fetcher, graph, rank, sorted(cols)) for rank, cols in columns.items()}
     fetched.update(fetcher.order)
     # A straggler diagnosis reads compute evidence only: it decides the incident only when compute
@@ -191,10 +197,10 @@ def _localize_cluster(
     hardware = diagnosis.kind is Straggler.HARDWARE
 
     def ranked(subset: Sequence[tuple[Root, float]]) -> list[Score]:
-        found = accumulate(subset, topology=topology, gpus=graph.gpus, routing=routing)
+        found = accumulate(subset, topology=topology, gpus=graph.gpus, routing=routing, host_share=on_host)
         return [
             s for s in map_scores(found, topology=topology, priors=priors)
-            if s.support >= support and not _one_gpu_host(s.device, found, graph)
+            if s.support >= support
             # Beside an imbalance, network devices may still be at fault; compute ones are explained.
             and (hardware or s.kind not in _COMPUTE_KINDS)
         ]
@@ -203,7 +209,9 @@ def _localize_cluster(
 
     def devices_of(root: Root) -> frozenset[str]:
         if root.key not in devices:
-            devices[root.key] = frozenset(root_devices(root, topology=topology, gpus=graph.gpus, routing=routing))
+            devices[root.key] = frozenset(
+                root_devices(root, topology=topology, gpus=graph.gpus, routing=routing, host_share=on_host)
+            )
         return devices[root.key]
 
     overall = {s.device: s for s in ranking}
@@ -240,19 +248,6 @@ def _localize_cluster(
         advice=diagnosis.advice,
         seconds=time.perf_counter() - started,
     )
-
-
-def _one_gpu_host(device: str, evidence: dict, graph: OperatorGraph) -> bool:
-    """A host whose compute evidence is (>= 80%) one GPU's: that GPU explains it, not the CPU.
-
-    A host collects all its GPUs' evidence, so without this rule two slow GPUs of one host, or a
-    slow GPU next to a second fault, would be outranked by the host they share.
-    """
-    if not device.startswith("host:"):
-        return False
-    prefix = "gpu:" + device[len("host:") :] + "/"
-    gpus = [found.total for name, found in evidence.items() if name.startswith(prefix)]
-    return bool(gpus) and max(gpus) >= 0.8 * evidence[device].total
 
 
 def _iteration(item: Any) -> int:

@@ -97,7 +97,7 @@ def classify(
     top = ranks[:covering]
     hosts: dict[str, float] = {}
     for rank, value in zip(ranks.tolist(), values.tolist()):
-        host = graph.gpus[rank][len("gpu:") :].rsplit("/", 1)[0]
+        host = graph.hosts[rank]
         hosts[host] = hosts.get(host, 0.0) + value
     last_share = 0.0
     if graph.stage is not None and graph.last_stage > 0:

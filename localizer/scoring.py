@@ -1,7 +1,11 @@
 """Device scores (Holmes §4.4 and appendix D): accumulate irregularity rates, then MAP.
 
-Accumulation. A compute root adds its rate R to the late rank's GPU and to its host (CPU
-contention slows every GPU of a host, so a host collects its GPUs' compute evidence). A network
+Accumulation. A compute root says the late rank computed slowly: its GPU, or its host's CPU
+(contention slows every GPU of a host at once), is the cause. Which one is told by the host's
+other GPUs (``peers.host_share``: the fraction of them as slow as the late rank, in the same
+iterations), s: the root adds R·(1 - s) to the GPU and R·s to the host. A GPU slow alone (s ≈ 0)
+keeps its evidence, a contended host (s ≈ 1) takes it, and two slow GPUs of one host stay two
+GPUs (each sees one sibling of seven slow). Without a share (s = 0), compute is the GPU's. A network
 root adds R to every network device on the paths between its ranks' GPUs (``topology.path``;
 GPUs themselves are not network devices): the ring of the members in group order for ring
 collectives and P2P (NCCL's ring; the emulator's units too), every pair for all-to-all. A
@@ -126,31 +130,45 @@ def decay(c: int) -> float:
 
 
 def accumulate(
-    rates: Iterable[tuple[Root, float]], *, topology: Topology, gpus: Sequence[str], routing: Routing = Routing.ECMP
+    rates: Iterable[tuple[Root, float]],
+    *,
+    topology: Topology,
+    gpus: Sequence[str],
+    routing: Routing = Routing.ECMP,
+    host_share: Mapping[int, float] = MappingProxyType({}),
 ) -> dict[str, Evidence]:
     """Evidence per device from ``(root, R)`` pairs; ``gpus[r]`` is rank r's GPU id.
 
     ``routing``: how flows pick among equal-cost spines (``sleuth.topology.Routing``); under
     ``STATIC`` each pair's one known route takes the whole evidence, so a spine can be singled out.
+    ``host_share``: per late rank, the share s of its compute evidence that goes to its host.
     """
     totals: dict[str, float] = {}
     seen: dict[str, set[int]] = {}
     for root, rate in rates:
         if rate <= 0:
             continue
-        for device, weight in root_devices(root, topology=topology, gpus=gpus, routing=routing).items():
+        found = root_devices(root, topology=topology, gpus=gpus, routing=routing, host_share=host_share)
+        for device, weight in found.items():
             totals[device] = totals.get(device, 0.0) + rate * weight
             seen.setdefault(device, set()).add(root.iteration)
     return {d: Evidence(totals[d], frozenset(seen[d])) for d in totals}
 
 
 def root_devices(
-    root: Root, *, topology: Topology, gpus: Sequence[str], routing: Routing = Routing.ECMP
+    root: Root,
+    *,
+    topology: Topology,
+    gpus: Sequence[str],
+    routing: Routing = Routing.ECMP,
+    host_share: Mapping[int, float] = MappingProxyType({}),
 ) -> dict[str, float]:
-    """The devices one root's evidence goes to, with their weights (see the module docstring)."""
+    """The devices one root's evidence goes to, with their (positive) weights (see the module docstring)."""
     if root.cause is Cause.COMPUTE:
         gpu = gpus[root.rank]
-        return {gpu: 1.0, host_id(topology.host_of(gpu)): 1.0}
+        share = min(1.0, max(0.0, float(host_share.get(root.rank, 0.0))))
+        split = {gpu: 1.0 - share, host_id(topology.host_of(gpu)): share}
+        return {device: weight for device, weight in split.items() if weight > 0}
     members = [gpus[m] for m in root.members]
     if len(members) == 1:  # a P2P operator without a peer: its own GPU's way out
         nic = topology.nic_of(members[0])

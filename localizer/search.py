@@ -59,6 +59,7 @@ class Action(enum.Enum):
     BFS = "bfs"  # a collective: the whole group examined
     DFS = "dfs"  # a send/recv: the peer examined
     BACK = "back"  # an earlier operator of the late rank
+    MEMBER = "member"  # a member of a slow ring transfer: its abnormal operator in another group
 
     def __str__(self) -> str:
         return self.value
@@ -142,6 +143,7 @@ def search(
         excess = (ops.end[rows, first_col] - ops.start[rows, first_col]) - ops.base[rows]
         chosen = rows[np.argsort(-excess, kind="stable")][:pivot_ops]
         stack.extend((pivot, int(row), first_col, Action.PIVOT) for row in reversed(chosen))
+        stack.extend((pivot, row, first_col, Action.PIVOT) for row in _launched_late(ops, first_col, pivot_ops))
 
     while stack and len(steps) < max_steps:
         rank, row, col, action = stack.pop()
@@ -177,6 +179,8 @@ def search(
         if excess[0] > limit[0]:
             root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, involved, tuple(members), tuple(rows))
             roots.setdefault(root.key, root)
+            if len(members) > 2:
+                stack.extend(_members_elsewhere(held, members, rows, col))
         if excess[1] > limit[1]:
             late = int(timing.late[col])
             late_rank, late_row = members[late], rows[late]
@@ -192,6 +196,43 @@ def search(
                 root = Root(iteration, Cause.COMPUTE, late_rank, comm, seq, op, (late_rank,), tuple(members), tuple(rows))
                 roots.setdefault(root.key, root)
     return SearchResult(tuple(roots.values()), tuple(steps))
+
+
+def _launched_late(ops: RankOperators, col: int, count: int) -> list[int]:
+    """The ``count`` operators the rank reached latest because of its own compute.
+
+    A pivot that is itself slow waits for nobody: none of its operators is abnormal, the others
+    wait for it inside theirs. How late its own compute made it by each operator is the running
+    sum of its gaps above their baselines (in start order); the operators where that is largest
+    are examined too, so that the others' blocking points back at the pivot (a compute root) as
+    it would from any other rank.
+    """
+    present = np.flatnonzero(ops.present[:, col])
+    present = present[np.argsort(ops.start[present, col], kind="stable")]
+    own = np.cumsum(ops.gap[present, col] - ops.gap_base[present])
+    order = np.argsort(-own, kind="stable")[:count]
+    return [int(present[k]) for k in order if own[k] > 0]
+
+
+def _members_elsewhere(
+    held: dict[int, RankOperators], members: list[int], rows: list[int], col: int
+) -> list[tuple[int, int, int, Action]]:
+    """Each member's most abnormal operator in another group, to be searched next.
+
+    A slow transfer in a ring of more than two ranks says only that some device on the ring is
+    slow: every member ends together, so all their NICs and cables have the same evidence. The
+    members' other transfers in the same iteration tell them apart: the slow device is on those
+    paths too (a slow NIC also slows its GPU's pipeline sends), and on none of the others'.
+    """
+    out = []
+    for member, row in zip(members, rows):
+        ops = held[member]
+        candidates = np.flatnonzero(ops.abnormal[:, col] & (ops.slot_comm != ops.slot_comm[row]))
+        if not len(candidates):
+            continue
+        excess = (ops.end[candidates, col] - ops.start[candidates, col]) - ops.base[candidates]
+        out.append((member, int(candidates[int(np.argmax(excess))]), col, Action.MEMBER))
+    return out
 
 
 def _instance(fetcher: Fetcher, graph: OperatorGraph, ops: RankOperators, row: int, col: int) -> tuple[list[int], list[int]]:

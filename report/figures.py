@@ -32,7 +32,7 @@ IRREGULAR = "#d55e00"
 VISITED = "#0072b2"
 ROOT = "#d55e00"
 MUTED = "#c9d1d6"
-_ACTION_COLOURS = {"pivot": "#009e73", "bfs": "#0072b2", "dfs": "#cc79a7", "back": "#e69f00"}
+_ACTION_COLOURS = {"pivot": "#009e73", "bfs": "#0072b2", "dfs": "#cc79a7", "back": "#e69f00", "member": "#d55e00"}
 _MAX_TRAVERSAL_STEPS = 400
 
 

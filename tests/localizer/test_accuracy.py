@@ -1,6 +1,7 @@
-"""Accuracy cases of issue 6 on the emulator's suite scenarios (seed 101): a second fault that
-starts after the δ rule caught up with the first, a congested spine under static routing, a
-persistently slow last stage; and the level-shift finder on hand-made series."""
+"""Accuracy cases of issue 6 on the emulator's suite scenarios (seeds 101-103): a second fault that
+starts after the δ rule caught up with the first, two concurrent faults of different kinds, a
+contended host CPU, a congested spine under static routing, a persistently slow last stage; and
+the level-shift finder on hand-made series."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from sleuth.sim import Emulation, suite
 
 
 @lru_cache(maxsize=None)
-def _emulation(name: str, scenario: str) -> Emulation:
-    [found] = [s for s in suite(name, seed=101) if s.name == scenario]
+def _emulation(name: str, scenario: str, seed: int = 101) -> Emulation:
+    [found] = [s for s in suite(name, seed=seed) if s.name == scenario]
     return Emulation(found)
 
 
@@ -26,12 +27,35 @@ def _localize(emulation: Emulation, **options):
 
 
 def test_a_second_gpu_that_slows_later_and_is_never_irregular_is_found_too():
-    emulation = _emulation("concurrent", "concurrent-gpu-gpu")
+    emulation = _emulation("concurrent", "concurrent-gpu-gpu", 102)  # both GPUs in stage 0: +4.5% at 40
     first, second = (f["device"] for f in emulation.truth().faults)
     late = [t for t in emulation.truth().iterations if t.iteration >= 40]
     assert not any(t.irregular for t in late)  # the second fault alone never trips the δ rule
     [incident] = _localize(emulation)
     assert {first, second} <= {s.device for s in incident.suspects}
+
+
+@pytest.mark.parametrize(
+    "scenario, seed",
+    [
+        ("concurrent-gpu-nic", 102),  # the NIC's ring all-reduce alone ties every NIC of the ring
+        ("concurrent-link-host", 101),  # a flapping link next to a contended host
+    ],
+)
+def test_two_concurrent_faults_are_both_among_the_suspects(scenario, seed):
+    emulation = _emulation("concurrent", scenario, seed)
+    devices = {f["device"] for f in emulation.truth().faults}
+    [incident] = _localize(emulation, routing="static")
+    assert devices <= {s.device for s in incident.suspects}
+    assert str(incident.cause) == "mixed"
+
+
+def test_a_contended_host_in_the_network_suite_is_named_as_the_host():
+    emulation = _emulation("network", "network-host", 102)
+    [host] = (f["device"] for f in emulation.truth().faults)
+    [incident] = _localize(emulation, routing="static")
+    assert incident.suspects[0].device == host
+    assert not any(s.kind == "gpu" for s in incident.suspects)
 
 
 @pytest.mark.parametrize("routing, singled_out", [("static", True), ("ecmp", False)])

@@ -50,6 +50,21 @@ def test_a_slow_gpu_is_the_top_suspect_with_compute_cause_and_its_impact():
     assert incident.impact.slowdown == pytest.approx(expected, rel=0.05)  # pivot's view of the job-level time
 
 
+def test_a_contended_host_cpu_names_the_host_not_one_of_its_gpus():
+    emulation = _emulation("host:h0006", 20.0, FaultKind.HOST)  # every launch on h0006's GPUs x20
+    [incident] = localize(emulation, irregular_iterations=_irregular(emulation), topology=emulation.scenario.topology, window=30)
+    assert incident.suspects[0].device == "host:h0006"
+    assert not any(s.device.startswith("gpu:h0006/") for s in incident.suspects)
+    assert str(incident.cause) == "compute"
+
+
+def test_a_slow_gpu_stays_a_gpu_its_host_is_not_a_suspect():
+    emulation = _emulation("gpu:h0006/1", 1.5)
+    [incident] = localize(emulation, irregular_iterations=_irregular(emulation), topology=emulation.scenario.topology, window=30)
+    assert incident.suspects[0].device == "gpu:h0006/1"
+    assert "host:h0006" not in [s.device for s in incident.suspects]
+
+
 def test_a_slow_nic_is_among_the_top_two_with_network_cause():
     emulation = _emulation("nic:h0005/2", 4.0, FaultKind.NIC)
     [incident] = localize(emulation, irregular_iterations=_irregular(emulation), topology=emulation.scenario.topology, window=30)

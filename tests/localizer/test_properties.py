@@ -1,5 +1,6 @@
 """Property tests: the search ends and fetches each rank once; scores are a distribution;
-more evidence on a device never lowers its rank."""
+more evidence on a device never lowers its rank; a compute root's rate is split, whole, between
+its GPU and its host."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from sleuth.layout import ParallelLayout
 from sleuth.localizer import Thresholds, build_graph
 from sleuth.localizer.fetch import Fetcher
 from sleuth.localizer.operators import make_window
-from sleuth.localizer.scoring import Evidence, Priors, map_scores
-from sleuth.localizer.search import search
+from sleuth.localizer.scoring import Evidence, Priors, accumulate, map_scores
+from sleuth.localizer.search import Cause, Root, search
 from sleuth.sim import Emulation, Fault, FaultKind, Scenario
 from sleuth.topology import DeviceKind, generate
+from sleuth.topology.ids import host_id
 
 
 @lru_cache(maxsize=1)
@@ -116,3 +118,17 @@ def test_more_evidence_never_lowers_a_device_rank(raw, priors, pick, extra):
     after = [s.device for s in map_scores(more, topology=_topology(), priors=priors)]
     if device in before:
         assert after.index(device) <= before.index(device)
+
+
+@settings(max_examples=100, deadline=None)
+@given(rank=st.integers(0, 31), share=st.floats(0.0, 1.0), rate=st.floats(0.01, 1.0))
+def test_a_compute_root_splits_its_rate_between_its_gpu_and_its_host_by_the_host_share(rank, share, rate):
+    topology = _topology()
+    gpus = topology.devices(DeviceKind.GPU)
+    root = Root(5, Cause.COMPUTE, rank, "dp.0", 1, "all_reduce", (rank,), (rank, (rank + 8) % 32), (0, 0))
+    evidence = accumulate([(root, rate)], topology=topology, gpus=gpus, host_share={rank: share})
+    host = host_id(topology.host_of(gpus[rank]))
+    assert set(evidence) <= {gpus[rank], host}
+    assert abs(sum(e.total for e in evidence.values()) - rate) < 1e-9  # nothing lost, nothing counted twice
+    assert (gpus[rank] in evidence) is (share < 1)
+    assert (host in evidence) is (share > 0)

@@ -112,5 +112,6 @@ def test_case_study_shape_dp96_pp8_tp4():
     assert incident.traversal[-1] == 2570
     steps = incident.steps
     assert {s.comm.split(".")[0] for s in steps} >= {"dp", "pp", "tp"}
-    # Holmes: 6 + 96 + 4 = 106; and the 4 data-parallel peers the late rank is compared with (peers.py)
-    assert incident.ranks_fetched <= 114
+    # Holmes: 6 + 96 + 4 = 106; and the 4 data-parallel peers the late rank is compared with, and the
+    # 4 GPUs of its host outside its TP group (GPU or host CPU?), both in peers.py
+    assert incident.ranks_fetched <= 118
