@@ -230,3 +230,11 @@ def test_a_fresh_detector_finds_a_slow_gpus_operators_from_the_first_iteration()
     assert labels[cold].sum() > 500
     assert f1(flagged[cold], labels[cold]) > 0.8
     assert f1(flagged, labels) > 0.8
+
+
+def test_a_forest_fitted_on_several_cores_scores_on_one() -> None:
+    em = emulation(GPU, seed=5)
+    labels, _ = em.abnormal(range(16))
+    X, y = training_set(em.records(), em.iterations(), labels)
+    forest = AbnormalOperatorForest(n_estimators=4, n_jobs=2).fit(X, y)
+    assert forest.get_params()["n_jobs"] == 2 and forest.forest_.n_jobs is None
