@@ -5,7 +5,9 @@
 Training seeds 101 and 102, threshold chosen on seed 103; the benchmarks
 (benchmarks/bench_detection.py) use seed 7, so the shipped model never saw a benchmark scenario.
 Every suite at 128 GPUs plus the scale suite up to 8,192 GPUs, each scenario sampled as whole
-tensor groups (training.sample_ranks), so that the scale-free features see many layouts.
+tensor groups (training.sample_ranks), so that the scale-free features see many layouts; and the
+types suite again with its faults active from the first iteration, so that the forest learns to
+judge operators whose windows are still cold (against their peers, features.py) as well.
 Takes about fifteen minutes on two cores.
 """
 
@@ -14,9 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from sleuth.sim import Emulation, suite
+from sleuth.sim import Emulation, Scenario, suite
 from sleuth.stream.detection.model_file import save
 from sleuth.stream.detection.offline import training_set
 from sleuth.stream.detection.training import choose_threshold, emulation_rows, fit_model, sample_ranks
@@ -24,6 +27,7 @@ from sleuth.stream.detection.training import choose_threshold, emulation_rows, f
 TRAINING_SEEDS = (101, 102)
 THRESHOLD_SEED = 103
 SUITES = ("types", "network", "concurrent", "nonhw", "clean", "dims", "scale")
+COLD_START_SUITES = ("types",)  # again, faults from iteration 0
 MAX_WORLD = 8192
 GROUPS = 8
 WINDOW_THRESHOLD = 0.5
@@ -33,6 +37,12 @@ OUT = Path(__file__).resolve().parents[1] / "stream" / "detection" / "default_mo
 
 def scenarios(seed: int, names: tuple[str, ...]) -> list:
     return [sc for name in names for sc in suite(name, seed=seed) if sc.layout.world <= MAX_WORLD]
+
+
+def from_the_start(scenario: Scenario) -> Scenario:
+    """``scenario`` with every fault active from the job's first iteration (windows still empty)."""
+    faults = tuple(replace(f, start=0) for f in scenario.faults)
+    return replace(scenario, faults=faults, name=f"{scenario.name}-from-start", job=f"{scenario.job}-from-start")
 
 
 def held_out_sets(window: int, min_history: int) -> list:
@@ -55,10 +65,11 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     training = [sc for seed in TRAINING_SEEDS for sc in scenarios(seed, SUITES)]
+    training += [from_the_start(sc) for seed in TRAINING_SEEDS for sc in scenarios(seed, COLD_START_SUITES)]
     X, y, summary = emulation_rows(training, groups=GROUPS, max_rows=MAX_ROWS)
     print(f"{len(y)} rows ({int(y.sum())} abnormal) from {len(training)} scenarios in {time.monotonic() - started:.0f} s",
           flush=True)
-    summary.update(seeds=list(TRAINING_SEEDS), suites=list(SUITES), groups=GROUPS, max_rows=MAX_ROWS, script="scripts/train_default_model.py")
+    summary.update(seeds=list(TRAINING_SEEDS), suites=list(SUITES), from_the_start=list(COLD_START_SUITES), groups=GROUPS, max_rows=MAX_ROWS, script="scripts/train_default_model.py")
     model = fit_model(X, y, training=summary, n_estimators=args.trees, max_depth=args.depth, n_jobs=args.jobs)
     threshold, f1_by_threshold = choose_threshold(model.forest, held_out_sets(model.window, model.min_history))
     # Instances voted 0.5 up to the threshold stay out of the windows (forest.window_threshold):

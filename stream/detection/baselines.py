@@ -38,11 +38,12 @@ from sleuth.stream.detection.forest import check_features
 
 __all__ = ["KNNDetector", "SVMDetector", "ThreeSigma", "median_rule", "unverified_change_points"]
 
-_Z = FEATURE_NAMES.index("zscore")
+_DURATION, _MEAN, _STD = (FEATURE_NAMES.index(n) for n in ("duration_ns", "win_mean_ns", "win_std_ns"))
 
 
 class ThreeSigma(ClassifierMixin, BaseEstimator):
-    """Abnormal when the z-score against the identity's window exceeds ``sigmas``; nothing to learn."""
+    """Abnormal when the classic z-score (mean, standard deviation) against the identity's window
+    exceeds ``sigmas``; nothing to learn. The forest's ``zscore`` feature is the robust one."""
 
     def __init__(self, *, sigmas: float = 3.0) -> None:
         self.sigmas = sigmas
@@ -53,7 +54,11 @@ class ThreeSigma(ClassifierMixin, BaseEstimator):
         return self
 
     def score_samples(self, X: Any) -> np.ndarray:
-        return np.nan_to_num(check_features(X)[:, _Z], nan=0.0) / self.sigmas
+        X = check_features(X)
+        std = X[:, _STD]
+        with np.errstate(invalid="ignore"):
+            z = (X[:, _DURATION] - X[:, _MEAN]) / np.where(std > 0, std, np.nan)
+        return np.nan_to_num(z, nan=0.0) / self.sigmas
 
     def predict(self, X: Any) -> np.ndarray:
         return self.score_samples(X) > 1.0

@@ -8,8 +8,13 @@ The window holds the identity's last ``window`` durations *judged normal* (by th
 scoring, by the labels when building a training set). Why not simply the last ``window``: a
 persistent degradation would fill the window within ``window`` iterations and then look normal,
 while it is still abnormal against the healthy run (the labels' counterfactual).
-Before an identity has ``min_history`` normal values, the chunk's own instances of it stand in
-(Holmes's self-window), so a fresh detector judges from its first batch.
+Before an identity has ``min_history`` normal values (a job's first iterations, a new rank), its
+*peers* stand in: the chunk's instances of the same program slot (communicator kind, ordinal, op
+and size) on at least ``MIN_PEERS`` ranks, which run the same operator in the same iteration and
+need no history. An operator of a slow GPU's group is then judged against the job's other groups
+from the first iteration on, as long as the slowed ranks are a minority of the slot's (the
+median and quartiles are robust to a minority). With fewer peers in the chunk (one rank's
+records alone), the chunk's own instances of the identity stand in (Holmes's self-window).
 
 Every statistic is kept per identity in numpy rows, refreshed only for identities that received a
 value; scoring a chunk is a gather plus a few vectorized ufuncs, never a loop over records.
@@ -24,7 +29,7 @@ import numpy as np
 from sleuth.errors import ConfigError, RecordError
 from sleuth.records import IterationBatch, RecordBatch
 
-__all__ = ["COMM_KINDS", "DRIFT_PRONE", "FEATURE_NAMES", "Chunk", "OperatorWindows"]
+__all__ = ["COMM_KINDS", "DRIFT_PRONE", "FEATURE_NAMES", "MIN_PEERS", "Chunk", "OperatorWindows"]
 
 #: Column order of the feature matrix; saved with every model and checked on load.
 FEATURE_NAMES: tuple[str, ...] = (
@@ -35,6 +40,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "iteration_ns", "iteration_mean_ns", "iteration_ratio", "rank_mean_op_ns",
     "blocking_rel", "transfer_ratio",
     "comm_iter_ratio", "slot_iter_ratio", "rank_peak_transfer", "group_peak_transfer",
+    "peer_ratio",
 )
 
 #: Features in nanoseconds of the job's own clock: they move when the job drifts (Holmes fig. 10a),
@@ -46,6 +52,10 @@ DRIFT_PRONE: tuple[str, ...] = (
 
 #: Communicator kinds, from the name's prefix (``tp.12`` -> tp); 0 for names without a known one.
 COMM_KINDS: tuple[str, ...] = ("", "tp", "pp", "dp", "cp", "ep", "sp", "emb", "world")
+
+#: Ranks a program slot needs in the chunk before its median stands in for a cold identity's window:
+#: with four, one or two slowed ranks are still a minority the median ignores.
+MIN_PEERS = 4
 
 _ORDINAL_BITS = 24
 _RANK_LIMIT = 1 << 20
@@ -223,8 +233,10 @@ class OperatorWindows:
         blocking = np.where(complete, (latest[member_group] - start).astype(np.float64), np.nan)
         transfer = np.where(complete, (records["t_end_ns"] - latest[member_group]).astype(np.float64), np.nan)
 
-        stats = self._window_stats(rows, duration)
-        count, mean, std, q1, q2, q3, tmed = stats
+        kind = np.asarray(self._comm_kind, np.int64)[comm]
+        peers = _peer_window(_group_ids(job, kind, ordinal, records["op"].astype(np.int64),
+                                        records["nbytes"].astype(np.int64)), rank, duration, transfer)
+        count, mean, std, q1, q2, q3, tmed = self._window_stats(rows, duration, peers)
         rank_rows = self._rank_rows(job, rank)
         it_time = self._iteration_times(records, iterations, job, rank, iteration, rank_rows)
         it_mean = self._rank_iter_mean[rank_rows]
@@ -238,7 +250,10 @@ class OperatorWindows:
         X[:, 0] = duration
         X[:, 1] = mean
         X[:, 2] = std
-        X[:, 3] = (duration - mean) / np.where(std > 0, std, np.nan)
+        # Robust z-score (median, IQR / 1.349): a few slow values that slipped into the window, or
+        # a slot's slowed peers, would inflate a standard deviation and hide the next slow instance.
+        robust_std = (q3 - q1) / 1.349
+        X[:, 3] = (duration - q2) / np.where(robust_std > 0, robust_std, np.nan)
         X[:, 4] = q1
         X[:, 5] = q2
         X[:, 6] = q3
@@ -249,7 +264,7 @@ class OperatorWindows:
         X[:, 11] = rank
         X[:, 12] = records["nbytes"].astype(np.float64)
         X[:, 13] = records["op"]
-        X[:, 14] = np.asarray(self._comm_kind, np.float64)[comm]
+        X[:, 14] = kind
         X[:, 15] = it_time
         X[:, 16] = it_mean
         X[:, 17] = it_time / np.where(it_mean > 0, it_mean, np.nan)
@@ -258,22 +273,27 @@ class OperatorWindows:
         X[:, 20] = transfer / np.where(tmed > 0, tmed, np.nan)
         slot = (X[:, 14].astype(np.int64) << _ORDINAL_BITS) | ordinal
         X[:, 21:25] = _chunk_context(X[:, 8], X[:, 20], job, comm, slot, iteration, rank_rows, member_group)
-        # A zero std (identical values) gives an infinite z-score the trees cannot split: cap it.
+        X[:, 25] = duration / np.where(peers.q2 > 0, peers.q2, np.nan)
+        # A zero spread (identical values) gives an infinite z-score the trees cannot split: cap it.
         np.clip(X[:, 3], -1e6, 1e6, out=X[:, 3])
         return Chunk(X, keep, rows, duration, transfer)
 
-    def _window_stats(self, rows: np.ndarray, duration: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Per instance: the identity's window statistics, or the chunk's own where history is short."""
+    def _window_stats(self, rows: np.ndarray, duration: np.ndarray, peers: _PeerWindow) -> tuple[np.ndarray, ...]:
+        """Per instance: the identity's window statistics; where its history is short, its peers'
+        (enough ranks in the slot) or else the chunk's own instances of it (the self-window)."""
         st = self._stats[rows]
         count = self._filled[rows].astype(np.float64)
         trusted = count >= self.min_history
         out = [np.minimum(count, self.window)] + [st[:, k].copy() for k in range(1, 6)] + [st[:, 6].copy()]
         if not trusted.all():
-            # Self-window: the chunk's instances of each untrusted identity.
-            loose = np.flatnonzero(~trusted)
-            own = _group_stats(rows[loose], duration[loose])
-            for k in range(1, 6):
-                out[k][loose] = own[k - 1]
+            by_peers = np.flatnonzero(~trusted & peers.enough)
+            for k, column in enumerate((peers.mean, peers.std, peers.q1, peers.q2, peers.q3, peers.transfer), 1):
+                out[k][by_peers] = column[by_peers]
+            alone = np.flatnonzero(~trusted & ~peers.enough)
+            if len(alone):
+                own = _group_stats(rows[alone], duration[alone])
+                for k in range(1, 6):
+                    out[k][alone] = own[k - 1]
         return tuple(out)
 
     def _iteration_times(self, records: RecordBatch, iterations: IterationBatch | None, job: np.ndarray,
@@ -344,6 +364,39 @@ class OperatorWindows:
         tring = np.sort(self._transfer_ring[rows], axis=1)
         tn = np.minimum(self._tfilled[rows], self.window)
         st[rows, 6] = _sorted_quantile(tring, tn, 0.5)
+
+
+@dataclass(frozen=True)
+class _PeerWindow:
+    """Per instance: statistics of its program slot's instances in the chunk (every rank's)."""
+
+    enough: np.ndarray  # the slot spans at least MIN_PEERS ranks
+    mean: np.ndarray  # the median: robust to the slowed minority
+    std: np.ndarray  # from the IQR, likewise
+    q1: np.ndarray
+    q2: np.ndarray  # NaN where not enough
+    q3: np.ndarray
+    transfer: np.ndarray  # median known transfer of the slot, NaN if none
+
+
+def _peer_window(slot: np.ndarray, rank: np.ndarray, duration: np.ndarray, transfer: np.ndarray) -> _PeerWindow:
+    """The peer window of each instance, ``slot`` being its dense program-slot id."""
+    first_of_rank = np.zeros(len(slot), bool)
+    first_of_rank[np.unique(_group_ids(slot, rank), return_index=True)[1]] = True
+    enough = np.bincount(slot[first_of_rank], minlength=int(slot.max()) + 1)[slot] >= MIN_PEERS
+    _, _, q1, q2, q3 = _group_stats(slot, duration)
+    # Robust location and scale: the slot's slowed ranks are outliers among its peers, and a mean
+    # and standard deviation they inflate would hide them (the z-score of a x3.7 operator was 2.3).
+    # IQR / 1.349 is the standard deviation of a normal sample with that IQR.
+    mean, std = q2, (q3 - q1) / 1.349
+    known = np.flatnonzero(~np.isnan(transfer))
+    median_transfer = np.full(len(slot), np.nan)
+    if len(known):
+        at = np.full(int(slot.max()) + 1, np.nan)
+        medians = _group_stats(slot[known], transfer[known])[3]
+        at[slot[known]] = medians
+        median_transfer = at[slot]
+    return _PeerWindow(enough, mean, std, q1, np.where(enough, q2, np.nan), q3, median_transfer)
 
 
 def _group_ids(*keys: np.ndarray) -> np.ndarray:

@@ -47,6 +47,7 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
     scenarios). ``window_threshold``: only instances voted below it enter their identity's window
     (``decide``); those between it and ``threshold`` are neither flagged nor learned from, so that
     a slowdown the forest is unsure of does not creep into the window it is judged against.
+    ``n_jobs``: cores for ``fit``; scoring runs on one thread.
     """
 
     def __init__(self, *, n_estimators: int = 40, max_depth: int | None = 14, min_samples_leaf: int = 2,
@@ -90,6 +91,9 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
             n_estimators=self.n_estimators, max_depth=self.max_depth, min_samples_leaf=self.min_samples_leaf,
             max_features=self.max_features, n_jobs=self.n_jobs, random_state=self.random_state,
         ).fit(X, y)
+        # n_jobs is for fitting: a chunk of ~10,000 operators scores faster on one thread than
+        # joblib hands it to two (8 against 15 ms, and 10 against 30 ms with the cores shared).
+        self.forest_.set_params(n_jobs=None)
         self.classes_ = np.array([False, True])
         self.n_features_in_ = X.shape[1]
         self.feature_names_ = FEATURE_NAMES

@@ -9,6 +9,9 @@ tuned copy of the forest when due.
 
 Workers are partitioned by (job, rank); a collective's members may land on other workers, and
 then its blocking and transfer features are missing, which the model was trained to handle.
+From a job's first batch, before an operator has a history, it is judged against the same
+program slot on the other ranks of the batch (features.py); a worker that holds fewer than
+``features.MIN_PEERS`` ranks of a job falls back to the batch's own instances until the windows fill.
 """
 
 from __future__ import annotations

@@ -185,3 +185,56 @@ def test_decide_leaves_unsure_instances_out_of_the_windows() -> None:
     assert unsure.any() and ((score[unsure] >= forest.window_threshold) & (score[unsure] < forest.threshold)).all()
     with pytest.raises(ConfigError, match="window_threshold"):
         AbnormalOperatorForest(threshold=0.5, window_threshold=0.6).fit(X, labels[em.records()["iteration"] >= 0])
+
+
+def test_a_cold_identity_is_judged_against_its_peers_in_the_same_program_slot() -> None:
+    em = emulation()
+    records = em.ranks_records(range(16))
+    first = records.take(np.flatnonzero(records["iteration"] == 0))
+    X = OperatorWindows().features(first).X
+    col = {n: k for k, n in enumerate(FEATURE_NAMES)}
+    duration = (first["t_end_ns"] - first["t_start_ns"]).astype(float)
+    # Each rank's first dp operator (ordinal 0 on its dp communicator), grouped by size: a slot.
+    dp = np.flatnonzero([c.startswith("dp.") for c in first.decoded("comm")])
+    first_dp: dict[int, int] = {}
+    for pos in dp[np.argsort(first["seq"][dp], kind="stable")].tolist():
+        first_dp.setdefault(int(first["rank"][pos]), pos)
+    by_size: dict[int, list[int]] = {}
+    for pos in first_dp.values():
+        by_size.setdefault(int(first["nbytes"][pos]), []).append(pos)
+    slot = np.array(max(by_size.values(), key=len))
+    assert len(slot) >= 4
+    assert np.allclose(X[slot, col["win_q2_ns"]], np.median(duration[slot]))
+    assert np.allclose(X[slot, col["ratio"]], duration[slot] / np.median(duration[slot]))
+    assert np.allclose(X[:, col["peer_ratio"]], X[:, col["ratio"]])  # every identity is cold here
+    # One rank alone has no peers: its own instances stand in, and say nothing yet.
+    alone = records.take(np.flatnonzero((records["iteration"] == 0) & (records["rank"] == 3)))
+    X = OperatorWindows().features(alone).X
+    assert np.allclose(X[:, col["ratio"]], 1.0) and np.isnan(X[:, col["peer_ratio"]]).all()
+
+
+def test_a_fresh_detector_finds_a_slow_gpus_operators_from_the_first_iteration() -> None:
+    # The GPU is slow from the job's start: no identity has a normal history to be judged against,
+    # and without its peers the windows would fill with the slow values and call them normal.
+    em = emulation("gpu:h0003/1,slow=1.5,start=0", seed=6, iterations=10)
+    labels, _ = em.abnormal(range(16))
+    records, state = em.records(), RankState()
+    detector = StreamDetector(small_model(), clock=lambda: 0)
+    flagged = np.zeros(len(records), bool)
+    for it in range(10):
+        pick = np.flatnonzero(records["iteration"] == it)
+        rows = detector.update(records.take(pick), em.iterations(iterations=[it]), state)
+        found = {(r[1], r[3]) for r in rows}
+        flagged[pick] = [(r, s) in found for r, s in zip(records["rank"][pick].tolist(), records["seq"][pick].tolist())]
+    cold = records["iteration"] < detector.windows.min_history
+    assert labels[cold].sum() > 500
+    assert f1(flagged[cold], labels[cold]) > 0.8
+    assert f1(flagged, labels) > 0.8
+
+
+def test_a_forest_fitted_on_several_cores_scores_on_one() -> None:
+    em = emulation(GPU, seed=5)
+    labels, _ = em.abnormal(range(16))
+    X, y = training_set(em.records(), em.iterations(), labels)
+    forest = AbnormalOperatorForest(n_estimators=4, n_jobs=2).fit(X, y)
+    assert forest.get_params()["n_jobs"] == 2 and forest.forest_.n_jobs is None
