@@ -11,7 +11,7 @@ Timing rules (the issue's causal model):
   it); a communication operator *starts* after it, at ``t_start``; ``t_issue`` is the host time
   before the launch;
 * compute advances the rank's clock by its cost x GPU slowdown x drift x jitter;
-* a collective ends at ``max(member starts) + transfer(group)``; every member's clock moves to
+* a collective ends at ``max(member starts) + transfer(group)`` (transfers x comm drift x jitter); every member's clock moves to
   the end, and every member's record has that end;
 * P2P: sends do not block the sender (isend); a receive ends at ``max(send start, recv start) +
   transfer``, and both records end then;
@@ -76,7 +76,7 @@ class Effects:
     for launch overhead; ``network``: (iterations, faults) slowdown of each fault's device
     (1 where a fault is not a network fault or not in force); ``seqlen``: (iterations,
     micro-batches, replicas) factor on attention-score compute, or None; ``drift``:
-    per-iteration factor on all compute.
+    per-iteration factor on all compute; ``comm_drift``: the same on every transfer time.
     """
 
     compute: tuple[tuple[np.ndarray, np.ndarray], ...]
@@ -84,6 +84,7 @@ class Effects:
     network: np.ndarray
     seqlen: np.ndarray | None
     drift: np.ndarray
+    comm_drift: np.ndarray
 
 
 @dataclass
@@ -174,7 +175,12 @@ def run(plan: Plan, effects: Effects, timing: Timing, *, seed: int, iterations: 
                 found = base_cache[key] = transfer_ns(op, unit_set.members, nbytes, unit_set.bandwidth, unit_set.latency)
             return found
 
+        comm_drift = float(effects.comm_drift[i])
+
         def jitter(values: np.ndarray) -> np.ndarray:
+            """A transfer time as this iteration meets it: drifted, then jittered."""
+            if comm_drift != 1.0:
+                values = values * comm_drift
             if sigma_x > 0:
                 values = values * np.exp(sigma_x * rng.standard_normal(len(values), dtype=np.float32))
             return _rint(values)

@@ -43,7 +43,8 @@ class Scenario:
     """One emulated job. Validated at construction; see the module docstrings for the model.
 
     ``drift``: the base iteration time creeps up linearly by this fraction over the run (0.07
-    for a month); ``stride``: recorded iterations are every ``stride``-th step of the run (the
+    for a month); ``comm_drift``: likewise every transfer time (a fabric filling up with other
+    jobs' traffic, a library update: the operators' own durations drift, Holmes §4.2.2); ``stride``: recorded iterations are every ``stride``-th step of the run (the
     job idles in between), so 100 iterations can span a month.
     """
 
@@ -55,6 +56,7 @@ class Scenario:
     faults: tuple[Fault, ...] = ()
     timing: Timing = field(default_factory=Timing)
     drift: float = 0.0
+    comm_drift: float = 0.0
     stride: int = 1
     seed: int = 0
     job: str = "sim"
@@ -67,8 +69,10 @@ class Scenario:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"seed must be a non-negative integer, got {self.seed!r}")
-        if not 0 <= self.drift < 1:
-            raise ConfigError(f"drift must be in [0, 1), got {self.drift!r}")
+        for name in ("drift", "comm_drift"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise ConfigError(f"{name} must be in [0, 1), got {value!r}")
         if not self.job:
             raise ConfigError("job must be a non-empty string")
         object.__setattr__(self, "faults", tuple(self.faults))
@@ -120,6 +124,7 @@ class Scenario:
             "microbatches": self.microbatches,
             "iterations": self.iterations,
             "drift": self.drift,
+            "comm_drift": self.comm_drift,
             "stride": self.stride,
         }
 
@@ -184,7 +189,8 @@ class Emulation:
     def _effects(self, with_faults: bool) -> Effects:
         sc, plan = self.scenario, self.plan
         n = sc.iterations
-        drift = 1.0 + sc.drift * np.arange(n) / max(n - 1, 1)
+        progress = np.arange(n) / max(n - 1, 1)
+        drift, comm_drift = 1.0 + sc.drift * progress, 1.0 + sc.comm_drift * progress
         compute: list[tuple[np.ndarray, np.ndarray]] = []
         launch: list[tuple[np.ndarray, np.ndarray]] = []
         network = np.ones((n, len(sc.faults)))
@@ -201,7 +207,7 @@ class Emulation:
                 seqlen = self._seqlen(k, fault, factor) if seqlen is None else seqlen * self._seqlen(k, fault, factor)
             else:
                 network[:, k] = factor
-        return Effects(tuple(compute), tuple(launch), network, seqlen, drift)
+        return Effects(tuple(compute), tuple(launch), network, seqlen, drift, comm_drift)
 
     def _seqlen(self, k: int, fault: Fault, factor: np.ndarray) -> np.ndarray:
         """(iterations, micro-batches, replicas) factor on attention-score compute.

@@ -57,6 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--fault", action="append", default=[], metavar="SPEC", help="inject a fault (repeatable; see --list-faults)")
     faults.add_argument("--list-faults", action="store_true", help="print the fault grammar with examples and exit")
     faults.add_argument("--drift", type=float, default=0.0, metavar="F", help="base iteration time creeps up by F over the run (0.07)")
+    faults.add_argument("--comm-drift", type=float, default=0.0, metavar="F",
+                        help="every transfer time creeps up by F over the run (0.2)")
     faults.add_argument("--stride", type=positive_int("stride"), default=1, metavar="K", help="record every K-th iteration (default 1)")
     faults.add_argument("--no-jitter", action="store_true", help="no jitter and no hiccups: exact critical-path times")
     faults.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed (default 0)")
@@ -160,6 +162,7 @@ def _single(args: argparse.Namespace) -> int:
         faults=faults,
         timing=_timing(args),
         drift=args.drift,
+        comm_drift=args.comm_drift,
         stride=args.stride,
         seed=args.seed,
         job=args.job,

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from sleuth.errors import ConfigError
 from sleuth.jobspec import JobSpec
 from sleuth.recordio import read_parquet
 from sleuth.records import IterationBatch, OpKind
@@ -123,3 +125,31 @@ def test_drift_creeps_and_stride_spaces_iterations() -> None:
     assert emulation.iteration_ids()[-1] == 19000
     times = np.array([row.time_ns for row in emulation.truth().iterations])
     assert 1.05 < times[-1] / times[0] < 1.08
+
+
+def test_comm_drift_lengthens_transfers_not_compute() -> None:
+    steady = emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=10)
+    drifting = emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=10, comm_drift=0.2)
+
+    def durations(emulation, iteration: int) -> tuple[np.ndarray, np.ndarray]:
+        records = emulation.records()
+        at = (records["iteration"] == iteration) & (records["rank"] == 0)
+        return records["op"][at], (records["t_end_ns"] - records["t_start_ns"])[at]
+
+    ops, first = durations(drifting, 0)
+    _, last = durations(drifting, 9)
+    _, steady_last = durations(steady, 9)
+    assert np.array_equal(first, durations(steady, 0)[1])  # the drift starts at nothing
+    # A collective of ranks that arrive together lasts its transfer time: now 20% longer.
+    collective = (ops == int(OpKind.ALL_REDUCE)) & (steady_last > 0)
+    assert collective.any()
+    ratio = last[collective] / steady_last[collective]
+    assert np.all(ratio >= 1.0) and 1.15 < np.median(ratio) < 1.25
+    # Compute does not drift: the step is longer by less than its transfers are.
+    steady_time = steady.truth().iterations[-1].time_ns
+    assert drifting.truth().iterations[-1].time_ns < 1.2 * steady_time
+
+
+def test_drift_outside_zero_to_one_is_refused() -> None:
+    with pytest.raises(ConfigError, match="comm_drift must be in"):
+        emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=4, comm_drift=1.5)
