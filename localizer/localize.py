@@ -52,8 +52,10 @@ __all__ = ["localize"]
 _COMPUTE_KINDS = (DeviceKind.GPU, DeviceKind.HOST)
 #: Share of the irregularity rate that compute roots must carry before a straggler diagnosis applies.
 _STRAGGLER_SHARE = 0.5
-#: Iterations searched after a level shift of the iteration time.
-_SHIFT_PROBE = 5
+#: Iterations searched after a level shift of the iteration time: 5 past the step, and the
+#: segmentation may place the step up to its 5-column minimum segment early (``shifts``: a median
+#: ignores a few values of the other level), so probing 5 from the cut can miss it all but once.
+_SHIFT_PROBE = 10
 
 
 def localize(

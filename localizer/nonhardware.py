@@ -14,9 +14,12 @@ many ranks is not: it is the job's own work that is uneven.
 ranks, and no single host holds ``cover`` of it (a slow host CPU also spreads over its GPUs).
 Or, when the search reached only a few late ranks (it follows the largest delay, so a slow
 stage shows as the one rank the pivot waits for): ``cover`` of the compute evidence sits on
-ranks whose slowness their data-parallel peers share at some time (``shared``, from
-``peers.peer_share``, at least ``shared_min`` of them); then nearly all peers slow in the same
-iterations on the last stage is stage imbalance, and otherwise sequence-length imbalance.
+ranks whose slowness their data-parallel peers share (``shared``, from ``peers.peer_share``):
+nearly all of them (``stage_together``) in the same iterations, or, for a rank not steadily slow,
+at least ``shared_min`` of them at some time (slowness that moves between replicas; a steadily
+slow rank whose peers are not slow with it is a broken GPU, whatever else its peers do); then
+nearly all peers slow in the same iterations on the last stage is stage imbalance, and otherwise
+sequence-length imbalance.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ def classify(
     diffuse_ranks: int = 4,
     shared: Mapping[int, PeerShare] | None = None,
     shared_min: float = 0.25,
+    stage_together: float = 0.75,
 ) -> Diagnosis:
     """Hardware, stage imbalance or sequence-length imbalance, from compute evidence per rank
     and, optionally, the share of each rank's peers that are as slow (see the module docstring)."""
@@ -106,10 +110,10 @@ def classify(
     diffuse = covering >= diffuse_ranks and max(hosts.values()) < cover * total
     shared = shared or {}
     pairs = list(zip(ranks.tolist(), values.tolist()))
-    on_shared = sum(v for r, v in pairs if shared.get(r, PeerShare()).anytime >= shared_min)
+    on_shared = sum(v for r, v in pairs if _is_shared(shared.get(r, PeerShare()), shared_min, stage_together))
     if not diffuse and on_shared >= cover * total:
         together = sum(shared.get(r, PeerShare()).together * v for r, v in pairs) / total
-        kind = Straggler.STAGE_IMBALANCE if last_share >= cover and together >= 0.75 else Straggler.SEQLEN_IMBALANCE
+        kind = Straggler.STAGE_IMBALANCE if last_share >= cover and together >= stage_together else Straggler.SEQLEN_IMBALANCE
     elif not diffuse:
         kind = Straggler.HARDWARE
     elif last_share >= cover:
@@ -119,3 +123,9 @@ def classify(
     else:
         kind = Straggler.HARDWARE
     return Diagnosis(kind, covering, last_share, replicas)
+
+
+def _is_shared(share: PeerShare, shared_min: float, stage_together: float) -> bool:
+    """Do a late rank's peers share its slowness: nearly all at once (a slow stage), or, when its
+    own slowness comes and goes, enough of them at other times (it moves between replicas)?"""
+    return share.together >= stage_together or (not share.steady and share.anytime >= shared_min)

@@ -12,6 +12,13 @@ long-tailed sequence lengths slow whichever replicas drew the long documents. Th
 the delay to one late rank either way; comparing that rank's compute excess with a few of its
 peers' tells the two apart at the cost of fetching those few ranks.
 
+When in time the slowness sits tells them apart too. A broken GPU is slow in (nearly) every
+iteration after its fault starts: its slowness is *steady*. Sequence-length imbalance draws each
+micro-batch's documents afresh every iteration, so a replica is slow only in the iterations it drew
+long ones and the slowest replica moves. A late rank that is steadily slow is therefore a broken
+GPU unless nearly all its peers are slow with it (a slow stage); and a peer that is steadily slow
+is a second broken GPU, not a sign that the slowness moves.
+
 A contended host CPU launches every kernel late on all of its GPUs at once, so they all spend
 longer between operators, together. A broken GPU computes slowly alone: the other GPUs of its
 host keep their pace (they wait for it inside the collectives they share with it, which is
@@ -34,17 +41,20 @@ from sleuth.localizer.fetch import Fetcher
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.operators import RankOperators
 
-__all__ = ["PeerShare", "compute_excess", "host_share", "peer_share"]
+__all__ = ["PeerShare", "compute_excess", "host_share", "is_steady", "peer_share"]
 
 
 @dataclass(frozen=True)
 class PeerShare:
     """Of a late rank's sampled peers, the fractions as slow as it: in the same iterations
-    (``together``: a slow stage), and in any of the window's later iterations (``anytime``:
-    slowness that moves between replicas, or a slow stage)."""
+    (``together``: a slow stage), and, of those whose slowness is not steady, in any of the
+    window's later iterations (``anytime``: slowness that moves between replicas). ``steady``:
+    the late rank itself is slow in nearly every later iteration since it first was (a broken
+    GPU, or a slow stage)."""
 
     together: float = 0.0
     anytime: float = 0.0
+    steady: bool = False
 
 
 def compute_excess(ops: RankOperators, columns: Sequence[int]) -> np.ndarray:
@@ -60,7 +70,8 @@ def peer_share(
     """How many of up to ``sample`` data-parallel peers of ``rank`` are as slow as ``rank`` is
     in ``columns`` (compute excess at least half of the rank's mean there): in those same
     columns (their mean), and in the window's non-reference iterations (the ``quantile`` of
-    their per-iteration excess). Zeros when the rank has no such group or no excess."""
+    their per-iteration excess; steadily slow peers left out, see ``is_steady``); and whether
+    ``rank`` is itself steadily slow there. Zeros when the rank has no such group or no excess."""
     group = next((graph.group(int(g)) for g in graph.groups_of(rank) if graph.kinds[int(g)] == "dp"), None)
     if group is None:
         return PeerShare()
@@ -76,8 +87,25 @@ def peer_share(
         return PeerShare()
     later = np.flatnonzero(~fetcher.window.reference).tolist()
     together = _as_slow(held, picked, columns, own)
-    anytime = [float(np.quantile(compute_excess(held[p], later), quantile)) >= 0.5 * own for p in picked]
-    return PeerShare(float(np.mean(together)), float(np.mean(anytime)))
+    series = {p: compute_excess(held[p], later) for p in picked}
+    anytime = [not is_steady(series[p]) and float(np.quantile(series[p], quantile)) >= 0.5 * own for p in picked]
+    steady = is_steady(compute_excess(held[rank], later))
+    return PeerShare(float(np.mean(together)), float(np.mean(anytime)), steady)
+
+
+def is_steady(excess: np.ndarray, *, share: float = 0.9, min_run: int = 3) -> bool:
+    """Is a rank slow (compute excess at least half its peak) in at least ``share`` of the
+    iterations from the first one it was slow in to the last, and in at least ``min_run`` of them?
+
+    A fault that starts part-way through the window is steady from its start on, which is why
+    the count begins at the first slow iteration. ``min_run``: a peak in the window's last
+    iteration or two says nothing about what follows it.
+    """
+    if not len(excess) or float(excess.max()) <= 0:
+        return False
+    slow = excess >= 0.5 * float(excess.max())
+    since = slow[int(np.argmax(slow)) :]
+    return int(since.sum()) >= min_run and float(since.mean()) >= share
 
 
 def host_share(fetcher: Fetcher, graph: OperatorGraph, rank: int, columns: Sequence[int]) -> float:
