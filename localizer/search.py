@@ -123,8 +123,18 @@ def search(
     pivot_ops: int = 3,
     explain: float = 0.0,
     max_steps: int = 100_000,
+    member_rings: int = 8,
+    member_ring_size: int = 16,
 ) -> SearchResult:
-    """Root operators of one irregular ``iteration``, starting from ``pivots``' abnormal operators."""
+    """Root operators of one irregular ``iteration``, starting from ``pivots``' abnormal operators.
+
+    ``member_rings``: how many newly found slow rings (of 3 to ``member_ring_size`` ranks) have
+    their members' other operators searched (``_members_elsewhere``). That tells a ring's NICs
+    apart at the cost of fetching its members; a device under many rings at once (a spine) makes
+    every ring of the job slow, and searching the members of all of them, or of the job-wide
+    data-parallel rings, walked most of the job (360,000 steps and half of 4,096 ranks) for no new
+    device.
+    """
     if not pivots:
         raise ConfigError("pivots: need at least one pivot rank")
     if pivot_ops < 1:
@@ -178,8 +188,10 @@ def search(
         involved = tuple(sorted(members))
         if excess[0] > limit[0]:
             root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, involved, tuple(members), tuple(rows))
+            new = root.key not in roots
             roots.setdefault(root.key, root)
-            if len(members) > 2:
+            if new and 2 < len(members) <= member_ring_size and member_rings > 0:
+                member_rings -= 1
                 stack.extend(_members_elsewhere(held, members, rows, col))
         if excess[1] > limit[1]:
             late = int(timing.late[col])
