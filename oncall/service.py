@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -28,6 +27,7 @@ from sleuth.oncall.notify import Notifier
 from sleuth.oncall.progress import completed_iterations
 from sleuth.oncall.webhook import WebhookSender
 from sleuth.settings import Settings
+from sleuth.stream.faust_app import create_app, serve_until
 
 _log = logging.getLogger(__name__)
 
@@ -60,14 +60,7 @@ class AlerterService:
             self._thread.shutdown(wait=True)
 
     async def _serve(self, stop: threading.Event) -> None:
-        with tempfile.TemporaryDirectory(prefix="sleuth-alerter-") as datadir:
-            app = self._build_app(asyncio.get_running_loop(), datadir)
-            await app.start()
-            try:
-                while not stop.is_set():
-                    await asyncio.sleep(0.1)
-            finally:
-                await app.stop()
+        await serve_until(stop, self._build_app, name="alerter")
 
     async def _call(self, function: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._thread, function, *args)
@@ -96,14 +89,8 @@ class AlerterService:
             self.alerter.resolve(completed_iterations(self.client, self.settings.clickhouse_database, jobs))
 
     def _build_app(self, loop: asyncio.AbstractEventLoop, datadir: str) -> Any:
-        import faust
-
         settings = self.settings
-        app = faust.App(
-            settings.alerter_group, broker=f"kafka://{settings.kafka_bootstrap}", loop=loop, datadir=datadir,
-            store="memory://", web_enabled=False, topic_replication_factor=1, topic_allow_declare=False,
-            consumer_auto_offset_reset="earliest", broker_commit_interval=1.0, stream_wait_empty=False,
-        )
+        app = create_app(settings, settings.alerter_group, loop=loop, datadir=datadir)
         incidents = app.topic(settings.incidents_topic, key_serializer="raw", value_serializer="raw")
         irregularities = app.topic(settings.irregularities_topic, key_serializer="raw", value_serializer="raw")
 

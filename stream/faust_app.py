@@ -1,9 +1,12 @@
-"""The faust-streaming app every stream service (worker, localizer) runs in, configured in one place."""
+"""The faust-streaming app every stream service (worker, localizer, alerter) runs in, configured and
+served in one place."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+import tempfile
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from sleuth.settings import Settings
@@ -32,6 +35,30 @@ def create_app(settings: Settings, group: str, *, loop: asyncio.AbstractEventLoo
         # Stopping must not wait for work that cannot finish; its events stay unacknowledged.
         stream_wait_empty=False,
     )
+
+
+async def serve_until(
+    stop: threading.Event,
+    build_app: Callable[[asyncio.AbstractEventLoop, str], Any],
+    *,
+    name: str,
+    on_started: Callable[[Any], None] | None = None,
+    tick: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Start the app ``build_app(loop, datadir)`` makes (its data in a temporary folder), then,
+    every 0.1 s until ``stop`` is set, run ``tick``; stop the app however this ends."""
+    with tempfile.TemporaryDirectory(prefix=f"sleuth-{name}-") as datadir:
+        app = build_app(asyncio.get_running_loop(), datadir)
+        await app.start()
+        if on_started is not None:
+            on_started(app)
+        try:
+            while not stop.is_set():
+                if tick is not None:
+                    await tick()
+                await asyncio.sleep(0.1)
+        finally:
+            await app.stop()
 
 
 def run_in_own_loop(serve: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import tempfile
 import threading
 import time
 from collections import deque
@@ -39,7 +38,7 @@ from sleuth.settings import Settings
 from sleuth.stream import connect
 from sleuth.stream.clickhouse_source import ClickHouseSource, landed_through
 from sleuth.stream.detection.publish import decode
-from sleuth.stream.faust_app import create_app, run_in_own_loop
+from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
 from sleuth.stream.episodes import Gatherer, Pending, Raised, continuation_of, not_localized
 from sleuth.stream.incident_sink import IncidentSink
 from sleuth.topology import Topology, load_topology
@@ -98,15 +97,7 @@ class LocalizerAgent:
                 self.sink.producer.close(timeout=10)
 
     async def _serve(self, stop: threading.Event) -> None:
-        with tempfile.TemporaryDirectory(prefix="sleuth-localizer-") as datadir:
-            app = self._build_app(asyncio.get_running_loop(), datadir)
-            await app.start()
-            try:
-                while not stop.is_set():
-                    await self._localize_due()
-                    await asyncio.sleep(0.1)
-            finally:
-                await app.stop()
+        await serve_until(stop, self._build_app, name="localizer", tick=self._localize_due)
 
     def _build_app(self, loop: asyncio.AbstractEventLoop, datadir: str) -> Any:
         settings = self.settings

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
 from sleuth.stream import kafka_records
 from sleuth.stream.detect import Detector
-from sleuth.stream.faust_app import create_app, run_in_own_loop
+from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
 from sleuth.stream.rank_state import RankState
 from sleuth.stream.sink import ClickHouseSink
 
@@ -97,15 +96,11 @@ class Worker:
         run_in_own_loop(lambda: self._serve(stop))
 
     async def _serve(self, stop: threading.Event) -> None:
-        with tempfile.TemporaryDirectory(prefix="sleuth-worker-") as datadir:
-            app = self._build_app(asyncio.get_running_loop(), datadir, stop)
-            await app.start()
+        def started(app: Any) -> None:
             self._app = app  # only now: ``app.consumer`` is created lazily, in this thread
-            try:
-                while not stop.is_set():
-                    await asyncio.sleep(0.1)
-            finally:
-                await app.stop()
+
+        await serve_until(stop, lambda loop, datadir: self._build_app(loop, datadir, stop), name="worker",
+                          on_started=started)
 
     def _build_app(self, loop: asyncio.AbstractEventLoop, datadir: str, stop: threading.Event) -> Any:
         settings = self.settings
