@@ -1,4 +1,4 @@
-"""The alerter's state in ClickHouse (table ``alerts``, schema migration 7), so it survives a restart.
+"""The alerter's state in ClickHouse (table ``alerts``, schema migrations 7 and 9), so it survives a restart.
 
 Every change of an alert inserts a new row version; the ReplacingMergeTree keeps the latest per
 (job, device, starts_ns), and reads use ``FINAL`` so they are exact before the background merge.
@@ -15,7 +15,7 @@ from sleuth.stream.schema import check_database_name
 __all__ = ["COLUMNS", "AlertStore"]
 
 COLUMNS = ("job", "device", "starts_ns", "status", "severity", "cause", "kind", "score", "incident", "incidents",
-           "slowdown", "gpu_hours_lost", "first_irregular", "last_irregular", "ends_ns", "updated_ns")
+           "slowdown", "gpu_hours_lost", "first_irregular", "last_irregular", "ends_ns", "advice", "updated_ns")
 
 
 class AlertStore:
@@ -30,7 +30,8 @@ class AlertStore:
         now = time.time_ns()
         rows = [
             (a.job, a.device, a.starts_ns, a.status.value, a.severity.value, a.cause, a.kind, a.score, a.incident,
-             list(a.incidents), a.slowdown, a.gpu_hours_lost, a.first_irregular, a.last_irregular, a.ends_ns, now + k)
+             list(a.incidents), a.slowdown, a.gpu_hours_lost, a.first_irregular, a.last_irregular, a.ends_ns, a.advice,
+             now + k)
             for k, a in enumerate(alerts)
         ]
         self.client.execute(f"INSERT INTO {self.table} ({', '.join(COLUMNS)}) VALUES", rows)
@@ -52,7 +53,8 @@ class AlertStore:
 
 def _alert(row: tuple) -> Alert:
     (job, device, starts_ns, status, severity, cause, kind, score, incident, incidents, slowdown, lost, first, last,
-     ends_ns) = row
+     ends_ns, advice) = row
     return Alert(job=job, device=device, starts_ns=starts_ns, status=AlertStatus(status), severity=Severity(severity),
                  cause=cause, kind=kind, score=score, incident=incident, incidents=tuple(incidents), slowdown=slowdown,
-                 gpu_hours_lost=lost, first_irregular=first, last_irregular=last, ends_ns=ends_ns)
+                 gpu_hours_lost=lost, first_irregular=first, last_irregular=last, ends_ns=ends_ns,
+                 advice=advice)

@@ -29,10 +29,20 @@ _DAY = "day Date MATERIALIZED toDate(intDiv({column}, 1000000000))"
 
 
 @dataclass(frozen=True)
+class AddColumn:
+    """``ALTER TABLE {db}.table ADD COLUMN column definition``, skipped when the column exists:
+    ClickHouse 18.16 has no ``ADD COLUMN IF NOT EXISTS``, and a migration must be safe to run again."""
+
+    table: str
+    column: str
+    definition: str  # type and default, e.g. "String DEFAULT ''"
+
+
+@dataclass(frozen=True)
 class Migration:
     version: int
     description: str
-    statements: tuple[str, ...]  # with ``{db}`` where the database name goes
+    statements: tuple[str | AddColumn, ...]  # SQL with ``{db}`` where the database name goes
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -126,6 +136,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             "DROP TABLE {db}.abnormal_ops_v4",
         ),
     ),
+    Migration(
+        9,
+        "alerts keep the incident's advice, so notifications after an alerter restart still carry it",
+        (AddColumn("alerts", "advice", "String DEFAULT ''"),),
+    ),
 )
 
 #: Every table the migrations create, for tools and tests.
@@ -172,7 +187,10 @@ def migrate(client: Any, database: str, *, migrations: tuple[Migration, ...] = M
         if migration.version in done:
             continue
         for statement in migration.statements:
-            client.execute(statement.format(db=database))
+            if isinstance(statement, AddColumn):
+                _add_column(client, database, statement)
+            else:
+                client.execute(statement.format(db=database))
         # Recorded only after every statement succeeded: a failure leaves it pending for next time.
         client.execute(
             f"INSERT INTO {database}.{MIGRATIONS_TABLE} (version, description, applied_ns) VALUES",
@@ -180,3 +198,22 @@ def migrate(client: Any, database: str, *, migrations: tuple[Migration, ...] = M
         )
         applied.append(migration.version)
     return applied
+
+
+def _has_column(client: Any, database: str, table: str, column: str) -> bool:
+    rows = client.execute(
+        "SELECT count() FROM system.columns WHERE database = %(db)s AND table = %(t)s AND name = %(c)s",
+        {"db": database, "t": table, "c": column},
+    )
+    return bool(rows[0][0])
+
+
+def _add_column(client: Any, database: str, change: AddColumn) -> None:
+    if _has_column(client, database, change.table, change.column):
+        return
+    try:
+        client.execute(f"ALTER TABLE {database}.{change.table} ADD COLUMN {change.column} {change.definition}")
+    except Exception:
+        # Another migrate racing this one (every service migrates at start) may have added it first.
+        if not _has_column(client, database, change.table, change.column):
+            raise

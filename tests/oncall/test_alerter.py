@@ -73,11 +73,12 @@ def test_resolves_after_n_regular_iterations_and_survives_a_restart(oncall_setti
     settings, client = oncall_settings
     db, world = settings.clickhouse_database, emulated_run.spec.world
     settings = dataclasses.replace(settings, alert_webhooks=receiver.url, alert_resolve_iterations=5)
-    incident = emulated_run.incidents[0]
+    incident = dataclasses.replace(emulated_run.incidents[0], advice="drain the host and run GPU diagnostics")
     last = incident.iterations[-1]
     build_alerter(settings, client=client).on_incident(incident.to_dict())
     restarted = build_alerter(settings, client=client)  # a new process: state from ClickHouse
     assert {a.device for a in restarted.open.values()} == {s.device for s in incident.suspects}
+    assert {a.advice for a in restarted.open.values()} == {incident.advice}
     insert_iterations(client, db, incident.job, world, range(0, last + 5))
     insert_iterations(client, db, incident.job, world - 1, range(last + 5, last + 6))  # one rank lags behind
     service = AlerterService(settings, alerter=restarted, client=client)
@@ -92,6 +93,7 @@ def test_resolves_after_n_regular_iterations_and_survives_a_restart(oncall_setti
     assert not restarted.open
     bodies = receiver.wait_for(2)
     assert bodies[-1]["status"] == "resolved"
+    assert all(a["annotations"]["advice"] == incident.advice for a in bodies[-1]["alerts"])  # kept across the restart
     assert all(a["status"] == "resolved" and a["endsAt"] != "0001-01-01T00:00:00Z" for a in bodies[-1]["alerts"])
     assert all(a.status is AlertStatus.RESOLVED for a in AlertStore(client, db).load(job=incident.job))
     # After resolution, new evidence opens a new alert (a new fingerprint).
