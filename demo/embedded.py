@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sleuth.records_folder import read_records
 from sleuth.topology.job_fabric import single_leaf
@@ -33,6 +34,12 @@ class Outcome:
     source: RecordSource
     topology: Topology
     irregular: tuple[int, ...]
+    client: Any = None  # the ClickHouse connection ``source`` reads through, on the stack path
+
+    def close(self) -> None:
+        """Disconnect from ClickHouse once the report has been drawn (a no-op without a stack)."""
+        if self.client is not None:
+            self.client.disconnect()
 
     @property
     def found(self) -> bool:

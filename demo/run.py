@@ -56,7 +56,10 @@ def run_demo(out: Path, *, mode: str = "auto", settings: Settings | None = None,
         console.print(f"\n[bold]{title}[/bold]")
         with console.status("running, detecting and localizing..."):
             outcome = run()
-        found_all &= _show(outcome, out, settings, console)
+        try:
+            found_all &= _show(outcome, out, settings, console)
+        finally:
+            outcome.close()
     return found_all
 
 

@@ -61,7 +61,7 @@ def real_job(case: RealJob, settings: Settings, *, wait_s: float = 300.0) -> Out
         source = ClickHouseSource(client, settings.clickhouse_database, job)
         spec = source.job_spec()
         return Outcome(job, gpu_of_rank(spec, case.rank), tuple(incidents), source, single_leaf(spec),
-                       tuple(sorted({i for incident in incidents for i in incident.iterations})))
+                       tuple(sorted({i for incident in incidents for i in incident.iterations})), client)
     except BaseException:
         client.disconnect()
         raise
@@ -87,21 +87,26 @@ def spine_job(case: SpineJob, settings: Settings) -> Outcome:
     scenario = dataclasses.replace(scenario, job=job)
     emulation = Emulation(scenario)
     client = connect.clickhouse_client(settings)
-    schema.migrate(client, settings.clickhouse_database)
-    spec = emulation.job_spec()
-    sink = ClickHouseSink(client, settings.clickhouse_database)
-    sink.write(RecordBatch.empty(), emulation.iterations(), [spec])
-    for first in range(0, spec.world, 512):  # a slice of ranks at a time bounds the memory held
-        sink.write(emulation.ranks_records(range(first, min(first + 512, spec.world))), IterationBatch.empty(), [])
-    source = ClickHouseSource(client, settings.clickhouse_database, job)
-    irregular = irregular_iterations(source.iterations())
-    incidents = localize(source, irregular_iterations=irregular, topology=scenario.topology, routing=case.routing)
-    producer = connect.kafka_producer(settings)
-    try:  # raised like the streaming localizer raises them: on sleuth.incidents, then into ClickHouse
-        outlet = IncidentSink(client, settings.clickhouse_database, producer=producer, topic=settings.incidents_topic)
-        for incident in incidents:
-            outlet.write(incident)
-    finally:
-        producer.close(timeout=10)
-    return Outcome(job, case.spine, tuple(incidents), source, scenario.topology,
-                   tuple(sorted({int(i.iteration) for i in irregular})))
+    try:
+        schema.migrate(client, settings.clickhouse_database)
+        spec = emulation.job_spec()
+        sink = ClickHouseSink(client, settings.clickhouse_database)
+        sink.write(RecordBatch.empty(), emulation.iterations(), [spec])
+        for first in range(0, spec.world, 512):  # a slice of ranks at a time bounds the memory held
+            sink.write(emulation.ranks_records(range(first, min(first + 512, spec.world))), IterationBatch.empty(), [])
+        source = ClickHouseSource(client, settings.clickhouse_database, job)
+        irregular = irregular_iterations(source.iterations())
+        incidents = localize(source, irregular_iterations=irregular, topology=scenario.topology, routing=case.routing)
+        producer = connect.kafka_producer(settings)
+        try:  # raised like the streaming localizer raises them: on sleuth.incidents, then into ClickHouse
+            outlet = IncidentSink(client, settings.clickhouse_database, producer=producer,
+                                  topic=settings.incidents_topic)
+            for incident in incidents:
+                outlet.write(incident)
+        finally:
+            producer.close(timeout=10)
+        return Outcome(job, case.spine, tuple(incidents), source, scenario.topology,
+                       tuple(sorted({int(i.iteration) for i in irregular})), client)
+    except BaseException:
+        client.disconnect()
+        raise
