@@ -152,6 +152,15 @@ def test_decay_rule_floors_holmes_formula():
         Priors.from_mapping({"cpu": 0.1})
 
 
+def test_the_reference_is_the_regular_iterations_before_the_fault_not_after_an_early_hiccup():
+    # A hiccup at 2, a persistent fault from 10 that stops being δ-irregular at 17.
+    window = make_window(np.arange(30), [2, *range(10, 17)], size=30)
+    assert np.flatnonzero(window.reference).tolist() == [0, 1, 3, 4, 5, 6, 7, 8, 9]
+    # Too few regular iterations before any irregular one: every regular iteration.
+    early = make_window(np.arange(12), [1, 3], size=12)
+    assert np.flatnonzero(early.reference).tolist() == [0, 2, *range(4, 12)]
+
+
 def test_impact_is_slowdown_against_the_healthy_reference_and_gpu_hours():
     window = make_window(np.arange(10), [5, 6], size=10)
     times = np.array([100.0] * 5 + [150.0] * 5) * 1e9  # 100 s healthy, then 150 s
