@@ -12,7 +12,8 @@ Figures (sleuth and each baseline: ``earliest``, ``random_walk``, ``nvrx_relativ
   suspects, over all, per suite, per scenario, per fault ``kind`` (gpu, host, nic, link, leaf,
   spine; ``concurrent`` for two at once), per ``dims`` (3D-6D) and per ``scale``. The baselines
   name GPUs only, so they score 0 on network faults by construction;
-* ``by_scale``: per world size, accuracy, ``fetched`` (ranks fetched / world: the baselines
+* ``by_scale``: per world size (the ``scale`` suite's slow GPU and the ``scale-nic`` suite's
+  slow NIC), accuracy, also ``by_kind``, ``fetched`` (ranks fetched / world: the baselines
   read every rank, 1.0) and ``latency_s`` (irregular iterations in to suspects out, fetching
   from the emulator included; a baseline's is its read of every rank plus its ranking), and
   how many iterations were δ-irregular in the emulator's truth;
@@ -147,7 +148,7 @@ def main() -> None:
         for name in args.suites:
             for scenario in suite(name, seed=seed):
                 rows.append({"suite": name, "seed": seed, **run_scenario(scenario, baselines=not args.no_baselines, routing=args.routing)})
-        for scenario in suite("scale", seed=seed):
+        for scenario in (*suite("scale", seed=seed), *suite("scale-nic", seed=seed)):
             if scenario.layout.world in args.scales:
                 with_baselines = not args.no_baselines and scenario.layout.world <= args.baselines_up_to
                 rows.append({"suite": "scale", "seed": seed, **run_scenario(scenario, baselines=with_baselines, routing=args.routing)})
@@ -159,7 +160,8 @@ def main() -> None:
         return {"n": len(selected), **{m: _rate(selected, key_of.get(m, m)) for m in methods}}
 
     def at_scale(selected: list[dict]) -> dict:
-        out = {"n": len(selected), "irregular_iterations": _rate(selected, "irregular_iterations")}
+        out = {"n": len(selected), "irregular_iterations": _rate(selected, "irregular_iterations"),
+               "by_kind": {k: summary([r for r in selected if r["kind"] == k]) for k in sorted({r["kind"] for r in selected})}}
         for m in methods:
             prefix = "" if m == "sleuth" else f"{m}_"
             out[m] = {

@@ -124,16 +124,18 @@ def search(
     explain: float = 0.0,
     max_steps: int = 100_000,
     member_rings: int = 8,
-    member_ring_size: int = 16,
+    member_fanout: int = 4,
 ) -> SearchResult:
     """Root operators of one irregular ``iteration``, starting from ``pivots``' abnormal operators.
 
-    ``member_rings``: how many newly found slow rings (of 3 to ``member_ring_size`` ranks) have
-    their members' other operators searched (``_members_elsewhere``). That tells a ring's NICs
-    apart at the cost of fetching its members; a device under many rings at once (a spine) makes
-    every ring of the job slow, and searching the members of all of them, or of the job-wide
-    data-parallel rings, walked most of the job (360,000 steps and half of 4,096 ranks) for no new
-    device.
+    ``member_rings``: how many newly found slow rings (of more than 2 ranks) have their members'
+    other operators searched (``_members_elsewhere``), and ``member_fanout``: how many members of
+    each, those whose other operators ran longest first. That tells a ring's NICs apart at the
+    cost of a few fetches; a device under many rings at once (a spine) makes every ring of the job
+    slow and every member's other operators long, and searching all of them walked most of the
+    job (360,000 steps and half of 4,096 ranks) for no new device. A slow NIC lengthens its own
+    rank's other transfers only, so it is among the first members searched however long the ring
+    (a data-parallel ring of 64 at 2,048 GPUs).
     """
     if not pivots:
         raise ConfigError("pivots: need at least one pivot rank")
@@ -190,9 +192,9 @@ def search(
             root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, involved, tuple(members), tuple(rows))
             new = root.key not in roots
             roots.setdefault(root.key, root)
-            if new and 2 < len(members) <= member_ring_size and member_rings > 0:
+            if new and len(members) > 2 and member_rings > 0:
                 member_rings -= 1
-                stack.extend(_members_elsewhere(held, members, rows, col))
+                stack.extend(_members_elsewhere(held, members, rows, col, fanout=member_fanout))
         if excess[1] > limit[1]:
             late = int(timing.late[col])
             late_rank, late_row = members[late], rows[late]
@@ -227,24 +229,29 @@ def _launched_late(ops: RankOperators, col: int, count: int) -> list[int]:
 
 
 def _members_elsewhere(
-    held: dict[int, RankOperators], members: list[int], rows: list[int], col: int
+    held: dict[int, RankOperators], members: list[int], rows: list[int], col: int, *, fanout: int
 ) -> list[tuple[int, int, int, Action]]:
-    """Each member's most abnormal operator in another group, to be searched next.
+    """The most abnormal operator in another group of up to ``fanout`` members (those whose
+    is longest relative to its baseline), to be searched next.
 
     A slow transfer in a ring of more than two ranks says only that some device on the ring is
     slow: every member ends together, so all their NICs and cables have the same evidence. The
     members' other transfers in the same iteration tell them apart: the slow device is on those
     paths too (a slow NIC also slows its GPU's pipeline sends), and on none of the others'.
     """
-    out = []
+    found = []
     for member, row in zip(members, rows):
         ops = held[member]
         candidates = np.flatnonzero(ops.abnormal[:, col] & (ops.slot_comm != ops.slot_comm[row]))
         if not len(candidates):
             continue
-        excess = (ops.end[candidates, col] - ops.start[candidates, col]) - ops.base[candidates]
-        out.append((member, int(candidates[int(np.argmax(excess))]), col, Action.MEMBER))
-    return out
+        duration = ops.end[candidates, col] - ops.start[candidates, col]
+        ratio = duration / np.maximum(ops.base[candidates], 1.0)
+        k = int(np.argmax(ratio))
+        found.append((float(ratio[k]), member, int(candidates[k])))
+    found.sort(key=lambda item: -item[0])
+    # Pushed weakest first: the stack pops the longest first.
+    return [(member, row, col, Action.MEMBER) for _, member, row in reversed(found[:fanout])]
 
 
 def _instance(fetcher: Fetcher, graph: OperatorGraph, ops: RankOperators, row: int, col: int) -> tuple[list[int], list[int]]:

@@ -25,6 +25,8 @@ def test_seeds_pick_the_devices() -> None:
 
 def test_suites_cover_what_they_promise() -> None:
     assert [sc.layout.world for sc in suite("scale")] == [1024, 2048, 4096, 8192, 16384]
+    assert [(sc.layout.world, sc.faults[0].kind) for sc in suite("scale-nic")] == [
+        (w, FaultKind.NIC) for w in (1024, 2048, 4096, 8192, 16384)]
     assert [sc.faults[0].kind for sc in suite("network")] == [
         FaultKind.NIC, FaultKind.LINK, FaultKind.LEAF, FaultKind.SPINE, FaultKind.HOST]
     assert all(len(sc.faults) == 2 for sc in suite("concurrent"))
