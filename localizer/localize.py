@@ -41,7 +41,7 @@ from sleuth.localizer.graph import OperatorGraph, build_graph
 from sleuth.localizer.impact import estimate
 from sleuth.localizer.incident import Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.nonhardware import Diagnosis, Straggler, classify
-from sleuth.localizer.peers import host_share, peer_share
+from sleuth.localizer.peers import host_share, peer_share, stands_out
 from sleuth.localizer.operators import Thresholds, Window, make_window, rebase
 from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices
 from sleuth.localizer.search import Cause, Root, Step, search
@@ -187,12 +187,19 @@ def _localize_cluster(
             compute[root.rank] = compute.get(root.rank, 0.0) + rate
     # Late ranks whose slowness their data-parallel peers share are not broken (``peers``).
     shared = {rank: peer_share(fetcher, graph, rank, sorted(cols)) for rank, cols in columns.items()}
+    # Where the searched iterations found their late ranks: a broken device recurs, slowness
+    # that moves between replicas does not (``nonhardware``).
+    late: dict[int, set[int]] = {}
+    for root, _ in rated:
+        if root.cause is Cause.COMPUTE:
+            late.setdefault(root.rank, set()).add(root.iteration)
     fetched.update(fetcher.order)
     # A straggler diagnosis reads compute evidence only: it decides the incident only when compute
     # roots carry most of the irregularity rate (a congested spine also leaves a few compute roots).
     total_rate = sum(rate for _, rate in rated if rate > 0)
     if total_rate > 0 and sum(compute.values()) >= _STRAGGLER_SHARE * total_rate:
-        diagnosis = classify(compute, graph=graph, shared=shared)
+        outstanding = {rank for rank, cols in columns.items() if stands_out(fetcher, rank, sorted(cols))}
+        diagnosis = classify(compute, graph=graph, shared=shared, late=late, outstanding=outstanding)
     else:
         diagnosis = Diagnosis(Straggler.HARDWARE, 0, 0.0, 0)
     support = min(min_support, len(cluster))
