@@ -44,7 +44,7 @@ from sleuth.localizer.nonhardware import Diagnosis, Straggler, classify
 from sleuth.localizer.peers import host_share, peer_share, stands_out
 from sleuth.localizer.operators import Thresholds, Window, make_window, rebase
 from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices
-from sleuth.localizer.search import Cause, Root, Step, search
+from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
 from sleuth.localizer.shifts import level_shifts
 
 __all__ = ["localize"]
@@ -145,6 +145,13 @@ def _localize_cluster(
         steps: list[Step] = []
         for iteration in iterations:
             result = search(fetcher, graph, iteration=iteration, pivots=pivots, thresholds=thresholds, pivot_ops=pivot_ops)
+            following = iteration + 1
+            if not result.roots and following not in iterations and following in frame.iterations:
+                # Iteration boundaries are per rank: a delay at the end of a stage the pivot does not
+                # wait for within the iteration (its data-parallel all-reduce) reaches the pivot at
+                # the start of the next one, where the search follows it back (``search._explaining``).
+                later = search(fetcher, graph, iteration=following, pivots=pivots, thresholds=thresholds, pivot_ops=pivot_ops)
+                result = SearchResult(result.roots + later.roots, result.steps + later.steps)
             roots.extend(result.roots)
             steps.extend(result.steps)
         held = fetcher.get(fetcher.order)
