@@ -41,10 +41,10 @@ from sleuth.localizer.graph import OperatorGraph, build_graph
 from sleuth.localizer.impact import estimate
 from sleuth.localizer.incident import Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.nonhardware import Diagnosis, Straggler, classify
-from sleuth.localizer.peers import host_share, peer_share
+from sleuth.localizer.peers import host_share, peer_share, stands_out
 from sleuth.localizer.operators import Thresholds, Window, make_window, rebase
 from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices
-from sleuth.localizer.search import Cause, Root, Step, search
+from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
 from sleuth.localizer.shifts import level_shifts
 
 __all__ = ["localize"]
@@ -145,6 +145,13 @@ def _localize_cluster(
         steps: list[Step] = []
         for iteration in iterations:
             result = search(fetcher, graph, iteration=iteration, pivots=pivots, thresholds=thresholds, pivot_ops=pivot_ops)
+            following = iteration + 1
+            if not result.roots and following not in iterations and following in frame.iterations:
+                # Iteration boundaries are per rank: a delay at the end of a stage the pivot does not
+                # wait for within the iteration (its data-parallel all-reduce) reaches the pivot at
+                # the start of the next one, where the search follows it back (``search._explaining``).
+                later = search(fetcher, graph, iteration=following, pivots=pivots, thresholds=thresholds, pivot_ops=pivot_ops)
+                result = SearchResult(result.roots + later.roots, result.steps + later.steps)
             roots.extend(result.roots)
             steps.extend(result.steps)
         held = fetcher.get(fetcher.order)
@@ -187,12 +194,19 @@ def _localize_cluster(
             compute[root.rank] = compute.get(root.rank, 0.0) + rate
     # Late ranks whose slowness their data-parallel peers share are not broken (``peers``).
     shared = {rank: peer_share(fetcher, graph, rank, sorted(cols)) for rank, cols in columns.items()}
+    # Where the searched iterations found their late ranks: a broken device recurs, slowness
+    # that moves between replicas does not (``nonhardware``).
+    late: dict[int, set[int]] = {}
+    for root, _ in rated:
+        if root.cause is Cause.COMPUTE:
+            late.setdefault(root.rank, set()).add(root.iteration)
     fetched.update(fetcher.order)
     # A straggler diagnosis reads compute evidence only: it decides the incident only when compute
     # roots carry most of the irregularity rate (a congested spine also leaves a few compute roots).
     total_rate = sum(rate for _, rate in rated if rate > 0)
     if total_rate > 0 and sum(compute.values()) >= _STRAGGLER_SHARE * total_rate:
-        diagnosis = classify(compute, graph=graph, shared=shared)
+        outstanding = {rank for rank, cols in columns.items() if stands_out(fetcher, rank, sorted(cols))}
+        diagnosis = classify(compute, graph=graph, shared=shared, late=late, outstanding=outstanding)
     else:
         diagnosis = Diagnosis(Straggler.HARDWARE, 0, 0.0, 0)
     support = min(min_support, len(cluster))

@@ -19,13 +19,30 @@ nearly all of them (``stage_together``) in the same iterations, or, for a rank n
 at least ``shared_min`` of them at some time (slowness that moves between replicas; a steadily
 slow rank whose peers are not slow with it is a broken GPU, whatever else its peers do); then
 nearly all peers slow in the same iterations on the last stage is stage imbalance, and otherwise
-sequence-length imbalance.
+sequence-length imbalance. Stage imbalance is persistent: it also needs the late ranks to be
+steadily slow (``PeerShare.steady``); peers slow together now and then is a set of replicas that
+drew long documents in the same (slowest) iterations.
+
+Or, whatever the evidence's size, when the slowness is seen *moving* (``late``: the iterations
+each rank was found late in): a broken GPU or host is the late one in every irregular iteration
+it causes, so its host recurs; a replica that drew long documents is the late one in that
+iteration only, and the next slow iteration finds another. The slowness moves when the searched
+iterations found late ranks on at least ``moves`` hosts in at least ``moves`` iterations, at most
+1 - ``cover`` of the compute evidence sits on hosts found late in several (where a broken device
+would be), and at least half of it on hosts found late once whose slowness is confirmed: the
+rank's compute excess stands out of its own noise (``outstanding``, ``peers.stands_out``) and at
+least half its sampled data-parallel peers were as slow in some iteration too (``PeerShare.ever``).
+The confirmation keeps out the slowest iterations of a healthy job, which are each late somewhere
+by chance (a garbage-collection pause on one rank): that moves too, but the paused rank's peers
+never compute that slowly. Then it is sequence-length imbalance (stage imbalance if the peer
+evidence says so). One long-document iteration can tower over everything else the window holds,
+so comparing sizes (the peer rule above) misses it; where it happened does not.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,6 +85,7 @@ class Diagnosis:
     ranks_to_cover: int  # ranks holding `cover` of the compute evidence
     last_stage_share: float  # share of the compute evidence on the last pipeline stage
     replicas: int  # data replicas among those ranks
+    one_off_share: float = 0.0  # share of the compute evidence confirmed and on hosts found late once
 
     @property
     def advice(self) -> str:
@@ -83,13 +101,22 @@ def classify(
     shared: Mapping[int, PeerShare] | None = None,
     shared_min: float = 0.25,
     stage_together: float = 0.75,
+    late: Mapping[int, Collection[int]] | None = None,
+    outstanding: Collection[int] | None = None,
+    moves: int = 3,
 ) -> Diagnosis:
     """Hardware, stage imbalance or sequence-length imbalance, from compute evidence per rank
-    and, optionally, the share of each rank's peers that are as slow (see the module docstring)."""
+    and, optionally, the share of each rank's peers that are as slow and the iterations each
+    rank was found late in (see the module docstring). ``outstanding``: the late ranks whose
+    compute excess stands out of their own noise (None: all); only their evidence can show
+    slowness moving, so that the slowest iterations of a healthy job, each late somewhere by
+    chance, are not taken for it."""
     if not 0 < cover <= 1:
         raise ConfigError(f"cover must be in (0, 1], got {cover!r}")
     if diffuse_ranks < 2:
         raise ConfigError(f"diffuse_ranks must be >= 2, got {diffuse_ranks!r}")
+    if moves < 2:
+        raise ConfigError(f"moves must be >= 2, got {moves!r}")
     ranks = np.array([r for r, v in compute.items() if v > 0], dtype=np.int64)
     values = np.array([compute[int(r)] for r in ranks], dtype=np.float64)
     total = float(values.sum())
@@ -111,9 +138,19 @@ def classify(
     shared = shared or {}
     pairs = list(zip(ranks.tolist(), values.tolist()))
     on_shared = sum(v for r, v in pairs if _is_shared(shared.get(r, PeerShare()), shared_min, stage_together))
-    if not diffuse and on_shared >= cover * total:
-        together = sum(shared.get(r, PeerShare()).together * v for r, v in pairs) / total
-        kind = Straggler.STAGE_IMBALANCE if last_share >= cover and together >= stage_together else Straggler.SEQLEN_IMBALANCE
+    together = sum(shared.get(r, PeerShare()).together * v for r, v in pairs) / total
+    steady = sum(v for r, v in pairs if shared.get(r, PeerShare()).steady) / total
+    stage = last_share >= cover and together >= stage_together and steady >= cover
+    # Evidence that can show slowness moving: the late rank stands out of its own noise, and its
+    # data-parallel peers were as slow at some time too (a benign pause strikes one rank alone).
+    real = {
+        r: v for r, v in compute.items()
+        if (outstanding is None or r in outstanding) and shared.get(r, PeerShare()).ever >= 0.5
+    }
+    one_off, recurrent, moved = _one_off_share(compute, real, late or {}, graph=graph, moves=moves)
+    moving = moved and one_off >= 0.5 and recurrent <= 1 - cover
+    if moving or not diffuse and on_shared >= cover * total:
+        kind = Straggler.STAGE_IMBALANCE if stage else Straggler.SEQLEN_IMBALANCE
     elif not diffuse:
         kind = Straggler.HARDWARE
     elif last_share >= cover:
@@ -122,7 +159,36 @@ def classify(
         kind = Straggler.SEQLEN_IMBALANCE
     else:
         kind = Straggler.HARDWARE
-    return Diagnosis(kind, covering, last_share, replicas)
+    return Diagnosis(kind, covering, last_share, replicas, one_off)
+
+
+def _one_off_share(
+    compute: Mapping[int, float],
+    real: Mapping[int, float],
+    late: Mapping[int, Collection[int]],
+    *,
+    graph: OperatorGraph,
+    moves: int,
+) -> tuple[float, float, bool]:
+    """The shares of the compute evidence that are ``real`` and on hosts found late in a single
+    iteration, and on hosts found late in several (where a broken device would be); and whether
+    the late ranks moved at all: found on at least ``moves`` hosts in at least ``moves`` iterations.
+
+    Hosts, not ranks: a contended CPU makes whichever of its GPUs the search reaches the late one,
+    so its ranks take turns while the host recurs.
+    """
+    on_host: dict[str, set[int]] = {}
+    for rank, iterations in late.items():
+        on_host.setdefault(graph.hosts[int(rank)], set()).update(int(i) for i in iterations)
+    iterations = set().union(*on_host.values()) if on_host else set()
+    moved = len(on_host) >= moves and len(iterations) >= moves
+    total = sum(v for v in compute.values() if v > 0)
+    if total <= 0:
+        return 0.0, 0.0, moved
+    found = {host: len(iterations) for host, iterations in on_host.items()}
+    once = sum(v for r, v in real.items() if v > 0 and found.get(graph.hosts[int(r)]) == 1)
+    again = sum(v for r, v in compute.items() if v > 0 and found.get(graph.hosts[int(r)], 0) > 1)
+    return once / total, again / total, moved
 
 
 def _is_shared(share: PeerShare, shared_min: float, stage_together: float) -> bool:

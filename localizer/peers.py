@@ -41,20 +41,22 @@ from sleuth.localizer.fetch import Fetcher
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.operators import RankOperators
 
-__all__ = ["PeerShare", "compute_excess", "host_share", "is_steady", "peer_share"]
+__all__ = ["PeerShare", "compute_excess", "host_share", "is_steady", "peer_share", "stands_out"]
 
 
 @dataclass(frozen=True)
 class PeerShare:
     """Of a late rank's sampled peers, the fractions as slow as it: in the same iterations
     (``together``: a slow stage), and, of those whose slowness is not steady, in any of the
-    window's later iterations (``anytime``: slowness that moves between replicas). ``steady``:
+    window's later iterations (``anytime``: slowness that moves between replicas), or in at least
+    one of them (``ever``: what one long document does once). ``steady``:
     the late rank itself is slow in nearly every later iteration since it first was (a broken
     GPU, or a slow stage)."""
 
     together: float = 0.0
     anytime: float = 0.0
     steady: bool = False
+    ever: float = 0.0
 
 
 def compute_excess(ops: RankOperators, columns: Sequence[int]) -> np.ndarray:
@@ -70,7 +72,7 @@ def peer_share(
     """How many of up to ``sample`` data-parallel peers of ``rank`` are as slow as ``rank`` is
     in ``columns`` (compute excess at least half of the rank's mean there): in those same
     columns (their mean), and in the window's non-reference iterations (the ``quantile`` of
-    their per-iteration excess; steadily slow peers left out, see ``is_steady``); and whether
+    their per-iteration excess, and its maximum; steadily slow peers left out, see ``is_steady``); and whether
     ``rank`` is itself steadily slow there. Zeros when the rank has no such group or no excess."""
     group = next((graph.group(int(g)) for g in graph.groups_of(rank) if graph.kinds[int(g)] == "dp"), None)
     if group is None:
@@ -88,9 +90,11 @@ def peer_share(
     later = np.flatnonzero(~fetcher.window.reference).tolist()
     together = _as_slow(held, picked, columns, own)
     series = {p: compute_excess(held[p], later) for p in picked}
-    anytime = [not is_steady(series[p]) and float(np.quantile(series[p], quantile)) >= 0.5 * own for p in picked]
+    moving = [p for p in picked if not is_steady(series[p])]
+    anytime = [float(np.quantile(series[p], quantile)) >= 0.5 * own for p in moving]
+    ever = [float(series[p].max()) >= 0.5 * own for p in moving]
     steady = is_steady(compute_excess(held[rank], later))
-    return PeerShare(float(np.mean(together)), float(np.mean(anytime)), steady)
+    return PeerShare(float(np.mean(together)), sum(anytime) / len(picked), steady, sum(ever) / len(picked))
 
 
 def is_steady(excess: np.ndarray, *, share: float = 0.9, min_run: int = 3) -> bool:
@@ -121,11 +125,21 @@ def host_share(fetcher: Fetcher, graph: OperatorGraph, rank: int, columns: Seque
     own = float(compute_excess(held[rank], list(columns)).mean())
     # Only a slowness that stands out of the rank's own noise says anything: half of a jitter-sized
     # excess is reached by chance, and would hand a slow GPU's stray roots to its host.
-    healthy = compute_excess(held[rank], np.flatnonzero(fetcher.window.reference).tolist())
-    noise = 3 * 1.4826 * float(np.median(np.abs(healthy - np.median(healthy)))) if len(healthy) else 0.0
-    if own <= noise:
+    if not stands_out(fetcher, rank, columns):
         return 0.0
     return float(np.mean(_as_slow(held, others, columns, own)))
+
+
+def stands_out(fetcher: Fetcher, rank: int, columns: Sequence[int], *, spreads: float = 3.0) -> bool:
+    """Is the rank's mean compute excess over ``columns`` more than ``spreads`` robust spreads
+    (scaled median absolute deviation) of its excess in the window's healthy iterations?"""
+    if not len(columns):
+        return False
+    ops = fetcher.one(rank)
+    own = float(compute_excess(ops, list(columns)).mean())
+    healthy = compute_excess(ops, np.flatnonzero(fetcher.window.reference).tolist())
+    noise = spreads * 1.4826 * float(np.median(np.abs(healthy - np.median(healthy)))) if len(healthy) else 0.0
+    return own > noise
 
 
 def _as_slow(held: Mapping[int, RankOperators], others: Sequence[int], columns: Sequence[int], own: float) -> list[bool]:

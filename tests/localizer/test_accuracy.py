@@ -1,7 +1,7 @@
 """Accuracy cases of issue 6 on the emulator's suite scenarios (seeds 101-103): a second fault that
 starts after the δ rule caught up with the first, two concurrent faults of different kinds, a
 contended host CPU, a congested spine under static routing, a persistently slow last stage; and
-the level-shift finder on hand-made series."""
+a NIC that spikes on a stage the pivot does not wait for; the level-shift finder on hand-made series."""
 
 from __future__ import annotations
 
@@ -73,6 +73,19 @@ def test_a_slow_last_stage_is_stage_imbalance_with_advice_not_a_gpu():
     assert str(incident.cause) == "stage_imbalance"
     assert not any(s.kind in ("gpu", "host") for s in incident.suspects)
     assert "pipeline" in incident.advice
+
+
+def test_a_nic_that_spikes_on_a_stage_the_pivot_does_not_wait_for_is_found_from_the_next_iteration():
+    emulation = _emulation("types", "types-spike-nic", 103)  # the NIC's GPU is in the last stage
+    [nic] = (f["device"] for f in emulation.truth().faults)
+    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
+    pivot = emulation.iterations(ranks=[0], iterations=irregular)
+    healthy = emulation.iterations(ranks=[0], iterations=[i - 1 for i in irregular])
+    # The job's irregular iterations are not the pivot's: it meets the delay one iteration later.
+    assert np.all(pivot["t_end_ns"] - pivot["t_start_ns"] < 1.05 * (healthy["t_end_ns"] - healthy["t_start_ns"]))
+    [incident] = _localize(emulation, routing="static")
+    assert nic in {s.device for s in incident.suspects}
+    assert str(incident.cause) == "network"
 
 
 def test_level_shifts_find_a_small_late_step_and_ignore_a_pause():

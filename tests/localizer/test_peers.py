@@ -9,6 +9,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
+import pytest
 
 from sleuth.layout import ParallelLayout
 from sleuth.localizer import build_graph, localize
@@ -65,3 +66,73 @@ def test_two_slow_gpus_in_one_data_parallel_group_are_both_named_as_gpus():
     assert str(incident.cause) == "compute"
     assert devices <= {s.device for s in incident.suspects if s.kind == "gpu"}
 
+
+
+def test_late_ranks_that_move_between_iterations_are_seqlen_and_a_recurring_one_is_hardware():
+    graph = build_graph(JobSpec.from_layout("j", ParallelLayout(64, 4, 2, 8)))
+    # One long-document iteration carries nearly all the evidence; the other iterations found
+    # their late ranks elsewhere (other hosts, other replicas).
+    compute = {5: 3.0, 13: 0.1, 22: 0.0, 41: 0.05}
+    moving = {5: {40}, 13: {33}, 22: {39}, 41: {82}}
+    # Its peers were as slow as it at some other time, none of them nearly as often (80th percentile).
+    peers = {r: PeerShare(together=0.0, anytime=0.0, steady=False, ever=0.75) for r in compute}
+    diagnosis = classify(compute, graph=graph, late=moving, shared=peers)
+    assert diagnosis.kind is Straggler.SEQLEN_IMBALANCE and diagnosis.one_off_share > 0.9
+    assert "sequence" in diagnosis.advice.lower()
+    # Only slowness that stands out of the rank's own noise counts.
+    assert classify(compute, graph=graph, late=moving, shared=peers, outstanding={13}).kind is Straggler.HARDWARE
+    # A pause on one rank: its peers never that slow.
+    alone = {r: PeerShare(ever=0.25) for r in compute}
+    assert classify(compute, graph=graph, late=moving, shared=alone).kind is Straggler.HARDWARE
+    recurring = {5: {33, 40, 76}, 13: {39}, 41: {82}}  # the same GPU late again and again: broken
+    assert classify(compute, graph=graph, late=recurring, shared=peers).kind is Straggler.HARDWARE
+    # A contended host: its GPUs take turns being the late one, the host recurs.
+    host = {8: 1.0, 9: 1.0, 10: 1.0}
+    turns = {8: {20}, 9: {31}, 10: {47}}
+    assert classify(host, graph=graph, late=turns, shared={r: peers[5] for r in host}).kind is Straggler.HARDWARE
+    # Too little movement to tell: one iteration, or two hosts.
+    assert classify({5: 3.0}, graph=graph, late={5: {40}}, shared=peers).kind is Straggler.HARDWARE
+    assert classify({5: 3.0, 13: 0.1}, graph=graph, late={5: {40}, 13: {33}}, shared=peers).kind is Straggler.HARDWARE
+
+
+def test_a_last_stage_slow_together_now_and_then_is_not_stage_imbalance_but_steadily_is():
+    graph = build_graph(JobSpec.from_layout("j", ParallelLayout(64, 4, 2, 8)))
+    compute = {32: 1.0}
+    now_and_then = PeerShare(together=0.75, anytime=1.0, steady=False)  # replicas that drew long documents at once
+    assert classify(compute, graph=graph, shared={32: now_and_then}).kind is Straggler.SEQLEN_IMBALANCE
+    persistent = PeerShare(together=1.0, anytime=0.0, steady=True)
+    assert classify(compute, graph=graph, shared={32: persistent}).kind is Straggler.STAGE_IMBALANCE
+
+
+def _slowest_after_start(emulation: Emulation, count: int = 5) -> list[int]:
+    """No iteration of a sequence-length imbalance is δ-irregular: hand over the slowest ones
+    after it starts, as a change-point detector would."""
+    truth = emulation.truth()
+    start = min(f["start"] for f in truth.faults)
+    late = sorted((t for t in truth.iterations if t.iteration >= start), key=lambda t: -t.time_ns)
+    return sorted(t.iteration for t in late[:count])
+
+
+@lru_cache(maxsize=None)
+def _suite_emulation(name: str, scenario: str, seed: int) -> Emulation:
+    [found] = [s for s in suite(name, seed=seed) if s.name == scenario]
+    return Emulation(found)
+
+
+@pytest.mark.parametrize("seed", [102, 103])
+def test_sequence_length_imbalance_is_reported_as_such_not_as_a_gpu(seed):
+    emulation = _suite_emulation("nonhw", "nonhw-seqlen", seed)
+    [incident] = _incidents(emulation, _slowest_after_start(emulation))
+    assert str(incident.cause) == "seqlen_imbalance"
+    assert not any(s.kind in ("gpu", "host") for s in incident.suspects)
+    assert "sequence" in incident.advice.lower()
+
+
+@pytest.mark.parametrize("seed", [101, 103])
+def test_a_gpu_that_only_spikes_is_still_a_broken_gpu(seed):
+    emulation = _suite_emulation("types", "types-spike-gpu", seed)
+    [gpu] = (f["device"] for f in emulation.truth().faults)
+    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
+    [incident] = _incidents(emulation, irregular)
+    assert str(incident.cause) == "compute"
+    assert gpu in {s.device for s in incident.suspects}
