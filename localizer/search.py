@@ -278,13 +278,21 @@ def _explaining(ops: RankOperators, row: int, col: int, needed: float, lateness:
     The rank's delay before the operator is split into compute (its gaps between operators,
     above their baselines) and waiting (its operators' durations above theirs), both summed
     without clipping so that jitter cancels. More compute than waiting: the rank itself was
-    slow, a compute root. Waiting is at least what the rank's abnormal operators alone waited,
-    because a rank held up inside its group also waits *less* elsewhere: a GPU slowed in a
-    middle pipeline stage makes that stage the bottleneck, its ranks' receives from the stage
-    before find the data already there, and those shorter receives cancelled its tensor-parallel
-    peers' long waits for it (seed 204 at 8,192 GPUs: 63 abnormal waits of 1.4 ms each summed
-    with the rest to 0.7 ms, below 1.4 ms of compute, and the search stopped at a healthy peer). Otherwise the abnormal operator with the largest delay is followed
-    (Algorithm 1 line 10), if its excess is at least ``needed``. The previous iteration is
+    slow, a compute root, unless that compute is under half the lateness and its abnormal
+    operators alone waited longer. A rank held up inside its group also waits *less* elsewhere:
+    a GPU slowed in a middle pipeline stage makes that stage the bottleneck, its ranks' receives
+    from the stage before find the data already there, and those shorter receives cancelled its
+    tensor-parallel peers' long waits for it (seed 204 at 8,192 GPUs: 63 abnormal waits of 1.4 ms
+    each summed with the rest to 0.7 ms, below 1.4 ms of compute against 19 ms of lateness, and
+    the search stopped at a healthy peer). A rank whose compute does explain its lateness stays
+    the root even if it also waited: under sequence-length imbalance a replica's ranks all
+    compute long and wait for each other.
+    Otherwise the abnormal operator with the largest delay is followed (Algorithm 1 line 10), if
+    its excess is at least ``needed``. When none is abnormal but the rank waited more than it
+    computed and for at least half its lateness, the operator it waited longest in is followed:
+    a delay passed down a long pipeline arrives spread over several receives that each stay
+    under their own threshold (seed 205 at 8,192 GPUs: 8.9 ms of waiting in receives of at most
+    2.3 ms, no compute excess, and the search blamed the healthy first-stage GPU). The previous iteration is
     included when this one's operators before ``row`` account for under half the lateness: a
     rank late at the start of an iteration was held up at the end of the last (the gradient
     and embedding all-reduces), and iteration boundaries are per rank, not global.
@@ -297,6 +305,7 @@ def _explaining(ops: RankOperators, row: int, col: int, needed: float, lateness:
     compute = float(ops.gap[row, col] - ops.gap_base[row])
     waiting = abnormal_waiting = 0.0
     best: tuple[float, int, int] | None = None
+    longest: tuple[float, int, int] | None = None  # the longest wait, abnormal or not
     for where, earlier in candidates:
         if not len(earlier):
             continue
@@ -309,9 +318,14 @@ def _explaining(ops: RankOperators, row: int, col: int, needed: float, lateness:
             k = int(np.argmax(np.where(flagged, excess, -np.inf)))
             if best is None or excess[k] > best[0]:
                 best = (float(excess[k]), int(earlier[k]), where)
-    if best is None or compute > max(waiting, abnormal_waiting):
+        k = int(np.argmax(excess))
+        if excess[k] > max(needed, 0.0) and (longest is None or excess[k] > longest[0]):
+            longest = (float(excess[k]), int(earlier[k]), where)
+    if compute > waiting and (compute >= 0.5 * lateness or compute >= abnormal_waiting):
         return None
-    return best[1], best[2]
+    if best is None and waiting >= 0.5 * lateness:
+        best = longest
+    return None if best is None else (best[1], best[2])
 
 
 def _sum_excess(ops: RankOperators, rows: np.ndarray, col: int) -> float:

@@ -88,6 +88,27 @@ def test_a_nic_that_spikes_on_a_stage_the_pivot_does_not_wait_for_is_found_from_
     assert str(incident.cause) == "network"
 
 
+@pytest.mark.parametrize(
+    "name, scenario, seed",
+    [
+        # A GPU in a middle stage: its stage's receives got shorter as its tensor peers waited for
+        # it, and the sum of the two hid the waits (the search stopped at a healthy peer, blamed its host).
+        ("scale", "scale-8192", 204),
+        # A hiccup at iteration 2 before the fault at 10 (the reference fell back to the fault's own iterations).
+        ("scale", "scale-2048", 212),
+        # A NIC in a data-parallel ring of 64 ranks: the ring ties every member's NIC.
+        ("scale-nic", "scale-2048-nic", 203),
+        # A NIC whose delay reaches the first stage spread over receives none of which is abnormal.
+        ("scale-nic", "scale-8192-nic", 206),
+    ],
+)
+def test_faults_at_thousands_of_gpus_are_found_on_the_device_itself(name, scenario, seed):
+    emulation = _emulation(name, scenario, seed)
+    [device] = (f["device"] for f in emulation.truth().faults)
+    [incident] = _localize(emulation, window=30, routing="static")
+    assert device in {s.device for s in incident.suspects[:2]}
+
+
 def test_level_shifts_find_a_small_late_step_and_ignore_a_pause():
     rng = np.random.default_rng(3)
     times = np.r_[np.full(20, 364.0), np.full(20, 449.0), np.full(60, 457.0)] + rng.normal(0, 1.5, 100)
