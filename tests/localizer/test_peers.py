@@ -16,7 +16,7 @@ from sleuth.localizer import build_graph, localize
 from sleuth.localizer.nonhardware import Straggler, classify
 from sleuth.localizer.peers import PeerShare, is_steady
 from sleuth.jobspec import JobSpec
-from sleuth.sim import Emulation, Fault, FaultKind, suite
+from sleuth.sim import Emulation, suite
 
 
 def test_a_fault_that_starts_part_way_is_steady_and_a_moving_one_is_not():
