@@ -231,8 +231,8 @@ def _launched_late(ops: RankOperators, col: int, count: int) -> list[int]:
 def _members_elsewhere(
     held: dict[int, RankOperators], members: list[int], rows: list[int], col: int, *, fanout: int
 ) -> list[tuple[int, int, int, Action]]:
-    """The most abnormal operator in another group of up to ``fanout`` members (those whose
-    is longest relative to its baseline), to be searched next.
+    """For up to ``fanout`` members, their most abnormal operator in another group, to be
+    searched next; the members whose such operator ran longest against its baseline first.
 
     A slow transfer in a ring of more than two ranks says only that some device on the ring is
     slow: every member ends together, so all their NICs and cables have the same evidence. The
@@ -287,15 +287,18 @@ def _explaining(ops: RankOperators, row: int, col: int, needed: float, lateness:
     the search stopped at a healthy peer). A rank whose compute does explain its lateness stays
     the root even if it also waited: under sequence-length imbalance a replica's ranks all
     compute long and wait for each other.
+
     Otherwise the abnormal operator with the largest delay is followed (Algorithm 1 line 10), if
     its excess is at least ``needed``. When none is abnormal but the rank waited more than it
     computed and for at least half its lateness, the operator it waited longest in is followed:
     a delay passed down a long pipeline arrives spread over several receives that each stay
     under their own threshold (seed 205 at 8,192 GPUs: 8.9 ms of waiting in receives of at most
-    2.3 ms, no compute excess, and the search blamed the healthy first-stage GPU). The previous iteration is
-    included when this one's operators before ``row`` account for under half the lateness: a
-    rank late at the start of an iteration was held up at the end of the last (the gradient
-    and embedding all-reduces), and iteration boundaries are per rank, not global.
+    2.3 ms, no compute excess, and the search blamed the healthy first-stage GPU).
+
+    The previous iteration is included when this one's operators before ``row`` account for
+    under half the lateness: a rank late at the start of an iteration was held up at the end of
+    the last (the gradient and embedding all-reduces), and iteration boundaries are per rank,
+    not global.
     """
     candidates = [(col, ops.before(row, col))]
     rows = candidates[0][1]
