@@ -14,7 +14,7 @@ from sleuth.stream.detection.baselines import ThreeSigma
 from sleuth.stream.detection.drift import shift_thresholds
 from sleuth.stream.detection.model_file import read_metadata
 from sleuth.stream.detection.offline import training_set
-from sleuth.stream.detection.training import choose_threshold, sample_ranks
+from sleuth.stream.detection.training import choose_threshold, sample_ranks, sample_rows
 from sleuth.stream.rank_state import RankState
 
 from .conftest import emulation, f1, small_model
@@ -160,6 +160,38 @@ def test_sample_ranks_takes_whole_tensor_groups_and_the_faulty_ones() -> None:
     assert all(set(range(r // tp * tp, r // tp * tp + tp)) <= set(ranks.tolist()) for r in ranks.tolist())
     with pytest.raises(ConfigError, match="groups must be >= 1"):
         sample_ranks(em, 0)
+
+
+def test_sample_rows_keeps_a_rare_faults_abnormal_rows_under_the_cap() -> None:
+    rng = np.random.default_rng(0)
+    X = np.ones((100_000, len(FEATURE_NAMES)))
+    X[:, FEATURE_NAMES.index("ratio")] = rng.uniform(0.9, 1.1, len(X))
+    y = np.zeros(len(X), bool)
+    y[rng.choice(len(X), 300, replace=False)] = True  # a slow NIC: a few hundred abnormal rows
+    _, kept = sample_rows(X, y, easy_share=0.1, max_rows=2_000)
+    assert len(kept) == 2_000 and kept.sum() == 300  # every abnormal row, the rest normal
+    y[rng.choice(len(X), 5_000, replace=False)] = True  # a slow host: abnormal rows fill half the cap
+    _, kept = sample_rows(X, y, easy_share=0.1, max_rows=2_000)
+    assert len(kept) == 2_000 and kept.sum() == 1_000
+    _, kept = sample_rows(X, y)  # no cap: every abnormal row
+    assert kept.sum() == y.sum()
+
+
+def test_the_forest_never_splits_on_how_many_instances_entered_the_window() -> None:
+    # An identity abnormal from its first iteration never enters its window: in training its
+    # count stays 0 on every row, a perfect and false predictor (in scoring, the forest's own votes
+    # set the count). Scores must not move with it.
+    em = emulation(GPU, seed=5)
+    labels, _ = em.abnormal(range(16))
+    X, y = training_set(em.records(), em.iterations(), labels)
+    count = FEATURE_NAMES.index("win_count")
+    X[:, count] = np.where(y, 0.0, 20.0)
+    for scale_free in (True, False):
+        forest = AbnormalOperatorForest(n_estimators=5, scale_free=scale_free).fit(X, y)
+        flipped = X.copy()
+        flipped[:, count] = 20.0 - X[:, count]
+        assert np.array_equal(forest.score_samples(X), forest.score_samples(flipped))
+        assert forest.forest_.feature_importances_[count] == 0.0
 
 
 def test_choose_threshold_picks_the_vote_share_that_separates_held_out_labels() -> None:
