@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_detection.py [--scales 1024,2048,4096,8192] [--ranks 64]
 
-Every scenario uses seed 7 (the shipped model trained on seeds 101-102, threshold on 103; see
+Every scenario uses seed 7 (the shipped model trained on seeds 101-102, threshold on 103-106; see
 scripts/train_default_model.py), so nothing here was seen in training.
 
 * ``operators.per_scale`` / ``operators.per_type``: F1, precision, recall of the shipped forest
@@ -48,7 +48,7 @@ from sleuth.stream.detection.training import emulation_rows, sample_ranks
 from sleuth.topology import DeviceKind
 
 SEED = 7
-TRAIN_MONTH_SEED = 104  # the per-job drift forest's week of training; the shipped model's are 101-103
+TRAIN_MONTH_SEED = 104  # the per-job drift forest's week (drift suite); the shipped model's seeds are 101-106
 MAX_BASELINE_ROWS = 50_000
 
 
