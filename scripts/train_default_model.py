@@ -2,8 +2,8 @@
 
     .venv/bin/python scripts/train_default_model.py            # writes stream/detection/default_model.zip
 
-Training seeds 101 and 102, threshold chosen on seed 103; the benchmarks
-(benchmarks/bench_detection.py) use seed 7, so the shipped model never saw a benchmark scenario.
+Training seeds 101 and 102, threshold chosen on seeds 103-106 (training.choose_threshold); the
+benchmarks (benchmarks/bench_detection.py) use seed 7, so the shipped model never saw a benchmark scenario.
 Every suite at 128 GPUs plus the scale suite up to 8,192 GPUs, each scenario sampled as whole
 tensor groups (training.sample_ranks), so that the scale-free features see many layouts; and the
 types suite again with its faults active from the first iteration, so that the forest learns to
@@ -19,18 +19,26 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from sleuth.sim import Emulation, Scenario, suite
-from sleuth.stream.detection.model_file import save
-from sleuth.stream.detection.offline import training_set
-from sleuth.stream.detection.training import choose_threshold, emulation_rows, fit_model, sample_ranks
+from sleuth.stream.detection.model_file import DetectorModel, save
+from sleuth.stream.detection.training import (
+    choose_threshold, emulation_rows, fit_model, sample_ranks, streaming_scores,
+)
 
 TRAINING_SEEDS = (101, 102)
-THRESHOLD_SEED = 103
 SUITES = ("types", "network", "concurrent", "nonhw", "clean", "dims", "scale")
 COLD_START_SUITES = ("types",)  # again, faults from iteration 0
 MAX_WORLD = 8192
 GROUPS = 8
 WINDOW_THRESHOLD = 0.5
+#: Held-out seeds the decision threshold is chosen on, scored as the benchmark scores seed 7. Four
+#: draws of each suite: which GPU or NIC is slow moves a scenario's F1 curve more than the
+#: threshold does (seed 105's scale runs peak between 0.5 and 0.75, seed 103's 4,096 at 0.85), and on two
+#: seeds the choice leaned on those placements (0.825 on 103-104, 0.85 on 103-106).
+VALIDATION_SEEDS = (103, 104, 105, 106)
+VALIDATION_GROUPS = {"types": GROUPS // 2, "network": GROUPS, "scale": GROUPS}  # as bench_detection samples
 MAX_ROWS = 12_000  # per scenario: 52 scenarios give about 620,000 rows
 OUT = Path(__file__).resolve().parents[1] / "stream" / "detection" / "default_model.zip"
 
@@ -45,14 +53,21 @@ def from_the_start(scenario: Scenario) -> Scenario:
     return replace(scenario, faults=faults, name=f"{scenario.name}-from-start", job=f"{scenario.job}-from-start")
 
 
-def held_out_sets(window: int, min_history: int) -> list:
-    sets = []
-    for sc in scenarios(THRESHOLD_SEED, ("types", "network", "scale")):
+def validation_scenarios() -> list[Scenario]:
+    return [sc for seed in VALIDATION_SEEDS for sc in scenarios(seed, tuple(VALIDATION_GROUPS))]
+
+
+def held_out_scores(model: DetectorModel) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Scenario -> (streaming votes, labels) of ``model`` on the validation scenarios: sampled and
+    replayed as bench_detection scores seed 7 (its windows fed by its own votes)."""
+    sets = {}
+    for sc in validation_scenarios():
         em = Emulation(sc)
-        ranks = sample_ranks(em, GROUPS)
+        ranks = sample_ranks(em, VALIDATION_GROUPS[sc.name.split("-")[0]])
         labels, _ = em.abnormal(ranks)
-        sets.append(training_set(em.ranks_records(ranks), em.iterations(ranks=ranks), labels,
-                                 window=window, min_history=min_history))
+        score = streaming_scores(model.forest, em.ranks_records(ranks), em.iterations(ranks=ranks),
+                                 window=model.window, min_history=model.min_history)
+        sets[f"{sc.name}@{sc.seed}"] = (score, labels)
     return sets
 
 
@@ -71,14 +86,16 @@ def main() -> None:
           flush=True)
     summary.update(seeds=list(TRAINING_SEEDS), suites=list(SUITES), from_the_start=list(COLD_START_SUITES), groups=GROUPS, max_rows=MAX_ROWS, script="scripts/train_default_model.py")
     model = fit_model(X, y, training=summary, n_estimators=args.trees, max_depth=args.depth, n_jobs=args.jobs)
-    threshold, f1_by_threshold = choose_threshold(model.forest, held_out_sets(model.window, model.min_history))
-    # Instances voted 0.5 up to the threshold stay out of the windows (forest.window_threshold):
-    # the benchmark's 4,096 and 8,192 GPU runs lost recall when such slowdowns crept into them.
-    model.forest.set_params(threshold=threshold, window_threshold=min(WINDOW_THRESHOLD, threshold))
-    summary.update(threshold=threshold, threshold_seed=THRESHOLD_SEED, held_out_mean_f1=f1_by_threshold)
+    # Instances voted 0.5 and above stay out of the windows (forest.window_threshold): the
+    # benchmark's 4,096 and 8,192 GPU runs lost recall when such slowdowns crept into them. Set
+    # before validating, because the streaming votes depend on which instances entered the windows.
+    model.forest.set_params(window_threshold=WINDOW_THRESHOLD)
+    threshold, by_threshold = choose_threshold(held_out_scores(model))
+    model.forest.set_params(threshold=threshold)
+    summary.update(threshold=threshold, validation_seeds=list(VALIDATION_SEEDS), held_out_by_threshold=by_threshold)
     metadata = save(model, args.out, training=summary)
     print(json.dumps({"out": str(args.out), "bytes": args.out.stat().st_size, "rows": len(y), "threshold": threshold,
-                      "held_out_mean_f1": f1_by_threshold, "seconds": round(time.monotonic() - started),
+                      "held_out_at_threshold": by_threshold[threshold], "seconds": round(time.monotonic() - started),
                       "training": metadata["training"]["suites"]}))
 
 

@@ -25,6 +25,13 @@ _PEER_FEATURES = tuple(FEATURE_NAMES.index(n) for n in ("blocking_rel", "transfe
 #: for a model trained at 128). ``scale_free=True`` (the default) hides them from the trees; the
 #: ratios, z-scores and the chunk context (features.py) carry what they said, in any job's units.
 SCALE_DEPENDENT = DRIFT_PRONE + ("win_std_ns", "win_iqr_ns", "rank", "nbytes")
+#: Features that count the detector's own past decisions: how many instances entered the window is
+#: set by the labels in training and by the forest's votes in scoring. Hidden from the trees always:
+#: in training an identity abnormal from the start never enters its window (count 0, every row
+#: abnormal), so the trees learned "count 0 is abnormal", and in scoring an identity flagged once
+#: stayed out of its window and was flagged again (the cold-start false alarms on data-parallel
+#: all-reduces, more than half of a slow NIC's false alarms on seed 7).
+FEEDBACK = ("win_count",)
 
 
 def check_features(X: Any, *, what: str = "X") -> np.ndarray:
@@ -42,7 +49,8 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
     missing, so that the model also scores operators whose peers' records went to another worker
     (the trees route missing values, scikit-learn >= 1.4). ``scale_free``: hide the
     ``SCALE_DEPENDENT`` features from the trees (a per-job model trained on the job's own records
-    may want them, and then the drift tuner keeps their thresholds in step). ``threshold``: the
+    may want them, and then the drift tuner keeps their thresholds in step); the ``FEEDBACK``
+    features are hidden whatever it says. ``threshold``: the
     vote share that counts as abnormal (``scripts/train_default_model.py`` picks it on held-out
     scenarios). ``window_threshold``: only instances voted below it enter their identity's window
     (``decide``); those between it and ``threshold`` are neither flagged nor learned from, so that
@@ -108,10 +116,9 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
         return self.forest_.predict_proba(self._visible(X))[:, 1]
 
     def _visible(self, X: np.ndarray) -> np.ndarray:
-        if not self.scale_free:
-            return X
+        hidden = FEEDBACK + (SCALE_DEPENDENT if self.scale_free else ())
         X = X.copy()
-        X[:, [FEATURE_NAMES.index(n) for n in SCALE_DEPENDENT]] = 0.0  # constant: never split on
+        X[:, [FEATURE_NAMES.index(n) for n in hidden]] = 0.0  # constant: never split on
         return X
 
     def predict_proba(self, X: Any) -> np.ndarray:

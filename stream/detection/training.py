@@ -11,7 +11,7 @@ that look suspicious (longer than ``hard_ratio`` × their window median) with pr
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,26 +21,35 @@ import pyarrow.parquet as pq
 from sleuth.errors import ConfigError, RecordError
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.recordio import read_parquet
-from sleuth.stream.detection.features import FEATURE_NAMES
+from sleuth.stream.detection.features import FEATURE_NAMES, OperatorWindows
 from sleuth.stream.detection.forest import AbnormalOperatorForest
 from sleuth.stream.detection.model_file import DetectorModel
-from sleuth.stream.detection.offline import training_set
+from sleuth.stream.detection.offline import replay, training_set
 
-__all__ = ["apply_labels", "choose_threshold", "emulation_rows", "fit_model", "read_labelled", "sample_ranks", "sample_rows"]
+__all__ = ["apply_labels", "choose_threshold", "emulation_rows", "fit_model", "read_labelled", "sample_ranks", "sample_rows",
+           "streaming_scores"]
 
 _RATIO = FEATURE_NAMES.index("ratio")
 
 
 def sample_rows(X: np.ndarray, y: np.ndarray, *, seed: int = 0, hard_ratio: float = 1.04, hard_share: float = 0.3,
                 easy_share: float = 0.01, max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Every abnormal row, a share of the hard and easy normal ones; then at most ``max_rows``,
-    drawn uniformly, so that a scenario with a huge fault (a host 20x slower) does not drown the rest."""
+    """Every abnormal row, a share of the hard and easy normal ones; then at most ``max_rows``, so
+    that a scenario with a huge fault (a host 20x slower) does not drown the rest.
+
+    The cap keeps abnormal rows first (up to half of it, drawn uniformly when there are more) and
+    fills the rest with normal ones. Why not a uniform draw: a slow NIC's scenario has a few hundred
+    abnormal rows among 100,000 kept, and a uniform cut to 12,000 left the forest 61 of them."""
     rng = np.random.default_rng(seed)
     draw = rng.random(len(y))
     hard = np.nan_to_num(X[:, _RATIO], nan=0.0) > hard_ratio
     keep = np.flatnonzero(y | (hard & (draw < hard_share)) | (draw < easy_share))
     if max_rows is not None and len(keep) > max_rows:
-        keep = np.sort(rng.choice(keep, max_rows, replace=False))
+        abnormal, normal = keep[y[keep]], keep[~y[keep]]
+        if len(abnormal) > max_rows // 2:
+            abnormal = rng.choice(abnormal, max_rows // 2, replace=False)
+        normal = rng.choice(normal, min(len(normal), max_rows - len(abnormal)), replace=False)
+        keep = np.sort(np.concatenate([abnormal, normal]))
     return X[keep], y[keep]
 
 
@@ -139,22 +148,73 @@ def fit_model(X: np.ndarray, y: np.ndarray, *, window: int = 20, min_history: in
     return DetectorModel(forest, window, min_history, {"training": summary})
 
 
-def choose_threshold(forest: AbnormalOperatorForest, held_out: Iterable[tuple[np.ndarray, np.ndarray]], *,
-                     grid: Iterable[float] = tuple(np.round(np.arange(0.3, 0.91, 0.05), 2))) -> tuple[float, dict[float, float]]:
-    """The vote share with the best mean F1 over held-out (X, y) sets, one set per scenario.
+def streaming_scores(forest: AbnormalOperatorForest, records: RecordBatch, iterations: IterationBatch, *,
+                     window: int = 20, min_history: int = 5) -> np.ndarray:
+    """Each record's vote as a worker scores it: replayed iteration by iteration, an instance entering
+    its window only when the forest voted it below ``window_threshold`` (0 for records never scored).
 
-    Mean over scenarios rather than pooled rows, so that a scenario with few abnormal operators
-    (a NIC spike) weighs as much as one with many. Returns the threshold and the mean F1 per grid point.
+    Why not ``training_set`` rows: their windows are cleaned by the labels, and a fault the forest
+    half-admits into its windows in scoring looks less abnormal there than in the labels' windows.
+    On seed 103 the labels' windows put the best threshold at the top of the old grid (0.9, mean
+    F1 still rising); the streaming votes put it at 0.875 there and 0.825 on seed 104, and the
+    benchmark's 2,048 GPUs lost recall at 0.9 (seed 7: precision 1.000, recall 0.942)."""
+    scores = np.zeros(len(records))
+
+    def judge(chunk: Any, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        vote = forest.score_samples(chunk.X)
+        scores[positions] = vote
+        return vote >= forest.threshold, vote < forest.window_threshold
+
+    replay(records, iterations, judge, windows=OperatorWindows(window=window, min_history=min_history))
+    return scores
+
+
+#: Vote shares ``choose_threshold`` tries. From 0.5, the shipped window threshold: the streaming
+#: votes depend on which instances entered the windows, so a decision threshold below the window
+#: threshold would change the votes it was chosen on.
+THRESHOLD_GRID = tuple(float(t) for t in np.round(np.arange(0.5, 0.9751, 0.025), 3))
+#: F1 differences smaller than this between grid points are noise (a few operators of a scenario).
+REGRET_TOLERANCE = 0.002
+
+
+def _f1(score: np.ndarray, labels: np.ndarray, threshold: float) -> float:
+    flags = score >= threshold
+    return 2 * int((flags & labels).sum()) / max(int(flags.sum()) + int(labels.sum()), 1)
+
+
+def choose_threshold(held_out: Mapping[str, tuple[np.ndarray, np.ndarray]], *, grid: Iterable[float] = THRESHOLD_GRID,
+                     tolerance: float = REGRET_TOLERANCE) -> tuple[float, dict[float, dict[str, float]]]:
+    """The vote share whose worst shortfall from any held-out scenario's own best F1 is smallest.
+
+    ``held_out``: scenario name -> (votes, labels), votes as ``streaming_scores`` gives them.
+    Why not the best mean F1 (the old rule): it trades scenarios against each other. On seeds
+    103-106 most of a slow GPU's scale runs do best between 0.5 and 0.75 and a slow NIC's spike or
+    a leaf's near 0.85-0.9, and the mean leans to whichever group has more members. Why not the
+    best minimum F1: a NIC spike's F1 is capped near 0.7 by operators no slower than their own
+    fault-free instances, so the minimum is that one scenario's optimum whatever it costs the
+    others. The shortfall from each scenario's own best (its regret) weighs every scenario against
+    what it can reach. Thresholds within ``tolerance`` of the smallest worst regret tie, and the
+    best mean F1 among them wins. Returns the threshold and, per grid point, the mean and minimum
+    F1 and the worst regret with the scenario it falls on.
+
+    One number for every operator: what sets the scenarios' best thresholds apart is the kind of
+    fault, which a worker does not know when it scores; thresholds per observable context (op,
+    communicator kind, peers' lateness) are what the trees' own splits already are.
     """
-    sets = [(forest.score_samples(X), np.asarray(y, bool)) for X, y in held_out]
-    if not sets:
+    grid = [float(t) for t in grid]
+    if not held_out:
         raise ConfigError("choose_threshold needs at least one held-out set")
-    means = {}
-    for t in grid:
-        scores = []
-        for score, y in sets:
-            flags = score >= t
-            tp = int((flags & y).sum())
-            scores.append(2 * tp / max(int(flags.sum()) + int(y.sum()), 1))
-        means[float(t)] = float(np.mean(scores))
-    return max(means, key=means.__getitem__), means
+    if not grid or not all(0.0 < t < 1.0 for t in grid):
+        raise ConfigError(f"grid must hold vote shares in (0, 1), got {grid!r}")
+    names = list(held_out)
+    f1 = np.array([[_f1(np.asarray(score), np.asarray(labels, bool), t) for t in grid]
+                   for score, labels in (held_out[n] for n in names)])
+    regret = f1.max(axis=1, keepdims=True) - f1
+    worst = regret.max(axis=0)
+    mean = f1.mean(axis=0)
+    candidates = np.flatnonzero(worst <= worst.min() + tolerance)
+    best = int(candidates[np.argmax(mean[candidates])])
+    table = {t: {"mean_f1": round(float(mean[i]), 4), "min_f1": round(float(f1[:, i].min()), 4),
+                 "worst_regret": round(float(worst[i]), 4), "worst_scenario": names[int(regret[:, i].argmax())]}
+             for i, t in enumerate(grid)}
+    return grid[best], table
