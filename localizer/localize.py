@@ -188,18 +188,16 @@ def _localize_cluster(
     ranking = map_scores(evidence, topology=topology, priors=priors)
 
     # Deciding.
+    # Compute evidence per late rank, and where the searched iterations found each late: a broken
+    # device recurs, slowness that moves between replicas does not (``nonhardware``).
     compute: dict[int, float] = {}
+    late: dict[int, set[int]] = {}
     for root, rate in rated:
         if root.cause is Cause.COMPUTE:
             compute[root.rank] = compute.get(root.rank, 0.0) + rate
+            late.setdefault(root.rank, set()).add(root.iteration)
     # Late ranks whose slowness their data-parallel peers share are not broken (``peers``).
     shared = {rank: peer_share(fetcher, graph, rank, sorted(cols)) for rank, cols in columns.items()}
-    # Where the searched iterations found their late ranks: a broken device recurs, slowness
-    # that moves between replicas does not (``nonhardware``).
-    late: dict[int, set[int]] = {}
-    for root, _ in rated:
-        if root.cause is Cause.COMPUTE:
-            late.setdefault(root.rank, set()).add(root.iteration)
     fetched.update(fetcher.order)
     # A straggler diagnosis reads compute evidence only: it decides the incident only when compute
     # roots carry most of the irregularity rate (a congested spine also leaves a few compute roots).
