@@ -17,7 +17,9 @@ largest delay (line 10). Both can hold at once (a slow transfer to a late rank),
 
 "Explains" refines line 10: an earlier abnormal operator on L counts only when its own excess is
 at least ``explain`` times L's lateness (default 0: any abnormal operator, as in the paper), so
-that a caller can keep small, unrelated delays from diverting the search.
+that a caller can keep small, unrelated delays from diverting the search. An operator followed
+back from a late rank has its blocking judged against that rank's lateness too: when it
+accounts for at least half of it, the rank waited there, even if the wait alone is no outlier.
 
 Termination: each (rank, slot) is examined at most once per iteration, and ranks are fetched at
 most once (``sleuth.localizer.fetch``), so the search ends after at most (ranks x slots) steps.
@@ -148,17 +150,18 @@ def search(
     visited: set[tuple[int, int, int]] = set()
     hopped: set[tuple[int, int, int]] = set()  # late operators reached across a group (BFS/DFS hops)
 
-    stack: list[tuple[int, int, int, Action]] = []
+    # (rank, row, column, how reached, the lateness this operator was followed back to explain)
+    stack: list[tuple[int, int, int, Action, float]] = []
     for pivot in reversed(list(pivots)):
         ops = fetcher.one(pivot)
         rows = np.flatnonzero(ops.abnormal[:, first_col])
         excess = (ops.end[rows, first_col] - ops.start[rows, first_col]) - ops.base[rows]
         chosen = rows[np.argsort(-excess, kind="stable")][:pivot_ops]
-        stack.extend((pivot, int(row), first_col, Action.PIVOT) for row in reversed(chosen))
-        stack.extend((pivot, row, first_col, Action.PIVOT) for row in _launched_late(ops, first_col, pivot_ops))
+        stack.extend((pivot, int(row), first_col, Action.PIVOT, 0.0) for row in reversed(chosen))
+        stack.extend((pivot, row, first_col, Action.PIVOT, 0.0) for row in _launched_late(ops, first_col, pivot_ops))
 
     while stack and len(steps) < max_steps:
-        rank, row, col, action = stack.pop()
+        rank, row, col, action, chased = stack.pop()
         if (rank, row, col) in visited:
             continue
         visited.add((rank, row, col))
@@ -187,6 +190,11 @@ def search(
         base, spread = baseline(np.nan_to_num(values), np.isfinite(values), reference)
         excess = values[:, col] - base
         limit = thresholds.limit(base, spread)
+        if chased > 0 and excess[1] >= 0.5 * chased:
+            # Followed back to explain a lateness it mostly accounts for: the wait is where the
+            # delay went, however small a share of a long wait it is (a delay passed up a long
+            # pipeline) or however much the wait varies in healthy iterations.
+            limit[1] = min(limit[1], 0.5 * chased)
         involved = tuple(sorted(members))
         if excess[0] > limit[0]:
             root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, involved, tuple(members), tuple(rows))
@@ -205,7 +213,7 @@ def search(
             steps.append(Step(late_rank, comm, seq, op, at, Action.BFS if ops.slot_class[row] == COLLECTIVE else Action.DFS))
             culprit = _explaining(late_ops, late_row, col, explain * float(excess[1]), float(excess[1]))
             if culprit is not None:
-                stack.append((late_rank, culprit[0], culprit[1], Action.BACK))
+                stack.append((late_rank, culprit[0], culprit[1], Action.BACK, float(excess[1])))
             else:
                 root = Root(iteration, Cause.COMPUTE, late_rank, comm, seq, op, (late_rank,), tuple(members), tuple(rows))
                 roots.setdefault(root.key, root)
@@ -230,7 +238,7 @@ def _launched_late(ops: RankOperators, col: int, count: int) -> list[int]:
 
 def _members_elsewhere(
     held: dict[int, RankOperators], members: list[int], rows: list[int], col: int, *, fanout: int
-) -> list[tuple[int, int, int, Action]]:
+) -> list[tuple[int, int, int, Action, float]]:
     """For up to ``fanout`` members, their most abnormal operator in another group, to be
     searched next; the members whose such operator ran longest against its baseline first.
 
@@ -251,7 +259,7 @@ def _members_elsewhere(
         found.append((float(ratio[k]), member, int(candidates[k])))
     found.sort(key=lambda item: -item[0])
     # Pushed weakest first: the stack pops the longest first.
-    return [(member, row, col, Action.MEMBER) for _, member, row in reversed(found[:fanout])]
+    return [(member, row, col, Action.MEMBER, 0.0) for _, member, row in reversed(found[:fanout])]
 
 
 def _instance(fetcher: Fetcher, graph: OperatorGraph, ops: RankOperators, row: int, col: int) -> tuple[list[int], list[int]]:
