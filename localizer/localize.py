@@ -45,7 +45,7 @@ from sleuth.localizer.peers import host_share, peer_share, stands_out
 from sleuth.localizer.operators import Thresholds, Window, make_window, rebase
 from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices
 from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
-from sleuth.localizer.shifts import level_shifts
+from sleuth.localizer.shifts import level_shifts, persists
 
 __all__ = ["localize"]
 
@@ -56,6 +56,9 @@ _STRAGGLER_SHARE = 0.5
 #: segmentation may place the step up to its 5-column minimum segment early (``shifts``: a median
 #: ignores a few values of the other level), so probing 5 from the cut can miss it all but once.
 _SHIFT_PROBE = 10
+#: Iterations searched after a lone irregular onset whose level stays up (``shifts.persists``):
+#: enough for the support rule, where every one searched fetches ranks of its own.
+_ONSET_PROBE = 3
 
 
 def localize(
@@ -163,11 +166,22 @@ def _localize_cluster(
 
     fetcher, rated, steps = searched(frame, cluster, thresholds)
     fetched = set(fetcher.order)
-    for shift in level_shifts(times, start=frame.column(cluster[0])):
-        probe = [int(i) for i in frame.iterations[shift.at : shift.at + _SHIFT_PROBE] if int(i) not in cluster]
+    onset = frame.column(cluster[0])
+    probes = [(shift, _SHIFT_PROBE) for shift in level_shifts(times, start=onset)]
+    lasting = persists(times, at=onset, reference=frame.reference, probe=_SHIFT_PROBE)
+    if len(cluster) < min_support and lasting is not None:
+        # One irregular iteration at the onset of a level that stays up: a persistent fault just
+        # over δ. The iterations after it are searched as after a later step, and count toward
+        # the support rule, so that a hiccup that happened to share the onset is not the answer.
+        probes.insert(0, (lasting, 1 + _ONSET_PROBE))
+    supported = len(cluster)
+    for shift, length in probes:
+        probe = [int(i) for i in frame.iterations[shift.at : shift.at + length] if int(i) not in cluster]
         later = rebase(frame, probe, reference_from=shift.since, reference_to=shift.at)
         if later is None:
             continue
+        if shift is lasting:
+            supported += len(probe)
         # The step is small next to the operators it lands on (it was never δ-irregular): judge
         # operators by 3 spreads of their own level alone, not by a share of their duration.
         more, found, walked = searched(later, probe, replace(thresholds, relative=0.0, spread_k=min(thresholds.spread_k, 3.0)))
@@ -207,7 +221,7 @@ def _localize_cluster(
         diagnosis = classify(compute, graph=graph, shared=shared, late=late, outstanding=outstanding)
     else:
         diagnosis = Diagnosis(Straggler.HARDWARE, 0, 0.0, 0)
-    support = min(min_support, len(cluster))
+    support = min(min_support, supported)
     hardware = diagnosis.kind is Straggler.HARDWARE
 
     def ranked(subset: Sequence[tuple[Root, float]]) -> list[Score]:

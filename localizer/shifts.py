@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Shift", "level_shifts"]
+__all__ = ["Shift", "level_shifts", "persists"]
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,7 @@ def level_shifts(
     if len(known) < 2 * min_len:
         return []
     series = values[known]
-    noise = 1.4826 * float(np.median(np.abs(np.diff(series) - np.median(np.diff(series))))) / np.sqrt(2)
-    noise = max(noise, 1e-9 * float(np.median(series)))
+    noise = _noise(series)
     cuts: list[int] = []
     _split(series, 0, len(series), min_len, t_min, min_step, noise, cuts)
     bounds = [0, *sorted(cuts), len(series)]
@@ -59,6 +58,40 @@ def level_shifts(
         if ratio > 1 and int(known[cut]) > start:
             shifts.append(Shift(at=int(known[cut]), since=int(known[segment_start]), ratio=ratio))
     return shifts
+
+
+def persists(
+    times: np.ndarray, *, at: int, reference: np.ndarray, probe: int, min_len: int = 5, t_min: float = 8.0,
+    min_step: float = 0.01,
+) -> Shift | None:
+    """The step at column ``at`` when the iteration time stays up after it: the ``probe`` columns
+    after ``at`` against the ``reference`` columns (a boolean mask), by the same test as a level
+    shift; None when either side has under ``min_len`` known values or the level came back.
+
+    A persistent fault that slows the job by a little over δ is δ-irregular once, at its onset,
+    while the window mean catches up; the iterations after it are as slow and say more than the
+    onset alone, where a hiccup of its own may have added to it.
+    """
+    values = np.asarray(times, dtype=np.float64)
+    before = values[np.flatnonzero(np.asarray(reference, dtype=bool))]
+    before = before[np.isfinite(before)]
+    after = values[at + 1 : at + 1 + probe]
+    after = after[np.isfinite(after)]
+    if len(before) < min_len or len(after) < min_len:
+        return None
+    level = float(np.median(before))
+    step = float(np.median(after)) - level
+    t = step / (_noise(before) * np.sqrt(1.0 / len(before) + 1.0 / len(after)))
+    if step < min_step * level or t < t_min:
+        return None
+    return Shift(at=at, since=int(np.flatnonzero(reference)[0]), ratio=float(np.median(after)) / level)
+
+
+def _noise(series: np.ndarray) -> float:
+    """Robust noise of one value: the scaled MAD of successive differences, over sqrt(2)."""
+    steps = np.diff(series)
+    noise = 1.4826 * float(np.median(np.abs(steps - np.median(steps)))) / np.sqrt(2)
+    return max(noise, 1e-9 * float(np.median(series)))
 
 
 def _split(series: np.ndarray, lo: int, hi: int, min_len: int, t_min: float, min_step: float, noise: float,

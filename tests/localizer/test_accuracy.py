@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from sleuth.localizer import localize
-from sleuth.localizer.shifts import level_shifts
+from sleuth.localizer.shifts import level_shifts, persists
 from sleuth.sim import Emulation, suite
 
 
@@ -104,6 +104,9 @@ def test_a_nic_that_spikes_on_a_stage_the_pivot_does_not_wait_for_is_found_from_
         # A NIC that makes one iteration δ-irregular: its delay, passed up 4 pipeline stages, is a
         # tenth of the 17-25 ms receives it lands on, under the 25% that flags a receive alone.
         ("scale-nic", "scale-8192-nic", 304),
+        # The same, with a GPU's hiccup in the one irregular iteration larger than the NIC's delay:
+        # the iterations after it, as slow, are searched too and the hiccup lacks support.
+        ("scale-nic", "scale-8192-nic", 101),
     ],
 )
 def test_faults_at_thousands_of_gpus_are_found_on_the_device_itself(name, scenario, seed):
@@ -133,3 +136,14 @@ def test_level_shifts_find_a_small_late_step_and_ignore_a_pause():
     flat[50] = 600.0  # one long pause is no level
     assert level_shifts(flat, start=0) == []
 
+
+def test_a_lone_onset_persists_when_the_level_after_it_stays_up():
+    rng = np.random.default_rng(4)
+    times = np.r_[np.full(10, 97.3), 119.3, np.full(19, 102.9)] + rng.normal(0, 0.3, 30)
+    healthy = np.arange(30) < 10
+    shift = persists(times, at=10, reference=healthy, probe=10)
+    assert shift is not None and shift.at == 10 and shift.since == 0
+    assert shift.ratio == pytest.approx(102.9 / 97.3, rel=0.01)
+    hiccup = np.r_[np.full(10, 97.3), 119.3, np.full(19, 97.3)] + rng.normal(0, 0.3, 30)
+    assert persists(hiccup, at=10, reference=healthy, probe=10) is None
+    assert persists(times[:14], at=10, reference=healthy[:14], probe=10) is None  # 3 values after: too few
