@@ -85,7 +85,9 @@ class Root:
 
     ``ranks`` are the GPUs involved: the late rank (compute) or the group or pair whose
     transfer was slow (network). ``members``/``rows`` locate the operator slot on every member,
-    for the cross-iteration series.
+    for the cross-iteration series. ``iteration`` is the one the operator ran in: the iteration
+    searched, or an earlier one when the delay came from its end (``_explaining``), so that one
+    delay reached from the searches of several iterations is evidence from one iteration.
     """
 
     iteration: int
@@ -175,7 +177,7 @@ def search(
 
         if ops.slot_class[row] != COLLECTIVE and not 0 <= int(ops.slot_peer[row]) < graph.world:
             # Algorithm 1 line 22: a P2P operator without a peer: the transfer itself is the root.
-            root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, (rank,), (rank,), (row,))
+            root = Root(at, Cause.NETWORK, rank, comm, seq, op, (rank,), (rank,), (row,))
             roots.setdefault(root.key, root)
             continue
         members, rows = _instance(fetcher, graph, ops, row, col)
@@ -190,14 +192,15 @@ def search(
         base, spread = baseline(np.nan_to_num(values), np.isfinite(values), reference)
         excess = values[:, col] - base
         limit = thresholds.limit(base, spread)
-        if chased > 0 and excess[1] >= 0.5 * chased:
-            # Followed back to explain a lateness it mostly accounts for: the wait is where the
-            # delay went, however small a share of a long wait it is (a delay passed up a long
-            # pipeline) or however much the wait varies in healthy iterations.
+        if chased > 0 and excess[1] >= 0.5 * chased and members[int(timing.late[col])] != rank:
+            # Followed back to explain a lateness it mostly accounts for, waiting for another rank:
+            # the wait is where the delay went, however small a share of a long wait it is (a
+            # delay passed up a long pipeline) or however much the wait varies when healthy. Not
+            # when this rank itself came late: that is the lateness being explained, no new lead.
             limit[1] = min(limit[1], 0.5 * chased)
         involved = tuple(sorted(members))
         if excess[0] > limit[0]:
-            root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, involved, tuple(members), tuple(rows))
+            root = Root(at, Cause.NETWORK, rank, comm, seq, op, involved, tuple(members), tuple(rows))
             new = root.key not in roots
             roots.setdefault(root.key, root)
             if new and len(members) > 2 and member_rings > 0:
@@ -215,7 +218,7 @@ def search(
             if culprit is not None:
                 stack.append((late_rank, culprit[0], culprit[1], Action.BACK, float(excess[1])))
             else:
-                root = Root(iteration, Cause.COMPUTE, late_rank, comm, seq, op, (late_rank,), tuple(members), tuple(rows))
+                root = Root(at, Cause.COMPUTE, late_rank, comm, seq, op, (late_rank,), tuple(members), tuple(rows))
                 roots.setdefault(root.key, root)
     return SearchResult(tuple(roots.values()), tuple(steps))
 

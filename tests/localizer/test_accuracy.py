@@ -116,6 +116,24 @@ def test_faults_at_thousands_of_gpus_are_found_on_the_device_itself(name, scenar
     assert device in {s.device for s in incident.suspects[:2]}
 
 
+@pytest.mark.parametrize(
+    "scenario, seed",
+    [
+        # The NIC's rank came late to its own send: that lateness is what was being explained,
+        # not a wait for another rank, and it had been taken for a compute root on its GPU.
+        ("scale-2048-nic", 103),
+        # A hiccup in the onset iteration, reached again from the 3 searched after it: one
+        # iteration's evidence, which had been counted as four.
+        ("scale-8192-nic", 101),
+    ],
+)
+def test_a_slow_nic_is_a_network_incident_with_no_gpu_beside_it(scenario, seed):
+    emulation = _emulation("scale-nic", scenario, seed)
+    [incident] = _localize(emulation, window=30, routing="static")
+    assert str(incident.cause) == "network"
+    assert [s.kind for s in incident.suspects] == ["nic", "link"]
+
+
 def test_a_wait_that_varies_widely_when_healthy_is_followed_when_it_explains_the_lateness():
     """dims-5d: rank 0's context-parallel receive waits 1.6 ms for rank 2, which spent 7.9 ms of
     it in a tensor-parallel all-reduce waiting for the slow GPU; that all-reduce's wait varies by
