@@ -11,7 +11,7 @@ that look suspicious (longer than ``hard_ratio`` × their window median) with pr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,21 +34,26 @@ _RATIO = FEATURE_NAMES.index("ratio")
 
 
 def sample_rows(X: np.ndarray, y: np.ndarray, *, seed: int = 0, hard_ratio: float = 1.04, hard_share: float = 0.3,
-                easy_share: float = 0.01, max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                easy_share: float = 0.01, max_rows: int | None = None,
+                abnormal_share: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
     """Every abnormal row, a share of the hard and easy normal ones; then at most ``max_rows``, so
     that a scenario with a huge fault (a host 20x slower) does not drown the rest.
 
-    The cap keeps abnormal rows first (up to half of it, drawn uniformly when there are more) and
-    fills the rest with normal ones. Why not a uniform draw: a slow NIC's scenario has a few hundred
-    abnormal rows among 100,000 kept, and a uniform cut to 12,000 left the forest 61 of them."""
+    The cap keeps abnormal rows first (up to ``abnormal_share`` of it, drawn uniformly when there
+    are more) and fills the rest with normal ones. Why not a uniform draw: a slow NIC's scenario
+    has a few hundred abnormal rows among 100,000 kept, and a uniform cut to 12,000 left the forest
+    61 of them."""
+    if not 0.0 < abnormal_share <= 1.0:
+        raise ConfigError(f"abnormal_share must be in (0, 1], got {abnormal_share!r}")
     rng = np.random.default_rng(seed)
     draw = rng.random(len(y))
     hard = np.nan_to_num(X[:, _RATIO], nan=0.0) > hard_ratio
     keep = np.flatnonzero(y | (hard & (draw < hard_share)) | (draw < easy_share))
     if max_rows is not None and len(keep) > max_rows:
         abnormal, normal = keep[y[keep]], keep[~y[keep]]
-        if len(abnormal) > max_rows // 2:
-            abnormal = rng.choice(abnormal, max_rows // 2, replace=False)
+        most = int(max_rows * abnormal_share)
+        if len(abnormal) > most:
+            abnormal = rng.choice(abnormal, most, replace=False)
         normal = rng.choice(normal, min(len(normal), max_rows - len(abnormal)), replace=False)
         keep = np.sort(np.concatenate([abnormal, normal]))
     return X[keep], y[keep]
@@ -92,12 +97,14 @@ def fault_ranks(emulation: Any, device: str | None) -> np.ndarray:
 
 
 def emulation_rows(scenarios: Iterable[Any], *, groups: int | None = None, max_rows: int | None = None,
-                   window: int = 20, min_history: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+                   abnormal_share: float | Callable[[Any], float] = 0.5, window: int = 20, min_history: int = 5,
+                   seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Sampled training rows of each scenario and a summary.
 
     ``groups``: tensor groups per scenario (``sample_ranks``); None takes every rank. Sampling
     groups rather than a share of ranks lets one set mix 128 GPUs with 8,192 at a similar cost.
-    ``max_rows``: rows kept per scenario (``sample_rows``).
+    ``max_rows``: rows kept per scenario, of which the abnormal ones take at most
+    ``abnormal_share`` (``sample_rows``): a number, or a function of the scenario.
     """
     from sleuth.sim import Emulation
 
@@ -110,7 +117,8 @@ def emulation_rows(scenarios: Iterable[Any], *, groups: int | None = None, max_r
         X, y = training_set(records, emulation.iterations(ranks=ranks), labels, window=window, min_history=min_history)
         seen += len(y)
         abnormal += int(y.sum())
-        X, y = sample_rows(X, y, seed=seed + k, max_rows=max_rows)
+        share = abnormal_share(scenario) if callable(abnormal_share) else abnormal_share
+        X, y = sample_rows(X, y, seed=seed + k, max_rows=max_rows, abnormal_share=share)
         xs.append(X)
         ys.append(y)
         names.append(scenario.name)

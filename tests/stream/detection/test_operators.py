@@ -186,8 +186,12 @@ def test_sample_rows_keeps_a_rare_faults_abnormal_rows_under_the_cap() -> None:
     y[rng.choice(len(X), 5_000, replace=False)] = True  # a slow host: abnormal rows fill half the cap
     _, kept = sample_rows(X, y, easy_share=0.1, max_rows=2_000)
     assert len(kept) == 2_000 and kept.sum() == 1_000
+    _, kept = sample_rows(X, y, easy_share=0.1, max_rows=2_000, abnormal_share=0.25)  # a smaller share for it
+    assert len(kept) == 2_000 and kept.sum() == 500
     _, kept = sample_rows(X, y)  # no cap: every abnormal row
     assert kept.sum() == y.sum()
+    with pytest.raises(ConfigError, match="abnormal_share"):
+        sample_rows(X, y, max_rows=2_000, abnormal_share=0.0)
 
 
 def test_the_forest_never_splits_on_how_many_instances_entered_the_window() -> None:
