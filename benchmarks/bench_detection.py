@@ -5,12 +5,13 @@
 Every scenario uses seed 7 (the shipped model trained on seeds 101-102, threshold on 103-106; see
 scripts/train_default_model.py), so nothing here was seen in training.
 
-* ``operators.per_scale`` / ``operators.per_type``: F1, precision, recall of the shipped forest
+* ``operators.per_scale`` (a slow GPU, suite ``scale``: keys ``1024`` ...; a NIC at an eighth of its
+  bandwidth, suite ``scale-nic``: keys ``1024-nic`` ...) / ``operators.per_type``: F1, precision, recall of the shipped forest
   (its own streaming windows: only instances it judged normal enter them) and of the baselines:
   3-sigma per operator series, KNN, SVM (trained on seed-101 rows), the untuned forest being the
   forest itself. The baselines score features whose windows were cleaned by the *labels* (an
   advantage the forest does not get). Only a sample of ranks is scored: ``--ranks`` whole tensor
-  groups per scenario, always including the faulty GPU's; KNN and SVM score at most 50,000 rows
+  groups per scenario, always including the faulty GPU's or NIC's (``training.sample_ranks``); KNN and SVM score at most 50,000 rows
   of each (a uniform sample). ``detectability``: the share of abnormal operators whose duration
   lies inside their own fault-free range, and the F1 of a judge that misses those and gets the
   rest right (``detectability()``).
@@ -119,13 +120,15 @@ def score_methods(em: Emulation, ranks: np.ndarray, model, baselines: dict, rng)
 def operators(scales: list[int], groups: int, model, baselines: dict) -> dict:
     rng = np.random.default_rng(0)
     per_scale = {}
-    for sc in suite("scale", seed=SEED):
-        if sc.layout.world not in scales:
-            continue
-        em = Emulation(sc)
-        per_scale[str(sc.layout.world)] = score_methods(em, sample_ranks(em, groups), model, baselines, rng)
-        per_scale[str(sc.layout.world)]["world"] = sc.layout.world
-        del em
+    for name, suffix in (("scale", ""), ("scale-nic", "-nic")):
+        for sc in suite(name, seed=SEED):
+            if sc.layout.world not in scales:
+                continue
+            em = Emulation(sc)
+            key = f"{sc.layout.world}{suffix}"
+            per_scale[key] = score_methods(em, sample_ranks(em, groups), model, baselines, rng)
+            per_scale[key]["world"] = sc.layout.world
+            del em
     per_type = {}
     for sc in suite("types", seed=SEED):
         em = Emulation(sc)

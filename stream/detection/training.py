@@ -11,7 +11,7 @@ that look suspicious (longer than ``hard_ratio`` × their window median) with pr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,36 +25,43 @@ from sleuth.stream.detection.features import FEATURE_NAMES, OperatorWindows
 from sleuth.stream.detection.forest import AbnormalOperatorForest
 from sleuth.stream.detection.model_file import DetectorModel
 from sleuth.stream.detection.offline import replay, training_set
+from sleuth.topology import DeviceKind
 
-__all__ = ["apply_labels", "choose_threshold", "emulation_rows", "fit_model", "read_labelled", "sample_ranks", "sample_rows",
+__all__ = ["apply_labels", "choose_threshold", "emulation_rows", "fault_ranks", "fit_model", "read_labelled", "sample_ranks", "sample_rows",
            "streaming_scores"]
 
 _RATIO = FEATURE_NAMES.index("ratio")
 
 
 def sample_rows(X: np.ndarray, y: np.ndarray, *, seed: int = 0, hard_ratio: float = 1.04, hard_share: float = 0.3,
-                easy_share: float = 0.01, max_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                easy_share: float = 0.01, max_rows: int | None = None,
+                abnormal_share: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
     """Every abnormal row, a share of the hard and easy normal ones; then at most ``max_rows``, so
     that a scenario with a huge fault (a host 20x slower) does not drown the rest.
 
-    The cap keeps abnormal rows first (up to half of it, drawn uniformly when there are more) and
-    fills the rest with normal ones. Why not a uniform draw: a slow NIC's scenario has a few hundred
-    abnormal rows among 100,000 kept, and a uniform cut to 12,000 left the forest 61 of them."""
+    The cap keeps abnormal rows first (up to ``abnormal_share`` of it, drawn uniformly when there
+    are more) and fills the rest with normal ones. Why not a uniform draw: a slow NIC's scenario
+    has a few hundred abnormal rows among 100,000 kept, and a uniform cut to 12,000 left the forest
+    61 of them."""
+    if not 0.0 < abnormal_share <= 1.0:
+        raise ConfigError(f"abnormal_share must be in (0, 1], got {abnormal_share!r}")
     rng = np.random.default_rng(seed)
     draw = rng.random(len(y))
     hard = np.nan_to_num(X[:, _RATIO], nan=0.0) > hard_ratio
     keep = np.flatnonzero(y | (hard & (draw < hard_share)) | (draw < easy_share))
     if max_rows is not None and len(keep) > max_rows:
         abnormal, normal = keep[y[keep]], keep[~y[keep]]
-        if len(abnormal) > max_rows // 2:
-            abnormal = rng.choice(abnormal, max_rows // 2, replace=False)
+        most = int(max_rows * abnormal_share)
+        if len(abnormal) > most:
+            abnormal = rng.choice(abnormal, most, replace=False)
         normal = rng.choice(normal, min(len(normal), max_rows - len(abnormal)), replace=False)
         keep = np.sort(np.concatenate([abnormal, normal]))
     return X[keep], y[keep]
 
 
 def sample_ranks(emulation: Any, groups: int) -> np.ndarray:
-    """``groups`` whole tensor groups spread over the job, plus the groups of its faulty GPUs/hosts.
+    """``groups`` whole tensor groups spread over the job, plus the groups of its faulty GPUs,
+    hosts and NICs (``fault_ranks``).
 
     Whole groups, because an operator's blocking and transfer need its peers' records; spread,
     so that a sample of a large job sees every pipeline stage.
@@ -65,17 +72,39 @@ def sample_ranks(emulation: Any, groups: int) -> np.ndarray:
     world = emulation.scenario.layout.world
     starts = set((np.linspace(0, world - tp, groups).astype(int) // tp * tp).tolist())
     for fault in emulation.scenario.faults:
-        starts.update((emulation.ranks_on(fault.device) // tp * tp).tolist())
+        starts.update((fault_ranks(emulation, fault.device) // tp * tp).tolist())
     return np.unique(np.concatenate([np.arange(s, s + tp) for s in sorted(starts)]))
 
 
+def fault_ranks(emulation: Any, device: str | None) -> np.ndarray:
+    """The ranks a faulty device sits under: a GPU's or host's (``Emulation.ranks_on``), and the
+    GPUs a NIC serves, directly or through its NIC-leaf link.
+
+    Why NICs too: without them a slow NIC's own ranks entered a sample only by chance (never on
+    seeds 103-104's types suite), so training and the benchmark saw only the operators of its
+    peers that waited for it, not the slow transfers of the NIC's own operators."""
+    if device is None:
+        return np.empty(0, dtype=np.int64)
+    topology = emulation.scenario.topology
+    kind, _ = topology.locate(device)
+    if kind is DeviceKind.LINK:
+        nics = [end for end in topology.link_ends(device) if topology.kind(end) is DeviceKind.NIC]
+        return np.unique(np.concatenate([fault_ranks(emulation, nic) for nic in nics] or [np.empty(0, np.int64)]))
+    if kind is DeviceKind.NIC:
+        gpus = emulation.scenario.gpu_of_rank
+        return np.flatnonzero(topology.gpu_nic[gpus] == topology.locate(device)[1])
+    return emulation.ranks_on(device)
+
+
 def emulation_rows(scenarios: Iterable[Any], *, groups: int | None = None, max_rows: int | None = None,
-                   window: int = 20, min_history: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+                   abnormal_share: float | Callable[[Any], float] = 0.5, window: int = 20, min_history: int = 5,
+                   seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Sampled training rows of each scenario and a summary.
 
     ``groups``: tensor groups per scenario (``sample_ranks``); None takes every rank. Sampling
     groups rather than a share of ranks lets one set mix 128 GPUs with 8,192 at a similar cost.
-    ``max_rows``: rows kept per scenario (``sample_rows``).
+    ``max_rows``: rows kept per scenario, of which the abnormal ones take at most
+    ``abnormal_share`` (``sample_rows``): a number, or a function of the scenario.
     """
     from sleuth.sim import Emulation
 
@@ -88,7 +117,8 @@ def emulation_rows(scenarios: Iterable[Any], *, groups: int | None = None, max_r
         X, y = training_set(records, emulation.iterations(ranks=ranks), labels, window=window, min_history=min_history)
         seen += len(y)
         abnormal += int(y.sum())
-        X, y = sample_rows(X, y, seed=seed + k, max_rows=max_rows)
+        share = abnormal_share(scenario) if callable(abnormal_share) else abnormal_share
+        X, y = sample_rows(X, y, seed=seed + k, max_rows=max_rows, abnormal_share=share)
         xs.append(X)
         ys.append(y)
         names.append(scenario.name)

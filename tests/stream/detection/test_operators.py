@@ -14,8 +14,9 @@ from sleuth.stream.detection.baselines import ThreeSigma
 from sleuth.stream.detection.drift import shift_thresholds
 from sleuth.stream.detection.model_file import read_metadata
 from sleuth.stream.detection.offline import training_set
-from sleuth.stream.detection.training import choose_threshold, sample_ranks, sample_rows, streaming_scores
+from sleuth.stream.detection.training import choose_threshold, fault_ranks, sample_ranks, sample_rows, streaming_scores
 from sleuth.stream.rank_state import RankState
+from sleuth.topology import DeviceKind, link_id
 
 from .conftest import emulation, f1, small_model
 
@@ -162,6 +163,18 @@ def test_sample_ranks_takes_whole_tensor_groups_and_the_faulty_ones() -> None:
         sample_ranks(em, 0)
 
 
+def test_sample_ranks_takes_the_groups_behind_a_faulty_nic_or_its_link() -> None:
+    em = emulation("nic:h0002/1,slow=4,start=15")
+    topology = em.scenario.topology
+    behind = fault_ranks(em, "nic:h0002/1")
+    assert len(behind) and all(topology.nic_of(topology.devices(DeviceKind.GPU)[em.scenario.gpu_of_rank[r]]) == "nic:h0002/1"
+                               for r in behind.tolist())
+    assert set(behind.tolist()) <= set(sample_ranks(em, 1).tolist())
+    link = link_id(topology.leaves_of("nic:h0002/1")[0], "nic:h0002/1")
+    assert np.array_equal(fault_ranks(em, link), behind)
+    assert not len(fault_ranks(em, topology.leaves_of("nic:h0002/1")[0])) and not len(fault_ranks(em, None))
+
+
 def test_sample_rows_keeps_a_rare_faults_abnormal_rows_under_the_cap() -> None:
     rng = np.random.default_rng(0)
     X = np.ones((100_000, len(FEATURE_NAMES)))
@@ -173,8 +186,12 @@ def test_sample_rows_keeps_a_rare_faults_abnormal_rows_under_the_cap() -> None:
     y[rng.choice(len(X), 5_000, replace=False)] = True  # a slow host: abnormal rows fill half the cap
     _, kept = sample_rows(X, y, easy_share=0.1, max_rows=2_000)
     assert len(kept) == 2_000 and kept.sum() == 1_000
+    _, kept = sample_rows(X, y, easy_share=0.1, max_rows=2_000, abnormal_share=0.25)  # a smaller share for it
+    assert len(kept) == 2_000 and kept.sum() == 500
     _, kept = sample_rows(X, y)  # no cap: every abnormal row
     assert kept.sum() == y.sum()
+    with pytest.raises(ConfigError, match="abnormal_share"):
+        sample_rows(X, y, max_rows=2_000, abnormal_share=0.0)
 
 
 def test_the_forest_never_splits_on_how_many_instances_entered_the_window() -> None:
