@@ -117,7 +117,7 @@ class Score:
     kind: DeviceKind
     score: float
     evidence: float
-    support: int  # irregular iterations with evidence on the device
+    support: int  # iterations the root operators with evidence on the device ran in
 
 
 def decay(c: int) -> float:
@@ -151,7 +151,7 @@ def accumulate(
         found = root_devices(root, topology=topology, gpus=gpus, routing=routing, host_share=host_share)
         for device, weight in found.items():
             totals[device] = totals.get(device, 0.0) + rate * weight
-            seen.setdefault(device, set()).add(root.iteration)
+            seen.setdefault(device, set()).add(root.ran)
     return {d: Evidence(totals[d], frozenset(seen[d])) for d in totals}
 
 

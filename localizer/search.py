@@ -85,9 +85,10 @@ class Root:
 
     ``ranks`` are the GPUs involved: the late rank (compute) or the group or pair whose
     transfer was slow (network). ``members``/``rows`` locate the operator slot on every member,
-    for the cross-iteration series. ``iteration`` is the one the operator ran in: the iteration
-    searched, or an earlier one when the delay came from its end (``_explaining``), so that one
-    delay reached from the searches of several iterations is evidence from one iteration.
+    for the cross-iteration series. ``iteration`` is the irregular iteration searched; ``ran``
+    the one the operator ran in, earlier when the delay came from the end of the one before
+    (``_explaining``): one delay reached from the searches of several iterations is evidence
+    from one iteration (``scoring``'s support).
     """
 
     iteration: int
@@ -99,6 +100,7 @@ class Root:
     ranks: tuple[int, ...]
     members: tuple[int, ...]
     rows: tuple[int, ...]
+    ran: int
 
     @property
     def key(self) -> tuple:
@@ -177,7 +179,7 @@ def search(
 
         if ops.slot_class[row] != COLLECTIVE and not 0 <= int(ops.slot_peer[row]) < graph.world:
             # Algorithm 1 line 22: a P2P operator without a peer: the transfer itself is the root.
-            root = Root(at, Cause.NETWORK, rank, comm, seq, op, (rank,), (rank,), (row,))
+            root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, (rank,), (rank,), (row,), ran=at)
             roots.setdefault(root.key, root)
             continue
         members, rows = _instance(fetcher, graph, ops, row, col)
@@ -200,7 +202,7 @@ def search(
             limit[1] = min(limit[1], 0.5 * chased)
         involved = tuple(sorted(members))
         if excess[0] > limit[0]:
-            root = Root(at, Cause.NETWORK, rank, comm, seq, op, involved, tuple(members), tuple(rows))
+            root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, involved, tuple(members), tuple(rows), ran=at)
             new = root.key not in roots
             roots.setdefault(root.key, root)
             if new and len(members) > 2 and member_rings > 0:
@@ -218,7 +220,7 @@ def search(
             if culprit is not None:
                 stack.append((late_rank, culprit[0], culprit[1], Action.BACK, float(excess[1])))
             else:
-                root = Root(at, Cause.COMPUTE, late_rank, comm, seq, op, (late_rank,), tuple(members), tuple(rows))
+                root = Root(iteration, Cause.COMPUTE, late_rank, comm, seq, op, (late_rank,), tuple(members), tuple(rows), ran=at)
                 roots.setdefault(root.key, root)
     return SearchResult(tuple(roots.values()), tuple(steps))
 

@@ -125,7 +125,7 @@ def test_more_evidence_never_lowers_a_device_rank(raw, priors, pick, extra):
 def test_a_compute_root_splits_its_rate_between_its_gpu_and_its_host_by_the_host_share(rank, share, rate):
     topology = _topology()
     gpus = topology.devices(DeviceKind.GPU)
-    root = Root(5, Cause.COMPUTE, rank, "dp.0", 1, "all_reduce", (rank,), (rank, (rank + 8) % 32), (0, 0))
+    root = Root(5, Cause.COMPUTE, rank, "dp.0", 1, "all_reduce", (rank,), (rank, (rank + 8) % 32), (0, 0), ran=5)
     evidence = accumulate([(root, rate)], topology=topology, gpus=gpus, host_share={rank: share})
     host = host_id(topology.host_of(gpus[rank]))
     assert set(evidence) <= {gpus[rank], host}
