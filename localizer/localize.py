@@ -8,7 +8,8 @@ For each cluster of irregular iterations (those within one window of T iteration
 3. rate each root by its irregularity rate R over the window (``cross_iteration``);
    then, when the iteration time steps up again later in the window (a second fault that is
    never δ-irregular, ``shifts``), the iterations after the step, against baselines from the
-   level before it;
+   level before it; and when a lone irregular iteration starts a level that stays up
+   (``shifts.persists``), the 3 iterations after it, which count toward the support rule;
 4. accumulate R onto devices (a compute root's split between its GPU and its host by how many
    of the host's other GPUs were as slow, ``peers.host_share``) and score them by MAP with
    topology decay (``scoring``);
