@@ -241,7 +241,8 @@ class Emulation:
     # -- lookups ----------------------------------------------------------------------------
 
     def ranks_on(self, device: str | None) -> np.ndarray:
-        """The ranks running on a gpu or host device (empty for other devices)."""
+        """The ranks running on a gpu, host or NVSwitch, or served by a NIC or its NIC-leaf link
+        (empty for other devices: a leaf or spine serves too many to name)."""
         if device is None:
             return np.empty(0, dtype=np.int64)
         topology = self.scenario.topology
@@ -251,6 +252,11 @@ class Emulation:
             return np.flatnonzero(gpus == index)
         if kind in (DeviceKind.HOST, DeviceKind.NVSWITCH):
             return np.flatnonzero(topology.gpu_host[gpus] == index)
+        if kind is DeviceKind.NIC:
+            return np.flatnonzero(topology.gpu_nic[gpus] == index)
+        if kind is DeviceKind.LINK:
+            nics = [end for end in topology.link_ends(device) if topology.kind(end) is DeviceKind.NIC]
+            return np.unique(np.concatenate([self.ranks_on(nic) for nic in nics] or [np.empty(0, np.int64)]))
         return np.empty(0, dtype=np.int64)
 
     def fault_factors(self, index: int) -> np.ndarray:

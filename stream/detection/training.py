@@ -25,9 +25,8 @@ from sleuth.stream.detection.features import FEATURE_NAMES, OperatorWindows
 from sleuth.stream.detection.forest import AbnormalOperatorForest
 from sleuth.stream.detection.model_file import DetectorModel
 from sleuth.stream.detection.offline import replay, training_set
-from sleuth.topology import DeviceKind
 
-__all__ = ["apply_labels", "choose_threshold", "emulation_rows", "fault_ranks", "fit_model", "read_labelled", "sample_ranks", "sample_rows",
+__all__ = ["apply_labels", "choose_threshold", "emulation_rows", "fit_model", "read_labelled", "sample_ranks", "sample_rows",
            "streaming_scores"]
 
 _RATIO = FEATURE_NAMES.index("ratio")
@@ -61,7 +60,7 @@ def sample_rows(X: np.ndarray, y: np.ndarray, *, seed: int = 0, hard_ratio: floa
 
 def sample_ranks(emulation: Any, groups: int) -> np.ndarray:
     """``groups`` whole tensor groups spread over the job, plus the groups of its faulty GPUs,
-    hosts and NICs (``fault_ranks``).
+    hosts and NICs (``Emulation.ranks_on``).
 
     Whole groups, because an operator's blocking and transfer need its peers' records; spread,
     so that a sample of a large job sees every pipeline stage.
@@ -72,28 +71,11 @@ def sample_ranks(emulation: Any, groups: int) -> np.ndarray:
     world = emulation.scenario.layout.world
     starts = set((np.linspace(0, world - tp, groups).astype(int) // tp * tp).tolist())
     for fault in emulation.scenario.faults:
-        starts.update((fault_ranks(emulation, fault.device) // tp * tp).tolist())
+        # NICs too: without them a slow NIC's own ranks entered a sample only by chance (never on
+        # seeds 103-104's types suite), so training and the benchmark saw only the operators of its
+        # peers that waited for it, not the slow transfers of the NIC's own operators.
+        starts.update((emulation.ranks_on(fault.device) // tp * tp).tolist())
     return np.unique(np.concatenate([np.arange(s, s + tp) for s in sorted(starts)]))
-
-
-def fault_ranks(emulation: Any, device: str | None) -> np.ndarray:
-    """The ranks a faulty device sits under: a GPU's or host's (``Emulation.ranks_on``), and the
-    GPUs a NIC serves, directly or through its NIC-leaf link.
-
-    Why NICs too: without them a slow NIC's own ranks entered a sample only by chance (never on
-    seeds 103-104's types suite), so training and the benchmark saw only the operators of its
-    peers that waited for it, not the slow transfers of the NIC's own operators."""
-    if device is None:
-        return np.empty(0, dtype=np.int64)
-    topology = emulation.scenario.topology
-    kind, _ = topology.locate(device)
-    if kind is DeviceKind.LINK:
-        nics = [end for end in topology.link_ends(device) if topology.kind(end) is DeviceKind.NIC]
-        return np.unique(np.concatenate([fault_ranks(emulation, nic) for nic in nics] or [np.empty(0, np.int64)]))
-    if kind is DeviceKind.NIC:
-        gpus = emulation.scenario.gpu_of_rank
-        return np.flatnonzero(topology.gpu_nic[gpus] == topology.locate(device)[1])
-    return emulation.ranks_on(device)
 
 
 def emulation_rows(scenarios: Iterable[Any], *, groups: int | None = None, max_rows: int | None = None,

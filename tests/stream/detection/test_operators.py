@@ -14,7 +14,7 @@ from sleuth.stream.detection.baselines import ThreeSigma
 from sleuth.stream.detection.drift import shift_thresholds
 from sleuth.stream.detection.model_file import read_metadata
 from sleuth.stream.detection.offline import training_set
-from sleuth.stream.detection.training import choose_threshold, fault_ranks, sample_ranks, sample_rows, streaming_scores
+from sleuth.stream.detection.training import choose_threshold, sample_ranks, sample_rows, streaming_scores
 from sleuth.stream.rank_state import RankState
 from sleuth.topology import DeviceKind, link_id
 
@@ -166,13 +166,13 @@ def test_sample_ranks_takes_whole_tensor_groups_and_the_faulty_ones() -> None:
 def test_sample_ranks_takes_the_groups_behind_a_faulty_nic_or_its_link() -> None:
     em = emulation("nic:h0002/1,slow=4,start=15")
     topology = em.scenario.topology
-    behind = fault_ranks(em, "nic:h0002/1")
+    behind = em.ranks_on("nic:h0002/1")
     assert len(behind) and all(topology.nic_of(topology.devices(DeviceKind.GPU)[em.scenario.gpu_of_rank[r]]) == "nic:h0002/1"
                                for r in behind.tolist())
     assert set(behind.tolist()) <= set(sample_ranks(em, 1).tolist())
     link = link_id(topology.leaves_of("nic:h0002/1")[0], "nic:h0002/1")
-    assert np.array_equal(fault_ranks(em, link), behind)
-    assert not len(fault_ranks(em, topology.leaves_of("nic:h0002/1")[0])) and not len(fault_ranks(em, None))
+    assert np.array_equal(em.ranks_on(link), behind)
+    assert not len(em.ranks_on(topology.leaves_of("nic:h0002/1")[0])) and not len(em.ranks_on(None))
 
 
 def test_sample_rows_keeps_a_rare_faults_abnormal_rows_under_the_cap() -> None:
