@@ -154,7 +154,7 @@ def search(
     visited: set[tuple[int, int, int]] = set()
     hopped: set[tuple[int, int, int]] = set()  # late operators reached across a group (BFS/DFS hops)
 
-    # (rank, row, column, how reached, the lateness this operator was followed back to explain)
+    # (rank, row, column, how reached, the delay this operator was followed back to explain)
     stack: list[tuple[int, int, int, Action, float]] = []
     for pivot in reversed(list(pivots)):
         ops = fetcher.one(pivot)
@@ -218,7 +218,14 @@ def search(
             steps.append(Step(late_rank, comm, seq, op, at, Action.BFS if ops.slot_class[row] == COLLECTIVE else Action.DFS))
             culprit = _explaining(late_ops, late_row, col, explain * float(excess[1]), float(excess[1]))
             if culprit is not None:
-                stack.append((late_rank, culprit[0], culprit[1], Action.BACK, float(excess[1])))
+                r, c = culprit
+                # What the followed operator must account for: its own excess, when that is less
+                # than the lateness. A delay that reaches a rank spread over several waits leaves
+                # each a share of the lateness (seed 334 at 8,192 GPUs: a last-stage NIC's), and
+                # the one followed explains its own excess, not the whole.
+                own = float(late_ops.end[r, c] - late_ops.start[r, c] - late_ops.base[r])
+                chased = min(float(excess[1]), own) if own > 0 else float(excess[1])
+                stack.append((late_rank, r, c, Action.BACK, chased))
             else:
                 root = Root(iteration, Cause.COMPUTE, late_rank, comm, seq, op, (late_rank,), tuple(members), tuple(rows), ran=at)
                 roots.setdefault(root.key, root)
