@@ -1,0 +1,75 @@
+"""``explain.separate`` on hand-made roots: which device leads a fault, and its neighbours."""
+
+from __future__ import annotations
+
+import pytest
+
+from sleuth.errors import ConfigError
+from sleuth.localizer.explain import separate
+from sleuth.localizer.scoring import Score
+from sleuth.localizer.search import Cause, Root
+from sleuth.topology import DeviceKind
+
+PRIOR = {DeviceKind.NIC: 0.183, DeviceKind.LINK: 0.095, DeviceKind.LEAF: 0.048}
+KIND = {"nic:a": DeviceKind.NIC, "link:a": DeviceKind.LINK, "nic:b": DeviceKind.NIC, "link:b": DeviceKind.LINK,
+        "leaf": DeviceKind.LEAF}
+
+
+def _root(seq: int, ranks: tuple[int, int]) -> Root:
+    return Root(seq, Cause.NETWORK, ranks[0], f"pp.{seq}", seq, "send", ranks, ranks, (0, 0), ran=seq)
+
+
+def _scenario(nic_a: int, stray: int, nic_b: int = 0) -> tuple[list[tuple[Root, float]], dict]:
+    """Roots through NIC a and its cable, through NIC b and its cable, and stray ones through
+    neither (weakly irregular: R = 0.2); all of them cross the one leaf above both NICs."""
+    devices = {}
+    rated = []
+    for k in range(nic_a + stray + nic_b):
+        root = _root(k, (k % 2, 2))
+        devices[root.key] = (
+            {"nic:a", "link:a", "leaf"} if k < nic_a else {"leaf"} if k < nic_a + stray else {"nic:b", "link:b", "leaf"}
+        )
+        rated.append((root, 0.2 if nic_a <= k < nic_a + stray else 1.0))
+    return rated, devices
+
+
+def _ranked(devices: dict):
+    def ranked(subset):
+        evidence: dict[str, float] = {}
+        for root, rate in subset:
+            for device in devices[root.key]:
+                evidence[device] = evidence.get(device, 0.0) + rate
+        numerators = {d: e + PRIOR[KIND[d]] for d, e in evidence.items()}
+        total = sum(numerators.values())
+        scores = [Score(d, KIND[d], numerators[d] / total, evidence[d], 2) for d in evidence]
+        return sorted(scores, key=lambda s: (-s.score, s.device))
+
+    return ranked
+
+
+def test_a_leaf_whose_evidence_is_nearly_all_one_nics_yields_to_that_nic_and_its_cable():
+    # 20 delays through NIC a, and two stray ones elsewhere under the leaf: the leaf has the
+    # most evidence, yet one NIC explains 98% of it.
+    rated, devices = _scenario(nic_a=20, stray=2)
+    [fault] = separate(rated, ranked=_ranked(devices), devices_of=lambda r: devices[r.key], top_k=2)
+    assert [s.device for s in fault] == ["nic:a", "link:a"]
+
+
+def test_a_leaf_that_delays_several_nics_leads_its_fault():
+    # 10 delays through each of two NICs and 5 weak ones through others: no NIC carries 80% of
+    # the leaf's evidence.
+    rated, devices = _scenario(nic_a=10, stray=5, nic_b=10)
+    [fault] = separate(rated, ranked=_ranked(devices), devices_of=lambda r: devices[r.key], top_k=2)
+    assert fault[0].device == "leaf"
+
+
+def test_with_dominance_off_the_leaf_leads_on_its_evidence():
+    rated, devices = _scenario(nic_a=20, stray=2)
+    [fault] = separate(rated, ranked=_ranked(devices), devices_of=lambda r: devices[r.key], top_k=2, dominant=1.0)
+    assert fault[0].device == "leaf"
+
+
+def test_a_dominant_share_outside_zero_to_one_is_refused():
+    rated, devices = _scenario(nic_a=2, stray=0)
+    with pytest.raises(ConfigError, match="dominant"):
+        separate(rated, ranked=_ranked(devices), devices_of=lambda r: devices[r.key], top_k=2, dominant=1.5)
