@@ -41,6 +41,8 @@ def test_a_second_gpu_that_slows_later_and_is_never_irregular_is_found_too():
     [
         ("concurrent-gpu-nic", 102),  # the NIC's ring all-reduce alone ties every NIC of the ring
         ("concurrent-link-host", 101),  # a flapping link next to a contended host
+        # The same: the leaf above the link had its NIC's evidence and a stray root's more.
+        ("concurrent-link-host", 202),
     ],
 )
 def test_two_concurrent_faults_are_both_among_the_suspects(scenario, seed):
@@ -107,6 +109,14 @@ def test_a_nic_that_spikes_on_a_stage_the_pivot_does_not_wait_for_is_found_from_
         # The same, with a GPU's hiccup in the one irregular iteration larger than the NIC's delay:
         # the iterations after it, as slow, are searched too and the hiccup lacks support.
         ("scale-nic", "scale-8192-nic", 101),
+        # Both irregular iterations of a NIC's onset led back to one GPU hiccup (support 1): the
+        # level stays up, so the iterations after the onset are searched too.
+        ("scale-nic", "scale-8192-nic", 333),
+        # The onset's level stays up by 3 ms against 1.2 ms of noise on the pivot (t = 6).
+        ("scale-nic", "scale-8192-nic", 318),
+        # A last-stage NIC's delay reaches a rank spread over several waits, each under half its
+        # lateness: the wait followed back is measured against the followed operator's own excess.
+        ("scale-nic", "scale-8192-nic", 334),
     ],
 )
 def test_faults_at_thousands_of_gpus_are_found_on_the_device_itself(name, scenario, seed):
