@@ -8,8 +8,10 @@ For each cluster of irregular iterations (those within one window of T iteration
 3. rate each root by its irregularity rate R over the window (``cross_iteration``);
    then, when the iteration time steps up again later in the window (a second fault that is
    never δ-irregular, ``shifts``), the iterations after the step, against baselines from the
-   level before it; and when a lone irregular iteration starts a level that stays up
-   (``shifts.persists``), the 3 iterations after it, which count toward the support rule;
+   level before it; and when the first irregular iteration starts a level that stays up
+   (``shifts.persists``) and the cluster's irregular iterations are too few for the support
+   rule, or just enough but leave every device short of it, the 3 iterations after it, which
+   count toward the support rule;
 4. accumulate R onto devices (a compute root's split between its GPU and its host by how many
    of the host's other GPUs were as slow, ``peers.host_share``) and score them by MAP with
    topology decay (``scoring``);
@@ -43,7 +45,7 @@ from sleuth.localizer.impact import estimate
 from sleuth.localizer.incident import Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.nonhardware import Diagnosis, Straggler, classify
 from sleuth.localizer.peers import host_share, peer_share, stands_out
-from sleuth.localizer.operators import Thresholds, Window, make_window, rebase
+from sleuth.localizer.operators import Thresholds, Window, baseline, make_window, rebase
 from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices
 from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
 from sleuth.localizer.shifts import level_shifts, persists
@@ -192,7 +194,10 @@ def _localize_cluster(
             supported += len(probe)
         # The step is small next to the operators it lands on (it was never δ-irregular): judge
         # operators by 3 spreads of their own level alone, not by a share of their duration.
-        more, found, walked = searched(later, probe, replace(thresholds, relative=0.0, spread_k=min(thresholds.spread_k, 3.0)))
+        judged = replace(thresholds, relative=0.0, spread_k=min(thresholds.spread_k, 3.0))
+        more, found, walked = searched(later, probe, judged)
+        if shift is lasting:
+            found = _seen_again(found, more, later, probe, judged)
         rated += found
         steps += walked
         fetched.update(more.order)
@@ -284,6 +289,32 @@ def _localize_cluster(
         advice=diagnosis.advice,
         seconds=time.perf_counter() - started,
     )
+
+
+def _seen_again(
+    found: list[tuple[Root, float]], fetcher: Fetcher, frame: Window, probe: list[int], thresholds: Thresholds
+) -> list[tuple[Root, float]]:
+    """The roots found after a lasting onset, each with the probed iterations in which its own
+    operator slot was abnormal again against the level before the onset (``Root.again``).
+
+    The searches of the iterations after the onset can each lead back to the onset's operator
+    (a persistent NIC's delay passed around the pipeline: seed 356 at 8,192 GPUs, all three led
+    to the NIC's sends of the onset iteration), which alone is one iteration's support. A
+    persistent fault's operator is as slow in those iterations too; a hiccup's is not.
+    """
+    held = fetcher.get(fetcher.order)
+    out = []
+    for root, rate in found:
+        series = root_series(root, held)
+        known = np.isfinite(series)
+        base, spread = baseline(np.nan_to_num(series)[None, :], known[None, :], frame.reference)
+        limit = float(thresholds.limit(base, spread)[0])
+        again = tuple(
+            iteration for iteration in probe
+            if iteration != root.ran and known[frame.column(iteration)] and series[frame.column(iteration)] - base[0] > limit
+        )
+        out.append((replace(root, again=again), rate))
+    return out
 
 
 def _supported(rated: Sequence[tuple[Root, float]], topology: Topology, graph: OperatorGraph, min_support: int) -> bool:

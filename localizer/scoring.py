@@ -117,7 +117,7 @@ class Score:
     kind: DeviceKind
     score: float
     evidence: float
-    support: int  # iterations the root operators with evidence on the device ran in
+    support: int  # iterations the root operators with evidence on the device ran in (or were abnormal again in)
 
 
 def decay(c: int) -> float:
@@ -151,7 +151,7 @@ def accumulate(
         found = root_devices(root, topology=topology, gpus=gpus, routing=routing, host_share=host_share)
         for device, weight in found.items():
             totals[device] = totals.get(device, 0.0) + rate * weight
-            seen.setdefault(device, set()).add(root.ran)
+            seen.setdefault(device, set()).update((root.ran, *root.again))
     return {d: Evidence(totals[d], frozenset(seen[d])) for d in totals}
 
 
