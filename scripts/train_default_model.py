@@ -11,7 +11,7 @@ that the scale-free features see many layouts; and the types suite again with it
 from the first iteration, so that the forest learns to judge operators whose windows are still
 cold (against their peers, features.py) as well. At most MAX_ROWS rows a scenario, its abnormal
 rows kept first up to half of them where the fault is in the network or a host and a quarter where
-it slows compute (abnormal_share). Takes about fifteen minutes on two cores.
+it slows compute (abnormal_share). Takes about eleven minutes on two cores.
 """
 
 from __future__ import annotations

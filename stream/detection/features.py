@@ -16,6 +16,13 @@ from the first iteration on, as long as the slowed ranks are a minority of the s
 median and quartiles are robust to a minority). With fewer peers in the chunk (one rank's
 records alone), the chunk's own instances of the identity stand in (Holmes's self-window).
 
+Beyond the instance's own window, context: its communicator and program slot in the iteration
+(``_chunk_context``), the whole job's instances in the iteration (``_job_context``) and the
+identity's previous instance (``prev_ratio``, remembered whether or not it entered the window).
+A rank's pause slows every group of its iteration as a slow NIC does, and a group whose late
+member's records are elsewhere shows it as a long transfer; what tells them apart is whether some
+transfer of the job is several times its usual one, and whether the slowdown outlasts the iteration.
+
 Every statistic is kept per identity in numpy rows, refreshed only for identities that received a
 value; scoring a chunk is a gather plus a few vectorized ufuncs, never a loop over records.
 """
@@ -41,6 +48,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "blocking_rel", "transfer_ratio",
     "comm_iter_ratio", "slot_iter_ratio", "rank_peak_transfer", "group_peak_transfer",
     "peer_ratio",
+    "prev_ratio", "job_iter_ratio", "job_peak_transfer",
 )
 
 #: Features in nanoseconds of the job's own clock: they move when the job drifts (Holmes fig. 10a),
@@ -51,7 +59,10 @@ DRIFT_PRONE: tuple[str, ...] = (
 )
 
 #: Communicator kinds, from the name's prefix (``tp.12`` -> tp); 0 for names without a known one.
-COMM_KINDS: tuple[str, ...] = ("", "tp", "pp", "dp", "cp", "ep", "sp", "emb", "world")
+#: New kinds go last: a model's splits on ``comm_kind`` hold the old numbers. ``edp`` and ``embd``
+#: are the layout's names (``sleuth.layout.KINDS``) for the expert data-parallel and tied-embedding
+#: groups; until they were listed both read as 0, one kind with every unknown name.
+COMM_KINDS: tuple[str, ...] = ("", "tp", "pp", "dp", "cp", "ep", "sp", "emb", "world", "edp", "embd")
 
 #: Ranks a program slot needs in the chunk before its median stands in for a cold identity's window:
 #: with four, one or two slowed ranks are still a minority the median ignores.
@@ -70,6 +81,7 @@ class Chunk:
     rows: np.ndarray  # identity row of each instance
     duration: np.ndarray  # float64 ns
     transfer: np.ndarray  # float64 ns, NaN when the peers' records were not all present
+    iteration: np.ndarray  # int64, each instance's training step
 
 
 class OperatorWindows:
@@ -99,6 +111,7 @@ class OperatorWindows:
         self._filled = np.zeros(0, np.int64)
         self._tfilled = np.zeros(0, np.int64)
         self._stats = np.full((0, 8), np.nan)  # count mean std q1 q2 q3 transfer-median spare
+        self._last_ratio = np.full(0, np.nan)  # each identity's last instance's ratio, judged normal or not
         self._ranks: dict[int, int] = {}  # (job, rank) packed -> row
         self._rank_iter = np.full((0, window), np.nan)
         self._rank_iter_filled = np.zeros(0, np.int64)
@@ -174,6 +187,7 @@ class OperatorWindows:
                 self._filled = _grow(self._filled, size, 0)
                 self._tfilled = _grow(self._tfilled, size, 0)
                 self._stats = _grow(self._stats, size, np.nan)
+                self._last_ratio = _grow(self._last_ratio, size, np.nan)
         return rows[kinverse]
 
     # -- features ------------------------------------------------------------------------------
@@ -193,7 +207,7 @@ class OperatorWindows:
         X = np.empty((n, len(FEATURE_NAMES)))  # every column is written below
         if not n:
             empty = np.zeros(0)
-            return Chunk(X, keep, np.zeros(0, np.int64), empty, empty)
+            return Chunk(X, keep, np.zeros(0, np.int64), empty, empty, np.zeros(0, np.int64))
         job = self._job_ids(records)[records["job"]]
         rank = records["rank"].astype(np.int64)
         comm = self._comm_ids(records, self._job_ids(records))
@@ -274,9 +288,11 @@ class OperatorWindows:
         slot = (X[:, 14].astype(np.int64) << _ORDINAL_BITS) | ordinal
         X[:, 21:25] = _chunk_context(X[:, 8], X[:, 20], job, comm, slot, iteration, rank_rows, member_group)
         X[:, 25] = duration / np.where(peers.q2 > 0, peers.q2, np.nan)
+        X[:, 26] = _previous(rows, iteration, X[:, 8], self._last_ratio)
+        X[:, 27:29] = _job_context(X[:, 8], X[:, 20], job, iteration)
         # A zero spread (identical values) gives an infinite z-score the trees cannot split: cap it.
         np.clip(X[:, 3], -1e6, 1e6, out=X[:, 3])
-        return Chunk(X, keep, rows, duration, transfer)
+        return Chunk(X, keep, rows, duration, transfer, iteration.astype(np.int64))
 
     def _window_stats(self, rows: np.ndarray, duration: np.ndarray, peers: _PeerWindow) -> tuple[np.ndarray, ...]:
         """Per instance: the identity's window statistics; where its history is short, its peers'
@@ -316,7 +332,13 @@ class OperatorWindows:
 
     def push(self, chunk: Chunk | None, normal: np.ndarray | None, iterations: IterationBatch | None = None) -> None:
         """Add the chunk's instances judged ``normal`` to their identities' windows, and the
-        iteration records' times to their ranks' windows."""
+        iteration records' times to their ranks' windows; every instance's ratio, normal or not,
+        becomes its identity's ``prev_ratio``."""
+        if chunk is not None and len(chunk.rows):
+            # Where the chunk holds several iterations of an identity, its latest instance's.
+            latest = np.lexsort((chunk.iteration, chunk.rows))
+            last = np.r_[chunk.rows[latest][1:] != chunk.rows[latest][:-1], True]
+            self._last_ratio[chunk.rows[latest[last]]] = chunk.X[latest[last], FEATURE_NAMES.index("ratio")]
         rows = chunk.rows[normal] if chunk is not None and normal is not None else np.zeros(0, np.int64)
         if len(rows):
             # One value per identity per push is the common case (a chunk is an iteration); when a
@@ -445,6 +467,45 @@ def _chunk_context(ratio: np.ndarray, transfer_ratio: np.ndarray, job: np.ndarra
     group_peak = np.zeros(int(member_group.max()) + 1)
     np.maximum.at(group_peak, member_group, out[:, 2])
     out[:, 3] = group_peak[member_group]
+    return out
+
+
+def _previous(rows: np.ndarray, iteration: np.ndarray, ratio: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Each instance's identity's ratio one instance earlier: in the chunk where the chunk holds an
+    earlier iteration of the identity, else the last one pushed (``last``, per identity row).
+
+    A slowdown that lasts (a degraded NIC, a contended host) keeps its operators slow from one
+    iteration to the next; a benign pause of one rank, which lengthens every group's operators
+    in its iteration as a fault does, is over by the next one.
+    """
+    previous = last[rows]
+    order = np.lexsort((iteration, rows))
+    same = rows[order][1:] == rows[order][:-1]
+    previous[order[1:][same]] = ratio[order[:-1][same]]
+    return previous
+
+
+def _job_context(ratio: np.ndarray, transfer_ratio: np.ndarray, job: np.ndarray, iteration: np.ndarray) -> np.ndarray:
+    """Evidence from the whole job's instances in the chunk, per iteration, two columns:
+
+    * the geometric mean ratio of every instance of the job in the iteration: how far the
+      iteration as a whole (as far as the chunk holds it) ran over its windows;
+    * the largest transfer ratio of any instance of the job in the iteration: whether some
+      group's transfer, not a late launcher, is slow. A rank that stalls (a garbage-collection
+      pause) makes every group wait for it and every operator of the job longer, as a slow NIC
+      does through the pipeline; but the stalled rank's groups wait in blocking, a slow NIC's
+      groups in transfer, several times their usual one. Where the stalled rank is not in the
+      chunk its groups' transfers look longer too, by the length of the pause, not by the
+      bandwidth a faulty NIC or link lost. 0 where no transfer of the iteration is known (no
+      group of the job complete in the chunk).
+    """
+    log_ratio = np.log(np.clip(np.nan_to_num(ratio, nan=1.0), 1e-3, 1e3))
+    steps = _group_ids(job, iteration.astype(np.int64))
+    out = np.empty((len(ratio), 2))
+    out[:, 0] = np.exp(np.bincount(steps, weights=log_ratio) / np.bincount(steps))[steps]
+    peak = np.zeros(int(steps.max()) + 1)
+    np.maximum.at(peak, steps, np.nan_to_num(transfer_ratio, nan=0.0))
+    out[:, 1] = peak[steps]
     return out
 
 

@@ -7,11 +7,13 @@ import pytest
 from sklearn.base import clone
 
 from sleuth.errors import ConfigError
+from sleuth.layout import KINDS
 from sleuth.stream.detection import (
     FEATURE_NAMES, AbnormalOperatorForest, DriftTuner, OperatorWindows, StreamDetector, abnormal_mask, load, save,
 )
 from sleuth.stream.detection.baselines import ThreeSigma
 from sleuth.stream.detection.drift import shift_thresholds
+from sleuth.stream.detection.features import COMM_KINDS
 from sleuth.stream.detection.model_file import read_metadata
 from sleuth.stream.detection.offline import training_set
 from sleuth.stream.detection.training import choose_threshold, sample_ranks, sample_rows, streaming_scores
@@ -98,6 +100,70 @@ def test_chunk_context_averages_over_the_communicator_and_the_program_slot() -> 
     # A group's peak covers its members' own peaks; with the slow NIC active some transfer stands out.
     assert (X[:, col["group_peak_transfer"]] >= X[:, col["rank_peak_transfer"]]).all()
     assert X[:, col["group_peak_transfer"]].max() > 2
+
+
+def test_prev_ratio_is_the_identitys_last_ratio_whether_or_not_it_entered_the_window() -> None:
+    em = emulation("nic:h0002/0,slow=4,start=3")
+    windows = OperatorWindows(window=5, min_history=2)
+    records = em.ranks_records(range(16))
+    col = {n: k for k, n in enumerate(FEATURE_NAMES)}
+    previous = None
+    for it in range(6):
+        part = records.take(np.flatnonzero(records["iteration"] == it))
+        chunk = windows.features(part, em.iterations(iterations=[it]))
+        if previous is None:
+            assert np.isnan(chunk.X[:, col["prev_ratio"]]).all()  # a new identity has none
+        else:
+            # Same ranks, same program each iteration: row k is the same identity as last time.
+            assert (chunk.rows == previous.rows).all()
+            assert np.allclose(chunk.X[:, col["prev_ratio"]], previous.X[:, col["ratio"]], equal_nan=True)
+        # From iteration 3 on nothing enters the windows: the ratio is remembered all the same.
+        windows.push(chunk, np.full(len(chunk.rows), it < 3), em.iterations(iterations=[it]))
+        previous = chunk
+    assert np.nanmax(previous.X[:, col["prev_ratio"]]) > 2  # the NIC's slow transfers, never admitted
+    # A worker's batch may hold two iterations: the later one's previous instance is in the batch.
+    both = records.take(np.flatnonzero(np.isin(records["iteration"], [6, 7])))
+    chunk = windows.features(both, em.iterations(iterations=[6, 7]))
+    six, seven = chunk.iteration == 6, chunk.iteration == 7
+    assert np.allclose(chunk.X[six, col["prev_ratio"]], previous.X[:, col["ratio"]])
+    assert np.allclose(chunk.X[seven, col["prev_ratio"]], chunk.X[six, col["ratio"]])
+    windows.push(chunk, np.zeros(len(chunk.rows), bool))
+    after = windows.features(records.take(np.flatnonzero(records["iteration"] == 8)))
+    assert np.allclose(after.X[:, col["prev_ratio"]], chunk.X[seven, col["ratio"]])  # the latest pushed
+
+
+def test_every_communicator_kind_of_the_layout_has_its_own_comm_kind() -> None:
+    assert set(KINDS) <= set(COMM_KINDS)
+    em = emulation()
+    part = em.ranks_records(range(16))
+    part = part.take(np.flatnonzero(part["iteration"] == 0))
+    X = OperatorWindows().features(part).X
+    prefix = np.array([part.strings[c].split(".", 1)[0] for c in part["comm"]])
+    assert "embd" in prefix  # the tied embedding's all-reduce between the first and last stage
+    for name in np.unique(prefix):
+        assert (X[prefix == name, FEATURE_NAMES.index("comm_kind")] == COMM_KINDS.index(name)).all()
+
+
+def test_job_context_spans_every_rank_of_the_iteration_and_keeps_iterations_apart() -> None:
+    em = emulation("nic:h0002/0,slow=4,start=3")
+    windows = OperatorWindows(window=5, min_history=2)
+    records = em.ranks_records(range(16))
+    col = {n: k for k, n in enumerate(FEATURE_NAMES)}
+    for it in range(3):
+        part = records.take(np.flatnonzero(records["iteration"] == it))
+        windows.push(windows.features(part, em.iterations(iterations=[it])), np.ones(len(part), bool))
+    # One chunk holding a clean iteration (2) and one with the slow NIC (3).
+    part = records.take(np.flatnonzero(np.isin(records["iteration"], [2, 3])))
+    X = windows.features(part, em.iterations(iterations=[2, 3])).X
+    iteration = part["iteration"]
+    for it in (2, 3):
+        mine = iteration == it
+        log_ratio = np.log(X[mine, col["ratio"]])
+        assert np.allclose(X[mine, col["job_iter_ratio"]], np.exp(log_ratio.mean()))
+        assert np.allclose(X[mine, col["job_peak_transfer"]], np.nanmax(X[mine, col["transfer_ratio"]]))
+    # The slow NIC's transfers lift every operator of its iteration, on every rank, and no other.
+    assert (X[iteration == 3, col["job_peak_transfer"]] > 2).all()
+    assert (X[iteration == 2, col["job_peak_transfer"]] < 2).all()
 
 
 def test_forest_follows_the_estimator_contract() -> None:
