@@ -47,7 +47,13 @@ class Suspect:
 
 @dataclass(frozen=True)
 class RootOperator:
-    """A root operator of one irregular iteration, with its irregularity rate R."""
+    """A root operator of one irregular iteration, with its irregularity rate R.
+
+    ``iteration`` is the irregular iteration searched; ``ran`` the one the operator ran in (its
+    ``seq`` is that iteration's: earlier when the delay came from the end of the one before);
+    ``again``: later searched iterations in which the same operator was abnormal again, which
+    counted toward its devices' support (``sleuth.localizer.search.Root``).
+    """
 
     iteration: int
     cause: str
@@ -57,6 +63,8 @@ class RootOperator:
     op: str
     ranks: tuple[int, ...]
     rate: float
+    ran: int
+    again: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -68,6 +76,8 @@ class RootOperator:
             "op": self.op,
             "ranks": list(self.ranks),
             "rate": round(self.rate, 6),
+            "ran": self.ran,
+            "again": list(self.again),
         }
 
 
@@ -185,6 +195,8 @@ def _incident_from_dict(data: Mapping[str, Any]) -> Incident:
             RootOperator(
                 int(r["iteration"]), str(r["cause"]), int(r["rank"]), str(r["comm"]), int(r["seq"]), str(r["op"]),
                 tuple(int(k) for k in r["ranks"]), float(r["rate"]),
+                # Incidents stored before ``ran`` was written: the searched iteration, as they were read then.
+                int(r.get("ran", r["iteration"])), tuple(int(i) for i in r.get("again", ())),
             )
             for r in data["roots"]
         ),

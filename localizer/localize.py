@@ -279,7 +279,8 @@ def _localize_cluster(
         cause=cause,
         suspects=tuple(Suspect(s.device, s.kind.value, s.score) for s in chosen),
         roots=tuple(
-            RootOperator(r.iteration, r.cause.value, r.rank, r.comm, r.seq, r.op, r.ranks, rate) for r, rate in rated
+            RootOperator(r.iteration, r.cause.value, r.rank, r.comm, r.seq, r.op, r.ranks, rate, r.ran, r.again)
+            for r, rate in rated
         ),
         traversal=traversal,
         steps=tuple(steps),

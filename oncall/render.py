@@ -61,13 +61,13 @@ def incident_detail(document: dict) -> Group:
         suspects.add_row(str(k), s["device"], s["kind"], f"{s['score']:.3f}")
 
     roots = Table(title="root operators", title_justify="left")
-    for column in ("iteration", "cause", "rank", "op", "comm", "seq", "group ranks", "R"):
+    for column in ("iteration", "ran in", "cause", "rank", "op", "comm", "seq", "group ranks", "R"):
         roots.add_column(column)
     for r in document["roots"]:
         ranks = r["ranks"]
         shown = ", ".join(map(str, ranks[:8])) + (f" ... ({len(ranks)})" if len(ranks) > 8 else "")
-        roots.add_row(str(r["iteration"]), r["cause"], str(r["rank"]), r["op"], r["comm"], str(r["seq"]), shown,
-                      f"{r['rate']:.3f}")
+        roots.add_row(str(r["iteration"]), str(r.get("ran", r["iteration"])), r["cause"], str(r["rank"]), r["op"],
+                      r["comm"], str(r["seq"]), shown, f"{r['rate']:.3f}")
 
     visited = document["traversal"]
     traversal = Text(f"traversal: {len(visited)} ranks visited, in order: "

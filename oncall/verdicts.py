@@ -30,8 +30,10 @@ def label_rows(document: dict, verdict: str, *, labeled_ns: int) -> list[tuple]:
     source = f"oncall:{verdict}:{document['incident']}"
     rows = {}
     for root in document["roots"]:
+        # The iteration the operator ran in, which its seq belongs to (not always the one searched).
+        ran = int(root.get("ran", root["iteration"]))
         for rank in root["ranks"] or [root["rank"]]:
-            key = (document["job"], int(rank), root["comm"], int(root["seq"]), int(root["iteration"]))
+            key = (document["job"], int(rank), root["comm"], int(root["seq"]), ran)
             rows[key] = key + (abnormal, source, labeled_ns)
     return list(rows.values())
 

@@ -139,7 +139,7 @@ def timeline_ranks(incident: Incident, source: RecordSource, iteration: int) -> 
     spec = source.job_spec()
     members: list[int] = []
     for root in incident.roots:
-        if root.iteration == iteration:
+        if root.ran == iteration:
             members.extend(root.ranks)
             try:
                 members.extend(spec.communicator(root.comm).ranks)
@@ -151,7 +151,8 @@ def timeline_ranks(incident: Incident, source: RecordSource, iteration: int) -> 
 
 def timeline_of(incident: Incident, source: RecordSource) -> Timeline:
     """The operators of one irregular iteration on the timeline's ranks, with their roles."""
-    iteration = incident.roots[0].iteration if incident.roots else incident.iterations[0]
+    # The iteration the first root operator ran in: its seq, and the steps', belong to that one.
+    iteration = incident.roots[0].ran if incident.roots else incident.iterations[0]
     ranks = timeline_ranks(incident, source, iteration)
     batch = source.ranks_records(ranks, iterations=[iteration])
     # Sources return records in their own order (ClickHouse by key, files as written): one order here.
@@ -161,7 +162,7 @@ def timeline_of(incident: Incident, source: RecordSource) -> Timeline:
     role = np.full(len(batch), int(Role.OTHER), dtype=np.int8)
     keys = list(zip(rank.tolist(), comm.tolist(), seq.tolist()))
     visited = {(s.rank, s.comm, s.seq) for s in incident.steps if s.iteration == iteration}
-    roots = {(r.comm, r.seq) for r in incident.roots if r.iteration == iteration}
+    roots = {(r.comm, r.seq) for r in incident.roots if r.ran == iteration}
     for k, (r, c, s) in enumerate(keys):
         if (c, s) in roots:
             role[k] = int(Role.ROOT)

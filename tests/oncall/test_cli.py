@@ -71,7 +71,7 @@ def test_ack_stores_labels_that_training_reads(stored, capsys, tmp_path, emulate
     assert main(["ack", incident.incident, "--rejected"]) == 0
     assert main(["ack", incident.incident, "--confirmed"]) == 0  # changed mind: the later verdict wins
     capsys.readouterr()
-    expected = {(incident.job, rank, root.comm, root.seq, root.iteration) for root in incident.roots
+    expected = {(incident.job, rank, root.comm, root.seq, root.ran) for root in incident.roots
                 for rank in (root.ranks or (root.rank,))}
     rows = client.execute(f"SELECT job, rank, comm, seq, iteration, abnormal, source FROM {settings.clickhouse_database}.labels FINAL")
     assert {r[:5] for r in rows} == expected

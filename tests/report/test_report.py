@@ -54,7 +54,7 @@ def test_the_figures_show_the_incident_and_its_records(emulated: Emulated) -> No
     roots = timeline.role == int(Role.ROOT)
     assert rank in set(timeline.rank[roots].tolist())
     first_root = incident.roots[0]
-    assert timeline.iteration == first_root.iteration
+    assert timeline.iteration == first_root.ran  # the iteration its seq belongs to
     assert {label.split(" ")[0] for label in np.array(timeline.label)[roots]} == {f"{first_root.comm}#{first_root.seq}"}
     records = emulated.source.ranks_records(timeline.ranks, iterations=[timeline.iteration])
     assert len(timeline.rank) == len(records)

@@ -24,7 +24,7 @@ def incident(*, steps: int, world: int = 4096) -> Incident:
     return Incident(
         job="job-big", incident="job-big-15-40", t_from_ns=1, t_to_ns=2, iterations=tuple(range(15, 41)),
         cause=IncidentCause.NETWORK, suspects=(Suspect("spine:s0", "spine", 0.8), Suspect("leaf:l3", "leaf", 0.1)),
-        roots=(RootOperator(15, "network", 7, "dp3", 12, "allreduce", (7, 15, 23), 0.9),),
+        roots=(RootOperator(15, "network", 7, "dp3", 12, "allreduce", (7, 15, 23), 0.9, 15),),
         traversal=tuple(range(world)),
         steps=tuple(Step(k % world, f"dp{k % 64}", k % 97, "allreduce", 15 + k % 26, Action.BFS) for k in range(steps)),
         ranks_fetched=world, world=world, impact=Impact(1.4, 1.0e9, 1.4e9, 12.5, 26), advice="check the spine",
