@@ -26,16 +26,25 @@ from ..stream.test_stack import free_port
 pytest.importorskip("torch")
 
 
-def top_suspects(folder: Path) -> dict[str, str]:
-    """job prefix (demo-real, demo-spine) -> top suspect of its incidents in the demo's folder."""
-    found: dict[str, str] = {}
+def written_tops(folder: Path) -> list[tuple[str, str, str]]:
+    """(job prefix: demo-real or demo-spine, incident id, top suspect) of each incident the demo
+    wrote into ``folder`` with suspects; each one's HTML report is checked to be there and self-contained."""
+    found = []
     for path in folder.glob("*.json"):
         incident = json.loads(path.read_text())
         prefix = "demo-real" if incident["job"].startswith("demo-real") else "demo-spine"
         if incident["suspects"]:
-            found.setdefault(prefix, incident["suspects"][0]["device"])
+            found.append((prefix, incident["incident"], incident["suspects"][0]["device"]))
         html = path.with_suffix(".html").read_text()
         assert "<script src=" not in html and incident["incident"] in html
+    return found
+
+
+def top_suspects(folder: Path) -> dict[str, str]:
+    """job prefix -> top suspect of its incidents in the demo's folder (the first one read)."""
+    found: dict[str, str] = {}
+    for prefix, _incident, device in written_tops(folder):
+        found.setdefault(prefix, device)
     return found
 
 
@@ -81,10 +90,14 @@ def test_demo_on_the_stack_raises_both_incidents_in_clickhouse(services: Service
         found = run_demo(tmp_path, mode="stack", settings=settings, console=Console(file=printed, width=120))
         assert found, printed.getvalue()[-4000:]
         assert "stack" in printed.getvalue()
-        rows = list_incidents(client, settings.clickhouse_database)
-        tops = {("demo-real" if r.job.startswith("demo-real") else "demo-spine"): r.top_suspect for r in rows}
-        assert tops["demo-spine"] == "spine:s0"
-        assert tops["demo-real"].startswith("gpu:") and tops["demo-real"] == top_suspects(tmp_path)["demo-real"]
+        # The streaming localizer may raise the real job's irregularities as more than one incident
+        # (its 8 processes on 2 shared cores jitter), and the order of files and rows says nothing:
+        # each incident the demo wrote is in ClickHouse with the same top suspect.
+        stored = {r.incident: r.top_suspect for r in list_incidents(client, settings.clickhouse_database)}
+        written = written_tops(tmp_path)
+        assert all(stored.get(incident) == device for _prefix, incident, device in written)
+        assert ("demo-spine", "spine:s0") in {(prefix, device) for prefix, _incident, device in written}
+        assert any(prefix == "demo-real" and device.startswith("gpu:") for prefix, _incident, device in written)
     finally:
         stack.down(services.repo_root, services_too=False)
         client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
