@@ -13,10 +13,13 @@ Figures (sleuth and each baseline: ``earliest``, ``random_walk``, ``nvrx_relativ
   spine; ``concurrent`` for two at once), per ``dims`` (3D-6D) and per ``scale``. The baselines
   name GPUs only, so they score 0 on network faults by construction;
 * ``by_scale``: per world size (the ``scale`` suite's slow GPU and the ``scale-nic`` suite's
-  slow NIC), accuracy, also ``by_kind``, ``fetched`` (ranks fetched / world: the baselines
-  read every rank, 1.0) and ``latency_s`` (irregular iterations in to suspects out, fetching
-  from the emulator included; a baseline's is its read of every rank plus its ranking), and
-  how many iterations were δ-irregular in the emulator's truth;
+  slow NIC), accuracy, also ``by_kind``, ``fetched`` (ranks any record was read of / world: the
+  baselines read every rank, 1.0), ``read_whole`` (ranks read whole / world: the search judges an
+  operator instance from its group's records of that communicator alone, ``localizer.fetch``),
+  ``records_read`` (records read / the job's records in the window) and ``latency_s``
+  (irregular iterations in to suspects out, fetching from the emulator included; a baseline's
+  is its read of every rank plus its ranking), and how many iterations were δ-irregular in the
+  emulator's truth;
 * ``nonhardware``: the causes stage / sequence-length imbalance scenarios got;
 * ``false_alarm_rate``: clean runs localized on their 5 slowest iterations (clean runs have no
   δ-irregular iteration at all, so this forces the search); any hardware suspect is an alarm.
@@ -80,6 +83,38 @@ def _kind(faults: list[str]) -> str:
     return "concurrent" if len(faults) > 1 else kinds[0]
 
 
+class ReadCounter:
+    """The emulator as a RecordSource that counts what the localizer read: ranks read whole, and records."""
+
+    def __init__(self, emulation) -> None:
+        self.emulation = emulation
+        self.whole: set[int] = set()
+        self.records = 0
+
+    def job_spec(self):
+        return self.emulation.job_spec()
+
+    def iteration_ids(self):
+        return self.emulation.iteration_ids()
+
+    def iterations(self, *, ranks=None, iterations=None):
+        return self.emulation.iterations(ranks=ranks, iterations=iterations)
+
+    def ranks_records(self, ranks, *, iterations=None, comms=None):
+        ranks = list(ranks)
+        batch = self.emulation.ranks_records(ranks, iterations=iterations, comms=comms)
+        if comms is None:
+            self.whole.update(ranks)
+        self.records += len(batch)
+        return batch
+
+    def job_records(self, iterations: int) -> int:
+        """Records the whole job writes in ``iterations`` iterations."""
+        plan = self.emulation.plan
+        per_rank = np.array([len(stage.slots) for stage in plan.stages])[plan.stage_of]
+        return int(per_rank.sum()) * iterations
+
+
 def run_scenario(scenario, *, baselines: bool, routing: str = "static") -> dict:
     from sleuth.localizer import localize
     from sleuth.localizer.baselines import earliest_abnormal, random_walk, read_all, relative_median
@@ -90,9 +125,10 @@ def run_scenario(scenario, *, baselines: bool, routing: str = "static") -> dict:
     devices = [f["device"] for f in truth.faults if f["device"]]
     irregular = _irregular(emulation)
     window = min(100, scenario.iterations)
+    counter = ReadCounter(emulation)
     began = time.perf_counter()
     # The emulator routes every GPU pair over one known spine (static ECMP): say so.
-    incidents = localize(emulation, irregular_iterations=irregular, topology=scenario.topology, window=window, routing=routing)
+    incidents = localize(counter, irregular_iterations=irregular, topology=scenario.topology, window=window, routing=routing)
     latency = time.perf_counter() - began
     suspects = [s.device for i in incidents for s in i.suspects]
     faults = [f"{f['kind']}:{f['profile']}" for f in truth.faults]
@@ -108,6 +144,8 @@ def run_scenario(scenario, *, baselines: bool, routing: str = "static") -> dict:
         "correct": bool(devices) and all(d in suspects for d in devices),
         "hardware_alarm": any(i.cause.hardware for i in incidents),
         "fetched": max((i.ranks_fetched for i in incidents), default=0) / scenario.layout.world,
+        "read_whole": len(counter.whole) / scenario.layout.world,
+        "records_read": counter.records / counter.job_records(window),
         "latency_s": round(latency, 3),
     }
     if baselines and devices:
@@ -167,6 +205,7 @@ def main() -> None:
             out[m] = {
                 "accuracy": _rate(selected, key_of.get(m, m)),
                 "fetched": _rate(selected, f"{prefix}fetched"),
+                **({"read_whole": _rate(selected, "read_whole"), "records_read": _rate(selected, "records_read")} if m == "sleuth" else {}),
                 "latency_s": _rate(selected, f"{prefix}latency_s"),
             }
         return out

@@ -3,7 +3,16 @@
 The fetcher asks its :class:`~sleuth.sources.RecordSource` for the window's iterations of the
 ranks the search needs and not yet held, all of a group in one call (one query to ClickHouse,
 one pass of the emulator), and keeps what it read for the rest of the localization: each rank
-is fetched at most once. It counts the ranks, records and seconds spent, for the incident.
+is read at most once. It counts the ranks, records and seconds spent, for the incident.
+
+Two depths of reading. Judging one operator instance (is it a slow transfer, or who came late
+to it?) needs each member's start and end of that operator only: ``views`` reads the group's
+records of that one communicator (a data-parallel ring of 128 ranks at 8,192 GPUs is 128
+ranks' all-reduces, not their whole programs). Following a late rank back through what it did
+before needs all of its operators: ``get`` reads the rank whole. A view of a rank already read
+whole is cut from what is held (``RankOperators.restricted``); a view, once made, is kept, so
+that the slot rows a root operator names stay valid. ``ranks_fetched`` counts every rank any
+record was read of; ``ranks_whole`` those read whole.
 """
 
 from __future__ import annotations
@@ -45,20 +54,28 @@ class Fetcher:
         self.thresholds = thresholds
         self.abnormal = abnormal
         self._held: dict[int, RankOperators] = {}
-        self.order: list[int] = []
+        self._views: dict[tuple[int, int], RankOperators] = {}
+        self._touched: dict[int, None] = {}  # every rank any record was read of, in first-read order
         self.records = 0
         self.seconds = 0.0
 
     @property
+    def order(self) -> list[int]:
+        """The ranks any record was read of, in the order they were first read."""
+        return list(self._touched)
+
+    @property
     def ranks_fetched(self) -> int:
+        return len(self._touched)
+
+    @property
+    def ranks_whole(self) -> int:
+        """Ranks whose every record was read (``get``)."""
         return len(self._held)
 
     def get(self, ranks: Iterable[int]) -> dict[int, RankOperators]:
         """The operators of ``ranks``, reading the ones not held yet in one source call."""
-        wanted = [int(r) for r in ranks]
-        for rank in wanted:
-            if not 0 <= rank < self.graph.world:
-                raise ConfigError(f"rank {rank} is outside the world of {self.graph.world}")
+        wanted = self._checked(ranks)
         new = sorted(set(wanted) - set(self._held))
         if new:
             self._read(new)
@@ -66,6 +83,42 @@ class Fetcher:
 
     def one(self, rank: int) -> RankOperators:
         return self.get((rank,))[rank]
+
+    def views(self, ranks: Iterable[int], comm: int) -> dict[int, RankOperators]:
+        """The operators of ``ranks`` on communicator ``comm`` (a group index) alone."""
+        wanted = self._checked(ranks)
+        found = self.views_of([(rank, comm) for rank in wanted])
+        return {rank: found[(rank, comm)] for rank in wanted}
+
+    def view(self, rank: int, comm: int) -> RankOperators:
+        return self.views((rank,), comm)[rank]
+
+    def views_of(self, pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], RankOperators]:
+        """The operators of each ``(rank, comm)`` pair, reading the missing ones in one source call."""
+        wanted = [(int(rank), int(comm)) for rank, comm in pairs]
+        self._checked(rank for rank, _ in wanted)
+        for rank, comm in wanted:
+            if not 0 <= comm < self.graph.n_groups:
+                raise ConfigError(f"communicator index {comm} is outside the job's {self.graph.n_groups} groups")
+        unread = []
+        for pair in dict.fromkeys(wanted):
+            if pair in self._views:
+                continue
+            rank, comm = pair
+            if rank in self._held:
+                self._views[pair] = self._held[rank].restricted(comm)
+            else:
+                unread.append(pair)
+        if unread:
+            self._read_views(unread)
+        return {pair: self._views[pair] for pair in wanted}
+
+    def _checked(self, ranks: Iterable[int]) -> list[int]:
+        wanted = [int(r) for r in ranks]
+        for rank in wanted:
+            if not 0 <= rank < self.graph.world:
+                raise ConfigError(f"rank {rank} is outside the world of {self.graph.world}")
+        return wanted
 
     def _read(self, ranks: list[int]) -> None:
         began = time.perf_counter()
@@ -79,20 +132,47 @@ class Fetcher:
                 raise ConfigError(
                     f"the abnormal-operator mask has shape {flags.shape}, expected ({len(batch)},) for the records fetched"
                 )
-        order = np.argsort(batch["rank"], kind="stable")
-        sorted_ranks = batch["rank"][order]
-        for rank in ranks:
-            lo, hi = np.searchsorted(sorted_ranks, [rank, rank + 1])
-            picked = order[lo:hi]
-            mine = batch.take(picked)
+        for rank, picked in _by_rank(batch, ranks):
             self._held[rank] = rank_operators(
                 self.graph,
                 rank,
-                mine,
+                batch.take(picked),
                 self.window,
                 thresholds=self.thresholds,
                 abnormal=None if flags is None else flags[picked],
             )
-            self.order.append(rank)
+            self._touched.setdefault(rank)
         self.records += len(batch)
         self.seconds += time.perf_counter() - began
+
+    def _read_views(self, pairs: list[tuple[int, int]]) -> None:
+        """Views read from the source, all in one call: the ranks' records on the communicators
+        asked. Judged by the thresholds, not the detector: its features describe a rank's whole
+        program, which a view does not hold."""
+        began = time.perf_counter()
+        ranks = sorted({rank for rank, _ in pairs})
+        names = sorted({self.graph.comms[comm] for _, comm in pairs})
+        batch = self.source.ranks_records(ranks, iterations=self.window.iterations.tolist(), comms=names)
+        comm_of = np.array([self.graph.comm_index(s) for s in batch.strings] or [-1], dtype=np.int64)
+        comms = comm_of[batch["comm"]] if len(batch) else np.empty(0, np.int64)
+        per_rank = dict(_by_rank(batch, ranks))
+        for rank, comm in pairs:
+            picked = per_rank[rank]
+            mine = picked[comms[picked] == comm]
+            self._views[(rank, comm)] = rank_operators(
+                self.graph, rank, batch.take(mine), self.window, thresholds=self.thresholds, complete=False
+            )
+            self._touched.setdefault(rank)
+        self.records += len(batch)
+        self.seconds += time.perf_counter() - began
+
+
+def _by_rank(batch: RecordBatch, ranks: list[int]) -> list[tuple[int, np.ndarray]]:
+    """Each of ``ranks`` with the indices of its records in ``batch``."""
+    order = np.argsort(batch["rank"], kind="stable")
+    sorted_ranks = batch["rank"][order]
+    out = []
+    for rank in ranks:
+        lo, hi = np.searchsorted(sorted_ranks, [rank, rank + 1])
+        out.append((rank, order[lo:hi]))
+    return out

@@ -11,7 +11,10 @@ For each cluster of irregular iterations (those within one window of T iteration
    level before it; and when the first irregular iteration starts a level that stays up
    (``shifts.persists``) and the cluster's irregular iterations are too few for the support
    rule, or just enough but leave every device short of it, the 3 iterations after it, which
-   count toward the support rule;
+   count toward the support rule. A probe stops once one root operator has been found in
+   ``min_support + 1`` of its iterations: the rate is computed over the whole window whichever
+   iteration found the root, and the later searches only wandered further (seed 355 at 8,192
+   GPUs: four more data-parallel rings of 128 ranks read for no new root);
 4. accumulate R onto devices (a compute root's split between its GPU and its host by how many
    of the host's other GPUs were as slow, ``peers.host_share``) and score them by MAP with
    topology decay (``scoring``);
@@ -45,7 +48,7 @@ from sleuth.localizer.impact import estimate
 from sleuth.localizer.incident import Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.nonhardware import Diagnosis, Straggler, classify
 from sleuth.localizer.peers import host_share, peer_share, stands_out
-from sleuth.localizer.operators import Thresholds, Window, baseline, make_window, rebase
+from sleuth.localizer.operators import RankOperators, Thresholds, Window, baseline, make_window, rebase
 from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices
 from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
 from sleuth.localizer.shifts import level_shifts, persists
@@ -144,12 +147,15 @@ def _localize_cluster(
     times = iteration_times(source, ranks=pivots, window=frame)
 
     def searched(
-        frame: Window, iterations: list[int], thresholds: Thresholds
+        frame: Window, iterations: list[int], thresholds: Thresholds, *, settle: int | None = None
     ) -> tuple[Fetcher, list[tuple[Root, float]], list[Step]]:
         fetcher = Fetcher(source, graph, frame, thresholds=thresholds, abnormal=abnormal)
         roots: list[Root] = []
         steps: list[Step] = []
+        found_in: dict[tuple, set[int]] = {}
         for iteration in iterations:
+            if settle is not None and any(len(seen) >= settle for seen in found_in.values()):
+                break
             result = search(fetcher, graph, iteration=iteration, pivots=pivots, thresholds=thresholds, pivot_ops=pivot_ops)
             following = iteration + 1
             if not result.roots and following not in iterations and following in frame.iterations:
@@ -160,11 +166,12 @@ def _localize_cluster(
                 result = SearchResult(result.roots + later.roots, result.steps + later.steps)
             roots.extend(result.roots)
             steps.extend(result.steps)
-        held = fetcher.get(fetcher.order)
+            for root in result.roots:
+                found_in.setdefault(root.key, set()).add(iteration)
         rates: dict[tuple, float] = {}
         for root in roots:
             if root.key not in rates:
-                rates[root.key] = irregularity_rate(root_series(root, held), times)
+                rates[root.key] = irregularity_rate(root_series(root, _views(fetcher, graph, root)), times)
         return fetcher, [(root, rates[root.key]) for root in roots], steps
 
     fetcher, rated, steps = searched(frame, cluster, thresholds)
@@ -195,7 +202,7 @@ def _localize_cluster(
         # The step is small next to the operators it lands on (it was never δ-irregular): judge
         # operators by 3 spreads of their own level alone, not by a share of their duration.
         judged = replace(thresholds, relative=0.0, spread_k=min(thresholds.spread_k, 3.0))
-        more, found, walked = searched(later, probe, judged)
+        more, found, walked = searched(later, probe, judged, settle=min_support + 1)
         if shift is lasting:
             found = _seen_again(found, more, later, probe, judged)
         rated += found
@@ -303,10 +310,9 @@ def _seen_again(
     to the NIC's sends of the onset iteration), which alone is one iteration's support. A
     persistent fault's operator is as slow in those iterations too; a hiccup's is not.
     """
-    held = fetcher.get(fetcher.order)
     out = []
     for root, rate in found:
-        series = root_series(root, held)
+        series = root_series(root, _views(fetcher, fetcher.graph, root))
         known = np.isfinite(series)
         base, spread = baseline(np.nan_to_num(series)[None, :], known[None, :], frame.reference)
         limit = float(thresholds.limit(base, spread)[0])
@@ -316,6 +322,11 @@ def _seen_again(
         )
         out.append((replace(root, again=again), rate))
     return out
+
+
+def _views(fetcher: Fetcher, graph: OperatorGraph, root: Root) -> dict[int, RankOperators]:
+    """The members' views of the root's communicator, which its ``rows`` index (``search``)."""
+    return fetcher.views(root.members, graph.comm_index(root.comm))
 
 
 def _supported(rated: Sequence[tuple[Root, float]], topology: Topology, graph: OperatorGraph, min_support: int) -> bool:

@@ -163,6 +163,30 @@ class RankOperators:
         hit = rows[(self.seq[rows, col] == seq) & self.present[rows, col]]
         return int(hit[0]) if len(hit) else -1
 
+    def restricted(self, comm: int) -> "RankOperators":
+        """The slots of communicator ``comm`` alone, in the order a layout of that communicator's
+        records alone would give them (``rank_operators(complete=False)``), gaps unknown (NaN):
+        what is between two of them was spent on the rank's other operators too."""
+        rows = np.flatnonzero(self.slot_comm == comm)
+        unknown = np.full((len(rows), self.start.shape[1]), np.nan)
+        return RankOperators(
+            rank=self.rank,
+            slot_comm=self.slot_comm[rows],
+            slot_class=self.slot_class[rows],
+            slot_peer=self.slot_peer[rows],
+            slot_op=self.slot_op[rows],
+            start=self.start[rows],
+            end=self.end[rows],
+            seq=self.seq[rows],
+            present=self.present[rows],
+            abnormal=self.abnormal[rows],
+            base=self.base[rows],
+            spread=self.spread[rows],
+            gap=unknown,
+            gap_base=np.full(len(rows), np.nan),
+            channels={key: np.searchsorted(rows, held) for key, held in self.channels.items() if key[0] == comm},
+        )
+
     def before(self, row: int, col: int) -> np.ndarray:
         """Slots this rank started before slot ``row`` in column ``col``, latest first."""
         starts = self.start[:, col]
@@ -178,12 +202,15 @@ def rank_operators(
     *,
     thresholds: Thresholds,
     abnormal: np.ndarray | None = None,
+    complete: bool = True,
 ) -> RankOperators:
     """Lay out one rank's records (already filtered to that rank) over the window's columns.
 
     ``abnormal`` (aligned with ``records``) comes from a detector; without it an instance is
     abnormal when its duration exceeds its slot baseline by more than ``thresholds`` allow.
     Records on communicators the spec does not know are left out (they cannot be followed).
+    ``complete=False``: the records are some communicators' only, so the time between two
+    operators is not known to be compute: gaps are NaN (``RankOperators.restricted``).
     """
     code_to_group = np.array([graph.comm_index(s) for s in records.strings] or [-1], dtype=np.int64)
     comm = code_to_group[records["comm"]] if len(records) else np.empty(0, np.int64)
@@ -228,8 +255,11 @@ def rank_operators(
     first_of_slot[slot] = np.arange(len(slot))
     duration = np.where(present, end_m - start_m, 0).astype(np.float64)
     base, spread = baseline(duration, present, window.reference)
-    gap = _gaps(start_m, end_m, present)
-    gap_base, _ = baseline(gap, present, window.reference)
+    if complete:
+        gap = _gaps(start_m, end_m, present)
+        gap_base, _ = baseline(gap, present, window.reference)
+    else:
+        gap, gap_base = np.full((n_slots, n_cols), np.nan), np.full(n_slots, np.nan)
     if flags is not None:
         abnormal_m = np.zeros((n_slots, n_cols), dtype=bool)
         abnormal_m[slot, col] = flags

@@ -3,9 +3,12 @@
 For one irregular iteration, starting at the pivot rank's abnormal operators (largest excess
 first):
 
-* a collective: breadth first, fetch every member of its group and split the instance into
-  transfer and blocking (``sleuth.localizer.timing``);
-* a send or receive: depth first, fetch only the peer and split the pair the same way.
+* a collective: breadth first, read every member's records of its communicator and split the
+  instance into transfer and blocking (``sleuth.localizer.timing``);
+* a send or receive: depth first, read only the peer's and split the pair the same way.
+
+Only a rank the search follows back (the last launcher, below) and the pivots are read whole
+(``sleuth.localizer.fetch``): judging an instance needs each member's start and end of it alone.
 
 A long transfer makes the operator a root with cause *network* (Algorithm 1 line 17/23: every
 member is abnormal). Long blocking points at the last launcher L (the member whose operator is
@@ -21,7 +24,7 @@ that a caller can keep small, unrelated delays from diverting the search. An ope
 back from a late rank has its blocking judged against that rank's lateness too: when it
 accounts for at least half of it, the rank waited there, even if the wait alone is no outlier.
 
-Termination: each (rank, slot) is examined at most once per iteration, and ranks are fetched at
+Termination: each (rank, operator instance) is examined at most once, and ranks are read at
 most once (``sleuth.localizer.fetch``), so the search ends after at most (ranks x slots) steps.
 """
 
@@ -41,7 +44,10 @@ from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.operators import COLLECTIVE, RECV, SEND, RankOperators, Thresholds, baseline
 from sleuth.localizer.timing import split
 
-__all__ = ["Action", "Cause", "Root", "SearchResult", "Step", "search"]
+__all__ = ["Action", "Cause", "Instance", "Root", "SearchResult", "Step", "search"]
+
+#: One operator instance, as every rank names it: (communicator group, channel class, peer, seq).
+Instance = tuple[int, int, int, int]
 
 
 class Cause(enum.Enum):
@@ -85,7 +91,7 @@ class Root:
 
     ``ranks`` are the GPUs involved: the late rank (compute) or the group or pair whose
     transfer was slow (network). ``members``/``rows`` locate the operator slot on every member,
-    for the cross-iteration series. ``iteration`` is the irregular iteration searched; ``ran``
+    for the cross-iteration series: rows of each member's view of ``comm`` (``Fetcher.view``). ``iteration`` is the irregular iteration searched; ``ran``
     the one the operator ran in, earlier when the delay came from the end of the one before
     (``_explaining``): one delay reached from the searches of several iterations is evidence
     from one iteration (``scoring``'s support). ``again``: other searched iterations in which
@@ -157,43 +163,47 @@ def search(
     reference = fetcher.window.reference
     steps: list[Step] = []
     roots: dict[tuple, Root] = {}
-    visited: set[tuple[int, int, int]] = set()
-    hopped: set[tuple[int, int, int]] = set()  # late operators reached across a group (BFS/DFS hops)
+    visited: set[tuple[int, Instance, int]] = set()
+    hopped: set[tuple[int, Instance, int]] = set()  # late operators reached across a group (BFS/DFS hops)
 
-    # (rank, row, column, how reached, the delay this operator was followed back to explain)
-    stack: list[tuple[int, int, int, Action, float]] = []
+    # (rank, operator instance, column, how reached, the delay this operator was followed back to explain)
+    stack: list[tuple[int, Instance, int, Action, float]] = []
     for pivot in reversed(list(pivots)):
         ops = fetcher.one(pivot)
         rows = np.flatnonzero(ops.abnormal[:, first_col])
         excess = (ops.end[rows, first_col] - ops.start[rows, first_col]) - ops.base[rows]
         chosen = rows[np.argsort(-excess, kind="stable")][:pivot_ops]
-        stack.extend((pivot, int(row), first_col, Action.PIVOT, 0.0) for row in reversed(chosen))
-        stack.extend((pivot, row, first_col, Action.PIVOT, 0.0) for row in _launched_late(ops, first_col, pivot_ops))
+        stack.extend((pivot, _instance_of(ops, int(row), first_col), first_col, Action.PIVOT, 0.0) for row in reversed(chosen))
+        stack.extend(
+            (pivot, _instance_of(ops, row, first_col), first_col, Action.PIVOT, 0.0)
+            for row in _launched_late(ops, first_col, pivot_ops)
+        )
 
     while stack and len(steps) < max_steps:
-        rank, row, col, action, chased = stack.pop()
-        if (rank, row, col) in visited:
+        rank, instance, col, action, chased = stack.pop()
+        if (rank, instance, col) in visited:
             continue
-        visited.add((rank, row, col))
+        visited.add((rank, instance, col))
+        comm_index, cls, peer, seq = instance
         at = int(fetcher.window.iterations[col])
-        ops = fetcher.one(rank)
-        comm_index = int(ops.slot_comm[row])
+        own = fetcher.view(rank, comm_index)
+        row = own.find(comm_index, cls, peer, seq, col)
+        if row < 0:
+            continue
         comm = graph.comms[comm_index]
-        seq = int(ops.seq[row, col])
-        op = _label(int(ops.slot_op[row]))
+        op = _label(int(own.slot_op[row]))
         steps.append(Step(rank, comm, seq, op, at, action))
 
-        if ops.slot_class[row] != COLLECTIVE and not 0 <= int(ops.slot_peer[row]) < graph.world:
+        if cls != COLLECTIVE and not 0 <= peer < graph.world:
             # Algorithm 1 line 22: a P2P operator without a peer: the transfer itself is the root.
             root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, (rank,), (rank,), (row,), ran=at)
             roots.setdefault(root.key, root)
             continue
-        members, rows = _instance(fetcher, graph, ops, row, col)
+        members, rows, channels = _members(fetcher, graph, rank, instance, col)
         if len(members) < 2:
             continue  # the other side's record is missing: nothing to compare against
-        held = fetcher.get(members)
-        pairs = [(held[m], r) for m, r in zip(members, rows)]
-        timing = split(pairs)
+        views = fetcher.views(members, comm_index)
+        timing = split([(views[m], r) for m, r in zip(members, rows)])
         if not timing.complete[col]:
             continue
         values = np.stack((timing.transfer, timing.lateness))
@@ -211,17 +221,20 @@ def search(
             root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, involved, tuple(members), tuple(rows), ran=at)
             new = root.key not in roots
             roots.setdefault(root.key, root)
-            if new and len(members) > 2 and member_rings > 0 and len({graph.hosts[m] for m in members}) > 1:
+            if new and len(members) > 2 and member_rings > 0 and graph.spans_hosts[comm_index]:
                 member_rings -= 1
-                stack.extend(_members_elsewhere(held, members, rows, col, fanout=member_fanout))
+                stack.extend(_members_elsewhere(fetcher, graph, members, comm_index, col, fanout=member_fanout))
         if excess[1] > limit[1]:
             late = int(timing.late[col])
-            late_rank, late_row = members[late], rows[late]
-            late_ops = held[late_rank]
-            if (late_rank, late_row, col) in hopped:
+            late_rank = members[late]
+            late_instance = (comm_index, *channels[late], seq)
+            if (late_rank, late_instance, col) in hopped:
                 continue  # another path already led to this late operator and followed it back
-            hopped.add((late_rank, late_row, col))
-            steps.append(Step(late_rank, comm, seq, op, at, Action.BFS if ops.slot_class[row] == COLLECTIVE else Action.DFS))
+            hopped.add((late_rank, late_instance, col))
+            steps.append(Step(late_rank, comm, seq, op, at, Action.BFS if cls == COLLECTIVE else Action.DFS))
+            # Where the late rank's time went before this operator: its whole program is needed now.
+            late_ops = fetcher.one(late_rank)
+            late_row = late_ops.find(comm_index, channels[late][0], channels[late][1], seq, col)
             culprit = _explaining(late_ops, late_row, col, explain * float(excess[1]), float(excess[1]))
             if culprit is not None:
                 r, c = culprit
@@ -229,9 +242,9 @@ def search(
                 # than the lateness. A delay that reaches a rank spread over several waits leaves
                 # each a share of the lateness (seed 334 at 8,192 GPUs: a last-stage NIC's), and
                 # the one followed explains its own excess, not the whole.
-                own = float(late_ops.end[r, c] - late_ops.start[r, c] - late_ops.base[r])
-                chased = min(float(excess[1]), own) if own > 0 else float(excess[1])
-                stack.append((late_rank, r, c, Action.BACK, chased))
+                excess_there = float(late_ops.end[r, c] - late_ops.start[r, c] - late_ops.base[r])
+                chased = min(float(excess[1]), excess_there) if excess_there > 0 else float(excess[1])
+                stack.append((late_rank, _instance_of(late_ops, r, c), c, Action.BACK, chased))
             else:
                 root = Root(iteration, Cause.COMPUTE, late_rank, comm, seq, op, (late_rank,), tuple(members), tuple(rows), ran=at)
                 roots.setdefault(root.key, root)
@@ -255,47 +268,61 @@ def _launched_late(ops: RankOperators, col: int, count: int) -> list[int]:
 
 
 def _members_elsewhere(
-    held: dict[int, RankOperators], members: list[int], rows: list[int], col: int, *, fanout: int
-) -> list[tuple[int, int, int, Action, float]]:
-    """For up to ``fanout`` members, their most abnormal operator in another group, to be
-    searched next; the members whose such operator ran longest against its baseline first.
+    fetcher: Fetcher, graph: OperatorGraph, members: list[int], comm: int, col: int, *, fanout: int
+) -> list[tuple[int, Instance, int, Action, float]]:
+    """For up to ``fanout`` members, their most abnormal operator in another group whose traffic
+    crosses hosts, to be searched next; the members whose such operator ran longest against its
+    baseline first.
 
     A slow transfer in a ring of more than two ranks says only that some device on the ring is
     slow: every member ends together, so all their NICs and cables have the same evidence. The
     members' other transfers in the same iteration tell them apart: the slow device is on those
-    paths too (a slow NIC also slows its GPU's pipeline sends), and on none of the others'.
+    paths too (a slow NIC also slows its GPU's pipeline sends), and on none of the others'. A
+    group within one host crosses no NIC or cable, so only the groups that span hosts are read,
+    and of those only the members' records on them (``Fetcher.views_of``).
     """
-    found = []
-    for member, row in zip(members, rows):
-        ops = held[member]
-        candidates = np.flatnonzero(ops.abnormal[:, col] & (ops.slot_comm != ops.slot_comm[row]))
+    spans = graph.spans_hosts
+    wanted = [(m, int(g)) for m in members for g in graph.groups_of(m) if int(g) != comm and spans[int(g)]]
+    views = fetcher.views_of(wanted)
+    best: dict[int, tuple[float, Instance]] = {}
+    for (member, _), ops in views.items():
+        candidates = np.flatnonzero(ops.abnormal[:, col])
         if not len(candidates):
             continue
         duration = ops.end[candidates, col] - ops.start[candidates, col]
         ratio = duration / np.maximum(ops.base[candidates], 1.0)
         k = int(np.argmax(ratio))
-        found.append((float(ratio[k]), member, int(candidates[k])))
-    found.sort(key=lambda item: -item[0])
+        if member not in best or ratio[k] > best[member][0]:
+            best[member] = (float(ratio[k]), _instance_of(ops, int(candidates[k]), col))
+    found = sorted(((ratio, member, instance) for member, (ratio, instance) in best.items()), key=lambda item: -item[0])
     # Pushed weakest first: the stack pops the longest first.
-    return [(member, row, col, Action.MEMBER, 0.0) for _, member, row in reversed(found[:fanout])]
+    return [(member, instance, col, Action.MEMBER, 0.0) for _, member, instance in reversed(found[:fanout])]
 
 
-def _instance(fetcher: Fetcher, graph: OperatorGraph, ops: RankOperators, row: int, col: int) -> tuple[list[int], list[int]]:
-    """Members holding this operator instance and its slot on each (this rank first for P2P)."""
-    comm = int(ops.slot_comm[row])
-    seq = int(ops.seq[row, col])
-    cls = int(ops.slot_class[row])
+def _members(
+    fetcher: Fetcher, graph: OperatorGraph, rank: int, instance: Instance, col: int
+) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+    """Members holding this operator instance, its slot in each member's view of the
+    communicator, and each member's channel (class, peer); ``rank`` first for P2P."""
+    comm, cls, peer, seq = instance
     if cls == COLLECTIVE:
         group = graph.group(comm).tolist()
-        held = fetcher.get(group)
-        found = [(m, held[m].find(comm, COLLECTIVE, -1, seq, col)) for m in group]
+        views = fetcher.views(group, comm)
+        found = [(m, views[m].find(comm, COLLECTIVE, -1, seq, col), (COLLECTIVE, -1)) for m in group]
     else:
-        peer = int(ops.slot_peer[row])
-        other = fetcher.one(peer)
         opposite = RECV if cls == SEND else SEND
-        found = [(ops.rank, row), (peer, other.find(comm, opposite, ops.rank, seq, col))]
-    found = [(m, r) for m, r in found if r >= 0]
-    return [m for m, _ in found], [r for _, r in found]
+        views = fetcher.views((rank, peer), comm)
+        found = [
+            (rank, views[rank].find(comm, cls, peer, seq, col), (cls, peer)),
+            (peer, views[peer].find(comm, opposite, rank, seq, col), (opposite, rank)),
+        ]
+    found = [item for item in found if item[1] >= 0]
+    return [m for m, _, _ in found], [r for _, r, _ in found], [c for _, _, c in found]
+
+
+def _instance_of(ops: RankOperators, row: int, col: int) -> Instance:
+    """The operator instance in slot ``row``, column ``col``, by what names it on every rank."""
+    return (int(ops.slot_comm[row]), int(ops.slot_class[row]), int(ops.slot_peer[row]), int(ops.seq[row, col]))
 
 
 def _explaining(ops: RankOperators, row: int, col: int, needed: float, lateness: float) -> tuple[int, int] | None:

@@ -297,14 +297,18 @@ class Emulation:
         cuts = np.flatnonzero(np.diff(stage)) + 1
         return [(int(self.plan.stage_of[part[0]]), part) for part in np.split(chosen, cuts)]
 
-    def ranks_records(self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None) -> RecordBatch:
-        """Records of ``ranks``, ordered by rank, then iteration, then the rank's program order."""
+    def ranks_records(
+        self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None, comms: Iterable[str] | None = None
+    ) -> RecordBatch:
+        """Records of ``ranks``, ordered by rank, then iteration, then the rank's program order;
+        only those on the communicators ``comms`` when it is given."""
         index = self._iteration_index(iterations)
         parts = [self._emit(stage, chunk, index) for stage, chunk in self._rank_runs(ranks)]
         if not parts:
             return RecordBatch.empty()
         columns = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
-        return RecordBatch(columns, self._strings)
+        batch = RecordBatch(columns, self._strings)
+        return batch if comms is None else batch.take(batch.isin("comm", comms))
 
     def records(self, *, iterations: Iterable[int] | None = None) -> RecordBatch:
         """Every rank's records (mind the size at scale: ~65 bytes per record)."""

@@ -192,6 +192,15 @@ class ColumnBatch:
             return self._columns[name]
         return np.asarray(self._strings, dtype=object)[self._columns[name]] if len(self) else np.empty(0, object)
 
+    def isin(self, name: str, values: Iterable[str]) -> np.ndarray:
+        """Boolean mask of the records whose string field ``name`` is one of ``values``."""
+        field = self._field(name)
+        if not field.is_string:
+            raise TypeError(f"field {name!r} is not a string field")
+        wanted = set(values)
+        codes = np.fromiter((i for i, s in enumerate(self._strings) if s in wanted), dtype=np.int64)
+        return np.isin(self._columns[name], codes)
+
     def take(self, selector: np.ndarray | slice) -> Self:
         """The records at ``selector`` (a boolean mask, integer indices or a slice)."""
         return type(self)({n: c[selector] for n, c in self._columns.items()}, self._strings)

@@ -33,8 +33,12 @@ class RecordSource(Protocol):
         """The training steps the source holds, ascending (int64)."""
         ...
 
-    def ranks_records(self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None) -> RecordBatch:
-        """CommOps records of ``ranks`` (all iterations when ``iterations`` is None)."""
+    def ranks_records(
+        self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None, comms: Iterable[str] | None = None
+    ) -> RecordBatch:
+        """CommOps records of ``ranks`` (all iterations when ``iterations`` is None), only those on
+        the communicators ``comms`` when it is given (the localizer judging one operator instance
+        reads its group's records of that communicator alone)."""
         ...
 
     def iterations(
@@ -64,8 +68,12 @@ class MemorySource:
     def iteration_ids(self) -> np.ndarray:
         return np.unique(self._iterations["iteration"]).astype(np.int64)
 
-    def ranks_records(self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None) -> RecordBatch:
+    def ranks_records(
+        self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None, comms: Iterable[str] | None = None
+    ) -> RecordBatch:
         mask = _select(self._records["rank"], ranks) & _select(self._records["iteration"], iterations)
+        if comms is not None:
+            mask &= self._records.isin("comm", comms)
         return self._records.take(mask)
 
     def iterations(

@@ -47,10 +47,17 @@ class ClickHouseSource:
         )
         return np.array([it for (it,) in rows], dtype=np.int64)
 
-    def ranks_records(self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None) -> RecordBatch:
+    def ranks_records(
+        self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None, comms: Iterable[str] | None = None
+    ) -> RecordBatch:
         where, params = self._where(ranks=ranks, iterations=iterations)
         if where is None:
             return RecordBatch.empty()
+        if comms is not None:
+            params["comm"] = tuple(sorted({str(c) for c in comms}))
+            if not params["comm"]:
+                return RecordBatch.empty()
+            where += " AND comm IN %(comm)s"
         return clickhouse_records.select_records(self.client, f"{self.database}.records", where=where, params=params)
 
     def iterations(

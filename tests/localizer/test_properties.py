@@ -26,11 +26,14 @@ def _topology():
 
 
 class CountingSource:
-    """A RecordSource that counts how often each rank's records are asked for."""
+    """A RecordSource that counts how often each rank's records are asked for: whole
+    (``asked``), or one communicator's (``asked_on``, per (rank, comm))."""
 
     def __init__(self, inner):
         self.inner = inner
         self.asked: dict[int, int] = {}
+        self.asked_on: dict[tuple[int, str], int] = {}
+        self.read_after_whole: list[tuple[int, str]] = []  # one communicator's, of a rank already read whole
 
     def job_spec(self):
         return self.inner.job_spec()
@@ -38,11 +41,18 @@ class CountingSource:
     def iteration_ids(self):
         return self.inner.iteration_ids()
 
-    def ranks_records(self, ranks, *, iterations=None):
+    def ranks_records(self, ranks, *, iterations=None, comms=None):
         ranks = list(ranks)
-        for rank in ranks:
-            self.asked[rank] = self.asked.get(rank, 0) + 1
-        return self.inner.ranks_records(ranks, iterations=iterations)
+        batch = self.inner.ranks_records(ranks, iterations=iterations, comms=comms)
+        if comms is None:
+            for rank in ranks:
+                self.asked[rank] = self.asked.get(rank, 0) + 1
+        else:
+            for rank, comm in set(zip(batch["rank"].tolist(), batch.decoded("comm").tolist())):
+                self.asked_on[(rank, comm)] = self.asked_on.get((rank, comm), 0) + 1
+                if rank in self.asked:
+                    self.read_after_whole.append((rank, comm))
+        return batch
 
     def iterations(self, *, ranks=None, iterations=None):
         return self.inner.iterations(ranks=ranks, iterations=iterations)
@@ -75,7 +85,10 @@ def test_the_search_ends_and_fetches_every_rank_at_most_once(gpu, kind, slow, se
         visits = [(s.rank, s.comm, s.seq, s.op, s.action) for s in result.steps]
         assert len(visits) == len(set(visits))
     assert all(count == 1 for count in source.asked.values())
-    assert fetcher.ranks_fetched == len(source.asked) <= graph.world
+    assert all(count == 1 for count in source.asked_on.values())
+    assert source.read_after_whole == []  # what is held whole is never read again
+    touched = set(source.asked) | {rank for rank, _ in source.asked_on}
+    assert fetcher.ranks_whole == len(source.asked) <= fetcher.ranks_fetched == len(touched) <= graph.world
 
 
 _DEVICES = st.sampled_from(

@@ -76,6 +76,14 @@ def test_reads_select_ranks_and_iterations_in_one_answer_and_respect_through(dat
     assert len(got) == len(want) > 0
     assert set(zip(got["rank"].tolist(), got["iteration"].tolist())) == {(r, i) for r in (2, 5) for i in (3, 4, 30)}
     assert len(source.ranks_records([], iterations=[3])) == 0
+    # One communicator's records alone, as the localizer reads a group to judge one operator.
+    comm = str(em.ranks_records([2], iterations=[3]).decoded("comm")[0])
+    got = source.ranks_records([5, 2], iterations=[3, 4], comms=[comm])
+    want = em.ranks_records([2, 5], iterations=[3, 4], comms=[comm])
+    assert 0 < len(got) == len(want) < len(em.ranks_records([2, 5], iterations=[3, 4]))
+    assert set(got.decoded("comm").tolist()) == {comm}
+    np.testing.assert_array_equal(np.sort(got["t_start_ns"]), np.sort(want["t_start_ns"]))
+    assert len(source.ranks_records([2], comms=[])) == 0
     bounded = ClickHouseSource(client, db, em.scenario.job, through=9)
     assert bounded.iteration_ids().tolist() == list(range(10))
     assert int(bounded.ranks_records([0])["iteration"].max()) == 9
