@@ -91,10 +91,11 @@ class Root:
 
     ``ranks`` are the GPUs involved: the late rank (compute) or the group or pair whose
     transfer was slow (network). ``members``/``rows`` locate the operator slot on every member,
-    for the cross-iteration series: rows of each member's view of ``comm`` (``Fetcher.view``). ``iteration`` is the irregular iteration searched; ``ran``
-    the one the operator ran in, earlier when the delay came from the end of the one before
-    (``_explaining``): one delay reached from the searches of several iterations is evidence
-    from one iteration (``scoring``'s support). ``again``: other searched iterations in which
+    for the cross-iteration series: rows of each member's view of ``comm`` (``Fetcher.view``).
+    ``iteration`` is the irregular iteration searched; ``ran`` the one the operator ran in,
+    earlier when the delay came from the end of the one before (``_explaining``): one delay
+    reached from the searches of several iterations is evidence from one iteration
+    (``scoring``'s support). ``again``: other searched iterations in which
     the same operator slot was itself abnormal (a persistent fault's, ``localize``), which
     count toward the support as well.
     """
@@ -189,7 +190,7 @@ def search(
         own = fetcher.view(rank, comm_index)
         row = own.find(comm_index, cls, peer, seq, col)
         if row < 0:
-            continue
+            continue  # not among the rank's records (instances are named from records read, so never)
         comm = graph.comms[comm_index]
         op = _label(int(own.slot_op[row]))
         steps.append(Step(rank, comm, seq, op, at, action))
