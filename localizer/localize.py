@@ -48,7 +48,7 @@ from sleuth.localizer.impact import estimate
 from sleuth.localizer.incident import Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.nonhardware import Diagnosis, Straggler, classify
 from sleuth.localizer.peers import host_share, peer_share, stands_out
-from sleuth.localizer.operators import RankOperators, Thresholds, Window, baseline, make_window, rebase
+from sleuth.localizer.operators import Thresholds, Window, baseline, make_window, rebase
 from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices
 from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
 from sleuth.localizer.shifts import level_shifts, persists
@@ -148,7 +148,8 @@ def _localize_cluster(
 
     def searched(
         frame: Window, iterations: list[int], thresholds: Thresholds, *, settle: int | None = None
-    ) -> tuple[Fetcher, list[tuple[Root, float]], list[Step]]:
+    ) -> tuple[Fetcher, list[tuple[Root, float]], list[Step], dict[tuple, np.ndarray]]:
+        """The fetcher, each root with its rate, the steps, and each root's delay series by key."""
         fetcher = Fetcher(source, graph, frame, thresholds=thresholds, abnormal=abnormal)
         roots: list[Root] = []
         steps: list[Step] = []
@@ -168,13 +169,15 @@ def _localize_cluster(
             steps.extend(result.steps)
             for root in result.roots:
                 found_in.setdefault(root.key, set()).add(iteration)
+        series: dict[tuple, np.ndarray] = {}
         rates: dict[tuple, float] = {}
         for root in roots:
             if root.key not in rates:
-                rates[root.key] = irregularity_rate(root_series(root, _views(fetcher, graph, root)), times)
-        return fetcher, [(root, rates[root.key]) for root in roots], steps
+                series[root.key] = root_series(root, fetcher.views(root.members, graph.comm_index(root.comm)))
+                rates[root.key] = irregularity_rate(series[root.key], times)
+        return fetcher, [(root, rates[root.key]) for root in roots], steps, series
 
-    fetcher, rated, steps = searched(frame, cluster, thresholds)
+    fetcher, rated, steps, _ = searched(frame, cluster, thresholds)
     fetched = set(fetcher.order)
     onset = frame.column(cluster[0])
     probes = [(shift, _SHIFT_PROBE) for shift in level_shifts(times, start=onset)]
@@ -202,9 +205,9 @@ def _localize_cluster(
         # The step is small next to the operators it lands on (it was never δ-irregular): judge
         # operators by 3 spreads of their own level alone, not by a share of their duration.
         judged = replace(thresholds, relative=0.0, spread_k=min(thresholds.spread_k, 3.0))
-        more, found, walked = searched(later, probe, judged, settle=min_support + 1)
+        more, found, walked, series = searched(later, probe, judged, settle=min_support + 1)
         if shift is lasting:
-            found = _seen_again(found, more, later, probe, judged)
+            found = _seen_again(found, series, later, probe, judged)
         rated += found
         steps += walked
         fetched.update(more.order)
@@ -300,7 +303,8 @@ def _localize_cluster(
 
 
 def _seen_again(
-    found: list[tuple[Root, float]], fetcher: Fetcher, frame: Window, probe: list[int], thresholds: Thresholds
+    found: list[tuple[Root, float]], series_of: dict[tuple, np.ndarray], frame: Window, probe: list[int],
+    thresholds: Thresholds,
 ) -> list[tuple[Root, float]]:
     """The roots found after a lasting onset, each with the probed iterations in which its own
     operator slot was abnormal again against the level before the onset (``Root.again``).
@@ -312,7 +316,7 @@ def _seen_again(
     """
     out = []
     for root, rate in found:
-        series = root_series(root, _views(fetcher, fetcher.graph, root))
+        series = series_of[root.key]
         known = np.isfinite(series)
         base, spread = baseline(np.nan_to_num(series)[None, :], known[None, :], frame.reference)
         limit = float(thresholds.limit(base, spread)[0])
@@ -322,11 +326,6 @@ def _seen_again(
         )
         out.append((replace(root, again=again), rate))
     return out
-
-
-def _views(fetcher: Fetcher, graph: OperatorGraph, root: Root) -> dict[int, RankOperators]:
-    """The members' views of the root's communicator, which its ``rows`` index (``search``)."""
-    return fetcher.views(root.members, graph.comm_index(root.comm))
 
 
 def _supported(rated: Sequence[tuple[Root, float]], topology: Topology, graph: OperatorGraph, min_support: int) -> bool:

@@ -200,10 +200,9 @@ def search(
             root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, (rank,), (rank,), (row,), ran=at)
             roots.setdefault(root.key, root)
             continue
-        members, rows, channels = _members(fetcher, graph, rank, instance, col)
+        members, rows, channels, views = _members(fetcher, graph, rank, instance, col)
         if len(members) < 2:
             continue  # the other side's record is missing: nothing to compare against
-        views = fetcher.views(members, comm_index)
         timing = split([(views[m], r) for m, r in zip(members, rows)])
         if not timing.complete[col]:
             continue
@@ -302,9 +301,9 @@ def _members_elsewhere(
 
 def _members(
     fetcher: Fetcher, graph: OperatorGraph, rank: int, instance: Instance, col: int
-) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+) -> tuple[list[int], list[int], list[tuple[int, int]], dict[int, RankOperators]]:
     """Members holding this operator instance, its slot in each member's view of the
-    communicator, and each member's channel (class, peer); ``rank`` first for P2P."""
+    communicator, each member's channel (class, peer), and the views; ``rank`` first for P2P."""
     comm, cls, peer, seq = instance
     if cls == COLLECTIVE:
         group = graph.group(comm).tolist()
@@ -318,7 +317,7 @@ def _members(
             (peer, views[peer].find(comm, opposite, rank, seq, col), (opposite, rank)),
         ]
     found = [item for item in found if item[1] >= 0]
-    return [m for m, _, _ in found], [r for _, r, _ in found], [c for _, _, c in found]
+    return [m for m, _, _ in found], [r for _, r, _ in found], [c for _, _, c in found], views
 
 
 def _instance_of(ops: RankOperators, row: int, col: int) -> Instance:
