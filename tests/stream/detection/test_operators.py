@@ -25,6 +25,18 @@ from .conftest import emulation, f1, small_model
 GPU = "gpu:h0003/1,slow=1.5,start=15"
 
 
+def fed_windows(em, *, iterations: int) -> tuple[OperatorWindows, object, object, object]:
+    """Windows fed every instance of ranks 0-15's first ``iterations`` iterations, one chunk an
+    iteration: (windows, every record, the last iteration's records, its chunk)."""
+    windows = OperatorWindows(window=5, min_history=2)
+    records = em.ranks_records(range(16))
+    for it in range(iterations):
+        part = records.take(np.flatnonzero(records["iteration"] == it))
+        chunk = windows.features(part, em.iterations(iterations=[it]))
+        windows.push(chunk, np.ones(len(chunk.rows), bool))
+    return windows, records, part, chunk
+
+
 def test_forest_finds_a_slow_gpus_operators_on_an_unseen_seed() -> None:
     em = emulation(GPU)
     labels, _ = em.abnormal(range(16))
@@ -82,12 +94,7 @@ def test_features_window_statistics_are_numpys() -> None:
 
 def test_chunk_context_averages_over_the_communicator_and_the_program_slot() -> None:
     em = emulation("nic:h0002/0,slow=4,start=3")
-    windows = OperatorWindows(window=5, min_history=2)
-    records = em.ranks_records(range(16))
-    for it in range(4):
-        part = records.take(np.flatnonzero(records["iteration"] == it))
-        chunk = windows.features(part, em.iterations(iterations=[it]))
-        windows.push(chunk, np.ones(len(chunk.rows), bool))
+    windows, records, part, chunk = fed_windows(em, iterations=4)
     col = {n: k for k, n in enumerate(FEATURE_NAMES)}
     X, rank, comm = chunk.X, part["rank"], part["comm"]
     log_ratio = np.log(X[:, col["ratio"]])
@@ -395,3 +402,31 @@ def test_a_forest_fitted_on_several_cores_scores_on_one() -> None:
     X, y = training_set(em.records(), em.iterations(), labels)
     forest = AbnormalOperatorForest(n_estimators=4, n_jobs=2).fit(X, y)
     assert forest.get_params()["n_jobs"] == 2 and forest.forest_.n_jobs is None
+
+
+def test_mate_context_reads_the_same_slot_on_the_other_ranks_of_the_tensor_group() -> None:
+    em = emulation("nic:h0002/0,slow=4,start=3")
+    (slow,) = em.ranks_on("nic:h0002/0").tolist()
+    windows, records, part, chunk = fed_windows(em, iterations=4)
+    col = {n: k for k, n in enumerate(FEATURE_NAMES)}
+    X, rank, comm = chunk.X, part["rank"], part.decoded("comm")
+    tensor = {int(r): c for r, c in zip(rank.tolist(), comm) if c.startswith("tp.")}
+    mates = sorted(r for r in tensor if tensor[r] == tensor[slow] and r != slow)
+    assert len(mates) == 3
+    # Slot k of the pp communicator: the k-th pp operator of each rank in the iteration.
+    def pp_ops(r: int) -> np.ndarray:
+        mine = np.flatnonzero((rank == r) & np.char.startswith(comm.astype(str), "pp."))
+        return mine[np.argsort(part["seq"][mine], kind="stable")]
+    slow_ops = pp_ops(slow)
+    for mate in mates:
+        ops = pp_ops(mate)
+        others = np.stack([X[pp_ops(r), col["ratio"]] for r in [slow] + mates if r != mate])
+        assert np.allclose(X[ops, col["mate_slot_peak"]], others.max(axis=0))
+        assert np.allclose(X[ops, col["mate_slot_ratio"]], np.exp(np.log(others).mean(axis=0)))
+    # What a worker sees that the mates' own durations do not say: the NIC's rank's pipeline
+    # operators run over twice their window, so each mate's same slot carries it.
+    assert X[slow_ops, col["ratio"]].max() > 2.5
+    assert (X[pp_ops(mates[0]), col["mate_slot_peak"]] >= X[slow_ops, col["ratio"]]).all()
+    # A rank whose tensor mates are elsewhere (one rank's records alone) has no mate context.
+    alone = records.take(np.flatnonzero((records["iteration"] == 4) & (records["rank"] == slow)))
+    assert np.isnan(windows.features(alone).X[:, [col["mate_slot_peak"], col["mate_slot_ratio"]]]).all()
