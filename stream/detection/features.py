@@ -299,7 +299,10 @@ class OperatorWindows:
         X[:, 27:29] = _job_context(X[:, 8], X[:, 20], job, iteration)
         tensor = kind == _TENSOR_KIND
         self._rank_tensor[rank_rows[tensor]] = comm[tensor]
-        X[:, 29:31] = _mate_context(X[:, 8], self._rank_tensor[rank_rows], rank_rows, slot, iteration)
+        # The mates' same operator: same slot, op and, for P2P, the same direction and distance to
+        # the peer (a middle pipeline stage has two pp communicators, whose ordinals coincide).
+        same_op = _group_ids(slot, records["op"].astype(np.int64), np.where(p2p, peer - rank, 0))
+        X[:, 29:31] = _mate_context(X[:, 8], self._rank_tensor[rank_rows], rank_rows, same_op, iteration)
         # A zero spread (identical values) gives an infinite z-score the trees cannot split: cap it.
         np.clip(X[:, 3], -1e6, 1e6, out=X[:, 3])
         return Chunk(X, keep, rows, duration, transfer, iteration.astype(np.int64))
@@ -519,13 +522,16 @@ def _job_context(ratio: np.ndarray, transfer_ratio: np.ndarray, job: np.ndarray,
     return out
 
 
-def _mate_context(ratio: np.ndarray, tensor: np.ndarray, rank_rows: np.ndarray, slot: np.ndarray,
+def _mate_context(ratio: np.ndarray, tensor: np.ndarray, rank_rows: np.ndarray, same_op: np.ndarray,
                   iteration: np.ndarray) -> np.ndarray:
     """Evidence from the instance's tensor-parallel mates (the other ranks of its ``tp`` group in
-    the chunk), per program slot and iteration, two columns:
+    the chunk), per operator and iteration, two columns:
 
-    * the largest ratio of the same slot (communicator kind, ordinal) on a mate;
-    * the geometric mean ratio of the same slot over the mates.
+    * the largest ratio of the same operator on a mate;
+    * the geometric mean ratio of the same operator over the mates.
+
+    ``same_op``: the id of each instance's operator in its rank's program (communicator kind,
+    ordinal, op, and for P2P the peer's offset from the rank), which a rank holds once an iteration.
 
     Tensor mates run the same program in lockstep (an all-reduce every layer), so whatever delays
     one delays the others' next operators: a slow NIC's own pipeline send at x4 of its window makes
@@ -537,7 +543,7 @@ def _mate_context(ratio: np.ndarray, tensor: np.ndarray, rank_rows: np.ndarray, 
     log_ratio = np.log(np.clip(np.nan_to_num(ratio, nan=1.0), 1e-3, 1e3))
     # A rank without a tensor group is a group of its own (negative ids cannot meet a comm id).
     group = np.where(tensor >= 0, tensor, -1 - rank_rows)
-    key = _group_ids(group, slot, iteration.astype(np.int64))
+    key = _group_ids(group, same_op, iteration.astype(np.int64))
     out = np.full((len(ratio), 2), np.nan)
     counts = np.bincount(key)
     mates = counts[key] - 1
