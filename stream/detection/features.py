@@ -22,6 +22,9 @@ identity's previous instance (``prev_ratio``, remembered whether or not it enter
 A rank's pause slows every group of its iteration as a slow NIC does, and a group whose late
 member's records are elsewhere shows it as a long transfer; what tells them apart is whether some
 transfer of the job is several times its usual one, and whether the slowdown outlasts the iteration.
+The instance's tensor-parallel mates (``_mate_context``) tell what a pipeline send or receive whose
+peer is on another worker cannot: whether the same operator of the same micro-batch ran long on the
+ranks it runs in lockstep with.
 
 Every statistic is kept per identity in numpy rows, refreshed only for identities that received a
 value; scoring a chunk is a gather plus a few vectorized ufuncs, never a loop over records.
@@ -49,6 +52,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "comm_iter_ratio", "slot_iter_ratio", "rank_peak_transfer", "group_peak_transfer",
     "peer_ratio",
     "prev_ratio", "job_iter_ratio", "job_peak_transfer",
+    "mate_slot_peak", "mate_slot_ratio",
 )
 
 #: Features in nanoseconds of the job's own clock: they move when the job drifts (Holmes fig. 10a),
@@ -68,6 +72,7 @@ COMM_KINDS: tuple[str, ...] = ("", "tp", "pp", "dp", "cp", "ep", "sp", "emb", "w
 #: with four, one or two slowed ranks are still a minority the median ignores.
 MIN_PEERS = 4
 
+_TENSOR_KIND = COMM_KINDS.index("tp")
 _ORDINAL_BITS = 24
 _RANK_LIMIT = 1 << 20
 
@@ -117,6 +122,7 @@ class OperatorWindows:
         self._rank_iter_filled = np.zeros(0, np.int64)
         self._rank_last_iter = np.full(0, np.nan)
         self._rank_iter_mean = np.full(0, np.nan)
+        self._rank_tensor = np.full(0, -1, np.int64)  # each rank row's tensor-parallel comm id, -1 if none seen
 
     def __len__(self) -> int:
         """Operator identities known."""
@@ -159,6 +165,7 @@ class OperatorWindows:
             self._rank_iter_filled = _grow(self._rank_iter_filled, size, 0)
             self._rank_last_iter = _grow(self._rank_last_iter, size, np.nan)
             self._rank_iter_mean = _grow(self._rank_iter_mean, size, np.nan)
+            self._rank_tensor = _grow(self._rank_tensor, size, -1)
         return rows[inverse]
 
     def _identity_rows(self, job: np.ndarray, rank: np.ndarray, comm: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
@@ -290,6 +297,12 @@ class OperatorWindows:
         X[:, 25] = duration / np.where(peers.q2 > 0, peers.q2, np.nan)
         X[:, 26] = _previous(rows, iteration, X[:, 8], self._last_ratio)
         X[:, 27:29] = _job_context(X[:, 8], X[:, 20], job, iteration)
+        tensor = kind == _TENSOR_KIND
+        self._rank_tensor[rank_rows[tensor]] = comm[tensor]
+        # The mates' same operator: same slot, op and, for P2P, the same direction and distance to
+        # the peer (a middle pipeline stage has two pp communicators, whose ordinals coincide).
+        same_op = _group_ids(slot, records["op"].astype(np.int64), np.where(p2p, peer - rank, 0))
+        X[:, 29:31] = _mate_context(X[:, 8], self._rank_tensor[rank_rows], rank_rows, same_op, iteration)
         # A zero spread (identical values) gives an infinite z-score the trees cannot split: cap it.
         np.clip(X[:, 3], -1e6, 1e6, out=X[:, 3])
         return Chunk(X, keep, rows, duration, transfer, iteration.astype(np.int64))
@@ -506,6 +519,50 @@ def _job_context(ratio: np.ndarray, transfer_ratio: np.ndarray, job: np.ndarray,
     peak = np.zeros(int(steps.max()) + 1)
     np.maximum.at(peak, steps, np.nan_to_num(transfer_ratio, nan=0.0))
     out[:, 1] = peak[steps]
+    return out
+
+
+def _mate_context(ratio: np.ndarray, tensor: np.ndarray, rank_rows: np.ndarray, same_op: np.ndarray,
+                  iteration: np.ndarray) -> np.ndarray:
+    """Evidence from the instance's tensor-parallel mates (the other ranks of its ``tp`` group in
+    the chunk), per operator and iteration, two columns:
+
+    * the largest ratio of the same operator on a mate;
+    * the geometric mean ratio of the same operator over the mates.
+
+    ``same_op``: the id of each instance's operator in its rank's program (communicator kind,
+    ordinal, op, and for P2P the peer's offset from the rank), which a rank holds once an iteration.
+
+    Tensor mates run the same program in lockstep (an all-reduce every layer), so whatever delays
+    one delays the others' next operators: a slow NIC's own pipeline send at x4 of its window makes
+    its mates' sends of the same micro-batch wait for their receivers, x1.1-1.3 of their windows,
+    within their own jitter. Their peers (the next stage) are rarely in a worker's sample, so their
+    blocking is unknown; the mate's slow send at the same slot is known. NaN where the rank has no
+    mate in the chunk (no ``tp`` communicator seen, or its group's other ranks elsewhere).
+    """
+    log_ratio = np.log(np.clip(np.nan_to_num(ratio, nan=1.0), 1e-3, 1e3))
+    # A rank without a tensor group is a group of its own (negative ids cannot meet a comm id).
+    group = np.where(tensor >= 0, tensor, -1 - rank_rows)
+    key = _group_ids(group, same_op, iteration.astype(np.int64))
+    out = np.full((len(ratio), 2), np.nan)
+    counts = np.bincount(key)
+    mates = counts[key] - 1
+    has = mates > 0
+    sums = np.bincount(key, weights=log_ratio)
+    out[has, 1] = np.exp((sums[key][has] - log_ratio[has]) / mates[has])
+    # The largest of the others: the group's largest, or its second largest for the one holding it.
+    order = np.lexsort((log_ratio, key))
+    skey, sval = key[order], log_ratio[order]
+    last = np.flatnonzero(np.r_[skey[1:] != skey[:-1], True])
+    top = np.full(len(counts), -np.inf)
+    second = np.full(len(counts), -np.inf)
+    top[skey[last]] = sval[last]
+    deep = last[counts[skey[last]] > 1]
+    second[skey[deep]] = sval[deep - 1]
+    holder = np.zeros(len(ratio), bool)
+    holder[order[last]] = True
+    peak = np.where(holder, second[key], top[key])
+    out[has, 0] = np.exp(peak[has])
     return out
 
 

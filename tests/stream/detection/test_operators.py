@@ -7,7 +7,9 @@ import pytest
 from sklearn.base import clone
 
 from sleuth.errors import ConfigError
-from sleuth.layout import KINDS
+from sleuth.records import RecordBatch
+from sleuth.layout import KINDS, ParallelLayout
+from sleuth.sim import Emulation, Scenario
 from sleuth.stream.detection import (
     FEATURE_NAMES, AbnormalOperatorForest, DriftTuner, OperatorWindows, StreamDetector, abnormal_mask, load, save,
 )
@@ -18,11 +20,24 @@ from sleuth.stream.detection.model_file import read_metadata
 from sleuth.stream.detection.offline import training_set
 from sleuth.stream.detection.training import choose_threshold, sample_ranks, sample_rows, streaming_scores
 from sleuth.stream.rank_state import RankState
-from sleuth.topology import DeviceKind, link_id
+from sleuth.topology import DeviceKind, generate, link_id
+from tests.sim.conftest import SMALL
 
-from .conftest import emulation, f1, small_model
+from .conftest import FABRIC, emulation, f1, small_model
 
 GPU = "gpu:h0003/1,slow=1.5,start=15"
+
+
+def fed_windows(em, *, iterations: int) -> tuple[OperatorWindows, object, object, object]:
+    """Windows fed every instance of ranks 0-15's first ``iterations`` iterations, one chunk an
+    iteration: (windows, every record, the last iteration's records, its chunk)."""
+    windows = OperatorWindows(window=5, min_history=2)
+    records = em.ranks_records(range(16))
+    for it in range(iterations):
+        part = records.take(np.flatnonzero(records["iteration"] == it))
+        chunk = windows.features(part, em.iterations(iterations=[it]))
+        windows.push(chunk, np.ones(len(chunk.rows), bool))
+    return windows, records, part, chunk
 
 
 def test_forest_finds_a_slow_gpus_operators_on_an_unseen_seed() -> None:
@@ -82,12 +97,7 @@ def test_features_window_statistics_are_numpys() -> None:
 
 def test_chunk_context_averages_over_the_communicator_and_the_program_slot() -> None:
     em = emulation("nic:h0002/0,slow=4,start=3")
-    windows = OperatorWindows(window=5, min_history=2)
-    records = em.ranks_records(range(16))
-    for it in range(4):
-        part = records.take(np.flatnonzero(records["iteration"] == it))
-        chunk = windows.features(part, em.iterations(iterations=[it]))
-        windows.push(chunk, np.ones(len(chunk.rows), bool))
+    windows, records, part, chunk = fed_windows(em, iterations=4)
     col = {n: k for k, n in enumerate(FEATURE_NAMES)}
     X, rank, comm = chunk.X, part["rank"], part["comm"]
     log_ratio = np.log(X[:, col["ratio"]])
@@ -395,3 +405,70 @@ def test_a_forest_fitted_on_several_cores_scores_on_one() -> None:
     X, y = training_set(em.records(), em.iterations(), labels)
     forest = AbnormalOperatorForest(n_estimators=4, n_jobs=2).fit(X, y)
     assert forest.get_params()["n_jobs"] == 2 and forest.forest_.n_jobs is None
+
+
+def test_mate_context_reads_the_same_slot_on_the_other_ranks_of_the_tensor_group() -> None:
+    em = emulation("nic:h0002/0,slow=4,start=3")
+    (slow,) = em.ranks_on("nic:h0002/0").tolist()
+    windows, records, part, chunk = fed_windows(em, iterations=4)
+    col = {n: k for k, n in enumerate(FEATURE_NAMES)}
+    X, rank, comm = chunk.X, part["rank"], part.decoded("comm")
+    tensor = {int(r): c for r, c in zip(rank.tolist(), comm) if c.startswith("tp.")}
+    mates = sorted(r for r in tensor if tensor[r] == tensor[slow] and r != slow)
+    assert len(mates) == 3
+    # Slot k of the pp communicator: the k-th pp operator of each rank in the iteration.
+    def pp_ops(r: int) -> np.ndarray:
+        mine = np.flatnonzero((rank == r) & np.char.startswith(comm.astype(str), "pp."))
+        return mine[np.argsort(part["seq"][mine], kind="stable")]
+    slow_ops = pp_ops(slow)
+    for mate in mates:
+        ops = pp_ops(mate)
+        others = np.stack([X[pp_ops(r), col["ratio"]] for r in [slow] + mates if r != mate])
+        assert np.allclose(X[ops, col["mate_slot_peak"]], others.max(axis=0))
+        assert np.allclose(X[ops, col["mate_slot_ratio"]], np.exp(np.log(others).mean(axis=0)))
+    # What a worker sees that the mates' own durations do not say: the NIC's rank's pipeline
+    # operators run over twice their window, so each mate's same slot carries it.
+    assert X[slow_ops, col["ratio"]].max() > 2.5
+    assert (X[pp_ops(mates[0]), col["mate_slot_peak"]] >= X[slow_ops, col["ratio"]]).all()
+    # A rank whose tensor mates are elsewhere (one rank's records alone) has no mate context.
+    alone = records.take(np.flatnonzero((records["iteration"] == 4) & (records["rank"] == slow)))
+    assert np.isnan(windows.features(alone).X[:, [col["mate_slot_peak"], col["mate_slot_ratio"]]]).all()
+
+
+def test_mate_context_keeps_a_middle_stages_two_pipeline_communicators_apart() -> None:
+    # pp4, with a communicator per pair of neighbouring stages (as a logger may name NCCL's P2P
+    # communicators): a middle stage's two pp communicators number their operators from 0 each,
+    # so the ordinals coincide; a mate's operator is the one with the same op and peer offset.
+    layout = ParallelLayout(16, 2, 4, 2, gpus_per_host=4)
+    em = Emulation(Scenario(topology=generate(FABRIC), layout=layout, model=SMALL, microbatches=4, iterations=3,
+                            faults=(), seed=0, job="job-pp4"))
+    records = em.ranks_records(range(16))
+    records = records.take(np.flatnonzero(records["iteration"] == 0))
+    values = {f.name: records.decoded(f.name) if f.is_string else records[f.name] for f in RecordBatch.FIELDS}
+    p2p = values["peer"] >= 0
+    low, high = np.minimum(values["rank"], values["peer"]), np.maximum(values["rank"], values["peer"])
+    values["comm"] = np.where(p2p, [f"pp.{a}-{b}" for a, b in zip(low.tolist(), high.tolist())], values["comm"])
+    part = RecordBatch.from_columns(**values)
+    X = OperatorWindows().features(part).X
+    col = {n: k for k, n in enumerate(FEATURE_NAMES)}
+    rank, peer, op, comm = part["rank"], part["peer"], part["op"], part.decoded("comm")
+    tensor = {int(r): c for r, c in zip(rank.tolist(), comm) if c.startswith("tp.")}
+    middle = next(r for r in range(16) if layout.stage_of(r) == 1)
+    (mate,) = [r for r in tensor if tensor[r] == tensor[middle] and r != middle]
+
+    def operators(r: int) -> dict[tuple[int, int, int], int]:
+        """(op, peer offset, occurrence) -> position, for rank r's pipeline operators."""
+        out: dict[tuple[int, int, int], int] = {}
+        for pos in np.flatnonzero((rank == r) & (peer >= 0)).tolist():
+            key = (int(op[pos]), int(peer[pos]) - r)
+            occurrence = sum(1 for k in out if k[:2] == key)
+            out[key + (occurrence,)] = pos
+        return out
+
+    mine, theirs = operators(middle), operators(mate)
+    assert len({comm[pos] for pos in mine.values()}) == 2  # one communicator to each neighbour
+    assert mine.keys() == theirs.keys()
+    for key, pos in mine.items():
+        # One mate: its same operator is both the peak and the mean.
+        assert X[pos, col["mate_slot_peak"]] == pytest.approx(X[theirs[key], col["ratio"]])
+        assert X[pos, col["mate_slot_ratio"]] == pytest.approx(X[theirs[key], col["ratio"]])
