@@ -67,7 +67,8 @@ class Action(enum.Enum):
     BFS = "bfs"  # a collective: the whole group examined
     DFS = "dfs"  # a send/recv: the peer examined
     BACK = "back"  # an earlier operator of the late rank
-    MEMBER = "member"  # a member of a slow ring transfer: its abnormal operator in another group
+    # a member of a slow ring transfer: its abnormal operator in another group, judged for transfer only
+    MEMBER = "member"
 
     def __str__(self) -> str:
         return self.value
@@ -224,7 +225,11 @@ def search(
             if new and len(members) > 2 and member_rings > 0 and graph.spans_hosts[comm_index]:
                 member_rings -= 1
                 stack.extend(_members_elsewhere(fetcher, graph, members, comm_index, col, fanout=member_fanout))
-        if excess[1] > limit[1]:
+        # A member's operator elsewhere is asked one thing: is its transfer slow too (which tells
+        # the ring's devices apart)? Its waits are the ring's delay passing through the pipeline,
+        # and following them walked into other data-parallel rings for nothing (seed 370 at
+        # 8,192 GPUs: four more rings of 128 ranks, no new root).
+        if excess[1] > limit[1] and action is not Action.MEMBER:
             late = int(timing.late[col])
             late_rank = members[late]
             late_instance = (comm_index, *channels[late], seq)
@@ -271,8 +276,8 @@ def _members_elsewhere(
     fetcher: Fetcher, graph: OperatorGraph, members: list[int], comm: int, col: int, *, fanout: int
 ) -> list[tuple[int, Instance, int, Action, float]]:
     """For up to ``fanout`` members, their most abnormal operator in another group whose traffic
-    crosses hosts, to be searched next; the members whose such operator ran longest against its
-    baseline first.
+    crosses hosts, to be judged next for a slow transfer (not followed back: ``search``); the
+    members whose such operator ran longest against its baseline first.
 
     A slow transfer in a ring of more than two ranks says only that some device on the ring is
     slow: every member ends together, so all their NICs and cables have the same evidence. The
