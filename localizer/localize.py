@@ -65,6 +65,10 @@ _SHIFT_PROBE = 10
 #: Iterations searched after a lone irregular onset whose level stays up (``shifts.persists``):
 #: enough for the support rule, where every one searched fetches ranks of its own.
 _ONSET_PROBE = 3
+#: The segmentation's bar for a step before the onset, lower than after it (``level_shifts``' 8):
+#: the stretch before the onset is short (27 columns on seed 357), and the δ-irregular iteration
+#: after it already says the job is no longer healthy.
+_EARLIER_T_MIN = 6.0
 
 
 def localize(
@@ -180,7 +184,8 @@ def _localize_cluster(
     fetcher, rated, steps, _ = searched(frame, cluster, thresholds)
     fetched = set(fetcher.order)
     onset = frame.column(cluster[0])
-    probes = [(shift, _SHIFT_PROBE) for shift in level_shifts(times, start=onset)]
+    # (shift, iterations to search, whether the level it starts lasts through the onset)
+    probes = [(shift, _SHIFT_PROBE, False) for shift in level_shifts(times, start=onset)]
     lasting = persists(times, at=onset, reference=frame.reference, probe=_SHIFT_PROBE)
     if lasting is not None and (
         len(cluster) < min_support or (len(cluster) == min_support and not _supported(rated, topology, graph, min_support))
@@ -193,20 +198,26 @@ def _localize_cluster(
         # after a later step, and count toward the support rule, so that a hiccup that happened
         # to share the onset is not the answer. More irregular iterations whose roots agree on
         # no device are left alone: slowness that moves between replicas (``nonhardware``).
-        probes.insert(0, (lasting, 1 + _ONSET_PROBE))
+        probes.insert(0, (lasting, 1 + _ONSET_PROBE, True))
+    # A step before the onset that never tripped δ (seed 357 at 8,192 GPUs: a slow NIC's 3%, then
+    # a GPU's hiccup at iteration 27 the only irregular one) is a persistent slowdown the
+    # incident's window holds: its iterations are searched and count toward the support rule as
+    # the onset's do, so that the hiccup alone is not the answer.
+    earlier = level_shifts(times[:onset], start=0, t_min=_EARLIER_T_MIN)
+    probes = [(shift, _SHIFT_PROBE, True) for shift in earlier] + probes
     supported = len(cluster)
-    for shift, length in probes:
+    for shift, length, lasts in probes:
         probe = [int(i) for i in frame.iterations[shift.at : shift.at + length] if int(i) not in cluster]
         later = rebase(frame, probe, reference_from=shift.since, reference_to=shift.at)
         if later is None:
             continue
-        if shift is lasting:
+        if lasts:
             supported += len(probe)
         # The step is small next to the operators it lands on (it was never δ-irregular): judge
         # operators by 3 spreads of their own level alone, not by a share of their duration.
         judged = replace(thresholds, relative=0.0, spread_k=min(thresholds.spread_k, 3.0))
         more, found, walked, series = searched(later, probe, judged, settle=min_support + 1)
-        if shift is lasting:
+        if lasts:
             found = _seen_again(found, series, later, probe, judged)
         rated += found
         steps += walked
