@@ -11,7 +11,8 @@ For each cluster of irregular iterations (those within one window of T iteration
    level before it; and when the first irregular iteration starts a level that stays up
    (``shifts.persists``) and the cluster's irregular iterations are too few for the support
    rule, or just enough but leave every device short of it, the 3 iterations after it, which
-   count toward the support rule. A probe stops once one root operator has been found in
+   count toward the support rule; so do the 10 after a step before the first irregular
+   iteration (a persistent fault that never tripped δ). A probe stops once one root operator has been found in
    ``min_support + 1`` of its iterations: the rate is computed over the whole window whichever
    iteration found the root, and the later searches only wandered further (seed 355 at 8,192
    GPUs: four more data-parallel rings of 128 ranks read for no new root);
