@@ -153,8 +153,7 @@ class Fetcher:
         ranks = sorted({rank for rank, _ in pairs})
         names = sorted({self.graph.comms[comm] for _, comm in pairs})
         batch = self.source.ranks_records(ranks, iterations=self.window.iterations.tolist(), comms=names)
-        comm_of = np.array([self.graph.comm_index(s) for s in batch.strings] or [-1], dtype=np.int64)
-        comms = comm_of[batch["comm"]] if len(batch) else np.empty(0, np.int64)
+        comms = self.graph.record_groups(batch)
         per_rank = dict(_by_rank(batch, ranks))
         for rank, comm in pairs:
             picked = per_rank[rank]

@@ -22,6 +22,7 @@ import numpy as np
 
 from sleuth.errors import ConfigError
 from sleuth.jobspec import JobSpec
+from sleuth.records import RecordBatch
 from sleuth.topology.ids import gpu_id, parse_device
 
 __all__ = ["OperatorGraph", "build_graph"]
@@ -51,6 +52,13 @@ class OperatorGraph:
     def comm_index(self, comm: str) -> int:
         """The group index of communicator ``comm``; -1 when the spec does not know it."""
         return self._index.get(comm, -1)
+
+    def record_groups(self, records: RecordBatch) -> np.ndarray:
+        """The group index of each record's communicator; -1 where the spec does not know it."""
+        if not len(records):
+            return np.empty(0, np.int64)
+        code_to_group = np.array([self.comm_index(s) for s in records.strings], dtype=np.int64)
+        return code_to_group[records["comm"]]
 
     def group(self, index: int) -> np.ndarray:
         """Member ranks of group ``index``, in the group's rank order."""

@@ -212,8 +212,7 @@ def rank_operators(
     ``complete=False``: the records are some communicators' only, so the time between two
     operators is not known to be compute: gaps are NaN (``RankOperators.restricted``).
     """
-    code_to_group = np.array([graph.comm_index(s) for s in records.strings] or [-1], dtype=np.int64)
-    comm = code_to_group[records["comm"]] if len(records) else np.empty(0, np.int64)
+    comm = graph.record_groups(records)
     col = np.searchsorted(window.iterations, records["iteration"])
     col_ok = col < len(window)
     col_ok[col_ok] = window.iterations[col[col_ok]] == records["iteration"][col_ok]
