@@ -68,6 +68,10 @@ class Fetcher:
     def ranks_fetched(self) -> int:
         return len(self._touched)
 
+    def has_read(self, rank: int) -> bool:
+        """Whether any record of ``rank`` was read already (reading more of it touches no new rank)."""
+        return rank in self._touched
+
     @property
     def ranks_whole(self) -> int:
         """Ranks whose every record was read (``get``)."""

@@ -3,8 +3,10 @@
 For one irregular iteration, starting at the pivot rank's abnormal operators (largest excess
 first):
 
-* a collective: breadth first, read every member's records of its communicator and split the
-  instance into transfer and blocking (``sleuth.localizer.timing``);
+* a collective: breadth first, read the members' records of its communicator, a few members at
+  a time until the last launcher is among them (``_read_collective``; all of them when the
+  transfer itself is slow), and split the instance into transfer and blocking
+  (``sleuth.localizer.timing``);
 * a send or receive: depth first, read only the peer's and split the pair the same way.
 
 Only a rank the search follows back (the last launcher, below) and the pivots are read whole
@@ -45,6 +47,11 @@ from sleuth.localizer.operators import COLLECTIVE, RECV, SEND, RankOperators, Th
 from sleuth.localizer.timing import split
 
 __all__ = ["Action", "Cause", "Instance", "Root", "SearchResult", "Step", "search"]
+
+#: Members of a collective read before its last launcher is looked for among them, and then how
+#: many more at a time (``_read_collective``).
+_FIRST_READ = 8
+_READ_BATCH = 16
 
 #: One operator instance, as every rank names it: (communicator group, channel class, peer, seq).
 Instance = tuple[int, int, int, int]
@@ -115,7 +122,11 @@ class Root:
 
     @property
     def key(self) -> tuple:
-        """Same root operator slot and cause, whatever the iteration."""
+        """Same root operator slot and cause, whatever the iteration. A compute root's slot is
+        its late rank's: the members read beside it depend on what the search had read before
+        (``_read_collective``)."""
+        if self.cause is Cause.COMPUTE:
+            return (self.cause, self.ranks, self.comm, self.rows[self.members.index(self.rank)])
         return (self.cause, self.ranks, self.comm, self.members, self.rows)
 
 
@@ -201,7 +212,7 @@ def search(
             root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, (rank,), (rank,), (row,), ran=at)
             roots.setdefault(root.key, root)
             continue
-        members, rows, channels, views = _members(fetcher, graph, rank, instance, col)
+        members, rows, channels, views = _members(fetcher, graph, rank, instance, col, thresholds)
         if len(members) < 2:
             continue  # the other side's record is missing: nothing to compare against
         timing = split([(views[m], r) for m, r in zip(members, rows)])
@@ -305,15 +316,14 @@ def _members_elsewhere(
 
 
 def _members(
-    fetcher: Fetcher, graph: OperatorGraph, rank: int, instance: Instance, col: int
+    fetcher: Fetcher, graph: OperatorGraph, rank: int, instance: Instance, col: int, thresholds: Thresholds
 ) -> tuple[list[int], list[int], list[tuple[int, int]], dict[int, RankOperators]]:
-    """Members holding this operator instance, its slot in each member's view of the
-    communicator, each member's channel (class, peer), and the views; ``rank`` first for P2P."""
+    """Members holding this operator instance (those read: ``_read_collective``), its slot in
+    each member's view of the communicator, each member's channel (class, peer), and the views;
+    ``rank`` first for P2P."""
     comm, cls, peer, seq = instance
     if cls == COLLECTIVE:
-        group = graph.group(comm).tolist()
-        views = fetcher.views(group, comm)
-        found = [(m, views[m].find(comm, COLLECTIVE, -1, seq, col), (COLLECTIVE, -1)) for m in group]
+        found, views = _read_collective(fetcher, graph.group(comm).tolist(), rank, instance, col, thresholds)
     else:
         opposite = RECV if cls == SEND else SEND
         views = fetcher.views((rank, peer), comm)
@@ -323,6 +333,55 @@ def _members(
         ]
     found = [item for item in found if item[1] >= 0]
     return [m for m, _, _ in found], [r for _, r, _ in found], [c for _, _, c in found], views
+
+
+def _read_collective(
+    fetcher: Fetcher, group: list[int], rank: int, instance: Instance, col: int, thresholds: Thresholds
+) -> tuple[list[tuple[int, int, tuple[int, int]]], dict[int, RankOperators]]:
+    """The members of a collective read until its last launcher is among them, and their views.
+
+    Judging an instance needs its last launcher: who the others waited for, and from whose
+    start the transfer is timed. A member that launched last waited for nobody, so its operator
+    is as short as its transfer; a member that waited for a later one, unread, holds that wait
+    in its operator too. So the members are read a few at a time, and once the latest of those
+    read shows a transfer within its healthy range, no unread member can have launched
+    noticeably later: the rest are left unread. First the ones whose records were read already
+    (reading more of a rank touches no new rank; a late rank the search followed is often the
+    late member of the next group too: every data-parallel ring's late member sits in the same
+    slow replica), then the others spread over the group. A slow transfer keeps every member's
+    operator long, so it is judged, as before, on the whole group.
+    """
+    comm, _, _, seq = instance
+    known = [m for m in group if m == rank or fetcher.has_read(m)]
+    unread = [m for m in group if m != rank and not fetcher.has_read(m)]
+    stride = max(1, len(unread) // _READ_BATCH)
+    unread = [m for offset in range(stride) for m in unread[offset::stride]]  # spread over the group
+    batch = unread[: max(0, _FIRST_READ - len(known))]
+    chosen, unread = known + batch, unread[len(batch) :]
+    reference = fetcher.window.reference
+    while True:
+        views = fetcher.views(chosen, comm)
+        found = [(m, views[m].find(comm, COLLECTIVE, -1, seq, col), (COLLECTIVE, -1)) for m in chosen]
+        if not unread or _launched_last_is_read([(views[m], r) for m, r, _ in found if r >= 0], col, reference, thresholds):
+            position = {m: k for k, m in enumerate(group)}
+            return sorted(found, key=lambda item: position[item[0]]), views
+        chosen, unread = chosen + unread[:_READ_BATCH], unread[_READ_BATCH:]
+
+
+def _launched_last_is_read(
+    members: list[tuple[RankOperators, int]], col: int, reference: np.ndarray, thresholds: Thresholds
+) -> bool:
+    """Whether the transfer timed from the latest start among ``members`` is within its healthy
+    range in column ``col`` (and so no unread member launched much later), or cannot be told
+    there (a member's record is missing: reading more would not mend it)."""
+    if len(members) < 2:
+        return False
+    timing = split(members)
+    if not timing.complete[col]:
+        return True
+    known = np.isfinite(timing.transfer)
+    base, spread = baseline(np.nan_to_num(timing.transfer)[None, :], known[None, :], reference)
+    return bool(timing.transfer[col] - base[0] <= thresholds.limit(base, spread)[0])
 
 
 def _instance_of(ops: RankOperators, row: int, col: int) -> Instance:
