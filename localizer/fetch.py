@@ -18,7 +18,7 @@ record was read of; ``ranks_whole`` those read whole.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 import numpy as np
 
@@ -47,8 +47,12 @@ class Fetcher:
         *,
         thresholds: Thresholds,
         abnormal: AbnormalFn | None = None,
+        read_elsewhere: Collection[int] = frozenset(),
     ) -> None:
         self.source = source
+        # Ranks another fetcher of the same localization read (another window's baselines): a
+        # search prefers them (``has_read``), as the ranks touched are counted over all of them.
+        self._read_elsewhere = read_elsewhere
         self.graph = graph
         self.window = window
         self.thresholds = thresholds
@@ -69,8 +73,9 @@ class Fetcher:
         return len(self._touched)
 
     def has_read(self, rank: int) -> bool:
-        """Whether any record of ``rank`` was read already (reading more of it touches no new rank)."""
-        return rank in self._touched
+        """Whether any record of ``rank`` was read already, here or by another fetcher of the same
+        localization (``read_elsewhere``): reading more of it touches no new rank."""
+        return rank in self._touched or rank in self._read_elsewhere
 
     @property
     def ranks_whole(self) -> int:

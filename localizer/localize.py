@@ -151,11 +151,13 @@ def _localize_cluster(
     frame = make_window(available, cluster, size=window)
     times = iteration_times(source, ranks=pivots, window=frame)
 
+    fetched: set[int] = set()  # every rank any fetcher of this cluster read
+
     def searched(
         frame: Window, iterations: list[int], thresholds: Thresholds, *, settle: int | None = None
     ) -> tuple[Fetcher, list[tuple[Root, float]], list[Step], dict[tuple, np.ndarray]]:
         """The fetcher, each root with its rate, the steps, and each root's delay series by key."""
-        fetcher = Fetcher(source, graph, frame, thresholds=thresholds, abnormal=abnormal)
+        fetcher = Fetcher(source, graph, frame, thresholds=thresholds, abnormal=abnormal, read_elsewhere=fetched)
         roots: list[Root] = []
         steps: list[Step] = []
         found_in: dict[tuple, set[int]] = {}
@@ -183,7 +185,7 @@ def _localize_cluster(
         return fetcher, [(root, rates[root.key]) for root in roots], steps, series
 
     fetcher, rated, steps, _ = searched(frame, cluster, thresholds)
-    fetched = set(fetcher.order)
+    fetched.update(fetcher.order)
     onset = frame.column(cluster[0])
     # (shift, iterations to search, whether the level it starts lasts through the onset)
     probes = [(shift, _SHIFT_PROBE, False) for shift in level_shifts(times, start=onset)]

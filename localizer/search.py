@@ -156,7 +156,7 @@ def search(
 ) -> SearchResult:
     """Root operators of one irregular ``iteration``, starting from ``pivots``' abnormal operators.
 
-    ``member_rings``: how many newly found slow rings (of more than 2 ranks) have their members'
+    ``member_rings``: how many newly found slow rings (and pairs) have their members'
     other operators searched (``_members_elsewhere``), and ``member_fanout``: how many members of
     each, those whose other operators ran longest first. That tells a ring's NICs apart at the
     cost of a few fetches; a device under many rings at once (a spine) makes every ring of the job
@@ -233,9 +233,16 @@ def search(
             root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, involved, tuple(members), tuple(rows), ran=at)
             new = root.key not in roots
             roots.setdefault(root.key, root)
-            if new and len(members) > 2 and member_rings > 0 and graph.spans_hosts[comm_index]:
+            # A pair's two NICs have the same evidence as well (a send, or the tied embeddings'
+            # all-reduce of the first and last stage: seeds 352 and 359 at 8,192 GPUs ranked the
+            # healthy end first). A pair reached as a member's operator elsewhere is already that
+            # evidence: searching its members again would walk the pipeline pair by pair.
+            pair = len(members) == 2
+            if new and member_rings > 0 and graph.spans_hosts[comm_index] and not (pair and action is Action.MEMBER):
                 member_rings -= 1
-                stack.extend(_members_elsewhere(fetcher, graph, members, comm_index, col, fanout=member_fanout))
+                stack.extend(
+                    _members_elsewhere(fetcher, graph, members, comm_index, col, fanout=member_fanout, pairs_only=pair)
+                )
         # A member's operator elsewhere is asked one thing: is its transfer slow too (which tells
         # the ring's devices apart)? Its waits are the ring's delay passing through the pipeline,
         # and following them walked into other data-parallel rings for nothing (seed 370 at
@@ -284,11 +291,13 @@ def _launched_late(ops: RankOperators, col: int, count: int) -> list[int]:
 
 
 def _members_elsewhere(
-    fetcher: Fetcher, graph: OperatorGraph, members: list[int], comm: int, col: int, *, fanout: int
+    fetcher: Fetcher, graph: OperatorGraph, members: list[int], comm: int, col: int, *, fanout: int, pairs_only: bool = False
 ) -> list[tuple[int, Instance, int, Action, float]]:
     """For up to ``fanout`` members, their most abnormal operator in another group whose traffic
     crosses hosts, to be judged next for a slow transfer (not followed back: ``search``); the
-    members whose such operator ran longest against its baseline first.
+    members whose such operator ran longest against its baseline first. ``pairs_only``: only
+    operators between two ranks (sends, receives, collectives of two), each judged by reading
+    one more rank, where a ring would cost a whole ring to tell a pair's two NICs apart.
 
     A slow transfer in a ring of more than two ranks says only that some device on the ring is
     slow: every member ends together, so all their NICs and cables have the same evidence. The
@@ -303,6 +312,9 @@ def _members_elsewhere(
     best: dict[int, tuple[float, Instance]] = {}
     for (member, _), ops in views.items():
         candidates = np.flatnonzero(ops.abnormal[:, col])
+        if pairs_only:
+            sizes = np.diff(graph.member_ptr)[ops.slot_comm[candidates]]
+            candidates = candidates[(ops.slot_class[candidates] != COLLECTIVE) | (sizes == 2)]
         if not len(candidates):
             continue
         duration = ops.end[candidates, col] - ops.start[candidates, col]

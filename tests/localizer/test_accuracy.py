@@ -150,6 +150,17 @@ def test_a_slow_nic_is_a_network_incident_with_no_gpu_beside_it(scenario, seed):
     assert [s.kind for s in incident.suspects] == ["nic", "link"]
 
 
+@pytest.mark.parametrize("seed", [352, 359])
+def test_a_slow_nic_at_one_end_of_a_pair_ranks_above_the_other_end(seed):
+    """The tied embeddings' all-reduce of the first and last stage is a pair: its slow transfer
+    gives both ends' NICs the same evidence, and the healthy end had been ranked first. The two
+    members' own sends tell them apart."""
+    emulation = _emulation("scale-nic", "scale-8192-nic", seed)
+    [device] = (f["device"] for f in emulation.truth().faults)
+    [incident] = _localize(emulation, window=30, routing="static")
+    assert incident.suspects[0].device == device
+
+
 def test_a_wait_that_varies_widely_when_healthy_is_followed_when_it_explains_the_lateness():
     """dims-5d: rank 0's context-parallel receive waits 1.6 ms for rank 2, which spent 7.9 ms of
     it in a tensor-parallel all-reduce waiting for the slow GPU; that all-reduce's wait varies by
