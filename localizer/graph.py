@@ -83,13 +83,17 @@ class OperatorGraph:
         return tuple(parse_device(gpu).name for gpu in self.gpus)
 
     @cached_property
+    def group_sizes(self) -> np.ndarray:
+        """Per group, how many members it has."""
+        return np.diff(self.member_ptr)
+
+    @cached_property
     def spans_hosts(self) -> np.ndarray:
         """Per group, whether its members are on more than one host (its traffic crosses NICs)."""
         _, host_index = np.unique(np.array(self.hosts), return_inverse=True)
         of_members = host_index.reshape(-1)[self.members]
         spans = np.zeros(self.n_groups, dtype=bool)
-        sizes = np.diff(self.member_ptr)
-        filled = np.flatnonzero(sizes > 0)
+        filled = np.flatnonzero(self.group_sizes > 0)
         if len(filled):
             starts = self.member_ptr[filled]
             spans[filled] = np.minimum.reduceat(of_members, starts) != np.maximum.reduceat(of_members, starts)

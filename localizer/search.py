@@ -313,7 +313,7 @@ def _members_elsewhere(
     for (member, _), ops in views.items():
         candidates = np.flatnonzero(ops.abnormal[:, col])
         if pairs_only:
-            sizes = np.diff(graph.member_ptr)[ops.slot_comm[candidates]]
+            sizes = graph.group_sizes[ops.slot_comm[candidates]]
             candidates = candidates[(ops.slot_class[candidates] != COLLECTIVE) | (sizes == 2)]
         if not len(candidates):
             continue
@@ -361,11 +361,13 @@ def _read_collective(
     (reading more of a rank touches no new rank; a late rank the search followed is often the
     late member of the next group too: every data-parallel ring's late member sits in the same
     slow replica), then the others spread over the group. A slow transfer keeps every member's
-    operator long, so it is judged, as before, on the whole group.
+    operator long, so it is judged on the whole group.
     """
     comm, _, _, seq = instance
-    known = [m for m in group if m == rank or fetcher.has_read(m)]
-    unread = [m for m in group if m != rank and not fetcher.has_read(m)]
+    known: list[int] = []
+    unread: list[int] = []
+    for m in group:
+        (known if m == rank or fetcher.has_read(m) else unread).append(m)
     stride = max(1, len(unread) // _READ_BATCH)
     unread = [m for offset in range(stride) for m in unread[offset::stride]]  # spread over the group
     batch = unread[: max(0, _FIRST_READ - len(known))]
