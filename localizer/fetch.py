@@ -82,6 +82,12 @@ class Fetcher:
         """Ranks whose every record was read (``get``)."""
         return len(self._held)
 
+    @property
+    def whole(self) -> list[int]:
+        """The ranks whose every record was read (``get``): the pivots and the late ranks a
+        search followed back."""
+        return list(self._held)
+
     def get(self, ranks: Iterable[int]) -> dict[int, RankOperators]:
         """The operators of ``ranks``, reading the ones not held yet in one source call."""
         wanted = self._checked(ranks)

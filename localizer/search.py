@@ -335,7 +335,7 @@ def _members(
     ``rank`` first for P2P."""
     comm, cls, peer, seq = instance
     if cls == COLLECTIVE:
-        found, views = _read_collective(fetcher, graph.group(comm).tolist(), rank, instance, col, thresholds)
+        found, views = _read_collective(fetcher, graph, graph.group(comm).tolist(), rank, instance, col, thresholds)
     else:
         opposite = RECV if cls == SEND else SEND
         views = fetcher.views((rank, peer), comm)
@@ -348,7 +348,7 @@ def _members(
 
 
 def _read_collective(
-    fetcher: Fetcher, group: list[int], rank: int, instance: Instance, col: int, thresholds: Thresholds
+    fetcher: Fetcher, graph: OperatorGraph, group: list[int], rank: int, instance: Instance, col: int, thresholds: Thresholds
 ) -> tuple[list[tuple[int, int, tuple[int, int]]], dict[int, RankOperators]]:
     """The members of a collective read until its last launcher is among them, and their views.
 
@@ -357,19 +357,31 @@ def _read_collective(
     is as short as its transfer; a member that waited for a later one, unread, holds that wait
     in its operator too. So the members are read a few at a time, and once the latest of those
     read shows a transfer within its healthy range, no unread member can have launched
-    noticeably later: the rest are left unread. First the ones whose records were read already
-    (reading more of a rank touches no new rank; a late rank the search followed is often the
-    late member of the next group too: every data-parallel ring's late member sits in the same
-    slow replica), then the others spread over the group. A slow transfer keeps every member's
-    operator long, so it is judged on the whole group.
+    noticeably later: the rest are left unread. A slow transfer keeps every member's operator
+    long, so it is judged on the whole group.
+
+    The reading order: first the members whose records were read already (reading more of a
+    rank touches no new rank), then those sharing another group with a rank read whole (a pivot,
+    or a late rank a search followed back), then the others spread over the group. A slow
+    replica's ranks are the late members of every data-parallel ring they are in, and its ranks
+    share tensor and pipeline groups: the search that found one of them late finds the next
+    ring's late member among the first read (seed 356 at 4,096 GPUs read 55 of a 64-rank ring
+    a second time, to reach the slow NIC's replica at the end).
     """
     comm, _, _, seq = instance
+    near_groups = {int(g) for w in fetcher.whole for g in graph.groups_of(w)} - {comm}
     known: list[int] = []
-    unread: list[int] = []
+    near: list[int] = []
+    far: list[int] = []
     for m in group:
-        (known if m == rank or fetcher.has_read(m) else unread).append(m)
-    stride = max(1, len(unread) // _READ_BATCH)
-    unread = [m for offset in range(stride) for m in unread[offset::stride]]  # spread over the group
+        if m == rank or fetcher.has_read(m):
+            known.append(m)
+        elif any(int(g) in near_groups for g in graph.groups_of(m)):
+            near.append(m)
+        else:
+            far.append(m)
+    stride = max(1, len(far) // _READ_BATCH)
+    unread = near + [m for offset in range(stride) for m in far[offset::stride]]  # spread over the group
     batch = unread[: max(0, _FIRST_READ - len(known))]
     chosen, unread = known + batch, unread[len(batch) :]
     reference = fetcher.window.reference

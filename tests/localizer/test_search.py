@@ -105,6 +105,23 @@ def test_a_large_group_is_read_until_its_late_member_is_found_and_no_further():
     assert set(fetcher.order) == set(range(24))
 
 
+def test_the_next_ring_is_read_first_where_the_late_replica_is():
+    """32 replicas of two ranks (r, r + 32) in tensor pairs, one data-parallel ring per half;
+    rank 20 computes slowly, so its tensor mate 52 reaches ring dp.1 late too. Once dp.0's late
+    member 20 is found (24 ranks read), dp.1 is read from 52, the member beside it: its first
+    batch of 8 (the pivot 32 among them) holds the late member, where spreading the reads over
+    the ring would have read 24 of it."""
+    programs = {
+        r: [("compute", 100 * US), ("coll", f"tp.{r % 32}", 20 * US), ("coll", f"dp.{r // 32}", 50 * US)] for r in range(64)
+    }
+    groups = {f"tp.{i}": (i, i + 32) for i in range(32)} | {"dp.0": tuple(range(32)), "dp.1": tuple(range(32, 64))}
+    source = run_job(programs, groups, iterations=20, slow=_slow(20, 0))
+    result, fetcher = _search(source, 12, pivots=(0, 32))
+    assert {(root.cause, root.rank) for root in result.roots} == {(Cause.COMPUTE, 20)}
+    assert 52 in result.traversal
+    assert fetcher.ranks_fetched == 24 + 8
+
+
 def test_a_large_group_with_a_slow_transfer_is_read_whole():
     """Every member's operator is long when the transfer is slow, so no member read shows who
     launched last: the whole group is read and the network root names all of it."""
