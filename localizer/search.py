@@ -53,6 +53,10 @@ __all__ = ["Action", "Cause", "Instance", "Root", "SearchResult", "Step", "searc
 _FIRST_READ = 8
 _READ_BATCH = 16
 
+#: A ring member's operator elsewhere is judged only when it ran at least this share as long
+#: (against its baseline) as the longest of them (``_members_elsewhere``).
+_MEMBER_SHARE = 0.5
+
 #: One operator instance, as every rank names it: (communicator group, channel class, peer, seq).
 Instance = tuple[int, int, int, int]
 
@@ -295,9 +299,14 @@ def _members_elsewhere(
 ) -> list[tuple[int, Instance, int, Action, float]]:
     """For up to ``fanout`` members, their most abnormal operator in another group whose traffic
     crosses hosts, to be judged next for a slow transfer (not followed back: ``search``); the
-    members whose such operator ran longest against its baseline first. ``pairs_only``: only
-    operators between two ranks (sends, receives, collectives of two), each judged by reading
-    one more rank, where a ring would cost a whole ring to tell a pair's two NICs apart.
+    members whose such operator ran longest against its baseline first, and only those that ran
+    at least half as long (against their baselines) as the longest: a slow NIC's own send runs
+    x8 where the ring's other members' sends, waiting for it, run x1.5-2.3, and judging those
+    read one more rank each and told nothing (seed 102 at 4,096 GPUs: 3 in each of 6 iterations).
+    A device under several members (a leaf, a spine) lengthens their operators alike, and all
+    of them are kept. ``pairs_only``: only operators between two ranks (sends, receives,
+    collectives of two), each judged by reading one more rank, where a ring would cost a whole
+    ring to tell a pair's two NICs apart.
 
     A slow transfer in a ring of more than two ranks says only that some device on the ring is
     slow: every member ends together, so all their NICs and cables have the same evidence. The
@@ -323,8 +332,9 @@ def _members_elsewhere(
         if member not in best or ratio[k] > best[member][0]:
             best[member] = (float(ratio[k]), _instance_of(ops, int(candidates[k]), col))
     found = sorted(((ratio, member, instance) for member, (ratio, instance) in best.items()), key=lambda item: -item[0])
+    found = [item for item in found[:fanout] if item[0] >= _MEMBER_SHARE * found[0][0]]
     # Pushed weakest first: the stack pops the longest first.
-    return [(member, instance, col, Action.MEMBER, 0.0) for _, member, instance in reversed(found[:fanout])]
+    return [(member, instance, col, Action.MEMBER, 0.0) for _, member, instance in reversed(found)]
 
 
 def _members(

@@ -136,6 +136,27 @@ def test_a_large_group_with_a_slow_transfer_is_read_whole():
     assert fetcher.ranks_fetched == 32
 
 
+def test_a_slow_rings_members_are_judged_elsewhere_only_where_they_stand_out():
+    """A ring of 8 ranks, each on its own host and then sending to a peer beyond it; rank 3's
+    NIC is slow, so the ring and rank 3's send are slow transfers. The other members' sends wait
+    for late receivers (x2 of their usual length, against rank 3's x5): judging them would read
+    their peers for nothing. Read: the ring, then rank 3's peer alone."""
+    c, t = 100 * US, 40 * US
+    programs = {m: [("compute", c), ("coll", "dp.0", t), ("send", f"pp.{m}", 8 + m, t)] for m in range(8)}
+    programs |= {8 + m: [("compute", c), ("recv", f"pp.{m}", m, t)] for m in range(8)}
+    groups = {"dp.0": tuple(range(8))} | {f"pp.{m}": (m, 8 + m) for m in range(8)}
+    late_receivers = {9, 10, 12, 13, 14, 15}
+    source = run_job(
+        programs, groups, iterations=20, gpus_per_host=1,
+        slow=lambda r, it, s: 3.4 if r in late_receivers and it in IRREGULAR else 1.0,
+        net=lambda comm, it: 5.0 if comm in ("dp.0", "pp.3") and it in IRREGULAR else 1.0,
+    )
+    result, fetcher = _search(source, 12)
+    assert {(root.cause, root.comm) for root in result.roots} == {(Cause.NETWORK, "dp.0"), (Cause.NETWORK, "pp.3")}
+    assert [s.rank for s in result.steps if s.action is Action.MEMBER] == [3]
+    assert set(fetcher.order) == set(range(8)) | {11}
+
+
 def test_case_study_shape_dp96_pp8_tp4():
     """§5.3: DFS through the pipeline from GPU 0, BFS through one DP group, then a TP group:
     the slow GPU in stage 6 is the top suspect after fetching ~106 of 3,072 ranks."""
