@@ -66,6 +66,8 @@ _SHIFT_PROBE = 10
 #: Iterations searched after a lone irregular onset whose level stays up (``shifts.persists``):
 #: enough for the support rule, where every one searched fetches ranks of its own.
 _ONSET_PROBE = 3
+#: A network root of a probe of a level step needs a transfer excess of at least this share of the step.
+_PROBE_TRANSFER_SHARE = 0.1
 #: The segmentation's bar for a step before the onset, lower than after it (``level_shifts``' 8):
 #: the stretch before the onset is short (27 columns on seed 357), and the δ-irregular iteration
 #: after it already says the job is no longer healthy.
@@ -154,7 +156,8 @@ def _localize_cluster(
     fetched: set[int] = set()  # every rank any fetcher of this cluster read
 
     def searched(
-        frame: Window, iterations: list[int], thresholds: Thresholds, *, settle: int | None = None
+        frame: Window, iterations: list[int], thresholds: Thresholds, *, settle: int | None = None,
+        min_transfer: float = 0.0,
     ) -> tuple[Fetcher, list[tuple[Root, float]], list[Step], dict[tuple, np.ndarray]]:
         """The fetcher, each root with its rate, the steps, and each root's delay series by key."""
         fetcher = Fetcher(source, graph, frame, thresholds=thresholds, abnormal=abnormal, read_elsewhere=fetched)
@@ -164,13 +167,19 @@ def _localize_cluster(
         for iteration in iterations:
             if settle is not None and any(len(seen) >= settle for seen in found_in.values()):
                 break
-            result = search(fetcher, graph, iteration=iteration, pivots=pivots, thresholds=thresholds, pivot_ops=pivot_ops)
+            result = search(
+                fetcher, graph, iteration=iteration, pivots=pivots, thresholds=thresholds, pivot_ops=pivot_ops,
+                min_transfer=min_transfer,
+            )
             following = iteration + 1
             if not result.roots and following not in iterations and following in frame.iterations:
                 # Iteration boundaries are per rank: a delay at the end of a stage the pivot does not
                 # wait for within the iteration (its data-parallel all-reduce) reaches the pivot at
                 # the start of the next one, where the search follows it back (``search._explaining``).
-                later = search(fetcher, graph, iteration=following, pivots=pivots, thresholds=thresholds, pivot_ops=pivot_ops)
+                later = search(
+                    fetcher, graph, iteration=following, pivots=pivots, thresholds=thresholds, pivot_ops=pivot_ops,
+                    min_transfer=min_transfer,
+                )
                 result = SearchResult(result.roots + later.roots, result.steps + later.steps)
             roots.extend(result.roots)
             steps.extend(result.steps)
@@ -188,8 +197,13 @@ def _localize_cluster(
     fetched.update(fetcher.order)
     onset = frame.column(cluster[0])
     # (shift, iterations to search, whether the level it starts lasts through the onset)
-    probes = [(shift, _SHIFT_PROBE, False) for shift in level_shifts(times, start=onset)]
     lasting = persists(times, at=onset, reference=frame.reference, probe=_SHIFT_PROBE)
+    # After an onset whose level came back (a hiccup), the columns before it are the level a later
+    # step rises from as well: segmenting from the onset alone left 6 columns before a slow
+    # NIC's 3% step at iteration 10 (seed 371 at 4,096 GPUs: t = 7.9, under the bar of 8, and
+    # the incident named the GPU of the hiccup at iteration 4, the only irregular one).
+    segment_from = onset if lasting is not None else 0
+    probes = [(shift, _SHIFT_PROBE, False) for shift in level_shifts(times, start=segment_from, after=onset)]
     if lasting is not None and (
         len(cluster) < min_support or (len(cluster) == min_support and not _supported(rated, topology, graph, min_support))
     ):
@@ -219,7 +233,13 @@ def _localize_cluster(
         # The step is small next to the operators it lands on (it was never δ-irregular): judge
         # operators by 3 spreads of their own level alone, not by a share of their duration.
         judged = replace(thresholds, relative=0.0, spread_k=min(thresholds.spread_k, 3.0))
-        more, found, walked, series = searched(later, probe, judged, settle=min_support + 1)
+        # Without the relative bar, a transfer a few microseconds over its level is a network root
+        # (the pivot's tensor all-reduce, 23 us over 168 us, beside a slow GPU's 3 ms step: seed
+        # 353 at 4,096 GPUs listed its NVSwitch): a slow transfer that makes the step is a share of it.
+        step = (shift.ratio - 1.0) * float(np.nanmedian(times[shift.since : shift.at]))
+        more, found, walked, series = searched(
+            later, probe, judged, settle=min_support + 1, min_transfer=_PROBE_TRANSFER_SHARE * step
+        )
         if lasts:
             found = _seen_again(found, series, later, probe, judged)
         rated += found

@@ -32,14 +32,16 @@ class Shift:
 
 
 def level_shifts(
-    times: np.ndarray, *, start: int, min_len: int = 5, t_min: float = 8.0, min_step: float = 0.01
+    times: np.ndarray, *, start: int, after: int | None = None, min_len: int = 5, t_min: float = 8.0,
+    min_step: float = 0.01,
 ) -> list[Shift]:
-    """Upward level shifts of ``times`` (per column, NaN where unknown) in columns after ``start``.
+    """Upward level shifts of ``times`` (per column, NaN where unknown) in columns after ``after``.
 
-    ``start`` is where the segmentation begins (the first irregular column: its own onset is
-    already searched); the shifts returned lie strictly after it, each at least ``min_len``
-    columns from a segment end, ascending.
+    ``start`` is where the segmentation begins; the shifts returned lie strictly after ``after``
+    (by default ``start``: the first irregular column, whose own onset is already searched),
+    each at least ``min_len`` columns from a segment end, ascending.
     """
+    searched = start if after is None else after
     values = np.asarray(times, dtype=np.float64)
     known = np.flatnonzero(np.isfinite(values))
     known = known[known >= start]
@@ -59,7 +61,7 @@ def level_shifts(
         # cut placed a column early keeps one value of the old level on its left, and a second
         # cut can then split the new level's noise (seed 353 at 8,192 GPUs: x1.008). The step is
         # held to ``min_step`` again between the segments that remain.
-        if ratio >= 1 + min_step and int(known[cut]) > start:
+        if ratio >= 1 + min_step and int(known[cut]) > searched:
             shifts.append(Shift(at=int(known[cut]), since=int(known[segment_start]), ratio=ratio))
     return shifts
 

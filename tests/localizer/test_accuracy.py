@@ -123,6 +123,9 @@ def test_a_nic_that_spikes_on_a_stage_the_pivot_does_not_wait_for_is_found_from_
         # A NIC's 3% step at iteration 10 never trips δ; the one irregular iteration (27) is a GPU's
         # hiccup: the step before the onset is searched too, and the hiccup lacks support.
         ("scale-nic", "scale-8192-nic", 357),
+        # The one irregular iteration (4) is a GPU's hiccup, and a NIC's 3% step at 10 comes
+        # after it: the step is measured against the level before the hiccup too.
+        ("scale-nic", "scale-4096-nic", 371),
     ],
 )
 def test_faults_at_thousands_of_gpus_are_found_on_the_device_itself(name, scenario, seed):
@@ -148,6 +151,15 @@ def test_a_slow_nic_is_a_network_incident_with_no_gpu_beside_it(scenario, seed):
     [incident] = _localize(emulation, window=30, routing="static")
     assert str(incident.cause) == "network"
     assert [s.kind for s in incident.suspects] == ["nic", "link"]
+
+
+def test_a_slow_gpus_incident_lists_no_switch_beside_it():
+    """Seed 353 at 4,096 GPUs: the probe of the GPU's step had flagged the pivot's tensor
+    all-reduce, 23 us over its 168 us level, as a slow transfer, and listed its NVSwitch."""
+    emulation = _emulation("scale", "scale-4096", 353)
+    [device] = (f["device"] for f in emulation.truth().faults)
+    [incident] = _localize(emulation, window=30, routing="static")
+    assert [s.device for s in incident.suspects] == [device]
 
 
 @pytest.mark.parametrize("seed", [352, 359])
@@ -191,6 +203,19 @@ def test_level_shifts_do_not_split_a_level_where_an_early_cut_left_one_old_value
     times[3] = 122.0
     [shift] = level_shifts(times, start=3)
     assert 8 <= shift.at <= 11 and shift.ratio == pytest.approx(103.5 / 97.5, rel=0.01)
+
+
+def test_a_small_step_after_a_hiccup_is_measured_against_the_level_before_the_hiccup_too():
+    """Seed 371's shape at 4,096 GPUs: a hiccup at column 4, the only irregular iteration, and a
+    slow NIC's 3% step at 10. Segmented from the hiccup on, the old level has 6 columns and the
+    step falls under the bar; with the columns before the hiccup it does not."""
+    rng = np.random.default_rng(0)
+    times = np.r_[np.full(10, 96.2), np.full(20, 99.0)] + rng.normal(0, 0.8, 30)
+    times[4] = 121.5
+    assert level_shifts(times, start=4) == []
+    [shift] = level_shifts(times, start=0, after=4)
+    assert 9 <= shift.at <= 12 and shift.ratio == pytest.approx(99.0 / 96.2, rel=0.01)
+    assert level_shifts(times, start=0, after=12) == []
 
 
 def test_a_lone_onset_persists_when_the_level_after_it_stays_up():

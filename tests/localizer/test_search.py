@@ -93,6 +93,24 @@ def test_a_slow_transfer_on_every_member_is_a_network_root():
     assert root.cause is Cause.NETWORK and root.ranks == (0, 1, 2, 3)
 
 
+def test_a_transfer_under_the_least_excess_asked_for_is_no_root():
+    """A probe of a level step passes the least transfer excess that could make the step
+    (``min_transfer``): a ring 25 us over its 50 us level passes the thresholds, not 100 us."""
+    program = [("compute", 100 * US), ("coll", "dp.0", 50 * US)]
+    source = run_job(
+        {r: list(program) for r in range(4)}, {"dp.0": (0, 1, 2, 3)}, iterations=20,
+        net=lambda comm, it: 1.5 if it in IRREGULAR else 1.0,
+    )
+    graph = build_graph(source.job_spec())
+    window = make_window(source.iteration_ids(), IRREGULAR, size=20)
+    found = {}
+    for least in (0.0, 100 * US):
+        fetcher = Fetcher(source, graph, window, thresholds=Thresholds())
+        result = search(fetcher, graph, iteration=12, pivots=(0,), thresholds=Thresholds(), min_transfer=least)
+        found[least] = [(root.cause, root.comm) for root in result.roots]
+    assert found == {0.0: [(Cause.NETWORK, "dp.0")], 100 * US: []}
+
+
 def test_a_large_group_is_read_until_its_late_member_is_found_and_no_further():
     """32 members, rank 20 computing slowly: members are read a batch at a time (8, then 16),
     and once the late one is among those read, the other 8 are left unread."""
