@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from functools import partial
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -161,25 +162,22 @@ def _localize_cluster(
     ) -> tuple[Fetcher, list[tuple[Root, float]], list[Step], dict[tuple, np.ndarray]]:
         """The fetcher, each root with its rate, the steps, and each root's delay series by key."""
         fetcher = Fetcher(source, graph, frame, thresholds=thresholds, abnormal=abnormal, read_elsewhere=fetched)
+        searching = partial(
+            search, fetcher, graph, pivots=pivots, thresholds=thresholds, pivot_ops=pivot_ops, min_transfer=min_transfer
+        )
         roots: list[Root] = []
         steps: list[Step] = []
         found_in: dict[tuple, set[int]] = {}
         for iteration in iterations:
             if settle is not None and any(len(seen) >= settle for seen in found_in.values()):
                 break
-            result = search(
-                fetcher, graph, iteration=iteration, pivots=pivots, thresholds=thresholds, pivot_ops=pivot_ops,
-                min_transfer=min_transfer,
-            )
+            result = searching(iteration=iteration)
             following = iteration + 1
             if not result.roots and following not in iterations and following in frame.iterations:
                 # Iteration boundaries are per rank: a delay at the end of a stage the pivot does not
                 # wait for within the iteration (its data-parallel all-reduce) reaches the pivot at
                 # the start of the next one, where the search follows it back (``search._explaining``).
-                later = search(
-                    fetcher, graph, iteration=following, pivots=pivots, thresholds=thresholds, pivot_ops=pivot_ops,
-                    min_transfer=min_transfer,
-                )
+                later = searching(iteration=following)
                 result = SearchResult(result.roots + later.roots, result.steps + later.steps)
             roots.extend(result.roots)
             steps.extend(result.steps)
