@@ -26,7 +26,7 @@ from sleuth.stream.detection.forest import AbnormalOperatorForest
 from sleuth.stream.detection.model_file import DetectorModel
 from sleuth.stream.detection.offline import replay, training_set
 
-__all__ = ["apply_labels", "choose_threshold", "emulation_rows", "fit_model", "read_labelled", "sample_ranks", "sample_rows",
+__all__ = ["THRESHOLD_GRID", "apply_labels", "choose_threshold", "emulation_rows", "fit_model", "read_labelled", "sample_ranks", "sample_rows",
            "streaming_scores"]
 
 _RATIO = FEATURE_NAMES.index("ratio")
