@@ -31,9 +31,9 @@ iterations, so one random hiccup never raises an incident) and the top K cut.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import partial
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
