@@ -109,8 +109,9 @@ def score_methods(em: Emulation, ranks: np.ndarray, model, baselines: dict, rng)
     out = {"forest": prf(votes >= model.forest.threshold, labels)}
     # The scenario's own best threshold, in hindsight: tells a forest that ranks the operators
     # badly from one whose single threshold, shared by every scenario, sits wrong for this one.
-    best = max(THRESHOLD_GRID, key=lambda t: prf(votes >= t, labels)["f1"])
-    out["forest_at_own_best_threshold"] = {"threshold": best, **prf(votes >= best, labels)}
+    by_threshold = {t: prf(votes >= t, labels) for t in THRESHOLD_GRID}
+    best = max(by_threshold, key=lambda t: by_threshold[t]["f1"])
+    out["forest_at_own_best_threshold"] = {"threshold": best, **by_threshold[best]}
     X, y = training_set(records, iterations, labels, window=model.window, min_history=model.min_history)
     out["three_sigma"] = prf(baselines["three_sigma"].predict(X), y)
     pick = rng.choice(len(y), min(len(y), MAX_BASELINE_ROWS), replace=False)
