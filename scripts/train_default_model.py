@@ -95,6 +95,13 @@ def stalling(scenario: Scenario) -> Scenario:
     return replace(scenario, timing=replace(scenario.timing, hiccup_rate=TRAINING_HICCUP_RATE))
 
 
+def stalling_rows(training: list[Scenario], draw_seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Sampled rows of ``training``, each run with stalls at ``TRAINING_HICCUP_RATE``; ``draw_seed`` seeds which
+    rows are kept (training.sample_rows)."""
+    return emulation_rows([stalling(sc) for sc in training], groups=GROUPS, max_rows=MAX_ROWS,
+                          abnormal_share=abnormal_share, seed=draw_seed)
+
+
 def abnormal_share(scenario: Scenario) -> float:
     """NETWORK_SHARE when any of the scenario's faults slows a network device or a host, else COMPUTE_SHARE."""
     network = any(f.kind.network or f.kind is FaultKind.HOST for f in scenario.faults)
@@ -140,14 +147,10 @@ def main() -> None:
     training = [sc for seed in TRAINING_SEEDS for sc in scenarios(seed, SUITES)]
     training += [from_the_start(sc) for seed in TRAINING_SEEDS for sc in scenarios(seed, COLD_START_SUITES)]
     extra = [sc for seed in EXTRA_SEEDS for sc in scenarios(seed, EXTRA_SUITES)]
-    X, y, summary = emulation_rows([stalling(sc) for sc in training], groups=GROUPS, max_rows=MAX_ROWS,
-                                   abnormal_share=abnormal_share)
-    X_extra, y_extra, summary_extra = emulation_rows([stalling(sc) for sc in extra], groups=GROUPS, max_rows=MAX_ROWS,
-                                                     abnormal_share=abnormal_share, seed=EXTRA_DRAW_SEED)
+    X, y, summary = stalling_rows(training, 0)
+    X_extra, y_extra, summary_extra = stalling_rows(extra, EXTRA_DRAW_SEED)
     X, y = np.vstack([X, X_extra]), np.concatenate([y, y_extra])
-    summary = {"scenarios": summary["scenarios"] + summary_extra["scenarios"],
-               "operators_seen": summary["operators_seen"] + summary_extra["operators_seen"],
-               "abnormal_seen": summary["abnormal_seen"] + summary_extra["abnormal_seen"]}
+    summary = {key: value + summary_extra[key] for key, value in summary.items()}  # lists join, counts add
     print(f"{len(y)} rows ({int(y.sum())} abnormal) from {len(training) + len(extra)} scenarios in "
           f"{time.monotonic() - started:.0f} s", flush=True)
     summary.update(seeds=list(TRAINING_SEEDS), suites=list(SUITES), from_the_start=list(COLD_START_SUITES), extra_seeds=list(EXTRA_SEEDS), extra_suites=list(EXTRA_SUITES), hiccup_rate=TRAINING_HICCUP_RATE, groups=GROUPS, max_rows=MAX_ROWS, abnormal_share={"network": NETWORK_SHARE, "compute": COMPUTE_SHARE}, script="scripts/train_default_model.py")
