@@ -11,9 +11,10 @@ that the scale-free features see many layouts; and the types suite again with it
 from the first iteration, so that the forest learns to judge operators whose windows are still
 cold (against their peers, features.py) as well; and the suites whose faults are subtle (types,
 network) and a slow NIC at 1,024-8,192 GPUs (scale-nic) at six more seeds, 111-116. Every
-training run stalls five times as often as the emulator's default (TRAINING_HICCUP_RATE). At most MAX_ROWS rows a scenario, its abnormal rows kept
-first up to half of them where the fault is in the network or a host and a quarter where it slows
-compute (abnormal_share). Takes about nineteen minutes on two cores.
+training run stalls five times as often as the emulator's default (TRAINING_HICCUP_RATE). At most
+MAX_ROWS rows a scenario, its abnormal rows kept first up to half of them where the fault is in the
+network or a host and a quarter where it slows compute (abnormal_share). Takes about nineteen
+minutes on two cores.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import argparse
 import json
 import time
 from dataclasses import replace
+from functools import reduce
+from operator import add
 from pathlib import Path
 
 import numpy as np
@@ -162,11 +165,10 @@ def main() -> None:
     training = [sc for seed in TRAINING_SEEDS for sc in scenarios(seed, SUITES)]
     training += [from_the_start(sc) for seed in TRAINING_SEEDS for sc in scenarios(seed, COLD_START_SUITES)]
     extras = [[sc for seed in EXTRA_SEEDS for sc in scenarios(seed, suites)] for suites in EXTRA_SUITES]
-    X, y, summary = stalling_rows(training, 0)
-    for extra in extras:
-        X_extra, y_extra, summary_extra = stalling_rows(extra, EXTRA_DRAW_SEED)
-        X, y = np.vstack([X, X_extra]), np.concatenate([y, y_extra])
-        summary = {key: value + summary_extra[key] for key, value in summary.items()}  # lists join, counts add
+    parts = [stalling_rows(training, 0)] + [stalling_rows(extra, EXTRA_DRAW_SEED) for extra in extras]
+    # One stack at the end: stacking batch by batch copied the growing matrix (about 1 GB) each time.
+    X, y = np.vstack([part[0] for part in parts]), np.concatenate([part[1] for part in parts])
+    summary = {key: reduce(add, (part[2][key] for part in parts)) for key in parts[0][2]}  # lists join, counts add
     print(f"{len(y)} rows ({int(y.sum())} abnormal) from {len(summary['scenarios'])} scenarios in "
           f"{time.monotonic() - started:.0f} s", flush=True)
     summary.update(seeds=list(TRAINING_SEEDS), suites=list(SUITES), from_the_start=list(COLD_START_SUITES), extra_seeds=list(EXTRA_SEEDS), extra_suites=[list(suites) for suites in EXTRA_SUITES], hiccup_rate=TRAINING_HICCUP_RATE, groups=GROUPS, max_rows=MAX_ROWS, abnormal_share={"network": NETWORK_SHARE, "compute": COMPUTE_SHARE}, script="scripts/train_default_model.py")
