@@ -283,6 +283,21 @@ class ParallelLayout:
         columns = [(ranks // self.strides[name]) % getattr(self, name) for name in DIMENSIONS]
         return np.stack(columns, axis=1)
 
+    def replica_of(self, ranks: np.ndarray) -> np.ndarray:
+        """Each rank's model replica, as the smallest rank in it (int64, vectorized).
+
+        A replica is every rank that shares the rank's data- and expert-parallel coordinates:
+        its tensor, context and pipeline groups whole. Records kept together by replica keep each
+        of those groups together (the detector's blocking, transfer and mate features need the
+        members' records side by side); only data-parallel groups span replicas.
+        """
+        ranks = np.asarray(ranks, dtype=np.int64)
+        if ranks.size and (int(ranks.min()) < 0 or int(ranks.max()) >= self.world):
+            bad = ranks[(ranks < 0) | (ranks >= self.world)][0]
+            raise LayoutError(f"rank {int(bad)} is outside the world of {self.world}")
+        within = ("tp", "cp", "pp")
+        return ranks - sum(((ranks // self.strides[n]) % getattr(self, n)) * self.strides[n] for n in within)
+
     def _grid(self) -> tuple[np.ndarray, dict[str, int]]:
         """Ranks as an array with one axis per dimension (slowest-varying axis first)."""
         slow_first = self.order_names[::-1]

@@ -102,9 +102,9 @@ class Collector(pb_grpc.CollectorServicer):
                     trailing(context, accepted=accepted)
                     raise type(error)(reason) from None
                 if isinstance(batch, RecordBatch):
-                    pending += self.publisher.records(batch)
+                    pending += self.publisher.records(batch, layout_of=self.jobs.layout_of)
                 else:
-                    pending += self.publisher.iterations(batch)
+                    pending += self.publisher.iterations(batch, layout_of=self.jobs.layout_of)
                 accepted += 1
                 self.counters.accept(len(batch), kind="records" if isinstance(batch, RecordBatch) else "iterations")
                 if len(pending) >= _PRUNE_EVERY:

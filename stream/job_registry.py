@@ -14,6 +14,7 @@ import time
 
 from sleuth.errors import ServiceError
 from sleuth.jobspec import JobSpec
+from sleuth.layout import ParallelLayout
 from sleuth.settings import Settings
 from sleuth.stream import kafka_records
 
@@ -30,6 +31,15 @@ class JobRegistry:
     def add(self, spec: JobSpec) -> None:
         with self._lock:
             self._jobs[spec.job] = spec
+
+    def spec(self, job: str) -> JobSpec | None:
+        """The job's spec, or None if it is not registered."""
+        return self._jobs.get(job)
+
+    def layout_of(self, job: str) -> ParallelLayout | None:
+        """The job's layout, or None if it is not registered or was registered without one."""
+        spec = self._jobs.get(job)
+        return spec.layout if spec is not None else None
 
     def __contains__(self, job: object) -> bool:
         return job in self._jobs

@@ -1,40 +1,63 @@
 """CommOps records as Kafka messages: one message per (job, rank) slice of a batch.
 
-The key is ``<job>/<rank>`` so that Kafka's default partitioner keeps each rank's records on one
-partition, in order (design.md: ``sleuth.records`` is keyed by job and rank). The value is a
-serialized ``commops.proto`` ``RecordBatch``, the same columnar form the gateway received.
+The key is ``<job>/<unit>``, where the unit is the smallest rank of the rank's model replica
+(``ParallelLayout.replica_of``) when the job was registered with a layout, and the rank itself
+otherwise. Kafka's default partitioner sends equal keys to one partition, so each rank's records
+stay on one partition, in order (design.md: ``sleuth.records`` is keyed by job and rank), and a
+replica's ranks land together: the worker that scores an operator holds the records of its tensor
+mates and of its pipeline peers, whose timing the detector's features need (blocking, transfer,
+the mates' same operator). With one key per rank, a job's ranks were spread over the workers at
+random and a tensor group or a pipeline pair was split whenever more than one worker ran.
+The value is a serialized ``commops.proto`` ``RecordBatch``, the same columnar form the gateway received.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
+from sleuth.layout import ParallelLayout
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
 
+#: A job's registered layout, or None where it has none (then each rank is its own unit).
+LayoutOf = Callable[[str], ParallelLayout | None]
 
-def message_key(job: str, rank: int) -> bytes:
-    return f"{job}/{rank}".encode()
+
+def message_key(job: str, unit: int) -> bytes:
+    return f"{job}/{unit}".encode()
 
 
-def to_messages(batch: RecordBatch, *, max_records: int = 10_000) -> list[tuple[bytes, bytes]]:
+def _keyed_slices(batch: RecordBatch | IterationBatch, layout_of: LayoutOf | None) -> list[tuple[bytes, np.ndarray]]:
+    """(key, positions) of each (job, rank) slice of ``batch``, positions in batch order."""
+    group = (batch["job"].astype(np.uint64) << np.uint64(32)) | batch["rank"].astype(np.uint64)
+    order = np.argsort(group, kind="stable")
+    slices = []
+    for indices in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
+        first = int(indices[0])
+        job, rank = batch.strings[batch["job"][first]], int(batch["rank"][first])
+        layout = layout_of(job) if layout_of is not None else None
+        unit = int(layout.replica_of(np.array([rank]))[0]) if layout is not None else rank
+        slices.append((message_key(job, unit), indices))
+    return slices
+
+
+def to_messages(batch: RecordBatch, *, max_records: int = 10_000,
+                layout_of: LayoutOf | None = None) -> list[tuple[bytes, bytes]]:
     """(key, value) pairs for ``batch``: split by (job, rank), each slice at most ``max_records``.
 
-    Within a key the records keep their order in ``batch``.
+    Within a slice the records keep their order in ``batch``. ``layout_of``: the jobs' layouts,
+    for the replica keys (module docstring); a rank outside its layout's world raises ``LayoutError``.
     """
     if max_records < 1:
         raise ValueError(f"max_records must be positive, got {max_records}")
     if not len(batch):
         return []
-    group = (batch["job"].astype(np.uint64) << np.uint64(32)) | batch["rank"].astype(np.uint64)
-    order = np.argsort(group, kind="stable")
-    boundaries = np.flatnonzero(np.diff(group[order])) + 1
     messages = []
-    for indices in np.split(order, boundaries):
-        first = int(indices[0])
-        key = message_key(batch.strings[batch["job"][first]], int(batch["rank"][first]))
+    for key, indices in _keyed_slices(batch, layout_of):
         for start in range(0, len(indices), max_records):
             part = batch.take(indices[start : start + max_records]).compact()
             messages.append((key, codec.records_to_proto(part).SerializeToString()))
@@ -55,16 +78,13 @@ KIND_HEADER = "sleuth-kind"
 RECORDS, ITERATIONS, JOB = b"records", b"iterations", b"job"
 
 
-def iteration_messages(batch: IterationBatch, *, max_records: int = 10_000) -> list[tuple[bytes, bytes]]:
-    """(key, value) pairs for an iteration batch, split by (job, rank) like ``to_messages``."""
+def iteration_messages(batch: IterationBatch, *, max_records: int = 10_000,
+                       layout_of: LayoutOf | None = None) -> list[tuple[bytes, bytes]]:
+    """(key, value) pairs for an iteration batch, split and keyed like ``to_messages``."""
     if not len(batch):
         return []
-    group = (batch["job"].astype(np.uint64) << np.uint64(32)) | batch["rank"].astype(np.uint64)
-    order = np.argsort(group, kind="stable")
     messages = []
-    for indices in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
-        first = int(indices[0])
-        key = message_key(batch.strings[batch["job"][first]], int(batch["rank"][first]))
+    for key, indices in _keyed_slices(batch, layout_of):
         for start in range(0, len(indices), max_records):
             part = batch.take(indices[start : start + max_records]).compact()
             messages.append((key, codec.iterations_to_proto(part).SerializeToString()))

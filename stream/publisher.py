@@ -76,11 +76,12 @@ class Publisher:
             max_block_ms=30_000,
         )
 
-    def records(self, batch: RecordBatch) -> list[Any]:
-        return self._send(kafka_records.to_messages(batch), kafka_records.RECORDS)
+    def records(self, batch: RecordBatch, *, layout_of: kafka_records.LayoutOf | None = None) -> list[Any]:
+        """``layout_of``: the jobs' layouts, which key each rank by its model replica (``kafka_records``)."""
+        return self._send(kafka_records.to_messages(batch, layout_of=layout_of), kafka_records.RECORDS)
 
-    def iterations(self, batch: IterationBatch) -> list[Any]:
-        return self._send(kafka_records.iteration_messages(batch), kafka_records.ITERATIONS)
+    def iterations(self, batch: IterationBatch, *, layout_of: kafka_records.LayoutOf | None = None) -> list[Any]:
+        return self._send(kafka_records.iteration_messages(batch, layout_of=layout_of), kafka_records.ITERATIONS)
 
     def job(self, spec: JobSpec) -> list[Any]:
         """The spec to the workers (records topic) and to the compacted jobs topic the gateway reloads."""

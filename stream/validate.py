@@ -4,7 +4,8 @@
 whose message names the offending field, so that a logger author can fix the sender. Order of
 checks: cheap size bounds first (a huge batch or string is refused before it is decoded), then
 the columns' types and lengths (``sleuth.proto.codec``), then value ranges
-(``RecordBatch.problems``), then that every job in the batch is registered.
+(``RecordBatch.problems``), then that every job in the batch is registered and, where its spec
+is at hand (a ``JobRegistry``), that every rank lies inside the job's world.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sleuth.errors import BatchRejected, RecordError
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import IterationBatch, RecordBatch
+from sleuth.stream.job_registry import JobRegistry
 
 #: Largest plausible payload of one operator (8 PiB). Also catches sizes that were negative on the
 #: sender and arrive as huge unsigned varints.
@@ -51,9 +53,18 @@ def check_message(
         found += _record_range_problems(batch)
     if found:
         raise BatchRejected(f"{kind}: " + "; ".join(found))
-    for job in batch_jobs(batch):
+    for code in np.unique(batch["job"]):
+        job = batch.strings[code]
         if job not in registered:
             raise BatchRejected(f"{kind}.job: job {job!r} is not registered (call RegisterJob first)")
+        spec = registered.spec(job) if isinstance(registered, JobRegistry) else None
+        if spec is not None:
+            # The rank keys the Kafka message by its model replica, and names the GPU downstream.
+            ranks = batch["rank"][batch["job"] == code]
+            outside = ranks[ranks >= spec.world]
+            if len(outside):
+                raise BatchRejected(f"{kind}.rank: {len(outside)} records of job {job!r} name ranks outside its "
+                                    f"world of {spec.world} (first: rank {int(outside[0])})")
     return batch
 
 

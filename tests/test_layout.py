@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -315,3 +317,21 @@ def test_cli_rejects_a_bad_size(capsys):
     with pytest.raises(SystemExit):
         main(["layout", "--world", "16", "--tp", "zero", "--pp", "2", "--dp", "4"])
     assert "argument --tp: 'zero' is not a positive integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("order", ["tp-cp-ep-dp-pp", "tp-pp-cp-dp-ep", "dp-ep-tp-pp-cp"])
+def test_a_replica_holds_whole_tensor_context_and_pipeline_groups(order):
+    layout = ParallelLayout(96, 2, 3, 4, cp=2, ep=2, order=order)
+    replica = layout.replica_of(np.arange(96))
+    assert len(np.unique(replica)) == 4 * 2  # one per (dp, ep) coordinate
+    assert all(replica[r] == min(np.flatnonzero(replica == replica[r])) for r in range(96))
+    for kind in ("tp", "cp", "pp"):
+        assert (replica[layout.group_array(kind)] == replica[layout.group_array(kind)][:, :1]).all(), kind
+    # Data-parallel groups (here 16 ranks: dp x cp x ep) span every replica; expert groups two.
+    assert all(len(set(row.tolist())) == 8 for row in replica[layout.group_array("dp")])
+    assert all(len(set(row.tolist())) == 2 for row in replica[layout.group_array("ep")])
+
+
+def test_replica_of_refuses_a_rank_outside_the_world():
+    with pytest.raises(LayoutError, match="rank 16 is outside the world of 16"):
+        ParallelLayout(16, 2, 2, 4).replica_of(np.array([3, 16]))

@@ -7,8 +7,10 @@ window, which persists across batches (per job, rank, communicator and ordinal).
 abnormal become ``abnormal_ops`` rows. The drift tuner sees every scored chunk and swaps in a
 tuned copy of the forest when due.
 
-Workers are partitioned by (job, rank); a collective's members may land on other workers, and
-then its blocking and transfer features are missing, which the model was trained to handle.
+The gateway keys records by model replica (``kafka_records``), so a worker holds the tensor mates
+and pipeline peers of the operators it scores; a data-parallel collective's members, and every
+member of a job registered without a layout, may land on other workers, and then its blocking and
+transfer features are missing, which the model was trained to handle.
 From a job's first batch, before an operator has a history, it is judged against the same
 program slot on the other ranks of the batch (features.py); a worker that holds fewer than
 ``features.MIN_PEERS`` ranks of a job falls back to the batch's own instances until the windows fill.

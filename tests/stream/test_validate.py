@@ -99,3 +99,18 @@ def test_any_single_mutation_is_either_accepted_valid_or_refused(data) -> None:
         return
     assert batch.problems() == [] and set(validate.batch_jobs(batch)) <= JOBS
     assert int(batch["nbytes"].max()) <= validate.MAX_NBYTES
+
+
+def test_a_rank_outside_the_registered_world_is_refused_naming_it() -> None:
+    from sleuth.jobspec import JobSpec
+    from sleuth.layout import ParallelLayout
+    from sleuth.stream.job_registry import JobRegistry
+
+    registry = JobRegistry([JobSpec.from_layout("job-a", ParallelLayout(8, 4, 1, 2))])
+    batch = good_records(20)
+    assert validate.check_message(records_message(batch), limits=LIMITS, registered=registry).equals(batch)
+    ranks = batch["rank"].copy()
+    ranks[5] = 11
+    bad = RecordBatch({**batch.columns, "rank": ranks}, batch.strings)
+    with pytest.raises(BatchRejected, match=r"records\.rank: 1 records of job 'job-a' name ranks outside its world of 8 \(first: rank 11\)"):
+        validate.check_message(records_message(bad), limits=LIMITS, registered=registry)
