@@ -10,11 +10,8 @@ scripts/train_default_model.py), so nothing here was seen in training.
   (its own streaming windows: only instances it judged normal enter them) and of the baselines:
   3-sigma per operator series, KNN, SVM (trained on seed-101 rows), the untuned forest being the
   forest itself. The baselines score features whose windows were cleaned by the *labels* (an
-  advantage the forest does not get). Only a sample of ranks is scored, as one worker holds them:
-  ``--ranks`` tensor groups' worth of whole model replicas per scenario, the faulty GPU's or NIC's
-  among them (``training.sample_replicas``; the gateway keys the records by replica), or with
-  ``--sample groups`` whole tensor groups (``training.sample_ranks``, the sample of the tables
-  before the replica key); KNN and SVM score at most 50,000 rows
+  advantage the forest does not get). Only a sample of ranks is scored: ``--ranks`` whole tensor
+  groups per scenario, always including the faulty GPU's or NIC's (``training.sample_ranks``); KNN and SVM score at most 50,000 rows
   of each (a uniform sample). ``detectability``: the share of abnormal operators whose duration
   lies inside their own fault-free range, and the F1 of a judge that misses those and gets the
   rest right (``detectability()``). ``forest_at_own_best_threshold``: the forest's F1 at the vote
@@ -50,7 +47,7 @@ from sleuth.stream.detection.baselines import (
 from sleuth.stream.detection.features import DRIFT_PRONE, FEATURE_NAMES
 from sleuth.stream.detection.iteration_monitor import irregular_iterations, job_iteration_times
 from sleuth.stream.detection.offline import iteration_chunks, replay, training_set
-from sleuth.stream.detection.training import THRESHOLD_GRID, emulation_rows, sample_ranks, sample_replicas, streaming_scores
+from sleuth.stream.detection.training import THRESHOLD_GRID, emulation_rows, sample_ranks, streaming_scores
 from sleuth.topology import DeviceKind
 
 SEED = 7
@@ -126,7 +123,7 @@ def score_methods(em: Emulation, ranks: np.ndarray, model, baselines: dict, rng)
     return out
 
 
-def operators(scales: list[int], groups: int, model, baselines: dict, sampler=sample_ranks) -> dict:
+def operators(scales: list[int], groups: int, model, baselines: dict) -> dict:
     rng = np.random.default_rng(0)
     per_scale = {}
     for name, suffix in (("scale", ""), ("scale-nic", "-nic")):
@@ -135,13 +132,13 @@ def operators(scales: list[int], groups: int, model, baselines: dict, sampler=sa
                 continue
             em = Emulation(sc)
             key = f"{sc.layout.world}{suffix}"
-            per_scale[key] = score_methods(em, sampler(em, groups), model, baselines, rng)
+            per_scale[key] = score_methods(em, sample_ranks(em, groups), model, baselines, rng)
             per_scale[key]["world"] = sc.layout.world
             del em
     per_type = {}
     for sc in suite("types", seed=SEED):
         em = Emulation(sc)
-        per_type[sc.name.removeprefix("types-")] = score_methods(em, sampler(em, groups // 2), model, baselines, rng)
+        per_type[sc.name.removeprefix("types-")] = score_methods(em, sample_ranks(em, groups // 2), model, baselines, rng)
     return {"per_scale": per_scale, "per_type": per_type}
 
 
@@ -195,12 +192,12 @@ def tuned_and_untuned(em: Emulation, ranks: np.ndarray, forest, window: int, min
             "days": days}
 
 
-def drift_month(model, groups: int, comm_drift: float, sampler=sample_ranks) -> dict:
+def drift_month(model, groups: int, comm_drift: float) -> dict:
     """The shipped forest, and a per-job forest over every feature (Holmes's setting) trained on the
     first week of another draw of the same month: the shipped one reads only scale-free features,
     so its thresholds have nothing to move; the per-job one splits on nanoseconds and needs tuning."""
     em = month(SEED, comm_drift)
-    ranks = sampler(em, groups)
+    ranks = sample_ranks(em, groups)
     out = {"shipped": tuned_and_untuned(em, ranks, model.forest, model.window, model.min_history),
            "ranks_scored": int(len(ranks))}
     train = month(TRAIN_MONTH_SEED, comm_drift)
@@ -282,18 +279,15 @@ def score_time(model) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scales", default="1024,2048,4096,8192")
-    parser.add_argument("--ranks", type=int, default=16, help="tensor groups' worth of ranks scored per scale scenario")
-    parser.add_argument("--sample", choices=("replicas", "groups"), default="replicas",
-                        help="score whole model replicas, as a worker holds them (default), or whole tensor groups")
+    parser.add_argument("--ranks", type=int, default=16, help="tensor groups scored per scale scenario")
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: operators,drift,iterations,timing")
     parser.add_argument("--comm-drift", type=float, default=0.2, help="transfer-time drift over the month (default 0.2)")
     args = parser.parse_args()
     scales = [int(s) for s in args.scales.split(",")]
     skip = set(filter(None, args.skip.split(",")))
     model = load_default_model()
-    sampler = sample_replicas if args.sample == "replicas" else sample_ranks
     started = time.monotonic()
-    result: dict = {"machine": platform.processor() or platform.machine(), "seed": SEED, "sample": args.sample,
+    result: dict = {"machine": platform.processor() or platform.machine(), "seed": SEED,
                     "model": model.metadata.get("training", {}).get("script"), "trees": model.forest.n_estimators}
     if "timing" not in skip:
         result["score_10k"] = score_time(model)
@@ -302,9 +296,9 @@ def main() -> None:
     if "operators" not in skip:
         X, y, _ = emulation_rows(suite("types", seed=101) + suite("network", seed=101), groups=4)
         baselines = {"three_sigma": ThreeSigma().fit(X), "knn": KNNDetector().fit(X, y), "svm": SVMDetector().fit(X, y)}
-        result["operators"] = operators(scales, args.ranks, model, baselines, sampler)
+        result["operators"] = operators(scales, args.ranks, model, baselines)
     if "drift" not in skip:
-        result["drift"] = drift_month(model, 4, args.comm_drift, sampler)
+        result["drift"] = drift_month(model, 4, args.comm_drift)
     result["seconds"] = round(time.monotonic() - started)
     print(json.dumps(result, indent=1))
 

@@ -5,9 +5,8 @@
 Training seeds 101 and 102, threshold chosen on seeds 103-106 (training.choose_threshold); the
 benchmarks (benchmarks/bench_detection.py) use seed 7, so the shipped model never saw a benchmark scenario.
 Every suite at 128 GPUs plus the scale suites up to 8,192 GPUs (a slow GPU, ``scale``, and a NIC
-at an eighth of its bandwidth, ``scale-nic``), each scenario sampled as whole model replicas, as
-a worker holds them (training.sample_replicas: spread over the job, plus those of the faulty GPU,
-host or NIC), so
+at an eighth of its bandwidth, ``scale-nic``), each scenario sampled as whole tensor groups
+(training.sample_ranks: spread over the job, plus those behind the faulty GPU, host or NIC), so
 that the scale-free features see many layouts; and the types suite again with its faults active
 from the first iteration, so that the forest learns to judge operators whose windows are still
 cold (against their peers, features.py) as well; and the suites whose faults are subtle (types,
@@ -33,7 +32,7 @@ import numpy as np
 from sleuth.sim import Emulation, FaultKind, Scenario, suite
 from sleuth.stream.detection.model_file import DetectorModel, save
 from sleuth.stream.detection.training import (
-    choose_threshold, emulation_rows, fit_model, sample_replicas, streaming_scores,
+    choose_threshold, emulation_rows, fit_model, sample_ranks, streaming_scores,
 )
 
 TRAINING_SEEDS = (101, 102)
@@ -145,7 +144,7 @@ def held_out_scores(model: DetectorModel) -> dict[str, tuple[np.ndarray, np.ndar
     sets = {}
     for name, sc in validation_scenarios():
         em = Emulation(sc)
-        ranks = sample_replicas(em, VALIDATION_GROUPS[name])
+        ranks = sample_ranks(em, VALIDATION_GROUPS[name])
         labels, _ = em.abnormal(ranks)
         score = streaming_scores(model.forest, em.ranks_records(ranks), em.iterations(ranks=ranks),
                                  window=model.window, min_history=model.min_history)

@@ -26,7 +26,7 @@ from sleuth.stream.detection.forest import AbnormalOperatorForest
 from sleuth.stream.detection.model_file import DetectorModel
 from sleuth.stream.detection.offline import replay, training_set
 
-__all__ = ["THRESHOLD_GRID", "apply_labels", "choose_threshold", "emulation_rows", "fit_model", "read_labelled", "sample_ranks", "sample_replicas", "sample_rows",
+__all__ = ["THRESHOLD_GRID", "apply_labels", "choose_threshold", "emulation_rows", "fit_model", "read_labelled", "sample_ranks", "sample_rows",
            "streaming_scores"]
 
 _RATIO = FEATURE_NAMES.index("ratio")
@@ -78,34 +78,13 @@ def sample_ranks(emulation: Any, groups: int) -> np.ndarray:
     return np.unique(np.concatenate([np.arange(s, s + tp) for s in sorted(starts)]))
 
 
-def sample_replicas(emulation: Any, groups: int) -> np.ndarray:
-    """About ``groups`` tensor groups' worth of ranks as whole model replicas (``layout.replica_of``):
-    ``max(1, groups // pp)`` replicas spread over the job, plus the replicas of its faulty GPUs,
-    hosts and NICs.
-
-    What a worker holds when the records are keyed by replica (``kafka_records``): every pipeline
-    send's receiver and every tensor mate beside the operator, which ``sample_ranks``' tensor
-    groups leave out (their pipeline peers are other groups, rarely in the sample).
-    """
-    if groups < 1:
-        raise ConfigError(f"groups must be >= 1, got {groups!r}")
-    layout = emulation.scenario.layout
-    replica = layout.replica_of(np.arange(layout.world))
-    bases = np.unique(replica)
-    chosen = set(bases[np.linspace(0, len(bases) - 1, max(1, groups // layout.pp)).astype(int)].tolist())
-    for fault in emulation.scenario.faults:
-        chosen.update(replica[emulation.ranks_on(fault.device)].tolist())
-    return np.flatnonzero(np.isin(replica, sorted(chosen)))
-
-
 def emulation_rows(scenarios: Iterable[Any], *, groups: int | None = None, max_rows: int | None = None,
                    abnormal_share: float | Callable[[Any], float] = 0.5, window: int = 20, min_history: int = 5,
                    seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Sampled training rows of each scenario and a summary.
 
-    ``groups``: tensor groups' worth of ranks per scenario, as whole model replicas
-    (``sample_replicas``, what a worker holds); None takes every rank. Sampling groups rather than
-    a share of ranks lets one set mix 128 GPUs with 8,192 at a similar cost.
+    ``groups``: tensor groups per scenario (``sample_ranks``); None takes every rank. Sampling
+    groups rather than a share of ranks lets one set mix 128 GPUs with 8,192 at a similar cost.
     ``max_rows``: rows kept per scenario, of which the abnormal ones take at most
     ``abnormal_share`` (``sample_rows``): a number, or a function of the scenario.
     """
@@ -114,7 +93,7 @@ def emulation_rows(scenarios: Iterable[Any], *, groups: int | None = None, max_r
     xs, ys, names, seen, abnormal = [], [], [], 0, 0
     for k, scenario in enumerate(scenarios):
         emulation = Emulation(scenario)
-        ranks = np.arange(scenario.layout.world) if groups is None else sample_replicas(emulation, groups)
+        ranks = np.arange(scenario.layout.world) if groups is None else sample_ranks(emulation, groups)
         records = emulation.ranks_records(ranks)
         labels, _ = emulation.abnormal(ranks)
         X, y = training_set(records, emulation.iterations(ranks=ranks), labels, window=window, min_history=min_history)

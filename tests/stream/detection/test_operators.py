@@ -18,7 +18,7 @@ from sleuth.stream.detection.drift import shift_thresholds
 from sleuth.stream.detection.features import COMM_KINDS
 from sleuth.stream.detection.model_file import read_metadata
 from sleuth.stream.detection.offline import training_set
-from sleuth.stream.detection.training import choose_threshold, sample_ranks, sample_replicas, sample_rows, streaming_scores
+from sleuth.stream.detection.training import choose_threshold, sample_ranks, sample_rows, streaming_scores
 from sleuth.stream.rank_state import RankState
 from sleuth.topology import DeviceKind, generate, link_id
 from tests.sim.conftest import SMALL
@@ -237,25 +237,6 @@ def test_sample_ranks_takes_whole_tensor_groups_and_the_faulty_ones() -> None:
     assert all(set(range(r // tp * tp, r // tp * tp + tp)) <= set(ranks.tolist()) for r in ranks.tolist())
     with pytest.raises(ConfigError, match="groups must be >= 1"):
         sample_ranks(em, 0)
-
-
-def test_sample_replicas_takes_whole_replicas_spread_over_the_job_and_the_faulty_ones() -> None:
-    from sleuth.sim import parse_fault
-    from sleuth.sim.engine import Timing
-
-    # 64 ranks: tensor 2 x pipeline 2 x data-parallel 16, sixteen replicas of four ranks.
-    layout = ParallelLayout(64, 2, 2, 16, gpus_per_host=4)
-    em = Emulation(Scenario(topology=generate("fattree:hosts=16,gpus=4,pod=4,spines=2"), layout=layout, model=SMALL,
-                            faults=(parse_fault("nic:h0006/1,slow=4,start=15"),), timing=Timing.exact()))
-    replica = layout.replica_of(np.arange(layout.world))
-    ranks = sample_replicas(em, 2 * layout.pp)
-    chosen = np.unique(replica[ranks])
-    assert np.array_equal(ranks, np.flatnonzero(np.isin(replica, chosen)))  # whole replicas, nothing else
-    nic = em.ranks_on("nic:h0006/1")
-    assert len(nic) and set(nic.tolist()) <= set(ranks.tolist())
-    assert len(chosen) == 3 and {0, int(replica.max())} <= set(chosen.tolist())  # first and last, and the NIC's
-    with pytest.raises(ConfigError, match="groups must be >= 1"):
-        sample_replicas(em, 0)
 
 
 def test_sample_ranks_takes_the_groups_behind_a_faulty_nic_or_its_link() -> None:
