@@ -8,7 +8,7 @@ abnormal become ``abnormal_ops`` rows. The drift tuner sees every scored chunk a
 tuned copy of the forest when due.
 
 The gateway keys records by model replica (``kafka_records``), so a worker holds the tensor mates
-and pipeline peers of the operators it scores; a data-parallel collective's members, and every
+and pipeline peers of the operators it scores; a data- or expert-parallel collective's members, and every
 member of a job registered without a layout, may land on other workers, and then its blocking and
 transfer features are missing, which the model was trained to handle.
 From a job's first batch, before an operator has a history, it is judged against the same
