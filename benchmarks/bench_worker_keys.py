@@ -26,8 +26,8 @@ import numpy as np
 from kafka.partitioner.default import murmur2
 
 from sleuth.sim import Emulation, suite
-from sleuth.stream.detection import OperatorWindows, load_default_model
-from sleuth.stream.detection.offline import replay
+from sleuth.stream.detection import load_default_model
+from sleuth.stream.detection.training import streaming_scores
 from sleuth.stream.kafka_records import message_key
 
 SEED = 7
@@ -47,15 +47,9 @@ def f1_of_workers(em: Emulation, shares: list[np.ndarray], model) -> float:
     for ranks in shares:
         if not len(ranks):
             continue
-        records = em.ranks_records(ranks)
-        labels, _ = em.abnormal(ranks)
-
-        def judge(chunk, positions):
-            votes = model.forest.score_samples(chunk.X)
-            return votes >= model.forest.threshold, votes < model.forest.window_threshold
-
-        flags = replay(records, em.iterations(ranks=ranks), judge,
-                       windows=OperatorWindows(window=model.window, min_history=model.min_history))
+        votes = streaming_scores(model.forest, em.ranks_records(ranks), em.iterations(ranks=ranks),
+                                 window=model.window, min_history=model.min_history)
+        flags, labels = votes >= model.forest.threshold, em.abnormal(ranks)[0]
         tp += int((flags & labels).sum())
         flagged += int(flags.sum())
         abnormal += int(labels.sum())

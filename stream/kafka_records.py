@@ -14,6 +14,7 @@ The value is a serialized ``commops.proto`` ``RecordBatch``, the same columnar f
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -31,18 +32,26 @@ def message_key(job: str, unit: int) -> bytes:
     return f"{job}/{unit}".encode()
 
 
-def _keyed_slices(batch: RecordBatch | IterationBatch, layout_of: LayoutOf | None) -> list[tuple[bytes, np.ndarray]]:
-    """(key, positions) of each (job, rank) slice of ``batch``, positions in batch order."""
+def _keyed_messages(batch: RecordBatch | IterationBatch, max_records: int, layout_of: LayoutOf | None,
+                    encode: Callable[[Any], Any]) -> list[tuple[bytes, bytes]]:
+    """(key, value) pairs: ``batch`` split by (job, rank), each slice at most ``max_records`` in
+    batch order, keyed by the rank's unit (module docstring), encoded by ``encode``."""
+    if max_records < 1:
+        raise ValueError(f"max_records must be positive, got {max_records}")
+    if not len(batch):
+        return []
     group = (batch["job"].astype(np.uint64) << np.uint64(32)) | batch["rank"].astype(np.uint64)
     order = np.argsort(group, kind="stable")
-    slices = []
+    messages = []
     for indices in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
         first = int(indices[0])
         job, rank = batch.strings[batch["job"][first]], int(batch["rank"][first])
         layout = layout_of(job) if layout_of is not None else None
-        unit = int(layout.replica_of(np.array([rank]))[0]) if layout is not None else rank
-        slices.append((message_key(job, unit), indices))
-    return slices
+        key = message_key(job, int(layout.replica_of(np.array([rank]))[0]) if layout is not None else rank)
+        for start in range(0, len(indices), max_records):
+            part = batch.take(indices[start : start + max_records]).compact()
+            messages.append((key, encode(part).SerializeToString()))
+    return messages
 
 
 def to_messages(batch: RecordBatch, *, max_records: int = 10_000,
@@ -52,16 +61,7 @@ def to_messages(batch: RecordBatch, *, max_records: int = 10_000,
     Within a slice the records keep their order in ``batch``. ``layout_of``: the jobs' layouts,
     for the replica keys (module docstring); a rank outside its layout's world raises ``LayoutError``.
     """
-    if max_records < 1:
-        raise ValueError(f"max_records must be positive, got {max_records}")
-    if not len(batch):
-        return []
-    messages = []
-    for key, indices in _keyed_slices(batch, layout_of):
-        for start in range(0, len(indices), max_records):
-            part = batch.take(indices[start : start + max_records]).compact()
-            messages.append((key, codec.records_to_proto(part).SerializeToString()))
-    return messages
+    return _keyed_messages(batch, max_records, layout_of, codec.records_to_proto)
 
 
 def from_message(value: bytes) -> RecordBatch:
@@ -81,14 +81,7 @@ RECORDS, ITERATIONS, JOB = b"records", b"iterations", b"job"
 def iteration_messages(batch: IterationBatch, *, max_records: int = 10_000,
                        layout_of: LayoutOf | None = None) -> list[tuple[bytes, bytes]]:
     """(key, value) pairs for an iteration batch, split and keyed like ``to_messages``."""
-    if not len(batch):
-        return []
-    messages = []
-    for key, indices in _keyed_slices(batch, layout_of):
-        for start in range(0, len(indices), max_records):
-            part = batch.take(indices[start : start + max_records]).compact()
-            messages.append((key, codec.iterations_to_proto(part).SerializeToString()))
-    return messages
+    return _keyed_messages(batch, max_records, layout_of, codec.iterations_to_proto)
 
 
 def job_message(spec: JobSpec) -> tuple[bytes, bytes]:
