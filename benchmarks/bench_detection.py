@@ -144,9 +144,11 @@ def operators(scales: list[int], groups: int | None, model, baselines: dict) -> 
             per_scale[key]["world"] = sc.layout.world
             del em
     per_type = {}
+    # Half as many groups for the 128-GPU types suite: it has 32 tensor groups, a scale run 128 or more.
+    type_groups = None if groups is None else max(groups // 2, 1)
     for sc in suite("types", seed=SEED):
         em = Emulation(sc)
-        per_type[sc.name.removeprefix("types-")] = score_methods(em, scored_ranks(em, groups and max(groups // 2, 1)), model, baselines, rng)
+        per_type[sc.name.removeprefix("types-")] = score_methods(em, scored_ranks(em, type_groups), model, baselines, rng)
     return {"per_scale": per_scale, "per_type": per_type}
 
 
