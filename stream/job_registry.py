@@ -38,7 +38,7 @@ class JobRegistry:
 
     def layout_of(self, job: str) -> ParallelLayout | None:
         """The job's layout, or None if it is not registered or was registered without one."""
-        spec = self._jobs.get(job)
+        spec = self.spec(job)
         return spec.layout if spec is not None else None
 
     def __contains__(self, job: object) -> bool:
