@@ -12,6 +12,8 @@ that look suspicious (longer than ``hard_ratio`` × their window median) with pr
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -80,32 +82,49 @@ def sample_ranks(emulation: Any, groups: int) -> np.ndarray:
 
 def emulation_rows(scenarios: Iterable[Any], *, groups: int | None = None, max_rows: int | None = None,
                    abnormal_share: float | Callable[[Any], float] = 0.5, window: int = 20, min_history: int = 5,
-                   seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+                   seed: int = 0, jobs: int = 1) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Sampled training rows of each scenario and a summary.
 
     ``groups``: tensor groups per scenario (``sample_ranks``); None takes every rank. Sampling
     groups rather than a share of ranks lets one set mix 128 GPUs with 8,192 at a similar cost.
     ``max_rows``: rows kept per scenario, of which the abnormal ones take at most
     ``abnormal_share`` (``sample_rows``): a number, or a function of the scenario.
+    ``jobs``: scenarios emulated at once, each in a process of its own; the rows are the same
+    whatever the number (scenario k's draw is seeded ``seed + k``).
     """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ConfigError(f"jobs must be an integer >= 1, got {jobs!r}")
+    scenarios = list(scenarios)
+    rows = partial(_scenario_rows, groups=groups, max_rows=max_rows, abnormal_share=abnormal_share, window=window,
+                   min_history=min_history)
+    seeds = [seed + k for k in range(len(scenarios))]
+    if jobs == 1 or len(scenarios) < 2:
+        parts = list(map(rows, scenarios, seeds))
+    else:
+        # Processes, not threads: the emulator and the feature pass are Python and numpy on many
+        # small arrays, which threads would take turns at under the GIL. Each process holds one
+        # scenario at a time (a whole 8,192-GPU job takes about 10 GB while its rows are built).
+        with ProcessPoolExecutor(min(jobs, len(scenarios))) as pool:
+            parts = list(pool.map(rows, scenarios, seeds))
+    summary = {"scenarios": [scenario.name for scenario in scenarios],
+               "operators_seen": sum(part[2] for part in parts), "abnormal_seen": sum(part[3] for part in parts)}
+    return np.vstack([part[0] for part in parts]), np.concatenate([part[1] for part in parts]), summary
+
+
+def _scenario_rows(scenario: Any, seed: int, *, groups: int | None, max_rows: int | None,
+                   abnormal_share: float | Callable[[Any], float], window: int,
+                   min_history: int) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """One scenario's kept rows, and how many operators and abnormal ones it had before the draw."""
     from sleuth.sim import Emulation
 
-    xs, ys, names, seen, abnormal = [], [], [], 0, 0
-    for k, scenario in enumerate(scenarios):
-        emulation = Emulation(scenario)
-        ranks = np.arange(scenario.layout.world) if groups is None else sample_ranks(emulation, groups)
-        records = emulation.ranks_records(ranks)
-        labels, _ = emulation.abnormal(ranks)
-        X, y = training_set(records, emulation.iterations(ranks=ranks), labels, window=window, min_history=min_history)
-        seen += len(y)
-        abnormal += int(y.sum())
-        share = abnormal_share(scenario) if callable(abnormal_share) else abnormal_share
-        X, y = sample_rows(X, y, seed=seed + k, max_rows=max_rows, abnormal_share=share)
-        xs.append(X)
-        ys.append(y)
-        names.append(scenario.name)
-    summary = {"scenarios": names, "operators_seen": seen, "abnormal_seen": abnormal}
-    return np.vstack(xs), np.concatenate(ys), summary
+    emulation = Emulation(scenario)
+    ranks = np.arange(scenario.layout.world) if groups is None else sample_ranks(emulation, groups)
+    labels, _ = emulation.abnormal(ranks)
+    X, y = training_set(emulation.ranks_records(ranks), emulation.iterations(ranks=ranks), labels, window=window,
+                        min_history=min_history)
+    share = abnormal_share(scenario) if callable(abnormal_share) else abnormal_share
+    kept_X, kept_y = sample_rows(X, y, seed=seed, max_rows=max_rows, abnormal_share=share)
+    return kept_X, kept_y, len(y), int(y.sum())
 
 
 def read_labelled(folder: str | Path, *, truth: str | Path | None = None) -> tuple[RecordBatch, IterationBatch, np.ndarray]:

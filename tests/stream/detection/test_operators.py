@@ -18,12 +18,14 @@ from sleuth.stream.detection.drift import shift_thresholds
 from sleuth.stream.detection.features import COMM_KINDS
 from sleuth.stream.detection.model_file import read_metadata
 from sleuth.stream.detection.offline import training_set
-from sleuth.stream.detection.training import choose_threshold, sample_ranks, sample_rows, streaming_scores
+from sleuth.stream.detection.training import (
+    choose_threshold, emulation_rows, sample_ranks, sample_rows, streaming_scores,
+)
 from sleuth.stream.rank_state import RankState
 from sleuth.topology import DeviceKind, generate, link_id
 from tests.sim.conftest import SMALL
 
-from .conftest import FABRIC, emulation, f1, small_model
+from .conftest import FABRIC, emulation, f1, scenario, small_model
 
 GPU = "gpu:h0003/1,slow=1.5,start=15"
 
@@ -268,6 +270,17 @@ def test_sample_rows_keeps_a_rare_faults_abnormal_rows_under_the_cap() -> None:
     assert kept.sum() == y.sum()
     with pytest.raises(ConfigError, match="abnormal_share"):
         sample_rows(X, y, max_rows=2_000, abnormal_share=0.0)
+
+
+def test_emulation_rows_in_several_processes_are_the_rows_of_one() -> None:
+    scenarios = [scenario(f, seed=s, iterations=20) for s, f in ((4, "gpu:h0001/2,slow=1.5,start=8"),
+                                                                  (5, "nic:h0002/0,slow=4,start=8"))]
+    X1, y1, summary1 = emulation_rows(scenarios, groups=1, max_rows=500, seed=3)
+    X2, y2, summary2 = emulation_rows(scenarios, groups=1, max_rows=500, seed=3, jobs=2)
+    assert y1.any() and len(y1) <= 1_000
+    assert np.array_equal(X1, X2, equal_nan=True) and np.array_equal(y1, y2) and summary1 == summary2
+    with pytest.raises(ConfigError, match="jobs must be an integer >= 1, got 0"):
+        emulation_rows(scenarios, jobs=0)
 
 
 def test_the_forest_never_splits_on_how_many_instances_entered_the_window() -> None:
