@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from functools import reduce
 from operator import add
@@ -115,11 +116,11 @@ def stalling(scenario: Scenario) -> Scenario:
     return replace(scenario, timing=replace(scenario.timing, hiccup_rate=TRAINING_HICCUP_RATE))
 
 
-def stalling_rows(training: list[Scenario], draw_seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Sampled rows of ``training``, each run with stalls at ``TRAINING_HICCUP_RATE``; ``draw_seed`` seeds which
-    rows are kept (training.sample_rows)."""
+def stalling_rows(training: list[Scenario], draw_seed: int, jobs: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Sampled rows of ``training``, each run with stalls at ``TRAINING_HICCUP_RATE``, built ``jobs`` scenarios
+    at once; ``draw_seed`` seeds which rows are kept (training.sample_rows)."""
     return emulation_rows([stalling(sc) for sc in training], groups=GROUPS, max_rows=MAX_ROWS,
-                          abnormal_share=abnormal_share, seed=draw_seed)
+                          abnormal_share=abnormal_share, seed=draw_seed, jobs=jobs)
 
 
 def abnormal_share(scenario: Scenario) -> float:
@@ -138,18 +139,31 @@ def validation_scenarios() -> list[tuple[str, Scenario]]:
     return [pair for seed in VALIDATION_SEEDS for pair in named_scenarios(seed, tuple(VALIDATION_GROUPS))]
 
 
-def held_out_scores(model: DetectorModel) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def held_out_scores(model: DetectorModel, jobs: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Scenario -> (streaming votes, labels) of ``model`` on the validation scenarios: sampled and
-    replayed as bench_detection scores seed 7 (its windows fed by its own votes)."""
-    sets = {}
-    for name, sc in validation_scenarios():
-        em = Emulation(sc)
-        ranks = sample_ranks(em, VALIDATION_GROUPS[name])
-        labels, _ = em.abnormal(ranks)
-        score = streaming_scores(model.forest, em.ranks_records(ranks), em.iterations(ranks=ranks),
-                                 window=model.window, min_history=model.min_history)
-        sets[f"{sc.name}@{sc.seed}"] = (score, labels)
-    return sets
+    replayed as bench_detection scores seed 7 (its windows fed by its own votes), ``jobs`` at once."""
+    pairs = validation_scenarios()
+    with ProcessPoolExecutor(jobs, initializer=_hold_model, initargs=(model,)) as pool:
+        scores = list(pool.map(_held_out, pairs))
+    return {f"{sc.name}@{sc.seed}": votes for (_, sc), votes in zip(pairs, scores)}
+
+
+_MODEL: DetectorModel | None = None  # the model a validation process scores with (_hold_model)
+
+
+def _hold_model(model: DetectorModel) -> None:
+    global _MODEL
+    _MODEL = model
+
+
+def _held_out(pair: tuple[str, Scenario]) -> tuple[np.ndarray, np.ndarray]:
+    name, sc = pair
+    em = Emulation(sc)
+    ranks = sample_ranks(em, VALIDATION_GROUPS[name])
+    labels, _ = em.abnormal(ranks)
+    score = streaming_scores(_MODEL.forest, em.ranks_records(ranks), em.iterations(ranks=ranks),
+                             window=_MODEL.window, min_history=_MODEL.min_history)
+    return score, labels
 
 
 def main() -> None:
@@ -161,13 +175,15 @@ def main() -> None:
     # per 10,000 operators scored (benchmarks/bench_detection.py score_10k).
     parser.add_argument("--trees", type=int, default=40)
     parser.add_argument("--depth", type=int, default=14)
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="scenarios built and scored at once (processes), and the fit's threads")
     args = parser.parse_args()
     started = time.monotonic()
     training = [sc for seed in TRAINING_SEEDS for sc in scenarios(seed, SUITES)]
     training += [from_the_start(sc) for seed in TRAINING_SEEDS for sc in scenarios(seed, COLD_START_SUITES)]
     extras = [[sc for seed in EXTRA_SEEDS for sc in scenarios(seed, suites)] for suites in EXTRA_SUITES]
-    parts = [stalling_rows(training, TRAINING_DRAW_SEED)] + [stalling_rows(extra, EXTRA_DRAW_SEED) for extra in extras]
+    parts = [stalling_rows(training, TRAINING_DRAW_SEED, args.jobs)]
+    parts += [stalling_rows(extra, EXTRA_DRAW_SEED, args.jobs) for extra in extras]
     # One stack at the end: stacking batch by batch copied the growing matrix (about 1 GB) each time.
     X, y = np.vstack([part[0] for part in parts]), np.concatenate([part[1] for part in parts])
     summary = {key: reduce(add, (part[2][key] for part in parts)) for key in parts[0][2]}  # lists join, counts add
@@ -184,7 +200,7 @@ def main() -> None:
     # benchmark's 4,096 and 8,192 GPU runs lost recall when such slowdowns crept into them. Set
     # before validating, because the streaming votes depend on which instances entered the windows.
     model.forest.set_params(window_threshold=WINDOW_THRESHOLD)
-    threshold, by_threshold = choose_threshold(held_out_scores(model))
+    threshold, by_threshold = choose_threshold(held_out_scores(model, args.jobs))
     model.forest.set_params(threshold=threshold)
     summary.update(threshold=threshold, validation_seeds=list(VALIDATION_SEEDS), held_out_by_threshold=by_threshold)
     metadata = save(model, args.out, training=summary)
