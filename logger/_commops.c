@@ -15,7 +15,9 @@
  * Device times come from CUDA events (each pending slot owns a reusable start/end pair),
  * completion is found by `poll()` with cudaEventQuery (never a synchronize on the training
  * stream), and event times are mapped to the host clock through a reference event recorded on
- * a private stream.
+ * a private stream. `poll()` asks in the order operators ended and stops at the first still
+ * running: events on one stream complete in order, so a GPU far behind the host costs one
+ * query per poll, not one per operator in flight (a poll holds the GIL the training thread needs).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -106,6 +108,9 @@ typedef struct {
     Slot *slots;
     int32_t *free_list;
     int32_t n_slots, n_free;
+    /* Slots whose end event is recorded, oldest first: a circular queue of n_slots. */
+    int32_t *flight;
+    int32_t flight_head, flight_count;
     uint64_t dropped;
     /* CUDA reference: event `ref` happened at host time `ref_ns`. */
     cudaStream_t ref_stream;
@@ -156,7 +161,8 @@ static int Recorder_init(Recorder *self, PyObject *args, PyObject *kwds) {
     self->ring = PyMem_Calloc(cap, sizeof(Record));
     self->slots = PyMem_Calloc((size_t)n_slots, sizeof(Slot));
     self->free_list = PyMem_Calloc((size_t)n_slots, sizeof(int32_t));
-    if (!self->ring || !self->slots || !self->free_list) {
+    self->flight = PyMem_Calloc((size_t)n_slots, sizeof(int32_t));
+    if (!self->ring || !self->slots || !self->free_list || !self->flight) {
         PyErr_NoMemory();
         return -1;
     }
@@ -172,6 +178,7 @@ static void Recorder_dealloc(Recorder *self) {
     PyMem_Free(self->ring);
     PyMem_Free(self->slots);
     PyMem_Free(self->free_list);
+    PyMem_Free(self->flight);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -334,18 +341,24 @@ static PyObject *Recorder_end_cuda(Recorder *self, PyObject *args) {
         return NULL;
     }
     slot->state = SLOT_CUDA_FLIGHT;
+    /* A slot is in flight at most once, so the queue of n_slots never overflows. */
+    self->flight[(self->flight_head + self->flight_count) % self->n_slots] = (int32_t)i;
+    self->flight_count++;
     Py_RETURN_NONE;
 }
 
 static PyObject *Recorder_poll(Recorder *self, PyObject *Py_UNUSED(ignored)) {
-    /* Completed CUDA operators move to the ring; those still running stay for the next poll. */
+    /* Completed CUDA operators move to the ring, oldest first; the first one still running and
+     * all after it stay for the next poll. */
     long done = 0;
     if (!cuda.ok || !self->has_ref) return PyLong_FromLong(0);
-    for (int32_t i = 0; i < self->n_slots; i++) {
+    while (self->flight_count > 0) {
+        int32_t i = self->flight[self->flight_head];
         Slot *slot = &self->slots[i];
-        if (slot->state != SLOT_CUDA_FLIGHT) continue;
         int rc = cuda.event_query(slot->ev_end);
-        if (rc == CUDA_NOT_READY) continue;
+        if (rc == CUDA_NOT_READY) break;
+        self->flight_head = (self->flight_head + 1) % self->n_slots;
+        self->flight_count--;
         float start_ms = 0, end_ms = 0;
         if (rc == CUDA_SUCCESS && !cuda.elapsed(&start_ms, self->ref, slot->ev_start) &&
             !cuda.elapsed(&end_ms, self->ref, slot->ev_end)) {

@@ -43,6 +43,7 @@ def wait_for(recorder, n: int) -> list[dict]:
 def main(library: str) -> dict:
     fake = ctypes.CDLL(library)  # the same handle dlopen gives the extension: shared counters
     fake.fake_cuda_set_delay_ns.argtypes = [ctypes.c_int64]
+    fake.fake_cuda_queries.restype = ctypes.c_long
     out: dict = {"available": _commops.cuda_available(library)}
 
     fake.fake_cuda_set_delay_ns(DELAY_NS)
@@ -50,7 +51,9 @@ def main(library: str) -> dict:
     issued_at = _commops.now_ns()
     handles, issued_by = operators(recorder, 50)
     out["issue_seconds"] = (issued_by - issued_at) / 1e9
+    queries_before = fake.fake_cuda_queries()
     out["completed_at_once"] = recorder.poll()
+    out["queries_by_a_poll_while_behind"] = fake.fake_cuda_queries() - queries_before
     out["pending_while_running"] = recorder.pending
     records = wait_for(recorder, 50)
     out["delay_ns"] = DELAY_NS

@@ -28,7 +28,7 @@ typedef struct {
 } Event;
 
 static int64_t delay_ns;
-static long events_created, syncs_on_private, syncs_on_others, fail_records_after = -1;
+static long events_created, syncs_on_private, syncs_on_others, queries, fail_records_after = -1;
 static void *private_streams[MAX_STREAMS];
 static int n_private;
 
@@ -50,6 +50,7 @@ void fake_cuda_fail_records_after(long n) { fail_records_after = n; }
 long fake_cuda_events_created(void) { return events_created; }
 long fake_cuda_syncs_on_private_streams(void) { return syncs_on_private; }
 long fake_cuda_syncs_on_other_streams(void) { return syncs_on_others; }
+long fake_cuda_queries(void) { return queries; }
 
 /* ---- libcudart ---- */
 int cudaStreamCreateWithFlags(void **stream, unsigned int flags) {
@@ -75,10 +76,14 @@ int cudaEventRecord(void *event, void *stream) {
     return SUCCESS;
 }
 
-int cudaEventQuery(void *event) {
-    Event *e = event;
+static int query(Event *e) {
     if (!e->recorded) return INVALID_RESOURCE;
     return device_now() >= e->device_ns ? SUCCESS : NOT_READY;
+}
+
+int cudaEventQuery(void *event) {
+    queries++;
+    return query(event);
 }
 
 int cudaEventSynchronize(void *event) {
@@ -94,7 +99,7 @@ int cudaEventSynchronize(void *event) {
 int cudaEventElapsedTime(float *ms, void *start, void *end) {
     Event *a = start, *b = end;
     if (!a->recorded || !b->recorded) return INVALID_RESOURCE;
-    if (cudaEventQuery(a) != SUCCESS || cudaEventQuery(b) != SUCCESS) return NOT_READY;
+    if (query(a) != SUCCESS || query(b) != SUCCESS) return NOT_READY;
     *ms = (float)((double)(b->device_ns - a->device_ns) / 1e6);
     return SUCCESS;
 }

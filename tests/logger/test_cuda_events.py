@@ -47,6 +47,12 @@ def test_records_wait_for_the_device_and_nothing_synchronizes_the_training_strea
     assert len(seen["records"]) == 50
 
 
+def test_a_poll_while_the_device_is_behind_asks_about_the_oldest_operator_only(seen):
+    # Events on one stream complete in order: the other 49 cannot be done if the first is not.
+    # A poll holds the GIL, so one query rather than 50 is what the training thread waits for.
+    assert seen["queries_by_a_poll_while_behind"] == 1
+
+
 def test_device_times_are_mapped_to_the_host_clock(seen):
     # The double's device clock is offset by ~987 s from the host's; a mapped start lies one
     # stream delay after the host issued the operator, whatever the offset.
