@@ -80,7 +80,7 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
     from sleuth.logger import core
     from sleuth.logger.hooks import Hooks, group_ranks, identity_from_torch
     from sleuth.logger.identity import host_name, job_id, local_gpu
-    from sleuth.logger.pump import Pump
+    from sleuth.logger.pump import DEVICE_POLL_S, Pump
     from sleuth.logger.session import Session
     from sleuth.logger.sinks import ParquetSink
 
@@ -120,6 +120,8 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
         import torch
 
         hooks.cuda = torch.cuda.is_available() and core.impl.cuda_available()
+        if hooks.cuda:
+            pump.device_poll_s = DEVICE_POLL_S
     except Exception as error:  # no usable CUDA: the host clock it is
         log.info("sleuth logger: CUDA-event timing is off: %r", error)
     atexit.register(pump.finish)
