@@ -32,6 +32,24 @@ log = logging.getLogger("sleuth.logger")
 _SEND, _RECV = 0, 1
 
 
+def _stream_getter() -> Callable[[int], int]:
+    """The current CUDA stream's handle on a device, as an int.
+
+    ``torch.cuda.current_stream(device).cuda_stream`` builds a Stream object on every call: 4.7 us
+    on an H200 machine, twice per operator, more than the two event records themselves
+    (docs/logger-gpu.md). Torch's own generated code reads the raw handle through
+    ``torch._C._cuda_getCurrentRawStream`` (0.18 us); the public call is the fallback where that
+    is gone.
+    """
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw
+    return lambda device: torch.cuda.current_stream(device).cuda_stream
+
+
+_current_stream = _stream_getter()
+
+
 class _Guard(threading.local):
     inside = False
 
@@ -95,40 +113,41 @@ class Hooks:
         self.unrecorded = 0  # operators passed through without a record (irecv from any source)
         self._originals: dict[str, Callable] = {}
         self._optimizer_hook: Any = None
-        self._waiting: dict[int, tuple[Any, list[int], bool]] = {}
+        # A record's `device` is its CUDA device index when it is timed with CUDA events, else None.
+        self._waiting: dict[int, tuple[Any, list[int], int | None]] = {}
         self._work_wait: Callable | None = None
 
     # -- wrappers ----------------------------------------------------------------------------
 
-    def _end_all(self, handles: list[int], cuda: bool) -> None:
-        if cuda:
+    def _end_all(self, handles: list[int], device: int | None) -> None:
+        if device is not None:
             for h in handles:
-                self._finish(h, cuda)
+                self._finish(h, device)
         else:
             end = self.session.recorder.end
             for h in handles:
                 end(h)
 
-    def _end_later(self, work: Any, handles: list[int], cuda: bool) -> None:
+    def _end_later(self, work: Any, handles: list[int], device: int | None) -> None:
         """End the records when ``work`` completes: through its future where the backend has
         one, else when the job waits on it (gloo's P2P works have no future) or, for a work
         nobody waits on, when the drainer sees it completed."""
         try:
             future = work.get_future()
         except Exception:
-            self._waiting[id(work)] = (work, handles, cuda)
+            self._waiting[id(work)] = (work, handles, device)
             return
-        future.add_done_callback(lambda _future: self._end_all(handles, cuda))
+        future.add_done_callback(lambda _future: self._end_all(handles, device))
 
     def poll_waiting(self) -> None:
         """Ends the records of works without a future that have completed (drainer thread)."""
-        for key, (work, handles, cuda) in list(self._waiting.items()):
+        for key, (work, handles, device) in list(self._waiting.items()):
             try:
                 done = work.is_completed()
             except Exception:
                 done = True
             if done and self._waiting.pop(key, None) is not None:
-                self._end_all(handles, cuda)
+                self._end_all(handles, device)
 
     def _wait(self, original: Callable) -> Callable:
         hooks = self
@@ -143,20 +162,26 @@ class Hooks:
 
         return wait
 
-    def _start(self, info: Any, op: int, peer: int, nbytes: int, direction: int, tensor: Any) -> tuple[int, bool]:
+    def _start(
+        self, info: Any, op: int, peer: int, nbytes: int, direction: int, tensor: Any
+    ) -> tuple[int, int | None]:
+        """Begin a record: its handle, and the CUDA device whose events time it (None: host clock)."""
         if self.cuda and tensor is not None and tensor.is_cuda:
             session = self.session
             seq = session.take_seq(info, peer, direction)
-            stream = torch.cuda.current_stream().cuda_stream
-            return session.recorder.begin_cuda(info.code, seq, op, peer, nbytes, session.iteration, stream), True
-        return self.session.begin(info, op, peer, nbytes, direction), False
+            device = tensor.get_device()
+            handle = session.recorder.begin_cuda(
+                info.code, seq, op, peer, nbytes, session.iteration, _current_stream(device)
+            )
+            return handle, device
+        return self.session.begin(info, op, peer, nbytes, direction), None
 
-    def _finish(self, handle: int, cuda: bool) -> None:
-        if not cuda:
+    def _finish(self, handle: int, device: int | None) -> None:
+        if device is None:
             self.session.recorder.end(handle)
             return
         try:
-            self.session.recorder.end_cuda(handle, torch.cuda.current_stream().cuda_stream)
+            self.session.recorder.end_cuda(handle, _current_stream(device))
         except Exception as error:  # a CUDA error ends the record (counted as dropped), never the step
             _fail_once("ending a CUDA-timed operator", error)
 
@@ -172,12 +197,12 @@ class Hooks:
             try:
                 info = session.group(_arg(args, kwargs, group_at, "group"))
                 tensor = args[0] if args and hasattr(args[0], "is_cuda") else None
-                handle, cuda = hooks._start(info, op, -1, nbytes_of(args, kwargs), 0, tensor)
+                handle, device = hooks._start(info, op, -1, nbytes_of(args, kwargs), 0, tensor)
                 async_op = _arg(args, kwargs, async_at, "async_op", False)
             except Exception as error:
                 _fail_once(name, error)
                 return original(*args, **kwargs)
-            return hooks._timed_call(original, args, kwargs, handle, cuda, async_op)
+            return hooks._timed_call(original, args, kwargs, handle, device, async_op)
 
         return wrapper
 
@@ -200,30 +225,30 @@ class Hooks:
                 info = session.group(group)
                 if peer < 0:  # a receive from any source: the peer is known only afterwards
                     return hooks._recv_any(name, original, info, tensor, args, kwargs)
-                handle, cuda = hooks._start(info, op, peer, _size(tensor), direction, tensor)
+                handle, device = hooks._start(info, op, peer, _size(tensor), direction, tensor)
             except Exception as error:
                 _fail_once(name, error)
                 return original(*args, **kwargs)
-            return hooks._timed_call(original, args, kwargs, handle, cuda, is_async)
+            return hooks._timed_call(original, args, kwargs, handle, device, is_async)
 
         return wrapper
 
     def _timed_call(
-        self, original: Callable, args: tuple, kwargs: dict, handle: Any, cuda: bool, is_async: bool
+        self, original: Callable, args: tuple, kwargs: dict, handle: Any, device: int | None, is_async: bool
     ) -> Any:
         """Run the wrapped torch call; the operator ends now, or when its async work completes."""
         _guard.inside = True  # calls torch makes inside this one are not operators of their own
         try:
             result = original(*args, **kwargs)
         except BaseException:
-            self._finish(handle, cuda)
+            self._finish(handle, device)
             raise
         finally:
             _guard.inside = False
         if is_async and result is not None:
-            self._end_later(result, [handle], cuda)
-        elif cuda:
-            self._finish(handle, cuda)
+            self._end_later(result, [handle], device)
+        elif device is not None:
+            self._finish(handle, device)
         else:
             self.session.recorder.end(handle)
         return result
@@ -266,21 +291,21 @@ class Hooks:
             try:
                 works = original(p2p_op_list, *args, **kwargs)
             except BaseException:
-                for handle, cuda in started:
-                    hooks._finish(handle, cuda)
+                for handle, device in started:
+                    hooks._finish(handle, device)
                 raise
             finally:
                 _guard.inside = False
             works = list(works or [])
-            cuda = any(c for _, c in started)
             if len(works) == len(started):
-                for work, (handle, c) in zip(works, started):
-                    hooks._end_later(work, [handle], c)
+                for work, (handle, device) in zip(works, started):
+                    hooks._end_later(work, [handle], device)
             elif works:  # a coalesced batch: one work completes them all
-                hooks._end_later(works[-1], [h for h, _ in started], cuda)
+                device = next((d for _, d in started if d is not None), None)
+                hooks._end_later(works[-1], [h for h, _ in started], device)
             else:
-                for handle, c in started:
-                    hooks._finish(handle, c)
+                for handle, device in started:
+                    hooks._finish(handle, device)
             return works
 
         return wrapper
