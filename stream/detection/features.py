@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sleuth.errors import ConfigError, RecordError
-from sleuth.records import IterationBatch, RecordBatch
+from sleuth.records import IterationBatch, OpKind, RecordBatch
 
 __all__ = ["COMM_KINDS", "DRIFT_PRONE", "FEATURE_NAMES", "MIN_PEERS", "Chunk", "OperatorWindows"]
 
@@ -236,13 +236,20 @@ class OperatorWindows:
         rows = self._identity_rows(job, rank, comm, ordinal)
 
         # Blocking and transfer (design.md): from the members' records present in this chunk.
-        # P2P operators match on (comm, {rank, peer}, seq); collectives on (comm, seq).
+        # P2P operators match on (comm, {rank, peer}, seq) and the direction: seq counts each
+        # direction of a pair apart, so A's k-th send to B and B's k-th send to A share the seq (a
+        # pipeline's forward activation and backward gradient) and are different transfers. A send
+        # pairs with its receive on (comm, seq, sender, receiver); collectives on (comm, seq).
         peer = records["peer"].astype(np.int64)
         p2p = peer >= 0
-        low = np.where(p2p, np.minimum(rank, peer), -1)
-        member_key = np.stack([comm, seq.astype(np.int64), low, np.where(p2p, np.maximum(rank, peer), -1)])
+        op = records["op"]
+        incoming = op == OpKind.RECV
+        directed = incoming | (op == OpKind.SEND)
+        sender = np.where(incoming, peer, np.where(directed, rank, np.minimum(rank, peer)))
+        receiver = np.where(incoming, rank, np.where(directed, peer, np.maximum(rank, peer)))
+        member_key = np.stack([comm, seq.astype(np.int64), np.where(p2p, sender, -1), np.where(p2p, receiver, -1)])
         member_group = _group_ids(*member_key)
-        # Members are distinct ranks (a rank's send and recv of one pair share the key).
+        # Members are distinct ranks (a P2P operator without a direction pairs on {rank, peer}).
         first_of_rank = np.zeros(n, bool)
         first_of_rank[np.unique(_group_ids(member_group, rank), return_index=True)[1]] = True
         members = np.bincount(member_group[first_of_rank], minlength=int(member_group.max()) + 1)

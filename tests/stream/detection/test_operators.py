@@ -7,7 +7,7 @@ import pytest
 from sklearn.base import clone
 
 from sleuth.errors import ConfigError
-from sleuth.records import RecordBatch
+from sleuth.records import OpKind, RecordBatch
 from sleuth.layout import KINDS, ParallelLayout
 from sleuth.sim import Emulation, Scenario
 from sleuth.stream.detection import (
@@ -112,6 +112,28 @@ def test_chunk_context_averages_over_the_communicator_and_the_program_slot() -> 
     # A group's peak covers its members' own peaks; with the slow NIC active some transfer stands out.
     assert (X[:, col["group_peak_transfer"]] >= X[:, col["rank_peak_transfer"]]).all()
     assert X[:, col["group_peak_transfer"]].max() > 2
+
+
+def test_a_send_is_paired_with_its_own_receive_not_the_return_transfer_of_the_same_seq() -> None:
+    # Seq counts each direction apart: stage 0's k-th forward send to stage 1 and stage 1's k-th
+    # backward send to stage 0 share (comm, {rank, peer}, seq) and are two transfers.
+    em = emulation()
+    records = em.ranks_records(range(16))
+    part = records.take(np.flatnonzero(records["iteration"] == 2))
+    chunk = OperatorWindows().features(part)
+    rank, peer, op, seq, comm = (part[f].astype(np.int64) for f in ("rank", "peer", "op", "seq", "comm"))
+    start, end = part["t_start_ns"], part["t_end_ns"]
+    sender = np.where(op == OpKind.RECV, peer, rank)
+    receiver = np.where(op == OpKind.RECV, rank, peer)
+    pair = {}
+    for pos in np.flatnonzero(peer >= 0).tolist():
+        pair.setdefault((comm[pos], seq[pos], sender[pos], receiver[pos]), []).append(pos)
+    assert len(pair) > 0 and all(sorted(op[p].tolist()) == [OpKind.SEND, OpKind.RECV] for p in pair.values())
+    for send, recv in (sorted(p, key=lambda q: op[q]) for p in pair.values()):
+        latest = max(start[send], start[recv])
+        for pos in (send, recv):
+            assert chunk.transfer[pos] == end[pos] - latest >= 0
+            assert chunk.duration[pos] - chunk.transfer[pos] == latest - start[pos]
 
 
 def test_prev_ratio_is_the_identitys_last_ratio_whether_or_not_it_entered_the_window() -> None:
