@@ -97,14 +97,9 @@ MAX_ROWS = 24_000
 #: in which the faulty device's groups are one in nine, and context features (means and peaks over
 #: the ranks held, a group's transfer measured from its latest member present) read differently on
 #: a whole job: on seed 7, whole jobs, the forest of samples alone voted the receives after a slow
-#: GPU at 2,048 GPUs 0.10 (x1.15 of the fault-free run; F1 0.919). With these six jobs: 0.995 there,
-#: the slow NIC at 1,024 / 2,048 GPUs 0.969 / 0.965 -> 0.972 / 0.980, mean of the 14 whole-job
-#: cells 0.977 -> 0.984; held out (seeds 103-106) the rule keeps 0.725, mean F1 0.9886 -> 0.9891,
-#: worst regret 0.019 -> 0.014. What it cost on seed 7: the slow NIC at 4,096 / 8,192 GPUs 0.964 /
-#: 0.966 -> 0.959 / 0.963, a NIC's spike 0.971 -> 0.966. Whole slow-NIC jobs as well
-#: (docs/detection-notes.md) also mended the 2,048-GPU cell but lost more there (0.948 / 0.956, 0.905).
-#: Retrained after the pipeline pairing fix in features.py: the rule picks 0.75, held out mean F1
-#: 0.9888, worst regret 0.017; whole slow-NIC jobs as well lost again (4,096 GPUs 0.951, spike 0.932).
+#: GPU at 2,048 GPUs 0.10 (F1 0.919); with these six jobs that cell scores 0.995. Whole slow-NIC
+#: jobs as well lost the slow NIC at 4,096 GPUs and a NIC's spike, before and after the pipeline
+#: pairing fix in features.py. Each forest's figures: docs/detection-notes.md.
 WHOLE_JOBS = (("scale", TRAINING_SEEDS, (1024, 2048, 4096)),)
 #: Rows per whole job at most: twice MAX_ROWS, since a whole job holds many times a sample's operators.
 WHOLE_MAX_ROWS = 48_000
