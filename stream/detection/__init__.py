@@ -7,6 +7,8 @@ Modules, one algorithm each:
 * :mod:`~sleuth.stream.detection.changepoint` — Bayesian online change-point detection
 * :mod:`~sleuth.stream.detection.features` — per-operator features over per-identity windows
 * :mod:`~sleuth.stream.detection.forest` — the random-forest detector (scikit-learn contract)
+* :mod:`~sleuth.stream.detection.counterfactual` — replaying a chunk without the slowdowns it shows;
+  overrules the forest where the chunk holds whole groups
 * :mod:`~sleuth.stream.detection.drift` — drift auto-tuning of the trees' thresholds
 * :mod:`~sleuth.stream.detection.baselines` — 3-sigma, KNN, SVM; median rule, unverified change points
 * :mod:`~sleuth.stream.detection.offline` — replaying a batch; ``abnormal_mask``
@@ -25,7 +27,7 @@ The interface other parts build on:
     a frozen dataclass; ``kind`` is an ``IrregularityKind``: "spike", "fluctuation", "persistent".
 ``load_default_model() -> DetectorModel``
     the model shipped with the package.
-``abnormal_mask(records: RecordBatch, iterations: IterationBatch, *, model=None) -> np.ndarray``
+``abnormal_mask(records: RecordBatch, iterations: IterationBatch, *, model=None, counterfactual=True) -> np.ndarray``
     boolean, one per record: the abnormal operator instances of an offline batch.
 """
 

@@ -87,6 +87,9 @@ class Chunk:
     duration: np.ndarray  # float64 ns
     transfer: np.ndarray  # float64 ns, NaN when the peers' records were not all present
     iteration: np.ndarray  # int64, each instance's training step
+    start: np.ndarray  # int64 ns, each instance's start
+    group: np.ndarray  # int64, the instance's group in the chunk: members of one collective or one send/receive pair share it
+    rank_rows: np.ndarray  # int64, the instance's (job, rank) row, stable across chunks
 
 
 class OperatorWindows:
@@ -214,7 +217,8 @@ class OperatorWindows:
         X = np.empty((n, len(FEATURE_NAMES)))  # every column is written below
         if not n:
             empty = np.zeros(0)
-            return Chunk(X, keep, np.zeros(0, np.int64), empty, empty, np.zeros(0, np.int64))
+            none = np.zeros(0, np.int64)
+            return Chunk(X, keep, none, empty, empty, none, none, none, none)
         job = self._job_ids(records)[records["job"]]
         rank = records["rank"].astype(np.int64)
         comm = self._comm_ids(records, self._job_ids(records))
@@ -312,7 +316,8 @@ class OperatorWindows:
         X[:, 29:31] = _mate_context(X[:, 8], self._rank_tensor[rank_rows], rank_rows, same_op, iteration)
         # A zero spread (identical values) gives an infinite z-score the trees cannot split: cap it.
         np.clip(X[:, 3], -1e6, 1e6, out=X[:, 3])
-        return Chunk(X, keep, rows, duration, transfer, iteration.astype(np.int64))
+        return Chunk(X, keep, rows, duration, transfer, iteration.astype(np.int64), start.astype(np.int64), member_group,
+                     rank_rows)
 
     def _window_stats(self, rows: np.ndarray, duration: np.ndarray, peers: _PeerWindow) -> tuple[np.ndarray, ...]:
         """Per instance: the identity's window statistics; where its history is short, its peers'

@@ -14,12 +14,13 @@ import numpy as np
 
 from sleuth.errors import RecordError
 from sleuth.records import IterationBatch, RecordBatch
+from sleuth.stream.detection.counterfactual import CounterfactualReplay
 from sleuth.stream.detection.features import Chunk, OperatorWindows
 
 if TYPE_CHECKING:
     from sleuth.stream.detection.model_file import DetectorModel
 
-__all__ = ["abnormal_mask", "iteration_chunks", "replay", "training_set"]
+__all__ = ["abnormal_mask", "detector_decisions", "iteration_chunks", "replay", "training_set"]
 
 
 def iteration_chunks(records: RecordBatch, iterations: IterationBatch) -> Iterator[tuple[np.ndarray, RecordBatch, IterationBatch]]:
@@ -75,17 +76,37 @@ def training_set(records: RecordBatch, iterations: IterationBatch, abnormal: np.
     return np.vstack(xs), np.concatenate(ys)
 
 
-def abnormal_mask(records: RecordBatch, iterations: IterationBatch, *, model: DetectorModel | None = None) -> np.ndarray:
+def detector_decisions(records: RecordBatch, iterations: IterationBatch, model: DetectorModel, *,
+                       counterfactual: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``(votes, flags)`` of every record as a worker holding all of them decides: the forest's vote
+    (0 for records never scored), and the flags, the counterfactual replay's verdict where it is
+    certain and the forest's elsewhere (the forest's alone with ``counterfactual=False``)."""
+    votes = np.zeros(len(records))
+    flags = np.zeros(len(records), bool)
+    replayer = CounterfactualReplay() if counterfactual else None
+
+    def judge(chunk: Chunk, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        vote = model.forest.score_samples(chunk.X)
+        votes[positions] = vote
+        forest_flags = vote >= model.forest.threshold
+        flags[positions] = forest_flags if replayer is None else replayer.abnormal(chunk, forest_flags)
+        return flags[positions], vote < model.forest.window_threshold
+
+    replay(records, iterations, judge, windows=OperatorWindows(window=model.window, min_history=model.min_history))
+    return votes, flags
+
+
+def abnormal_mask(records: RecordBatch, iterations: IterationBatch, *, model: DetectorModel | None = None,
+                  counterfactual: bool = True) -> np.ndarray:
     """Which operator instances of an offline batch are abnormal (records with iteration -1: never).
 
     The batch is replayed iteration by iteration, as a worker would have seen it; ``model``
-    defaults to the shipped one.
+    defaults to the shipped one; ``counterfactual``: whether the counterfactual replay
+    (``counterfactual.py``) overrules the forest where the batch holds whole groups.
     """
     from sleuth.stream.detection.model_file import load_default_model
 
     if not isinstance(records, RecordBatch) or not isinstance(iterations, IterationBatch):
         raise RecordError(f"abnormal_mask takes a RecordBatch and an IterationBatch, got "
                           f"{type(records).__name__} and {type(iterations).__name__}")
-    model = model or load_default_model()
-    windows = OperatorWindows(window=model.window, min_history=model.min_history)
-    return replay(records, iterations, lambda chunk, _: model.forest.decide(chunk.X), windows=windows)
+    return detector_decisions(records, iterations, model or load_default_model(), counterfactual=counterfactual)[1]

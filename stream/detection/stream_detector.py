@@ -3,8 +3,11 @@
 Per batch a worker takes from Kafka: the iteration monitor judges the iterations the batch
 finished (irregularities are kept for ``take_irregularities`` and handed to ``publish`` when one
 was given), and the forest scores every operator instance of the batch against its identity's
-window, which persists across batches (per job, rank, communicator and ordinal). Operators judged
-abnormal become ``abnormal_ops`` rows. The drift tuner sees every scored chunk and swaps in a
+window, which persists across batches (per job, rank, communicator and ordinal). Where the batch
+holds every member of the groups an operator waited on, the counterfactual replay
+(``counterfactual.py``) overrules the forest: abnormal is then "over 5% longer than without the
+slowdowns the batch shows". Operators judged abnormal become ``abnormal_ops`` rows (``score``: the
+forest's vote either way). The drift tuner sees every scored chunk and swaps in a
 tuned copy of the forest when due.
 
 The gateway keys records by model replica (``kafka_records``), so a worker holds the tensor mates
@@ -25,6 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from sleuth.records import IterationBatch, RecordBatch
+from sleuth.stream.detection.counterfactual import CounterfactualReplay
 from sleuth.stream.detection.drift import WEEK_NS, DriftTuner
 from sleuth.stream.detection.features import OperatorWindows
 from sleuth.stream.detection.iteration_monitor import Irregularity, IterationMonitor
@@ -40,13 +44,14 @@ class StreamDetector:
     """Irregular iterations and abnormal operators of the records a worker consumes."""
 
     def __init__(self, model: DetectorModel | None = None, *, delta: float = 1.1, iteration_window: int = 10,
-                 tune_interval_ns: int = WEEK_NS, drift_bound: float = 0.05,
+                 tune_interval_ns: int = WEEK_NS, drift_bound: float = 0.05, counterfactual: bool = True,
                  publish: Callable[[list[Irregularity]], None] | None = None,
                  clock: Callable[[], int] = time.time_ns) -> None:
         self.model = model or load_default_model()
         self.windows = OperatorWindows(window=self.model.window, min_history=self.model.min_history)
         self.monitor = IterationMonitor(delta=delta, window=iteration_window)
         self.tuner = DriftTuner(self.model.forest, interval_ns=tune_interval_ns, bound=drift_bound)
+        self.counterfactual = CounterfactualReplay() if counterfactual else None
         self.publish = publish
         self.clock = clock
         self.scored = 0
@@ -67,6 +72,8 @@ class StreamDetector:
         forest = self.tuner.model
         scores = forest.score_samples(chunk.X)
         abnormal = scores >= forest.threshold
+        if self.counterfactual is not None:
+            abnormal = self.counterfactual.abnormal(chunk, abnormal)
         self.windows.push(chunk, scores < forest.window_threshold, iterations)
         self.tuner.update(chunk.X, int(records["t_end_ns"].max()))
         self.scored += len(scores)

@@ -72,7 +72,8 @@ def test_stream_detector_over_batches_matches_the_labels_and_reports_the_change_
     truth = set(zip(records["rank"][labels].tolist(), records["seq"][labels].tolist()))
     assert f1(np.array([True] * len(flagged & truth) + [True] * len(flagged - truth) + [False] * len(truth - flagged)),
               np.array([True] * len(flagged & truth) + [False] * len(flagged - truth) + [True] * len(truth - flagged))) > 0.9
-    assert all(r[0] == "job-0" and r[-1] == 7 and 0.5 <= r[9] <= 1.0 for r in rows)
+    # The score is the forest's vote; the replay flags some the forest voted under its threshold.
+    assert all(r[0] == "job-0" and r[-1] == 7 and 0.0 <= r[9] <= 1.0 for r in rows)
     irregular = detector.take_irregularities()
     assert [i.iteration for i in irregular if i.change_point] == [15]
     assert detector.take_irregularities() == []
@@ -370,7 +371,7 @@ def test_streaming_scores_are_the_votes_the_worker_decides_on() -> None:
     em = emulation("nic:h0002/0,slow=4,profile=fluctuation,start=10", seed=6)
     model = small_model()
     score = streaming_scores(model.forest, em.records(), em.iterations(), window=model.window, min_history=model.min_history)
-    flags = abnormal_mask(em.records(), em.iterations(), model=model)
+    flags = abnormal_mask(em.records(), em.iterations(), model=model, counterfactual=False)
     assert flags.any() and np.array_equal(score >= model.forest.threshold, flags)
     assert ((score > 0) & (score < 1)).any()
 

@@ -1,0 +1,249 @@
+"""Counterfactual replay: how long each operator would have lasted without the slowdowns its chunk shows.
+
+The forest judges an operator by how it compares with its own past and its neighbours. What the
+labels ask (design.md) is different: did the operator run over 5% longer than it would have in the
+same run without the fault? Where a chunk holds every member of the groups it touches (a whole job
+in one place), that question can be answered by replaying the chunk under the timing rules that
+make records wait for each other (design.md, "blocking and transfer"):
+
+* each rank runs its operators in start order; an operator starts a *gap* after the rank's clock,
+  which is the end of the previous operator, or its start when that operator did not hold the rank
+  (a send, or an asynchronous operator the next one started before it ended);
+* a group (a collective's members, a send and its receive) ends a *transfer* after its last member
+  started.
+
+The replay keeps every gap and every transfer as recorded, jitter and benign pauses included,
+except two kinds of slowdown it puts back:
+
+* a group's transfer more than ``transfer_cut`` times its usual one (the ``transfer_ratio``
+  feature: the identity's window of normal transfers) goes back to the usual one: a slow NIC,
+  link or switch;
+* a rank whose gaps run ``compute_cut`` times or more those of the ranks running the same program
+  in the same iteration (median over its gaps: one pause moves one gap, a slow GPU every gap)
+  gets its gaps divided by that factor: a slow GPU or a host starving its launches.
+
+Then every start and end is recomputed, and an operator is abnormal when it ran more than
+``excess`` times its replayed length. Records in a group whose members are not all in the chunk
+(a data-parallel collective's other replicas on another worker) cannot be replayed, nor can
+anything that waited on them; ``Replayed.certain`` says which records the replay speaks for.
+
+The model is the emulator's: compute does not overlap a blocking operator, and a send never holds
+its rank. On real GPUs compute overlaps communication, so on real records the replay is an estimate
+whose error is not measured (README, "Detection").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import logging
+
+import numpy as np
+
+from sleuth.errors import ConfigError
+from sleuth.records import OpKind
+from sleuth.stream.detection.features import FEATURE_NAMES, MIN_PEERS, Chunk, _group_ids
+
+__all__ = ["EXCESS", "CounterfactualReplay", "Replayed"]
+
+#: An operator is abnormal when it lasts more than this times its fault-free length: the labels'
+#: line (design.md), so the replay answers the labels' own question.
+EXCESS = 1.05
+
+_log = logging.getLogger(__name__)
+
+_TRANSFER_RATIO = FEATURE_NAMES.index("transfer_ratio")
+_OP = FEATURE_NAMES.index("op")
+_NBYTES = FEATURE_NAMES.index("nbytes")
+#: Passes of the fixed point allowed per operator in a rank's longest chain; the chain bounds how far
+#: a change can travel, so convergence within it is certain for records that obey the timing rules.
+_PASS_SLACK = 4
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """The replay of one chunk, aligned with the chunk's rows."""
+
+    duration: np.ndarray  # float64 ns: each operator's replayed length
+    certain: np.ndarray  # bool: the replay covers the operator (its groups and what it waited on were all in the chunk)
+    restored_groups: int  # groups whose transfer was put back to the usual one
+    restored_ranks: int  # ranks (per iteration) whose gaps were scaled back
+    passes: int  # passes of the fixed point
+
+
+class CounterfactualReplay:
+    """Replays chunks in order; each rank's clocks carry from one chunk to the next.
+
+    ``transfer_cut``: a transfer over this multiple of its usual one is put back (2: the NIC spike
+    and slow-NIC jobs of seed 7 gave the same result for any cut from 1.3 to 3, and a transfer's
+    jitter stays far below it). ``compute_cut``: a rank's gaps this much longer than its program's
+    peers' are scaled back. ``excess``: the abnormal line.
+    """
+
+    def __init__(self, *, transfer_cut: float = 2.0, compute_cut: float = 1.03, excess: float = EXCESS) -> None:
+        for name, value in (("transfer_cut", transfer_cut), ("compute_cut", compute_cut), ("excess", excess)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value <= 1:
+                raise ConfigError(f"{name} must be a number above 1, got {value!r}")
+        self.transfer_cut = float(transfer_cut)
+        self.compute_cut = float(compute_cut)
+        self.excess = float(excess)
+        # Per (job, rank) row of the feature windows: the rank's clock after its last replayed
+        # operator, as recorded and as replayed, so a chunk starts where the last one ended.
+        self._observed_clock = np.zeros(0, np.int64)
+        self._replayed_clock = np.zeros(0, np.int64)
+        self._known = np.zeros(0, bool)
+
+    def abnormal(self, chunk: Chunk, fallback: np.ndarray) -> np.ndarray:
+        """The chunk rows' abnormal flags: the replay's verdict where it is certain, ``fallback`` elsewhere."""
+        replayed = self.replay(chunk)
+        return np.where(replayed.certain, chunk.duration > self.excess * replayed.duration, fallback)
+
+    def replay(self, chunk: Chunk) -> Replayed:
+        """Replay ``chunk`` (``OperatorWindows.features`` of the next records in time)."""
+        n = len(chunk.index)
+        if not n:
+            return Replayed(np.zeros(0), np.zeros(0, bool), 0, 0, 0)
+        start = chunk.start
+        end = start + chunk.duration.astype(np.int64)
+        op = chunk.X[:, _OP].astype(np.int64)
+        rank = chunk.rank_rows
+        self._grow(int(rank.max()) + 1)
+
+        # Each rank's operators in start order (a send before the receive that starts with it).
+        order = np.lexsort((op, start, rank))
+        inverse = np.empty(n, np.int64)
+        inverse[order] = np.arange(n)
+        s, e, o, r = start[order], end[order], op[order], rank[order]
+        first = np.r_[True, r[1:] != r[:-1]]
+        last = np.r_[r[1:] != r[:-1], True]
+        # An operator holds its rank until it ends unless it is a send or the next one started
+        # before it ended (asynchronous); the rank's last operator in the chunk is taken to hold it.
+        holds = (o != OpKind.SEND) & (last | (np.r_[s[1:], 0] >= e))
+        clock = np.where(holds, e, s)
+        carried = self._known[r] & first
+        base = np.where(first, np.where(carried, self._observed_clock[r], s), np.r_[0, clock[:-1]])
+        gap = np.maximum(s - base, 0)
+        anchor = np.where(carried, self._replayed_clock[r], s)  # where a rank's first operator's gap starts
+
+        factor, launch = _gap_factors(gap, o, chunk.X[order, _NBYTES].astype(np.int64), r, chunk.iteration[order], first)
+        slow_rank = factor >= self.compute_cut
+        # A gap is a launch, which a slow GPU does not slow, plus compute, which it slows by the factor.
+        gap_cf = np.where(slow_rank, np.rint(launch + (gap - launch) / factor), gap).astype(np.int64)
+
+        group = chunk.group[order]
+        complete = ~np.isnan(chunk.transfer[order])
+        ratio = np.nan_to_num(chunk.X[order, _TRANSFER_RATIO], nan=0.0)
+        group_order = np.argsort(group, kind="stable")
+        bounds = np.r_[0, np.flatnonzero(np.diff(group[group_order])) + 1]
+        dense = np.empty(n, np.int64)
+        dense[group_order] = np.repeat(np.arange(len(bounds)), np.diff(np.r_[bounds, n]))
+        group_ratio = np.maximum.reduceat(ratio[group_order], bounds)[dense]
+        slowed = complete & (group_ratio > self.transfer_cut)
+        transfer = np.where(complete, e - np.maximum.reduceat(s[group_order], bounds)[dense], 0)
+        transfer_cf = np.where(slowed, np.rint(transfer / np.where(slowed, group_ratio, 1.0)), transfer).astype(np.int64)
+
+        # What the replay cannot speak for: groups with members elsewhere, and whatever waited on them.
+        uncertain = ~complete
+        s_cf, e_cf, passes = s, e, 0
+        # Nothing put back, every group whole and every rank where the last chunk left it: the
+        # replay is the run itself, and the fixed point would only confirm it.
+        changed = bool(slowed.any() or slow_rank.any() or uncertain.any() or (carried & (anchor != base)).any())
+        limit = _PASS_SLACK * int(np.bincount(r).max()) + 8
+        while changed:
+            if passes > limit:
+                # A cycle: some rank's program order contradicts a group's (clocks skewed between
+                # hosts, or operators logged out of order). The replay then speaks for nothing here.
+                _log.warning("counterfactual replay did not settle in %d passes over %d operators; "
+                             "the forest judges this chunk alone", limit, n)
+                uncertain = np.ones(n, bool)
+                s_cf, e_cf = s, e
+                break
+            passes += 1
+            prev_clock = np.r_[0, np.where(holds, e_cf, s_cf)[:-1]]
+            s_new = np.where(first, anchor, prev_clock) + gap_cf
+            latest = np.maximum.reduceat(s_new[group_order], bounds)[dense]
+            e_new = np.where(complete, latest + transfer_cf, s_new + (e - s))
+            waits_on = np.r_[False, uncertain[:-1]] & ~first
+            u_new = ~complete | waits_on | np.maximum.reduceat((~complete | waits_on)[group_order], bounds)[dense]
+            changed = not (np.array_equal(s_new, s_cf) and np.array_equal(e_new, e_cf) and np.array_equal(u_new, uncertain))
+            s_cf, e_cf, uncertain = s_new, e_new, u_new
+
+        ends_at = np.flatnonzero(last)
+        self._observed_clock[r[ends_at]] = clock[ends_at]
+        self._replayed_clock[r[ends_at]] = np.where(holds, e_cf, s_cf)[ends_at]
+        # A rank whose last operator the replay could not speak for starts the next chunk afresh,
+        # from its recorded start, rather than from a replayed clock that may be wrong.
+        self._known[r[ends_at]] = ~uncertain[ends_at]
+        duration = (e_cf - s_cf).astype(np.float64)[inverse]
+        restored_ranks = len(np.unique(np.stack([r[slow_rank], chunk.iteration[order][slow_rank]]), axis=1).T)
+        return Replayed(duration, ~uncertain[inverse], int(len(np.unique(group[slowed]))), restored_ranks, passes)
+
+    def _grow(self, size: int) -> None:
+        if size > len(self._known):
+            grown = max(size, 2 * len(self._known), 64)
+            for name, fill in (("_observed_clock", 0), ("_replayed_clock", 0), ("_known", False)):
+                old = getattr(self, name)
+                new = np.full(grown, fill, old.dtype)
+                new[: len(old)] = old
+                setattr(self, name, new)
+
+
+def _gap_factors(gap: np.ndarray, op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, iteration: np.ndarray,
+                 first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per operator, how much longer its rank's gaps ran in the iteration than those of the ranks
+    running the same program (1 where fewer than ``MIN_PEERS`` ranks run it), and the rank's launch.
+
+    A program is the sequence of (op, bytes) of a rank's iteration; its ``k``-th gap on every rank
+    that runs it is one slot. A gap is the launch (the rank's shortest gap) plus compute, and a
+    rank's factor is the median of its compute over the slot medians.
+    """
+    n = len(gap)
+    run = np.r_[True, (rank[1:] != rank[:-1]) | (iteration[1:] != iteration[:-1])] | first
+    run_id = np.cumsum(run) - 1
+    run_start = np.flatnonzero(run)
+    position = np.arange(n) - run_start[run_id]
+    # A program's signature: a hash of its (position, op, bytes) sequence, summed per run.
+    mixed = _mix(_mix(_mix(position.astype(np.uint64)) + op.astype(np.uint64)) + nbytes.astype(np.uint64))
+    signature = np.add.reduceat(mixed, run_start)
+    length = np.diff(np.r_[run_start, n])
+    run_program = _group_ids(signature, length.astype(np.uint64), iteration[run_start].astype(np.uint64))
+    peers = np.bincount(run_program)[run_program]
+    slot = _group_ids(run_program[run_id], position)
+    # The launch: a run's shortest gap after its first (between operators with no compute between).
+    later = np.where(run, np.iinfo(np.int64).max, gap)
+    launch = np.minimum.reduceat(later, run_start)
+    launch = np.where(launch == np.iinfo(np.int64).max, 0, launch)[run_id]
+    compute = (gap - launch).astype(np.float64)
+    slot_median = _group_median(slot, compute)
+    # Only gaps that are mostly compute measure the slowdown; a launch's jitter would swamp the rest.
+    ratio = compute / np.where(slot_median > 4 * launch, slot_median, np.nan)
+    usable = ~np.isnan(ratio) & (peers[run_id] >= MIN_PEERS)
+    factor = np.ones(len(run_start))
+    if usable.any():
+        medians = _group_median(run_id[usable], ratio[usable], size=len(run_start))
+        factor = np.where(np.isnan(medians), 1.0, medians)
+    return factor[run_id], launch
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: spreads each key over 64 bits so that sums of keys rarely collide."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def _group_median(group: np.ndarray, values: np.ndarray, *, size: int | None = None) -> np.ndarray:
+    """The median of ``values`` per group: per element when ``size`` is None, else per group id (NaN if empty)."""
+    order = np.lexsort((values, group))
+    g, v = group[order], values[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    counts = np.diff(np.r_[starts, len(g)])
+    median = (v[starts + (counts - 1) // 2] + v[starts + counts // 2]) / 2
+    if size is None:
+        out = np.empty(len(group))
+        out[order] = np.repeat(median, counts)
+        return out
+    out = np.full(size, np.nan)
+    out[g[starts]] = median
+    return out

@@ -1,0 +1,88 @@
+"""The counterfactual replay against the emulator's own fault-free twin of each run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sleuth.errors import ConfigError
+from sleuth.stream.detection import abnormal_mask
+from sleuth.stream.detection.counterfactual import EXCESS, CounterfactualReplay
+from sleuth.stream.detection.features import OperatorWindows
+
+from .conftest import emulation, f1, small_model
+
+NIC = "nic:h0002/0,slow=4,profile=fluctuation,start=10"
+GPU = "gpu:h0003/1,slow=1.5,start=15"
+
+
+def replayed(em, ranks=range(16)) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+    """(replayed duration, certain, recorded duration) per record of ``ranks``, one chunk an
+    iteration, windows fed every instance (the transfer ratios' reference is the run's own); and
+    each chunk's ``Replayed``."""
+    records = em.ranks_records(ranks)
+    windows, replay = OperatorWindows(), CounterfactualReplay()
+    duration, certain, chunks = np.full(len(records), np.nan), np.zeros(len(records), bool), []
+    for it in sorted(set(records["iteration"].tolist())):
+        at = np.flatnonzero(records["iteration"] == it)
+        chunk = windows.features(records.take(at), em.iterations(ranks=ranks, iterations=[it]))
+        result = replay.replay(chunk)
+        duration[at[chunk.index]], certain[at[chunk.index]] = result.duration, result.certain
+        chunks.append(result)
+        windows.push(chunk, np.ones(len(chunk.rows), bool))
+    return duration, certain, (records["t_end_ns"] - records["t_start_ns"]).astype(np.float64), chunks
+
+
+def test_a_run_without_faults_replays_as_recorded() -> None:
+    # Jitter and garbage-collection pauses are part of the fault-free run: nothing is put back.
+    duration, certain, recorded, chunks = replayed(emulation())
+    assert certain.all()
+    assert np.array_equal(duration, recorded)
+    assert sum(c.restored_groups + c.restored_ranks for c in chunks) == 0
+
+
+@pytest.mark.parametrize("fault, restored", [(NIC, "restored_groups"), (GPU, "restored_ranks")])
+def test_replay_recovers_the_fault_free_durations(fault: str, restored: str) -> None:
+    em = emulation(fault)
+    labels, counterfactual = em.abnormal(range(16))
+    duration, certain, recorded, chunks = replayed(em)
+    assert certain.all() and sum(getattr(c, restored) for c in chunks) > 0
+    # Within 1% of the fault-free twin for nine in ten operators; the rest are a slow GPU's own
+    # short operators, whose compute jitter the replay cannot tell from its slowdown.
+    error = duration / counterfactual
+    assert np.percentile(error, 5) > 0.99 and np.percentile(error, 95) < 1.01
+    # The forest alone, on the same records, misses or over-flags some the replay gets right.
+    flags = recorded > EXCESS * duration
+    assert f1(flags, labels) > 0.99
+    assert f1(flags, labels) > f1(abnormal_mask(em.records(), em.iterations(), model=small_model(),
+                                                counterfactual=False), labels)
+
+
+def test_abnormal_mask_takes_the_replay_where_it_holds_whole_groups() -> None:
+    em = emulation(NIC)
+    labels, _ = em.abnormal(range(16))
+    flags = abnormal_mask(em.records(), em.iterations(), model=small_model())
+    assert f1(flags, labels) > 0.99
+
+
+def test_groups_with_members_elsewhere_fall_back_to_the_forest() -> None:
+    # Ranks 0-7 are one data-parallel replica: their data-parallel all-reduces' other members
+    # are on ranks 8-15, which this chunk does not hold.
+    em = emulation(NIC)
+    records = em.ranks_records(range(8))
+    at = np.flatnonzero(records["iteration"] == 12)
+    chunk = OperatorWindows().features(records.take(at), em.iterations(ranks=range(8), iterations=[12]))
+    result = CounterfactualReplay().replay(chunk)
+    dp = np.char.startswith(records.take(at).decoded("comm")[chunk.index].astype(str), "dp")
+    assert dp.any() and not result.certain[dp].any()
+    assert result.certain.any()  # what ran before the first all-reduce is the replay's
+    fallback = np.arange(len(chunk.index)) % 2 == 0
+    flags = CounterfactualReplay().abnormal(chunk, fallback)
+    assert np.array_equal(flags[~result.certain], fallback[~result.certain])
+
+
+@pytest.mark.parametrize("name", ["transfer_cut", "compute_cut", "excess"])
+@pytest.mark.parametrize("value", [1.0, 0.5, float("nan"), True, "2"])
+def test_cuts_must_lie_above_one(name: str, value) -> None:
+    with pytest.raises(ConfigError, match=f"{name} must be a number above 1"):
+        CounterfactualReplay(**{name: value})
