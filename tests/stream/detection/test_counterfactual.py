@@ -86,3 +86,24 @@ def test_groups_with_members_elsewhere_fall_back_to_the_forest() -> None:
 def test_cuts_must_lie_above_one(name: str, value) -> None:
     with pytest.raises(ConfigError, match=f"{name} must be a number above 1"):
         CounterfactualReplay(**{name: value})
+
+
+def test_records_whose_order_contradicts_itself_leave_the_chunk_to_the_forest(caplog) -> None:
+    # Rank 0 runs all-reduce A then B, rank 1 runs B then A, each starting the second at 20 ns:
+    # only skewed clocks give such records, and their replay never settles (each pass moves A
+    # later). With A's transfer put back the replay must stop and speak for nothing.
+    from sleuth.records import OpKind
+    from sleuth.stream.detection.features import FEATURE_NAMES, Chunk
+
+    X = np.full((4, len(FEATURE_NAMES)), np.nan)
+    X[:, FEATURE_NAMES.index("op")] = int(OpKind.ALL_REDUCE)
+    X[:, FEATURE_NAMES.index("nbytes")] = 1024
+    X[:, FEATURE_NAMES.index("transfer_ratio")] = [3.0, 1.0, 1.0, 3.0]  # group A slowed x3
+    chunk = Chunk(X=X, index=np.arange(4), rows=np.arange(4), duration=np.full(4, 10.0),
+                  transfer=np.array([-10.0, 10.0, -10.0, 10.0]), iteration=np.zeros(4, np.int64),
+                  start=np.array([0, 20, 0, 20]), group=np.array([0, 1, 1, 0]), rank_rows=np.array([0, 0, 1, 1]))
+    result = CounterfactualReplay().replay(chunk)
+    assert not result.certain.any() and np.array_equal(result.duration, chunk.duration)
+    assert "did not settle" in caplog.text
+    fallback = np.array([True, False, True, False])
+    assert np.array_equal(CounterfactualReplay().abnormal(chunk, fallback), fallback)
