@@ -7,8 +7,8 @@ scripts/train_default_model.py), so nothing here was seen in training.
 
 * ``operators.per_scale`` (a slow GPU, suite ``scale``: keys ``1024`` ...; a NIC at an eighth of its
   bandwidth, suite ``scale-nic``: keys ``1024-nic`` ...) / ``operators.per_type``: F1, precision, recall of the shipped
-  ``detector`` (the forest, overruled by the counterfactual replay where the scored ranks hold whole
-  groups: ``stream/detection/counterfactual.py``), of the ``forest`` alone (its own streaming windows:
+  ``detector`` (on a whole job, the forest overruled by the counterfactual replay:
+  ``stream/detection/counterfactual.py``; on a sample, the forest), of the ``forest`` alone (its own streaming windows:
   only instances it judged normal enter them) and of the baselines:
   3-sigma per operator series, KNN, SVM (trained on seed-101 rows), the untuned forest being the
   forest itself. The baselines score features whose windows were cleaned by the *labels* (an
@@ -112,7 +112,8 @@ def score_methods(em: Emulation, ranks: np.ndarray, model, baselines: dict, rng)
     records = em.ranks_records(ranks)
     iterations = em.iterations(ranks=ranks)
     labels, counterfactual = em.abnormal(ranks)
-    votes, flags = detector_decisions(records, iterations, model)
+    # The replay needs every member of a group, which only the whole job gives.
+    votes, flags = detector_decisions(records, iterations, model, counterfactual=len(ranks) == em.scenario.layout.world)
     out = {"detector": prf(flags, labels), "forest": prf(votes >= model.forest.threshold, labels)}
     # The scenario's own best threshold, in hindsight: tells a forest that ranks the operators
     # badly from one whose single threshold, shared by every scenario, sits wrong for this one.

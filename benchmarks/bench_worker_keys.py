@@ -5,8 +5,8 @@
 The records topic has ``--partitions`` partitions, spread round-robin over ``--workers`` workers;
 a message goes to the partition Kafka's default partitioner picks for its key (murmur2, as
 kafka-python and the Java client hash). Per emulated scenario (seed 7, never used for training)
-and worker count, each worker's ranks are scored with the shipped detector (windows fed by its own
-votes, the counterfactual replay where the worker holds whole groups, as in the stream), under two keys:
+and worker count, each worker's ranks are scored with the shipped model (windows fed by its own
+votes, as in the stream), under two keys:
 
 * ``replica``: ``<job>/<smallest rank of the model replica>``, what the gateway sends now
   (``stream.kafka_records``): a worker holds whole tensor and pipeline groups;
@@ -27,7 +27,7 @@ from kafka.partitioner.default import murmur2
 
 from sleuth.sim import Emulation, suite
 from sleuth.stream.detection import load_default_model
-from sleuth.stream.detection.offline import detector_decisions
+from sleuth.stream.detection.training import streaming_scores
 from sleuth.stream.kafka_records import message_key
 
 SEED = 7
@@ -47,8 +47,9 @@ def f1_of_workers(em: Emulation, shares: list[np.ndarray], model) -> float:
     for ranks in shares:
         if not len(ranks):
             continue
-        flags = detector_decisions(em.ranks_records(ranks), em.iterations(ranks=ranks), model)[1]
-        labels = em.abnormal(ranks)[0]
+        votes = streaming_scores(model.forest, em.ranks_records(ranks), em.iterations(ranks=ranks),
+                                 window=model.window, min_history=model.min_history)
+        flags, labels = votes >= model.forest.threshold, em.abnormal(ranks)[0]
         tp += int((flags & labels).sum())
         flagged += int(flags.sum())
         abnormal += int(labels.sum())

@@ -101,8 +101,10 @@ def abnormal_mask(records: RecordBatch, iterations: IterationBatch, *, model: De
     """Which operator instances of an offline batch are abnormal (records with iteration -1: never).
 
     The batch is replayed iteration by iteration, as a worker would have seen it; ``model``
-    defaults to the shipped one; ``counterfactual``: whether the counterfactual replay
-    (``counterfactual.py``) overrules the forest where the batch holds whole groups.
+    defaults to the shipped one. ``counterfactual``: the counterfactual replay
+    (``counterfactual.py``) overrules the forest, which is right when the batch holds every rank
+    of its jobs (a records folder of a whole job); pass False for a subset of ranks, whose
+    collectives would look whole with members missing.
     """
     from sleuth.stream.detection.model_file import load_default_model
 

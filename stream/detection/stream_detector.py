@@ -3,11 +3,15 @@
 Per batch a worker takes from Kafka: the iteration monitor judges the iterations the batch
 finished (irregularities are kept for ``take_irregularities`` and handed to ``publish`` when one
 was given), and the forest scores every operator instance of the batch against its identity's
-window, which persists across batches (per job, rank, communicator and ordinal). Where the batch
-holds every member of the groups an operator waited on, the counterfactual replay
-(``counterfactual.py``) overrules the forest: abnormal is then "over 5% longer than without the
-slowdowns the batch shows". Operators judged abnormal become ``abnormal_ops`` rows (``score``: the
-forest's vote either way). The drift tuner sees every scored chunk and swaps in a
+window, which persists across batches (per job, rank, communicator and ordinal). Operators judged
+abnormal become ``abnormal_ops`` rows (``score``: the forest's vote).
+
+``counterfactual=True`` lets the counterfactual replay (``counterfactual.py``) overrule the forest
+where the batch holds a group's members. Off by default: a worker cannot tell from the records
+whether it holds *every* member of a collective (one holding two replicas of a job sees
+data-parallel groups of two and takes them for whole), and a replay of part of a group calls the
+wait for the absent members a transfer (``benchmarks/bench_worker_keys.py`` with it on: NIC spike
+0.94 -> 0.79 at 4 workers). Turn it on where one worker takes whole jobs. The drift tuner sees every scored chunk and swaps in a
 tuned copy of the forest when due.
 
 The gateway keys records by model replica (``kafka_records``), so a worker holds the tensor mates
@@ -44,7 +48,7 @@ class StreamDetector:
     """Irregular iterations and abnormal operators of the records a worker consumes."""
 
     def __init__(self, model: DetectorModel | None = None, *, delta: float = 1.1, iteration_window: int = 10,
-                 tune_interval_ns: int = WEEK_NS, drift_bound: float = 0.05, counterfactual: bool = True,
+                 tune_interval_ns: int = WEEK_NS, drift_bound: float = 0.05, counterfactual: bool = False,
                  publish: Callable[[list[Irregularity]], None] | None = None,
                  clock: Callable[[], int] = time.time_ns) -> None:
         self.model = model or load_default_model()

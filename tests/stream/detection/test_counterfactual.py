@@ -107,3 +107,27 @@ def test_records_whose_order_contradicts_itself_leave_the_chunk_to_the_forest(ca
     assert "did not settle" in caplog.text
     fallback = np.array([True, False, True, False])
     assert np.array_equal(CounterfactualReplay().abnormal(chunk, fallback), fallback)
+
+
+def test_a_stream_detector_given_whole_jobs_flags_what_the_replay_finds() -> None:
+    from sleuth.stream.detection import StreamDetector
+    from sleuth.stream.rank_state import RankState
+
+    em = emulation(NIC)
+    labels, _ = em.abnormal(range(16))
+    records = em.records()
+    flagged = {}
+    for counterfactual in (False, True):
+        detector = StreamDetector(small_model(), counterfactual=counterfactual, clock=lambda: 0)
+        rows = []
+        for it in range(40):  # one batch per iteration of the whole job
+            rows += detector.update(records.take(np.flatnonzero(records["iteration"] == it)),
+                                    em.iterations(iterations=[it]), RankState())
+        flagged[counterfactual] = {(r[1], r[3], r[2]) for r in rows}
+    truth = set(zip(records["rank"][labels].tolist(), records["seq"][labels].tolist(),
+                    records.decoded("comm")[labels].tolist()))
+
+    def score(found: set) -> float:
+        return 2 * len(found & truth) / (len(found) + len(truth))
+
+    assert score(flagged[True]) > 0.99 and score(flagged[True]) > score(flagged[False])
