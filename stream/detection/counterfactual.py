@@ -18,9 +18,10 @@ except two kinds of slowdown it puts back:
 * a group's transfer more than ``transfer_cut`` times its usual one (the ``transfer_ratio``
   feature: the identity's window of normal transfers) goes back to the usual one: a slow NIC,
   link or switch;
-* a rank whose gaps run ``compute_cut`` times or more those of the ranks running the same program
-  in the same iteration (median over its gaps: one pause moves one gap, a slow GPU every gap)
-  gets its gaps divided by that factor: a slow GPU or a host starving its launches.
+* a rank whose compute between operators runs ``compute_cut`` times or more that of the ranks
+  running the same program in the same iteration (the median over its gaps: one pause moves one
+  gap, a slow GPU every gap) gets its compute divided by that factor; a gap is the rank's launch
+  (its shortest gap), which the factor leaves alone, plus compute.
 
 Then every start and end is recomputed, and an operator is abnormal when it ran more than
 ``excess`` times its replayed length. Records in a group whose members are not all in the chunk
@@ -67,7 +68,7 @@ class Replayed:
     duration: np.ndarray  # float64 ns: each operator's replayed length
     certain: np.ndarray  # bool: the replay covers the operator (its groups and what it waited on were all in the chunk)
     restored_groups: int  # groups whose transfer was put back to the usual one
-    restored_ranks: int  # ranks (per iteration) whose gaps were scaled back
+    restored_ranks: int  # ranks (per iteration) whose compute was scaled back
     passes: int  # passes of the fixed point
 
 
@@ -76,8 +77,8 @@ class CounterfactualReplay:
 
     ``transfer_cut``: a transfer over this multiple of its usual one is put back (2: the NIC spike
     and slow-NIC jobs of seed 7 gave the same result for any cut from 1.3 to 3, and a transfer's
-    jitter stays far below it). ``compute_cut``: a rank's gaps this much longer than its program's
-    peers' are scaled back. ``excess``: the abnormal line.
+    jitter stays far below it). ``compute_cut``: a rank whose compute runs this much longer than
+    its program's peers' has it scaled back. ``excess``: the abnormal line.
     """
 
     def __init__(self, *, transfer_cut: float = 2.0, compute_cut: float = 1.03, excess: float = EXCESS) -> None:
