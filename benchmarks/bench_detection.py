@@ -113,7 +113,8 @@ def score_methods(em: Emulation, ranks: np.ndarray, model, baselines: dict, rng)
     iterations = em.iterations(ranks=ranks)
     labels, counterfactual = em.abnormal(ranks)
     # The replay needs every member of a group, which only the whole job gives.
-    votes, flags = detector_decisions(records, iterations, model, counterfactual=len(ranks) == em.scenario.layout.world)
+    votes, flags = detector_decisions(records, iterations, model.forest, window=model.window, min_history=model.min_history,
+                                      counterfactual=len(ranks) == em.scenario.layout.world)
     out = {"detector": prf(flags, labels), "forest": prf(votes >= model.forest.threshold, labels)}
     # The scenario's own best threshold, in hindsight: tells a forest that ranks the operators
     # badly from one whose single threshold, shared by every scenario, sits wrong for this one.
@@ -276,11 +277,11 @@ def score_time(model) -> dict:
     def run(decide, counterfactual: bool) -> float:
         times = []
         for _ in range(20):
-            windows, replayer = prepared(), CounterfactualReplay()
+            windows, replayer = prepared(), CounterfactualReplay() if counterfactual else None
             started = time.perf_counter()
             chunk = windows.features(window, iterations)
             flags, normal = decide(chunk.X)
-            if counterfactual:
+            if replayer is not None:
                 flags = replayer.abnormal(chunk, flags)
             windows.push(chunk, normal, iterations)
             times.append(time.perf_counter() - started)

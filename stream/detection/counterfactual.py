@@ -131,16 +131,14 @@ class CounterfactualReplay:
         # A gap is a launch, which a slow GPU does not slow, plus compute, which it slows by the factor.
         gap_cf = np.where(slow_rank, np.rint(launch + (gap - launch) / factor), gap).astype(np.int64)
 
-        group = chunk.group[order]
+        group = chunk.group[order]  # dense ids: group g's members are rows bounds[g] .. of group_order
         complete = ~np.isnan(chunk.transfer[order])
         ratio = np.nan_to_num(chunk.X[order, _TRANSFER_RATIO], nan=0.0)
         group_order = np.argsort(group, kind="stable")
         bounds = np.r_[0, np.flatnonzero(np.diff(group[group_order])) + 1]
-        dense = np.empty(n, np.int64)
-        dense[group_order] = np.repeat(np.arange(len(bounds)), np.diff(np.r_[bounds, n]))
-        group_ratio = np.maximum.reduceat(ratio[group_order], bounds)[dense]
+        group_ratio = np.maximum.reduceat(ratio[group_order], bounds)[group]
         slowed = complete & (group_ratio > self.transfer_cut)
-        transfer = np.where(complete, e - np.maximum.reduceat(s[group_order], bounds)[dense], 0)
+        transfer = np.where(complete, e - np.maximum.reduceat(s[group_order], bounds)[group], 0)
         transfer_cf = np.where(slowed, np.rint(transfer / np.where(slowed, group_ratio, 1.0)), transfer).astype(np.int64)
 
         # What the replay cannot speak for: groups with members elsewhere, and whatever waited on them.
@@ -162,10 +160,11 @@ class CounterfactualReplay:
             passes += 1
             prev_clock = np.r_[0, np.where(holds, e_cf, s_cf)[:-1]]
             s_new = np.where(first, anchor, prev_clock) + gap_cf
-            latest = np.maximum.reduceat(s_new[group_order], bounds)[dense]
+            latest = np.maximum.reduceat(s_new[group_order], bounds)[group]
             e_new = np.where(complete, latest + transfer_cf, s_new + (e - s))
-            waits_on = np.r_[False, uncertain[:-1]] & ~first
-            u_new = ~complete | waits_on | np.maximum.reduceat((~complete | waits_on)[group_order], bounds)[dense]
+            # Unsure: a group with members elsewhere, or one a member of which waited on something unsure.
+            unsure = ~complete | (np.r_[False, uncertain[:-1]] & ~first)
+            u_new = np.maximum.reduceat(unsure[group_order], bounds)[group]
             changed = not (np.array_equal(s_new, s_cf) and np.array_equal(e_new, e_cf) and np.array_equal(u_new, uncertain))
             s_cf, e_cf, uncertain = s_new, e_new, u_new
 

@@ -88,7 +88,7 @@ class Chunk:
     transfer: np.ndarray  # float64 ns, NaN when the peers' records were not all present
     iteration: np.ndarray  # int64, each instance's training step
     start: np.ndarray  # int64 ns, each instance's start
-    group: np.ndarray  # int64, the instance's group in the chunk: members of one collective or one send/receive pair share it
+    group: np.ndarray  # int64 0..G-1, the instance's group in the chunk: one collective's members, or a send and its receive
     rank_rows: np.ndarray  # int64, the instance's (job, rank) row, stable across chunks
 
 

@@ -18,6 +18,7 @@ from sleuth.stream.detection.counterfactual import CounterfactualReplay
 from sleuth.stream.detection.features import Chunk, OperatorWindows
 
 if TYPE_CHECKING:
+    from sleuth.stream.detection.forest import AbnormalOperatorForest
     from sleuth.stream.detection.model_file import DetectorModel
 
 __all__ = ["abnormal_mask", "detector_decisions", "iteration_chunks", "replay", "training_set"]
@@ -76,23 +77,24 @@ def training_set(records: RecordBatch, iterations: IterationBatch, abnormal: np.
     return np.vstack(xs), np.concatenate(ys)
 
 
-def detector_decisions(records: RecordBatch, iterations: IterationBatch, model: DetectorModel, *,
-                       counterfactual: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def detector_decisions(records: RecordBatch, iterations: IterationBatch, forest: AbnormalOperatorForest, *,
+                       window: int = 20, min_history: int = 5, counterfactual: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """``(votes, flags)`` of every record as a worker holding all of them decides: the forest's vote
-    (0 for records never scored), and the flags, the counterfactual replay's verdict where it is
-    certain and the forest's elsewhere (the forest's alone with ``counterfactual=False``)."""
+    (0 for records never scored; an instance enters its window only when voted below
+    ``window_threshold``), and the flags, the counterfactual replay's verdict where it is certain
+    and the forest's elsewhere (the forest's alone with ``counterfactual=False``)."""
     votes = np.zeros(len(records))
     flags = np.zeros(len(records), bool)
     replayer = CounterfactualReplay() if counterfactual else None
 
     def judge(chunk: Chunk, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        vote = model.forest.score_samples(chunk.X)
+        vote = forest.score_samples(chunk.X)
         votes[positions] = vote
-        forest_flags = vote >= model.forest.threshold
+        forest_flags = vote >= forest.threshold
         flags[positions] = forest_flags if replayer is None else replayer.abnormal(chunk, forest_flags)
-        return flags[positions], vote < model.forest.window_threshold
+        return flags[positions], vote < forest.window_threshold
 
-    replay(records, iterations, judge, windows=OperatorWindows(window=model.window, min_history=model.min_history))
+    replay(records, iterations, judge, windows=OperatorWindows(window=window, min_history=min_history))
     return votes, flags
 
 
@@ -111,4 +113,6 @@ def abnormal_mask(records: RecordBatch, iterations: IterationBatch, *, model: De
     if not isinstance(records, RecordBatch) or not isinstance(iterations, IterationBatch):
         raise RecordError(f"abnormal_mask takes a RecordBatch and an IterationBatch, got "
                           f"{type(records).__name__} and {type(iterations).__name__}")
-    return detector_decisions(records, iterations, model or load_default_model(), counterfactual=counterfactual)[1]
+    model = model or load_default_model()
+    return detector_decisions(records, iterations, model.forest, window=model.window, min_history=model.min_history,
+                              counterfactual=counterfactual)[1]

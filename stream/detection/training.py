@@ -26,7 +26,7 @@ from sleuth.recordio import read_parquet
 from sleuth.stream.detection.features import FEATURE_NAMES, OperatorWindows
 from sleuth.stream.detection.forest import AbnormalOperatorForest
 from sleuth.stream.detection.model_file import DetectorModel
-from sleuth.stream.detection.offline import replay, training_set
+from sleuth.stream.detection.offline import detector_decisions, training_set
 
 __all__ = ["THRESHOLD_GRID", "apply_labels", "choose_threshold", "emulation_rows", "fit_model", "read_labelled", "sample_ranks", "sample_rows",
            "streaming_scores"]
@@ -189,15 +189,8 @@ def streaming_scores(forest: AbnormalOperatorForest, records: RecordBatch, itera
     On seed 103 the labels' windows put the best threshold at the top of the old grid (0.9, mean
     F1 still rising); the streaming votes put it at 0.875 there and 0.825 on seed 104, and the
     benchmark's 2,048 GPUs lost recall at 0.9 (seed 7: precision 1.000, recall 0.942)."""
-    scores = np.zeros(len(records))
-
-    def judge(chunk: Any, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        vote = forest.score_samples(chunk.X)
-        scores[positions] = vote
-        return vote >= forest.threshold, vote < forest.window_threshold
-
-    replay(records, iterations, judge, windows=OperatorWindows(window=window, min_history=min_history))
-    return scores
+    return detector_decisions(records, iterations, forest, window=window, min_history=min_history,
+                              counterfactual=False)[0]
 
 
 #: Vote shares ``choose_threshold`` tries. From 0.5, the shipped window threshold: the streaming
