@@ -24,9 +24,11 @@ except two kinds of slowdown it puts back:
   (its shortest gap), which the factor leaves alone, plus compute.
 
 Then every start and end is recomputed, and an operator is abnormal when it ran more than
-``excess`` times its replayed length. Records in a group whose members are not all in the chunk
-(a data-parallel collective's other replicas on another worker) cannot be replayed, nor can
-anything that waited on them; ``Replayed.certain`` says which records the replay speaks for.
+``excess`` times its replayed length. Records in a group with fewer members in the chunk than its
+communicator has shown (``Chunk.transfer`` is NaN) cannot be replayed, nor can anything that
+waited on them; ``Replayed.certain`` says which records the replay speaks for. A worker that never
+sees a communicator's other members cannot know they exist and takes its part for the whole
+group, which is why the workers run without the replay by default (``stream_detector.py``).
 
 The model is the emulator's: compute does not overlap a blocking operator, and a send never holds
 its rank. On real GPUs compute overlaps communication, so on real records the replay is an estimate
@@ -35,9 +37,8 @@ whose error is not measured (README, "Detection").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 
