@@ -42,7 +42,7 @@ def session_ns(impl, ops: int) -> float:
     session = Session(
         ring=1 << 16, impl=impl,
         resolve_identity=lambda: Identity("bench", 0, 1, "h", 0),
-        group_ranks=lambda group: ((0, 1), "g", "group"),
+        group_ranks=lambda group: ((0, 1), "g", "group", ""),
     )
     info = session.group("tp")
     begin, end, drain = session.begin, session.recorder.end, session.recorder.drain

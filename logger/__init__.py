@@ -78,7 +78,7 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
     from torch.distributed import distributed_c10d as c10d
 
     from sleuth.logger import core
-    from sleuth.logger.hooks import Hooks, group_ranks, identity_from_torch
+    from sleuth.logger.hooks import group_ranks, identity_from_torch
     from sleuth.logger.identity import host_name, job_id, local_gpu
     from sleuth.logger.pump import DEVICE_POLL_S, Pump
     from sleuth.logger.session import Session
@@ -110,7 +110,7 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
         return chosen[0] if len(chosen) == 1 else _Tee(chosen)
 
     pump = Pump(session, sinks, flush_s=settings.logger_flush_s, store=c10d._get_default_store)
-    hooks = Hooks(session, on_destroy=pump.finish)
+    hooks = _hooks_class(settings.logger_capture)(session, on_destroy=pump.finish)
     try:
         hooks.install()
     except BaseException:
@@ -128,6 +128,22 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
     pump.start()
     log.info("sleuth logger: on (job %s, recorder %s)", job, core.impl.IMPLEMENTATION)
     return Logger(session, pump, hooks)
+
+
+def _hooks_class(capture: str) -> type:
+    """The hooks ``SLEUTH_CAPTURE`` asks for; ConfigError when this torch cannot give them."""
+    from sleuth.logger import capture as process_group
+    from sleuth.logger.hooks import Hooks
+
+    if capture == "functions":
+        return Hooks
+    if process_group.supported():
+        return process_group.ProcessGroupHooks
+    if capture == "process-group":
+        raise ConfigError("SLEUTH_CAPTURE=process-group needs torch >= 2.15 (process-group hooks)")
+    log.warning("sleuth logger: this torch has no process-group hooks: only torch.distributed's "
+                "Python calls are recorded (not DDP's, FSDP's or functional collectives)")
+    return Hooks
 
 
 class _Tee:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sleuth.jobspec import Communicator, JobSpec, RankPlacement
+from sleuth.logger.naming import infer_layout
 
 #: Store keys: one per rank, and a counter bumped whenever any rank publishes.
 KEY_PREFIX = "sleuth/logger"
@@ -25,8 +27,12 @@ KEY_PREFIX = "sleuth/logger"
 def comm_id(ranks: Sequence[int], *, qualifier: str = "") -> str:
     """The id of the communicator over ``ranks`` (group-rank order), the same on every member."""
     digest = hashlib.blake2b(",".join(map(str, ranks)).encode(), digest_size=4).hexdigest()
-    base = f"c{len(ranks)}-{digest}"
-    return f"{base}~{qualifier}" if qualifier else base
+    return qualified(f"c{len(ranks)}-{digest}", qualifier)
+
+
+def qualified(comm: str, qualifier: str) -> str:
+    """``comm`` told apart from another communicator of the same id by ``qualifier``."""
+    return f"{comm}~{qualifier}" if qualifier else comm
 
 
 @dataclass
@@ -58,7 +64,8 @@ def rank_entry(host: str, gpu: int | None, groups: Iterable[GroupInfo]) -> bytes
 
 
 def merge_spec(job: str, world: int, entries: Sequence[bytes]) -> JobSpec:
-    """The job spec from every rank's entry (``entries[r]`` is rank r's).
+    """The job spec from every rank's entry (``entries[r]`` is rank r's), with the parallel
+    layout its communicators imply (``naming.infer_layout``; None when they imply none).
 
     A rank without a known GPU index gets its position among the ranks on its host.
     """
@@ -79,4 +86,8 @@ def merge_spec(job: str, world: int, entries: Sequence[bytes]) -> JobSpec:
     for item in decoded:
         for comm, kind, ranks in item["groups"]:
             communicators.setdefault(comm, Communicator(comm, kind, tuple(ranks)))
-    return JobSpec(job, world, None, tuple(placements), tuple(communicators.values()))
+    per_host = Counter(placement.host for placement in placements)
+    layout = infer_layout(
+        [(c.kind, c.ranks) for c in communicators.values()], world, max(per_host.values())
+    )
+    return JobSpec(job, world, layout, tuple(placements), tuple(communicators.values()))

@@ -24,6 +24,7 @@ import torch.distributed as dist
 from torch.distributed import distributed_c10d as c10d
 
 from sleuth.logger.identity import Identity
+from sleuth.logger.naming import name_groups
 from sleuth.logger.session import Session
 from sleuth.records import OpKind
 
@@ -113,8 +114,8 @@ class Hooks:
         self.unrecorded = 0  # operators passed through without a record (irecv from any source)
         self._originals: dict[str, Callable] = {}
         self._optimizer_hook: Any = None
-        # A record's `device` is its CUDA device index when it is timed with CUDA events, else None.
-        self._waiting: dict[int, tuple[Any, list[int], int | None]] = {}
+        # Works without a future (gloo's P2P): id → (work, what to run once it has completed).
+        self._waiting: dict[int, tuple[Any, Callable[..., None]]] = {}
         self._work_wait: Callable | None = None
 
     # -- wrappers ----------------------------------------------------------------------------
@@ -129,25 +130,30 @@ class Hooks:
                 end(h)
 
     def _end_later(self, work: Any, handles: list[int], device: int | None) -> None:
-        """End the records when ``work`` completes: through its future where the backend has
+        """End the records when ``work`` completes (a record's ``device`` is its CUDA device
+        index when CUDA events time it, else None)."""
+        self._when_done(work, lambda *_: self._end_all(handles, device))
+
+    def _when_done(self, work: Any, callback: Callable[..., None]) -> None:
+        """Run ``callback`` when ``work`` completes: through its future where the backend has
         one, else when the job waits on it (gloo's P2P works have no future) or, for a work
         nobody waits on, when the drainer sees it completed."""
         try:
             future = work.get_future()
         except Exception:
-            self._waiting[id(work)] = (work, handles, device)
+            self._waiting[id(work)] = (work, callback)
             return
-        future.add_done_callback(lambda _future: self._end_all(handles, device))
+        future.add_done_callback(callback)
 
     def poll_waiting(self) -> None:
         """Ends the records of works without a future that have completed (drainer thread)."""
-        for key, (work, handles, device) in list(self._waiting.items()):
+        for key, (work, callback) in list(self._waiting.items()):
             try:
                 done = work.is_completed()
             except Exception:
                 done = True
             if done and self._waiting.pop(key, None) is not None:
-                self._end_all(handles, device)
+                callback()
 
     def _wait(self, original: Callable) -> Callable:
         hooks = self
@@ -157,7 +163,7 @@ class Hooks:
             result = original(work, *args, **kwargs)
             entry = hooks._waiting.pop(id(work), None)
             if entry is not None:
-                hooks._end_all(entry[1], entry[2])
+                entry[1]()
             return result
 
         return wait
@@ -329,25 +335,33 @@ class Hooks:
     # -- install / remove --------------------------------------------------------------------
 
     def install(self) -> Hooks:
+        """Wrap the ``torch.distributed`` functions (torch without process-group hooks)."""
         wrappers: dict[str, Callable] = {}
         for name in _COLLECTIVES:
             wrappers[name] = self._collective(name, getattr(c10d, name))
         for name in ("send", "recv", "isend", "irecv"):
             wrappers[name] = self._p2p(name, getattr(c10d, name))
         wrappers["batch_isend_irecv"] = self._batch(c10d.batch_isend_irecv)
-        wrappers["destroy_process_group"] = self._destroy(c10d.destroy_process_group)
+        self._wrap(wrappers)
+        self._install_common()
+        return self
+
+    def _wrap(self, wrappers: dict[str, Callable]) -> None:
         for name, wrapper in wrappers.items():
             self._originals[name] = getattr(c10d, name)
             setattr(c10d, name, wrapper)
             if getattr(dist, name, None) is self._originals[name]:
                 setattr(dist, name, wrapper)
+
+    def _install_common(self) -> None:
+        """What every way of capturing needs: the final flush, waits, drains and iterations."""
+        self._wrap({"destroy_process_group": self._destroy(c10d.destroy_process_group)})
         self._work_wait = dist.Work.wait
         dist.Work.wait = self._wait(self._work_wait)
         self.session.pollers.append(self.poll_waiting)
         # torch.optim may still be importing when torch runs the startup hook: the optimizer
         # hook is registered when the first operator is seen.
         self.session.on_identity.append(self._hook_optimizer)
-        return self
 
     def _hook_optimizer(self) -> None:
         from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -358,6 +372,9 @@ class Hooks:
             )
 
     def remove(self) -> None:
+        self._remove_common()
+
+    def _remove_common(self) -> None:
         for name, original in self._originals.items():
             wrapper = getattr(c10d, name)
             setattr(c10d, name, original)
@@ -386,10 +403,19 @@ def identity_from_torch(job: str, host: str, gpu: int | None) -> Callable[[], Id
     return resolve
 
 
-def group_ranks(group: Any) -> tuple[tuple[int, ...], str, str]:
-    """Members (group-rank order), torch's group name and a kind for the job spec."""
+def group_ranks(group: Any) -> tuple[tuple[int, ...], str, str, str]:
+    """Members (group-rank order), torch's group name, and the kind and name the job gives it
+    (``sleuth.logger.naming``; an empty name where none fits)."""
     pg = group if group is not None else dist.group.WORLD
     ranks = tuple(dist.get_process_group_ranks(pg))
-    name = getattr(pg, "group_name", "") or ""
-    kind = "world" if len(ranks) == dist.get_world_size() else "group"
-    return ranks, name, kind
+    torch_name = getattr(pg, "group_name", "") or ""
+    mine = [(pg, ranks)] + [
+        (other, tuple(sorted(members, key=members.__getitem__)))
+        for other, members in c10d._world.pg_group_ranks.items()
+        if other is not pg and isinstance(other, dist.ProcessGroup)
+    ]
+    named = name_groups([(members, getattr(other, "group_desc", None)) for other, members in mine], dist.get_world_size())
+    if named[0] is None:
+        return ranks, torch_name, "world" if len(ranks) == dist.get_world_size() else "group", ""
+    name, kind = named[0]
+    return ranks, torch_name, kind, name

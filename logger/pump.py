@@ -134,12 +134,15 @@ class Pump:
             if len(held) < self._period_window and not final:
                 return held[:0]
             self._held = []
+            # Issue order, not the order operators ended in: async collectives (DDP's buckets
+            # on gloo's threads) finish out of order.
+            held = held[np.argsort(held["t_issue_ns"], kind="stable")]
             self._period = find_period(signatures(held)) if len(held) else None
             if self._period is None:
                 self._no_period = True
                 return self._release(held)
             records = held
-        out = records.copy()
+        out = records[np.argsort(records["t_issue_ns"], kind="stable")]
         out["iteration"] = (self._index + np.arange(len(out))) // self._period
         self._index += len(out)
         return out

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from sleuth.logger import core
-from sleuth.logger.groups import GroupInfo, comm_id
+from sleuth.logger.groups import GroupInfo, comm_id, qualified
 from sleuth.logger.identity import Identity
 from sleuth.records import IterationBatch, RecordBatch
 
@@ -28,7 +28,7 @@ class Session:
         *,
         ring: int,
         resolve_identity: Callable[[], Identity],
-        group_ranks: Callable[[Any], tuple[tuple[int, ...], str, str]],
+        group_ranks: Callable[[Any], tuple[tuple[int, ...], str, str, str]],
         impl: Any = None,
     ) -> None:
         self.impl = impl or core.impl
@@ -38,7 +38,7 @@ class Session:
         self.identity: Identity | None = None
         self.groups: list[GroupInfo] = []
         self._by_group: dict[int, tuple[Any, GroupInfo]] = {}
-        self._by_members: dict[tuple[int, ...], str] = {}
+        self._owners: dict[str, str] = {}  # communicator name → torch's name of its group
         self._by_comm: dict[str, GroupInfo] = {}
         self.groups_version = 0
         # Iterations: the current step; whether step() or an optimizer hook ever advanced it.
@@ -93,11 +93,12 @@ class Session:
                 self.identity = self._resolve_identity()
                 for callback in self.on_identity:
                     callback()
-            ranks, name, kind = self._group_ranks(group)
-            comm = comm_id(ranks)
-            owner = self._by_members.setdefault(ranks, name)
-            if owner != name:
-                comm = comm_id(ranks, qualifier=name)
+            ranks, torch_name, kind, name = self._group_ranks(group)
+            base = name or comm_id(ranks)
+            # Two groups under one name (the same members twice, or two descriptions of one
+            # kind) are told apart by torch's group name, which every rank assigns alike.
+            owner = self._owners.setdefault(base, torch_name)
+            comm = base if owner == torch_name else qualified(base, torch_name)
             info = self._by_comm.get(comm)
             if info is None:  # else: the same group under another handle (None and WORLD)
                 info = GroupInfo(len(self.groups), comm, kind, ranks)

@@ -203,12 +203,25 @@ def _worker(rank: int, world: int, options: JobOptions, port: int, out: str | No
         result = run_rank(rank, world, options)
     finally:
         dist.destroy_process_group()
+    write_result(out, result)
+
+
+def write_result(out: str | None, result: dict) -> None:
+    """One rank's results (step times...) as ``result-<rank>.json`` in ``out``, when given."""
     if out:
-        with open(os.path.join(out, f"result-{rank}.json"), "w") as handle:
+        with open(os.path.join(out, f"result-{result['rank']}.json"), "w") as handle:
             json.dump(result, handle)
 
 
-def _free_port() -> int:
+def write_ground_truth(out: str | None, options: object) -> None:
+    """The job's options (its faults: the localizer's ground truth) as ``ground_truth.json``."""
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "ground_truth.json"), "w") as handle:
+            json.dump(asdict(options), handle)  # type: ignore[call-overload]
+
+
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -218,7 +231,7 @@ def launch(options: JobOptions, *, out: str | None = None) -> None:
     """Run the job on this machine: one spawned process per rank."""
     import torch.multiprocessing as mp
 
-    mp.spawn(_worker, args=(options.world, options, _free_port(), out), nprocs=options.world, join=True)
+    mp.spawn(_worker, args=(options.world, options, free_port(), out), nprocs=options.world, join=True)
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
@@ -248,19 +261,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
 
 def main(argv: list[str] | None = None) -> int:
     options, out = parse_args(argv)
-    if out:
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "ground_truth.json"), "w") as handle:
-            json.dump(asdict(options), handle)
+    write_ground_truth(out, options)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # under torchrun
         dist.init_process_group("gloo")
         try:
             result = run_rank(dist.get_rank(), dist.get_world_size(), options)
         finally:
             dist.destroy_process_group()
-        if out:
-            with open(os.path.join(out, f"result-{result['rank']}.json"), "w") as handle:
-                json.dump(result, handle)
+        write_result(out, result)
         return 0
     launch(options, out=out)
     return 0

@@ -66,6 +66,16 @@ def _non_negative(text: str) -> float:
     return value
 
 
+#: The logger's ways of capturing operators (``SLEUTH_CAPTURE``).
+CAPTURE_MODES = ("auto", "process-group", "functions")
+
+
+def _capture(text: str) -> str:
+    if text not in CAPTURE_MODES:
+        raise ValueError(f"expected one of {', '.join(CAPTURE_MODES)}")
+    return text
+
+
 def _setting(default: Any, env: str, help: str, parse: Callable[[str], Any] = str) -> Any:
     """A dataclass field that also carries its environment variable, parser and help."""
     return dataclasses.field(default=default, metadata={"env": env, "help": help, "parse": parse})
@@ -225,6 +235,11 @@ class Settings:
     )
     logger_ring: int = _setting(
         1 << 16, "SLEUTH_RING", "records the logger's ring holds between two drains", _positive_int
+    )
+    logger_capture: str = _setting(
+        "auto", "SLEUTH_CAPTURE", "how the logger sees operators: process-group (hooks on every group: "
+        "DDP, FSDP, functional collectives too; torch >= 2.15), functions (wraps torch.distributed's "
+        "Python functions only), auto (process-group where torch has it)", _capture
     )
     logger_flush_s: float = _setting(
         0.5, "SLEUTH_FLUSH_S", "seconds between two drains of the ring", _seconds

@@ -25,7 +25,7 @@ def polls_in(seconds: float, device_poll_s: float | None, impl) -> int:
     session = Session(
         ring=1024, impl=impl,
         resolve_identity=lambda: Identity("job-x", 0, 1, "h0", None),
-        group_ranks=lambda group: ((0,), "0", "world"),
+        group_ranks=lambda group: ((0,), "0", "world", "world"),
     )
     session.recorder = counting = CountingPolls(session.recorder)
     pump = Pump(session, lambda identity: None, flush_s=60.0)

@@ -12,7 +12,11 @@ from sleuth.logger.session import Session, to_record_batch
 from sleuth.records import OpKind
 from sleuth.settings import Settings
 
-MEMBERS = {"tp": ((0, 1), "1", "group"), "tp-again": ((0, 1), "7", "group"), "world": ((0, 1, 2, 3), "0", "world")}
+MEMBERS = {
+    "tp": ((0, 1), "1", "group", ""), "tp-again": ((0, 1), "7", "group", ""),
+    "world": ((0, 1, 2, 3), "0", "world", "world"),
+    "dp": ((1, 3), "2", "dp", "dp.1"), "dp-with-cp": ((1, 3), "3", "dp", "dp.1"),
+}
 
 
 def make_session(impl):
@@ -28,8 +32,14 @@ def test_comm_ids_depend_on_members_only_and_same_members_are_told_apart(impl):
     session = make_session(impl)
     tp, again, world, none = (session.group(g) for g in ("tp", "tp-again", "world", None))
     assert tp.comm == comm_id([0, 1]) and again.comm == comm_id([0, 1], qualifier="7")
-    assert world is none  # the default group under two handles is one communicator
+    assert world is none and world.comm == "world"  # the default group under two handles is one
     assert session.identity.rank == 1 and session.groups_version == 3
+
+
+def test_named_groups_keep_the_job_s_names_and_two_groups_of_one_name_are_told_apart(impl):
+    session = make_session(impl)
+    dp, again = session.group("dp"), session.group("dp-with-cp")
+    assert (dp.comm, dp.kind) == ("dp.1", "dp") and again.comm == "dp.1~3"
 
 
 def test_sequence_numbers_per_group_and_per_p2p_direction(impl):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from sleuth.jobspec import JobSpec
+from sleuth.layout import ParallelLayout
 from sleuth.logger.sinks import ITERATIONS_DIR
 from sleuth.recordio import read_parquet
 from sleuth.records import IterationBatch, OpKind
@@ -61,9 +62,13 @@ def test_the_records_folder_is_complete_for_the_localizer(logged):
     assert sorted(set(records["rank"].tolist())) == list(range(WORLD))
     comms = {c.comm: c for c in spec.communicators}
     assert set(records.decoded("comm")) <= set(comms)
-    kinds = Counter(c.size for c in comms.values())
-    # groups seen: 4 tp and 4 dp groups of 2, and the world (P2P runs on it with global peers)
-    assert kinds[2] == 8 and kinds[8] == 1
+    # Every group the job made, named by its shape (the job gives no descriptions): 4 tp, 4 dp
+    # and 4 pp groups of 2 (pp unused: P2P runs on the world with global peers), and the world.
+    assert Counter(c.kind for c in comms.values()) == {"tp": 4, "dp": 4, "pp": 4, "world": 1}
+    assert {c.comm: c.ranks for c in comms.values() if c.kind != "world"} == {
+        g.comm: g.ranks for g in ParallelLayout(world=WORLD, tp=2, pp=2, dp=2).groups() if g.kind in ("tp", "dp", "pp")
+    }
+    assert (spec.layout.tp, spec.layout.pp, spec.layout.dp) == (2, 2, 2)
 
 
 def test_every_op_kind_of_the_job_is_recorded(logged):
@@ -157,3 +162,16 @@ def test_with_the_gateway_down_for_the_first_half_training_finishes_and_nothing_
     finally:
         if "server" in started:
             started["server"].stop(0)
+
+
+def test_the_function_wrappers_record_what_the_process_group_hooks_record(logged, tmp_path):
+    """SLEUTH_CAPTURE=functions (torch without process-group hooks) sees every operator this job's
+    script issues itself, exactly as the process-group hooks do, and nothing twice."""
+    run_job({"SLEUTH_LOG_DIR": str(tmp_path / "records"), "SLEUTH_JOB": "demo-1", "SLEUTH_CAPTURE": "functions"}, tmp_path)
+
+    def keys(folder):
+        records = read_parquet(folder)
+        columns = [records.decoded("comm").tolist()] + [records[c].tolist() for c in ("rank", "seq", "op", "peer", "nbytes", "iteration")]
+        return Counter(zip(*columns))
+
+    assert keys(tmp_path / "records") == keys(logged[0])

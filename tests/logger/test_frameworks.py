@@ -1,0 +1,186 @@
+"""Jobs whose collectives the framework issues (sleuth.sim.frameworkjob: DDP's C++ reducer, FSDP2,
+functional collectives and DTensor on a DeviceMesh), logged with only the environment variable.
+
+Each rank also counts its operators independently of the logger: torch's own profiler sees every
+c10d operator the process runs as one ``c10d::*`` event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+
+from sleuth.cli import main
+from sleuth.jobspec import JobSpec
+from sleuth.logger.sinks import ITERATIONS_DIR
+from sleuth.recordio import read_parquet
+from sleuth.records import IterationBatch, OpKind
+from sleuth.topology.ids import gpu_id
+
+pytest.importorskip("torch")
+
+WORLD = 4
+ITERS = 6
+
+#: torch's dispatcher operator → the kind the logger records it as.
+C10D_KINDS = {
+    "c10d::allreduce_": OpKind.ALL_REDUCE, "c10d::allreduce_coalesced_": OpKind.ALL_REDUCE,
+    "c10d::broadcast_": OpKind.BROADCAST, "c10d::allgather_": OpKind.ALL_GATHER,
+    "c10d::_allgather_base_": OpKind.ALL_GATHER, "c10d::allgather_into_tensor_coalesced_": OpKind.ALL_GATHER,
+    "c10d::reduce_scatter_": OpKind.REDUCE_SCATTER, "c10d::_reduce_scatter_base_": OpKind.REDUCE_SCATTER,
+    "c10d::reduce_scatter_tensor_coalesced_": OpKind.REDUCE_SCATTER, "c10d::barrier": OpKind.BARRIER,
+    "c10d::send": OpKind.SEND, "c10d::recv_": OpKind.RECV, "c10d::reduce_": OpKind.REDUCE,
+    "c10d::alltoall_": OpKind.ALL_TO_ALL, "c10d::alltoall_base_": OpKind.ALL_TO_ALL,
+}
+
+
+def run_job(folder, *args: str, env_extra: dict | None = None) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
+    env.update(SLEUTH_LOG_DIR=str(folder / "records"), SLEUTH_JOB=folder.name, SLEUTH_FLUSH_S="0.2")
+    env.update(env_extra or {})
+    command = [sys.executable, "-m", "sleuth.sim.frameworkjob", "--world", str(WORLD), "--out", str(folder / "out"), *args]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.fixture(scope="module", params=["ddp", "fsdp", "functional"])
+def counted(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(f"{request.param}-job")
+    run_job(folder, "--mode", request.param, "--iters", str(ITERS), "--count-ops")
+    results = [json.loads((folder / "out" / f"result-{r}.json").read_text()) for r in range(WORLD)]
+    return request.param, folder / "records", results
+
+
+def test_every_operator_the_framework_runs_is_recorded_once(counted):
+    mode, folder, results = counted
+    records = read_parquet(folder)
+    assert records.problems() == []
+    for result in results:
+        expected = Counter()
+        for name, count in result["c10d_ops"].items():
+            assert name in C10D_KINDS, f"{mode}: torch ran {name}, which the test cannot map"
+            expected[int(C10D_KINDS[name])] += count
+        mine = records["rank"] == result["rank"]
+        recorded = Counter(records["op"][mine].tolist())
+        assert recorded == expected, (mode, result["rank"])
+        # The framework's own collectives, not only the script's final barrier.
+        assert sum(expected.values()) > ITERS * 2
+
+
+def test_members_agree_on_every_operator_s_sequence_number_and_kind(counted):
+    mode, folder, _ = counted
+    records = read_parquet(folder)
+    comms = records.decoded("comm")
+    seen: dict[str, dict[int, list]] = defaultdict(dict)
+    for comm in set(comms.tolist()):
+        rows = comms == comm
+        for rank in sorted(set(records["rank"][rows].tolist())):
+            mine = rows & (records["rank"] == rank)
+            order = np.argsort(records["seq"][mine], kind="stable")
+            seen[comm][rank] = list(zip(records["seq"][mine][order].tolist(), records["op"][mine][order].tolist()))
+    spec = JobSpec.read(folder)
+    members = {c.comm: set(c.ranks) for c in spec.communicators}
+    for comm, by_rank in seen.items():
+        assert set(by_rank) == members[comm], (mode, comm)
+        sequences = list(by_rank.values())
+        assert all(s == sequences[0] for s in sequences), (mode, comm)
+        assert [seq for seq, _ in sequences[0]] == list(range(len(sequences[0])))
+
+
+def test_iterations_come_from_the_optimizer_step(counted):
+    mode, folder, _ = counted
+    records = read_parquet(folder)
+    # Setup operators belong to iteration 0 with the first step; the last barrier follows the last.
+    assert set(records["iteration"].tolist()) == set(range(ITERS + 1)), mode
+    steps = read_parquet(folder / ITERATIONS_DIR, IterationBatch)
+    for rank in range(WORLD):
+        mine = steps.take(steps["rank"] == rank)
+        assert mine["iteration"].tolist() == list(range(ITERS)), (mode, rank)
+
+
+def test_communicators_are_named_and_the_layout_registered(counted):
+    mode, folder, _ = counted
+    spec = JobSpec.read(folder)
+    names = {c.comm: c.kind for c in spec.communicators}
+    if mode == "functional":  # DeviceMesh ("dp", "tp"): the mesh's own dimension names
+        assert names == {"world": "world", "tp.0": "tp", "tp.1": "tp", "dp.0": "dp", "dp.1": "dp"}
+        assert (spec.layout.tp, spec.layout.dp, spec.layout.pp) == (2, 2, 1)
+        assert {c.comm: c.ranks for c in spec.communicators}["dp.1"] == (1, 3)
+    else:  # DDP and FSDP over the default group: data parallel over the world
+        assert names == {"world": "world"}
+        assert (spec.layout.tp, spec.layout.dp, spec.layout.pp) == (1, WORLD, 1)
+
+
+def test_the_period_detector_numbers_iterations_when_no_optimizer_marks_them(tmp_path):
+    iters = 60
+    run_job(tmp_path, "--mode", "ddp", "--iters", str(iters), "--manual-step")
+    records = read_parquet(tmp_path / "records")
+    for rank in range(WORLD):
+        mine = records["iteration"][records["rank"] == rank]
+        assert (mine >= 0).all(), "the period was not found"
+        per_iteration = Counter(mine.tolist())
+        # One period per iteration: the same number of bucket all-reduces in each whole one.
+        middle = [per_iteration[i] for i in range(2, iters - 2)]
+        assert len(set(middle)) == 1 and abs(len(per_iteration) - iters) <= 2, per_iteration
+
+
+SLOW_RANK = 2
+
+
+def test_localize_names_the_slowed_ddp_rank_s_gpu(tmp_path, capsys):
+    # 0.8 s more compute per step on rank 2 in iterations 15-24: above the +-50% step-time
+    # jitter of 4 processes on a shared 2-core machine (test_real_job.py says more).
+    run_job(tmp_path, "--mode", "ddp", "--iters", "30", "--slow-rank", str(SLOW_RANK),
+            "--slow-factor", "200", "--slow-iters", "15:25")
+    folder = tmp_path / "records"
+    assert main(["localize", "--records", str(folder), "--json"]) == 0
+    incidents = json.loads(capsys.readouterr().out)
+    slowed = set(range(15, 25))
+    assert incidents, "no incident for a DDP rank slowed by 0.8 s per step"
+    incident = max(incidents, key=lambda i: len(slowed & set(i["iterations"])))
+    placement = JobSpec.read(folder).placements[SLOW_RANK]
+    assert incident["suspects"][0]["device"] == gpu_id(placement.host, placement.gpu), incident["suspects"]
+
+
+_PROBE = textwrap.dedent("""
+    import json, tempfile
+    import torch, torch.distributed as dist
+    from torch.distributed import distributed_c10d as c10d
+    dist.init_process_group("gloo", rank=0, world_size=1, init_method="file://" + tempfile.mktemp())
+    dist.new_group([0])
+    import os, sys
+    home = os.path.dirname(torch.__file__)
+    def replaced(f):  # torch's own functions live in torch's folder; built-ins have no code
+        code = getattr(f, "__code__", None)
+        return code is not None and not code.co_filename.startswith(home)
+    touched = {
+        "register": replaced(c10d._register_pg_in_world),
+        "all_reduce": replaced(dist.all_reduce),
+        "destroy": replaced(dist.destroy_process_group),
+        "wait": replaced(dist.Work.wait),
+    }
+    touched["sleuth"] = "sleuth.logger.capture" in sys.modules
+    dist.destroy_process_group()
+    print(json.dumps(touched))
+""")
+
+
+@pytest.mark.parametrize("switched_on", [False, True])
+def test_with_the_switch_off_torch_is_left_as_it_is(tmp_path, switched_on):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
+    if switched_on:
+        env.update(SLEUTH_LOG_DIR=str(tmp_path / "records"), SLEUTH_JOB="probe")
+    done = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    touched = json.loads(done.stdout.strip().splitlines()[-1])
+    if switched_on:  # process-group capture: group registration, the final flush and waits
+        assert touched == {"register": True, "all_reduce": False, "destroy": True, "wait": True, "sleuth": True}
+    else:
+        assert not any(touched.values()), touched
