@@ -41,12 +41,14 @@ def test_an_incident_fires_a_webhook_retried_after_a_failure(oncall_settings, re
     assert [a.device for a in changed] == [s.device for s in incident.suspects]
     [body] = receiver.wait_for(1)
     assert receiver.attempts == 2  # the 500 was retried
-    assert body["version"] == "4" and body["status"] == "firing" and body["groupLabels"] == {"job": incident.job}
+    assert body["version"] == "4" and body["status"] == "firing" and body["groupLabels"] == {"sleuth_job": incident.job}
     first = body["alerts"][0]
     assert first["labels"]["device"] == FAULTY_GPU and first["labels"]["alertname"] == "SleuthSlowDevice"
     assert first["labels"]["severity"] == "warning"  # x1.2 slowdown, a few GPU-seconds lost
     assert first["annotations"]["incident"] == incident.incident
     assert first["endsAt"] == "0001-01-01T00:00:00Z" and first["startsAt"].endswith("Z")
+    assert "job" not in first["labels"] and first["labels"]["sleuth_job"] == incident.job
+    assert first["generatorURL"] == f"{settings.serve_base_url}/incidents/{incident.incident}"
 
 
 def test_one_open_alert_per_job_and_device_updated_by_new_evidence(oncall_settings, receiver, emulated_run) -> None:
