@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Helpers shared by deploy/kafka.sh and deploy/clickhouse.sh; sourced, never run on its own.
+# Helpers shared by deploy/kafka.sh, deploy/clickhouse.sh and deploy/alertmanager.sh; sourced,
+# never run on its own.
 #
 # Rules every service script keeps:
 #   * everything binds 127.0.0.1 only;
@@ -176,4 +177,51 @@ wait_ready() {
     show_log_tail "$@"
     stop_pid "$name" "$pidfile" "$marker"
     exit 1
+}
+
+# stop_service NAME DIR PIDFILE MARKER: a script's `down`: stop what it started, under its lock.
+stop_service() {
+    take_lock "$2/lock"
+    stop_pid "$1" "$3" "$4"
+    printf '%s stopped\n' "$1"
+}
+
+# service_status NAME PIDFILE MARKER PORT ADDRESS: a script's `status`: one line; 0 when our
+# process runs and its PORT accepts connections, 3 otherwise.
+service_status() {
+    local pid
+    if pid="$(running_pid "$2" "$3")" && port_open "$4"; then
+        printf '%s running %s (pid %s)\n' "$1" "$5" "$pid"
+        return 0
+    fi
+    printf '%s stopped %s\n' "$1" "$5"
+    return 3
+}
+
+# resume_running NAME PIDFILE MARKER PROBE LOG...: the start of a script's `up`. When the process
+# it started before still runs, wait until it answers and succeed (the caller prints its address);
+# otherwise remove a stale pid file and fail, so the caller starts one.
+resume_running() {
+    local name=$1 pidfile=$2 marker=$3 probe=$4 pid
+    shift 4
+    if pid="$(running_pid "$pidfile" "$marker")"; then
+        if ! "$probe"; then
+            log "$name: pid $pid is running but not answering yet; waiting"
+            wait_ready "$name" "$pidfile" "$marker" "$probe" "$@"
+        fi
+        return 0
+    fi
+    rm -f "$pidfile"
+    return 1
+}
+
+# run_verb ACTION: call the script's function of that name (up, down, status, fetch), else usage.
+run_verb() {
+    case "${1:-}" in
+    up | down | status | fetch) "$1" ;;
+    *)
+        log "usage: $0 up|down|status|fetch"
+        exit 2
+        ;;
+    esac
 }

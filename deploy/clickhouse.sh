@@ -138,16 +138,10 @@ probe() {
 
 up() {
     take_lock "$CDIR/lock"
-    local pid
-    if pid="$(running_pid "$PIDFILE" "$MARKER")"; then
-        if ! probe; then
-            log "clickhouse: pid $pid is running but not answering yet; waiting"
-            wait_ready clickhouse "$PIDFILE" "$MARKER" probe "$LOGS/clickhouse-server.err.log" "$LOGS/stdout.log"
-        fi
+    if resume_running clickhouse "$PIDFILE" "$MARKER" probe "$LOGS/clickhouse-server.err.log" "$LOGS/stdout.log"; then
         printf 'clickhouse %s\n' "$ADDRESS"
         return 0
     fi
-    rm -f "$PIDFILE"
     local port bin
     for port in "$CH_PORT" "$CH_HTTP_PORT"; do
         ! port_open "$port" || die "port $BIND_HOST:$port is already taken by a process this script did not start"
@@ -164,30 +158,11 @@ up() {
     printf 'clickhouse %s\n' "$ADDRESS"
 }
 
-down() {
-    take_lock "$CDIR/lock"
-    stop_pid clickhouse "$PIDFILE" "$MARKER"
-    printf 'clickhouse stopped\n'
-}
+down() { stop_service clickhouse "$CDIR" "$PIDFILE" "$MARKER"; }
 
-status() {
-    local pid
-    if pid="$(running_pid "$PIDFILE" "$MARKER")" && port_open "$CH_PORT"; then
-        printf 'clickhouse running %s (pid %s)\n' "$ADDRESS" "$pid"
-        return 0
-    fi
-    printf 'clickhouse stopped %s\n' "$ADDRESS"
-    return 3
-}
+status() { service_status clickhouse "$PIDFILE" "$MARKER" "$CH_PORT" "$ADDRESS"; }
+
+fetch() { :; } # nothing to download: the server comes from apt (deploy/install.sh)
 
 mkdir -p "$CDIR"
-case "${1:-}" in
-up) up ;;
-down) down ;;
-status) status ;;
-fetch) ;; # nothing to download: the server comes from apt (deploy/install.sh)
-*)
-    log "usage: $0 up|down|status"
-    exit 2
-    ;;
-esac
+run_verb "${1:-}"

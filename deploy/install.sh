@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # One-time setup of a fresh Debian machine for deploy/services.sh:
 #   * apt packages (only those missing; `apt-get update` only when something must be installed):
-#     clickhouse-server, clickhouse-client, default-jre-headless, curl, maven, openssl, and
+#     clickhouse-server, clickhouse-client, default-jre-headless, curl, maven, openssl,
+#     prometheus-alertmanager (the alerter's tests push alerts to a private one), and
 #     chromium with chromium-driver (the HTML incident report's tests open it headless);
 #   * the Kafka broker jars, fetched with Maven into $SLEUTH_STATE_DIR/kafka/lib (if missing).
-# Nothing is started here, and the Debian clickhouse-server service is not used: the scripts run a
-# private server from the same binary (on a systemd machine the package may start its own service
-# on 9000/8123 when first installed; it does not clash with ours and can be disabled separately).
+# Nothing is started here, and the Debian clickhouse-server and prometheus-alertmanager services are
+# not used: the scripts run private servers from the same binaries (on a systemd machine the packages
+# may start their own services on 9000/8123 and 9093/9094 when first installed; they do not clash
+# with ours and can be disabled separately).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -20,6 +22,7 @@ have java || missing+=(default-jre-headless)
 have curl || missing+=(curl)
 have mvn || missing+=(maven)
 have openssl || missing+=(openssl)  # the gateway TLS test makes its certificate with it
+have prometheus-alertmanager || [[ -x /usr/bin/prometheus-alertmanager ]] || missing+=(prometheus-alertmanager)
 have chromium || missing+=(chromium)
 have chromedriver || missing+=(chromium-driver)
 

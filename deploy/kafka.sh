@@ -218,21 +218,9 @@ up() {
     printf 'kafka %s\n' "$ADDRESS"
 }
 
-down() {
-    take_lock "$KDIR/lock"
-    stop_pid kafka "$PIDFILE" "$MARKER"
-    printf 'kafka stopped\n'
-}
+down() { stop_service kafka "$KDIR" "$PIDFILE" "$MARKER"; }
 
-status() {
-    local pid
-    if pid="$(running_pid "$PIDFILE" "$MARKER")" && port_open "$KAFKA_PORT"; then
-        printf 'kafka running %s (pid %s)\n' "$ADDRESS" "$pid"
-        return 0
-    fi
-    printf 'kafka stopped %s\n' "$ADDRESS"
-    return 3
-}
+status() { service_status kafka "$PIDFILE" "$MARKER" "$KAFKA_PORT" "$ADDRESS"; }
 
 mkdir -p "$KDIR"
 case "${1:-}" in

@@ -12,7 +12,9 @@ from ClickHouse ``iterations`` (``progress.completed_iterations``): the iteratio
 finished, so a rank that lags does not resolve an alert early.
 
 Every change is saved (``AlertStore``) before it is announced (``notify``), so a restart reloads
-the open alerts and announces nothing twice that it had not saved.
+the open alerts and announces nothing twice that it had not saved. ``reannounce`` hands the open
+alerts to ``refresh`` for receivers that forget an alert they have not heard of for a while
+(Alertmanager).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ __all__ = ["Alerter"]
 
 class Alerter:
     def __init__(self, store: AlertStore, *, notify: Callable[[list[Alert]], None], resolve_after: int,
-                 critical_slowdown: float, critical_gpu_hours: float, clock: Callable[[], int] = time.time_ns) -> None:
+                 critical_slowdown: float, critical_gpu_hours: float, clock: Callable[[], int] = time.time_ns,
+                 refresh: Callable[[list[Alert]], None] | None = None) -> None:
         if resolve_after < 1:
             raise ValueError(f"resolve_after must be at least 1 iteration, got {resolve_after}")
         self.store = store
@@ -38,6 +41,7 @@ class Alerter:
         self.critical_slowdown = critical_slowdown
         self.critical_gpu_hours = critical_gpu_hours
         self.clock = clock
+        self.refresh = refresh
         self.open: dict[tuple[str, str], Alert] = {a.key: a for a in store.load(status=AlertStatus.FIRING)}
 
     def open_jobs(self) -> set[str]:
@@ -65,6 +69,11 @@ class Alerter:
         done = [a.replace(status=AlertStatus.RESOLVED, ends_ns=now) for a in self.open.values()
                 if a.job in completed and completed[a.job] - a.last_irregular >= self.resolve_after]
         return self._commit(done)
+
+    def reannounce(self) -> None:
+        """The open alerts, unchanged, to ``refresh`` (which decides what is due)."""
+        if self.refresh is not None and self.open:
+            self.refresh(list(self.open.values()))
 
     def _absorb(self, evidence: Evidence) -> Alert | None:
         severity = severity_of(evidence.slowdown, evidence.gpu_hours_lost, critical_slowdown=self.critical_slowdown,

@@ -5,6 +5,10 @@ An incident names ranked suspects; each suspect becomes (or updates) the alert o
 no device to blame: it becomes one job-level alert keyed by the cause. Receivers that take
 Alertmanager's webhook (PagerDuty, Opsgenie, Slack bridges, alertmanager-webhook-logger ...) take
 the payload of ``webhook_payload`` unchanged: https://prometheus.io/docs/alerting/latest/configuration/#webhook_config
+(Alertmanager itself takes the same labels and annotations through its API: ``sleuth.oncall.alertmanager``.)
+
+The job is the label ``sleuth_job``: Prometheus gives every scraped series a ``job`` label (the
+scrape job), and an alert of ours must not be grouped, inhibited or silenced as one of those.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -19,7 +24,8 @@ from typing import Any
 from sleuth.errors import RecordError
 from sleuth.localizer.incident import IncidentCause
 
-__all__ = ["Alert", "AlertStatus", "Evidence", "Severity", "evidence_from_incident", "severity_of", "webhook_payload"]
+__all__ = ["Alert", "AlertStatus", "Evidence", "Severity", "evidence_from_incident", "rfc3339", "severity_of",
+           "webhook_payload"]
 
 ALERTNAME = "SleuthSlowDevice"
 ALERTNAME_NON_HARDWARE = "SleuthJobImbalance"
@@ -122,7 +128,7 @@ class Alert:
         return dataclasses.replace(self, **changes)
 
     def labels(self) -> dict[str, str]:
-        return {"alertname": self.alertname, "job": self.job, "device": self.device, "kind": self.kind,
+        return {"alertname": self.alertname, "sleuth_job": self.job, "device": self.device, "kind": self.kind,
                 "cause": self.cause, "severity": self.severity.value}
 
     def annotations(self) -> dict[str, str]:
@@ -144,20 +150,24 @@ class Alert:
             text["advice"] = self.advice
         return text
 
-    def to_webhook_alert(self) -> dict[str, Any]:
+    def to_webhook_alert(self, *, generator_url: str = "") -> dict[str, Any]:
         return {
             "status": self.status.value,
             "labels": self.labels(),
             "annotations": self.annotations(),
-            "startsAt": _rfc3339(self.starts_ns),
-            "endsAt": _rfc3339(self.ends_ns) if self.status is AlertStatus.RESOLVED else _ZERO_TIME,
-            "generatorURL": "",
+            "startsAt": rfc3339(self.starts_ns),
+            "endsAt": rfc3339(self.ends_ns) if self.status is AlertStatus.RESOLVED else _ZERO_TIME,
+            "generatorURL": generator_url,
             "fingerprint": self.fingerprint,
         }
 
 
-def webhook_payload(alerts: list[Alert], *, receiver: str = "sleuth", external_url: str = "") -> dict[str, Any]:
-    """The Alertmanager webhook body (version 4) for alerts of one job."""
+def webhook_payload(alerts: list[Alert], *, receiver: str = "sleuth", external_url: str = "",
+                    incident_url: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """The Alertmanager webhook body (version 4) for alerts of one job.
+
+    ``incident_url``: incident id -> the link of each alert's ``generatorURL`` (None: no link).
+    """
     if not alerts:
         raise ValueError("a webhook payload needs at least one alert")
     jobs = {a.job for a in alerts}
@@ -169,17 +179,18 @@ def webhook_payload(alerts: list[Alert], *, receiver: str = "sleuth", external_u
     common_annotations = dict(set.intersection(*(set(a.annotations().items()) for a in alerts)))
     return {
         "version": "4",
-        "groupKey": f'{{}}:{{job="{job}"}}',
+        "groupKey": f'{{}}:{{sleuth_job="{job}"}}',
         "truncatedAlerts": 0,
         "status": AlertStatus.FIRING.value if firing else AlertStatus.RESOLVED.value,
         "receiver": receiver,
-        "groupLabels": {"job": job},
+        "groupLabels": {"sleuth_job": job},
         "commonLabels": common_labels,
         "commonAnnotations": common_annotations,
         "externalURL": external_url,
-        "alerts": [a.to_webhook_alert() for a in alerts],
+        "alerts": [a.to_webhook_alert(generator_url=incident_url(a.incident) if incident_url else "")
+                   for a in alerts],
     }
 
 
-def _rfc3339(ns: int) -> str:
+def rfc3339(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")

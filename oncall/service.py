@@ -4,7 +4,8 @@ Two agents and a timer, in one consumer group (``SLEUTH_ALERTER_GROUP``):
 
 * incidents (``SLEUTH_INCIDENTS_TOPIC``, ``Incident.to_json()`` keyed by job) open and update alerts;
 * irregularities (``SLEUTH_IRREGULARITIES_TOPIC``) postpone the resolution of a job's alerts;
-* every ``check_s`` seconds, the open alerts' jobs' progress is read from ClickHouse and resolves them.
+* every ``check_s`` seconds, the open alerts' jobs' progress is read from ClickHouse and resolves them,
+  and the open alerts are reannounced to Alertmanager when due (``SLEUTH_ALERT_RESEND_S``).
 
 All three hand their work to one thread (``Alerter`` is not thread-safe, and its ClickHouse and
 HTTP calls block), which keeps the event loop free to heartbeat the group. faust acknowledges an
@@ -23,6 +24,8 @@ from typing import Any
 from sleuth.errors import RecordError
 from sleuth.oncall.alert_store import AlertStore
 from sleuth.oncall.alerter import Alerter
+from sleuth.oncall.alertmanager import AlertmanagerPusher, alerts_api
+from sleuth.oncall.links import incident_url
 from sleuth.oncall.notify import Notifier
 from sleuth.oncall.progress import completed_iterations
 from sleuth.oncall.webhook import WebhookSender
@@ -35,11 +38,20 @@ __all__ = ["AlerterService", "build_alerter"]
 
 
 def build_alerter(settings: Settings, *, client: Any, producer: Any = None) -> Alerter:
-    """An ``Alerter`` wired to ClickHouse, the alerts topic (when ``producer`` is given) and the webhooks."""
-    webhooks = (WebhookSender(settings.alert_webhook_urls, retries=settings.alert_retries,
-                              backoff_s=settings.alert_backoff_s) if settings.alert_webhook_urls else None)
-    notifier = Notifier(topic=settings.alerts_topic, producer=producer, webhooks=webhooks)
-    return Alerter(AlertStore(client, settings.clickhouse_database), notify=notifier,
+    """An ``Alerter`` wired to ClickHouse, the alerts topic (when ``producer`` is given), the webhooks and Alertmanagers."""
+    def sender(urls: list[str]) -> WebhookSender:
+        return WebhookSender(urls, retries=settings.alert_retries, backoff_s=settings.alert_backoff_s)
+
+    def link(incident: str) -> str:
+        return incident_url(settings.serve_base_url, incident)
+
+    webhooks = sender(settings.alert_webhook_urls) if settings.alert_webhook_urls else None
+    alertmanager = (AlertmanagerPusher(sender([alerts_api(url) for url in settings.alertmanager_urls]),
+                                       resend_s=settings.alert_resend_s, incident_url=link)
+                    if settings.alertmanager_urls else None)
+    notifier = Notifier(topic=settings.alerts_topic, producer=producer, webhooks=webhooks, alertmanager=alertmanager,
+                        incident_url=link)
+    return Alerter(AlertStore(client, settings.clickhouse_database), notify=notifier, refresh=notifier.refresh,
                    resolve_after=settings.alert_resolve_iterations, critical_slowdown=settings.alert_critical_slowdown,
                    critical_gpu_hours=settings.alert_critical_gpu_hours)
 
@@ -107,6 +119,7 @@ class AlerterService:
                 await self._call(self.check_resolutions)
             except Exception as error:  # ClickHouse away: try again on the next tick
                 _log.warning("resolution check failed: %s", error)
+            await self._call(self.alerter.reannounce)
 
         app.agent(incidents, name=f"{settings.alerter_group}.incidents")(on_incidents)
         app.agent(irregularities, name=f"{settings.alerter_group}.irregularities")(on_irregularities)

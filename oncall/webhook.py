@@ -1,4 +1,4 @@
-"""POSTing Alertmanager webhooks, with retries and exponential backoff (urllib3's ``Retry``)."""
+"""POSTing alerts as JSON (webhooks, Alertmanager's API), with retries and exponential backoff (urllib3's ``Retry``)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,20 @@ from typing import Any
 
 _log = logging.getLogger(__name__)
 
-__all__ = ["WebhookSender"]
+__all__ = ["RETRIED_STATUS", "WebhookSender"]
+
+RETRIED_STATUS = frozenset({408, 429, *range(500, 600)})
 
 
 class WebhookSender:
     """Sends one JSON body to every configured URL; ``send`` returns the URLs that never took it.
 
-    Retried: connection errors, timeouts and 5xx answers (the receiver or a proxy in front of it
-    is down or overloaded), ``retries`` times, waiting ``backoff_s``, 2 x ``backoff_s``, ... A 4xx
-    is not retried: the receiver refuses the payload and will refuse it again.
+    Retried: connection errors, timeouts, 5xx answers (the receiver or a proxy in front of it is
+    down or overloaded), 408 (request timeout) and 429 (too many requests), ``retries`` times,
+    waiting ``backoff_s``, 2 x ``backoff_s``, ... (a ``Retry-After`` header is not obeyed: it could
+    hold the alerter for hours). Any other 4xx is not retried: the receiver refuses the payload
+    (Alertmanager: 400 for a malformed alert, 404 or 410 for an API it does not serve) and will
+    refuse it again.
     """
 
     def __init__(self, urls: list[str], *, retries: int = 5, backoff_s: float = 0.5, timeout_s: float = 10.0) -> None:
@@ -25,11 +30,11 @@ class WebhookSender:
 
         self.urls = list(urls)
         self.retry = Retry(total=retries, connect=retries, read=retries, status=retries, backoff_factor=backoff_s,
-                           status_forcelist=tuple(range(500, 600)), allowed_methods=None, raise_on_status=False,
+                           status_forcelist=RETRIED_STATUS, allowed_methods=None, raise_on_status=False,
                            respect_retry_after_header=False)
         self._pool = PoolManager(timeout=timeout_s, headers={"Content-Type": "application/json"})
 
-    def send(self, payload: dict[str, Any]) -> list[str]:
+    def send(self, payload: Any) -> list[str]:
         from urllib3.exceptions import HTTPError
 
         body = json.dumps(payload, separators=(",", ":")).encode()

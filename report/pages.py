@@ -7,7 +7,6 @@ The fabric is not in ClickHouse: the caller supplies a ``Fabric``, the topology 
 from __future__ import annotations
 
 import datetime
-import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import jinja2
 from sleuth.errors import ConfigError
 from sleuth.jobspec import JobSpec
 from sleuth.localizer.incident import Incident
+from sleuth.oncall.links import incident_path
 from sleuth.oncall.queries import IncidentRow, incident_by_id
 from sleuth.records_folder import read_records
 from sleuth.sources import MemorySource
@@ -26,7 +26,7 @@ from sleuth.stream.clickhouse_source import ClickHouseSource
 
 from sleuth.report.render import ENVIRONMENT, build_report
 
-__all__ = ["Fabric", "clickhouse_report", "fabric_from", "folder_report", "index_html", "report_path"]
+__all__ = ["Fabric", "clickhouse_report", "fabric_from", "folder_report", "index_html"]
 
 #: The topology of a job, and a note for the report saying where it came from.
 Fabric = Callable[[JobSpec], tuple[Topology, str]]
@@ -67,18 +67,13 @@ def folder_report(
                         topology_note=note)
 
 
-def report_path(incident_id: str) -> str:
-    """The server's path of an incident's report."""
-    return "/incidents/" + urllib.parse.quote(incident_id, safe="")
-
-
 def index_html(summaries: list[IncidentRow], *, database: str) -> str:
     """The incident list, newest first, each linking to its report."""
     def when(ns: int) -> str:
         return datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
     rows = [
-        {"summary": s, "href": report_path(s.incident), "created": when(s.created_ns), "started": when(s.t_from_ns)}
+        {"summary": s, "href": incident_path(s.incident), "created": when(s.created_ns), "started": when(s.t_from_ns)}
         for s in summaries
     ]
     template: jinja2.Template = ENVIRONMENT.get_template("index.html.j2")

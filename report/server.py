@@ -19,15 +19,13 @@ from typing import Any
 
 from sleuth.errors import ConfigError, NotFound
 
+from sleuth.oncall.links import incident_id
 from sleuth.oncall.queries import list_incidents
 from sleuth.report.pages import Fabric, clickhouse_report, index_html
 
 __all__ = ["make_server"]
 
 log = logging.getLogger(__name__)
-
-_PREFIX = "/incidents/"
-
 
 def make_server(
     host: str, port: int, *, connect: Callable[[], Any], database: str, fabric: Fabric
@@ -42,16 +40,16 @@ def make_server(
             if path == "/healthz":
                 self._send(HTTPStatus.OK, "ok\n", "text/plain")
                 return
-            if path != "/" and not path.startswith(_PREFIX):
+            incident = incident_id(path)
+            if path != "/" and incident is None:
                 self._send(HTTPStatus.NOT_FOUND, _error_page(f"no page {path}"))
                 return
             client = connect()
             try:
-                if path == "/":
+                if incident is None:
                     body = index_html(list_incidents(client, database, limit=500), database=database)
                 else:
-                    incident_id = urllib.parse.unquote(path[len(_PREFIX):])
-                    body = clickhouse_report(client, database, incident_id, fabric=fabric)
+                    body = clickhouse_report(client, database, incident, fabric=fabric)
                 self._send(HTTPStatus.OK, body)
             except NotFound as error:
                 self._send(HTTPStatus.NOT_FOUND, _error_page(str(error)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 __all__ = [
-    "ALERTS_SENT", "CONSUMER_LAG", "DETECTION_SECONDS", "LOCALIZATION_SECONDS", "RECORDS_IN", "RECORDS_REJECTED",
+    "ALERTMANAGER_FAILURES", "ALERTS_SENT", "CONSUMER_LAG", "DETECTION_SECONDS", "LOCALIZATION_SECONDS", "RECORDS_IN", "RECORDS_REJECTED",
     "WEBHOOK_FAILURES", "WORKER_RECORDS", "serve",
 ]
 
@@ -29,6 +29,8 @@ LOCALIZATION_SECONDS = Histogram("sleuth_localization_seconds", "from an irregul
                                  buckets=_SECONDS)
 ALERTS_SENT = Counter("sleuth_alerts_sent", "alert notifications sent, by status (firing, resolved)", ["status"])
 WEBHOOK_FAILURES = Counter("sleuth_alert_webhook_failures", "webhook POSTs that failed after every retry")
+ALERTMANAGER_FAILURES = Counter("sleuth_alertmanager_push_failures",
+                                "POSTs to an Alertmanager's /api/v2/alerts that failed after every retry")
 
 
 def serve(port: int, *, host: str = "127.0.0.1", registry: CollectorRegistry = REGISTRY) -> int | None:

@@ -1,7 +1,7 @@
-"""The local Kafka broker and ClickHouse server that ``deploy/`` runs, seen from Python.
+"""The local Kafka broker, ClickHouse server and Alertmanager that ``deploy/`` runs, seen from Python.
 
-``deploy/services.sh up|down|status`` starts a single-node KRaft Kafka broker and a private
-ClickHouse server, both on 127.0.0.1 only, with their state under ``SLEUTH_STATE_DIR`` (default
+``deploy/services.sh up|down|status`` starts a single-node KRaft Kafka broker, a private
+ClickHouse server and a private Alertmanager, all on 127.0.0.1 only, with their state under ``SLEUTH_STATE_DIR`` (default
 ``.sleuth`` in the repository). This module reads the same environment variables and defaults as
 those scripts, and runs them for tests and tools; it never starts or signals a process itself.
 """
@@ -20,7 +20,7 @@ from sleuth.settings import Settings
 LOCAL_HOST = "127.0.0.1"
 """The deploy scripts bind this address only."""
 
-SERVICES = ("clickhouse", "kafka")
+SERVICES = ("clickhouse", "kafka", "alertmanager")
 """Service names, each with its own ``deploy/<name>.sh``, in start order."""
 
 _STATUS_RUNNING, _STATUS_STOPPED = 0, 3
@@ -44,6 +44,11 @@ def clickhouse_http_port(environ: Mapping[str, str] | None = None) -> int:
     return Settings.from_env(environ).clickhouse_http_port
 
 
+def alertmanager_url(environ: Mapping[str, str] | None = None) -> str:
+    """Base URL of the local Alertmanager (``SLEUTH_ALERTMANAGER_PORT``, default 19193)."""
+    return f"http://{LOCAL_HOST}:{Settings.from_env(environ).alertmanager_port}"
+
+
 def state_dir(repo_root: Path, environ: Mapping[str, str] | None = None) -> Path:
     """Where the scripts keep pid files, logs and data; a relative setting is under ``repo_root``."""
     path = Path(Settings.from_env(environ).state_dir)
@@ -51,7 +56,7 @@ def state_dir(repo_root: Path, environ: Mapping[str, str] | None = None) -> Path
 
 
 def ensure_services(repo_root: Path) -> None:
-    """Start Kafka and ClickHouse unless they already run (``deploy/services.sh up``)."""
+    """Start Kafka, ClickHouse and Alertmanager unless they already run (``deploy/services.sh up``)."""
     _run(repo_root, "services.sh", "up")
 
 
@@ -59,7 +64,7 @@ def stop_services(repo_root: Path, names: Iterable[str] = SERVICES) -> None:
     """Stop the named services, only the processes the scripts started (``deploy/<name>.sh down``)."""
     wanted = set(names)
     _check_names(wanted)
-    for name in reversed(SERVICES):  # Kafka first, the reverse of start order
+    for name in reversed(SERVICES):  # the reverse of start order
         if name in wanted:
             _run(repo_root, f"{name}.sh", "down")
 

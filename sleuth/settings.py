@@ -51,12 +51,38 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _urls(text: str) -> str:
+def _url(text: str) -> str:
+    if not text.startswith(("http://", "https://")):
+        raise ValueError(f"{text!r} is not an http:// or https:// URL")
+    return text
+
+
+# Alertmanager's own alerts API takes postable alerts, not webhooks (and v1 is gone since 0.27).
+_ALERTS_API = ("/api/v1/alerts", "/api/v2/alerts")
+
+
+def _webhook_urls(text: str) -> str:
     # Comma-separated http(s) URLs; checked here so a typo fails at start, naming the setting.
     for url in filter(None, (u.strip() for u in text.split(","))):
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"{url!r} is not an http:// or https:// URL")
+        _url(url)
+        if url.rstrip("/").endswith(_ALERTS_API):
+            base = url.rstrip("/").removesuffix(_ALERTS_API[0]).removesuffix(_ALERTS_API[1])
+            raise ValueError(f"{url!r} is Alertmanager's alerts API, which takes no webhooks; "
+                             f"give its base URL to SLEUTH_ALERTMANAGERS instead: {base}")
     return text
+
+
+def _alertmanager_urls(text: str) -> str:
+    for url in filter(None, (u.strip() for u in text.split(","))):
+        _url(url)
+        if url.rstrip("/").endswith(_ALERTS_API):
+            raise ValueError(f"{url!r}: give Alertmanager's base URL (e.g. http://127.0.0.1:9093); "
+                             "sleuth posts to <url>/api/v2/alerts")
+    return text
+
+
+def _optional_url(text: str) -> str:
+    return _url(text) if text else text
 
 
 def _non_negative(text: str) -> float:
@@ -98,6 +124,9 @@ class Settings:
         18123, "SLEUTH_CLICKHOUSE_HTTP_PORT", "ClickHouse HTTP port", _port
     )
     clickhouse_database: str = _setting("sleuth", "SLEUTH_CLICKHOUSE_DB", "ClickHouse database")
+    alertmanager_port: int = _setting(
+        19193, "SLEUTH_ALERTMANAGER_PORT", "port of the local Alertmanager that deploy/alertmanager.sh runs", _port
+    )
     records_topic: str = _setting("sleuth.records", "SLEUTH_RECORDS_TOPIC", "Kafka topic of CommOps records")
     rejects_topic: str = _setting(
         "sleuth.rejects", "SLEUTH_REJECTS_TOPIC", "Kafka dead-letter topic of rejected batches, with the reason"
@@ -174,15 +203,24 @@ class Settings:
     alerts_topic: str = _setting(
         "sleuth.alerts", "SLEUTH_ALERTS_TOPIC", "Kafka topic the alerter publishes alerts to (Alertmanager JSON, keyed by job)"
     )
+    alertmanagers: str = _setting(
+        "", "SLEUTH_ALERTMANAGERS", "comma-separated base URLs of the Alertmanagers the alerter pushes alerts to "
+        "(POST <url>/api/v2/alerts); empty: none", _alertmanager_urls,
+    )
+    alert_resend_s: float = _setting(
+        60.0, "SLEUTH_ALERT_RESEND_S", "seconds between two pushes of a firing alert to Alertmanager; "
+        "each push keeps it firing for 4 times as long", _seconds,
+    )
     alert_webhooks: str = _setting(
-        "", "SLEUTH_ALERT_WEBHOOKS", "comma-separated URLs the alerter POSTs Alertmanager webhooks to; empty: none",
-        _urls,
+        "", "SLEUTH_ALERT_WEBHOOKS", "comma-separated URLs the alerter POSTs Alertmanager-format webhooks to "
+        "(receivers other than Alertmanager); empty: none", _webhook_urls,
     )
     alert_retries: int = _setting(
-        5, "SLEUTH_ALERT_RETRIES", "retries of a webhook POST that failed (connection error or 5xx)", _positive_int
+        5, "SLEUTH_ALERT_RETRIES", "retries of an alert POST that failed (connection error, 5xx, 408 or 429)",
+        _positive_int,
     )
     alert_backoff_s: float = _setting(
-        0.5, "SLEUTH_ALERT_BACKOFF_S", "first wait before a webhook retry; doubles each retry", _seconds
+        0.5, "SLEUTH_ALERT_BACKOFF_S", "first wait before an alert POST is retried; doubles each retry", _seconds
     )
     alert_resolve_iterations: int = _setting(
         50, "SLEUTH_ALERT_RESOLVE_ITERATIONS",
@@ -248,6 +286,10 @@ class Settings:
     serve_port: int = _setting(
         18080, "SLEUTH_SERVE_PORT", "HTTP port of `sleuth serve` (0: any free port)", _listen_port
     )
+    serve_url: str = _setting(
+        "", "SLEUTH_SERVE_URL", "URL on-call reaches `sleuth serve` at; alerts link to <url>/incidents/<id> "
+        "(empty: http://SLEUTH_SERVE_HOST:SLEUTH_SERVE_PORT)", _optional_url,
+    )
 
     @property
     def logger_enabled(self) -> bool:
@@ -260,6 +302,15 @@ class Settings:
     @property
     def alert_webhook_urls(self) -> list[str]:
         return [u.strip() for u in self.alert_webhooks.split(",") if u.strip()]
+
+    @property
+    def alertmanager_urls(self) -> list[str]:
+        return [u.strip() for u in self.alertmanagers.split(",") if u.strip()]
+
+    @property
+    def serve_base_url(self) -> str:
+        """Where alerts link incidents to: ``SLEUTH_SERVE_URL``, else the address `sleuth serve` listens on."""
+        return self.serve_url or f"http://{self.serve_host}:{self.serve_port}"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -1,7 +1,7 @@
-"""The whole stack on this machine: Kafka, ClickHouse, a gateway, a worker, a streaming localizer
-and an alerter.
+"""The whole stack on this machine: Kafka, ClickHouse, Alertmanager, a gateway, a worker, a streaming
+localizer and an alerter.
 
-Kafka and ClickHouse are the foundation's ``deploy/`` scripts (``sleuth.services``); the others
+Kafka, ClickHouse and Alertmanager are the foundation's ``deploy/`` scripts (``sleuth.services``); the others
 are ``sleuth gateway`` / ``worker`` / ``localizer`` / ``alerter`` processes started detached, with their PIDs under ``<state dir>/stack``. Like the deploy scripts,
 ``down`` only signals a PID it recorded and only while that process's command line is still ours.
 """
@@ -70,7 +70,7 @@ def up(repo_root: Path, settings: Settings) -> dict[str, int | None]:
 
 
 def down(repo_root: Path, *, timeout_s: float = 30.0, services_too: bool = True) -> None:
-    """Stop the stack's processes (SIGTERM, SIGKILL after ``timeout_s``), then Kafka and ClickHouse."""
+    """Stop the stack's processes (SIGTERM, SIGKILL after ``timeout_s``), then the ``deploy/`` services."""
     for name, pid in running(repo_root).items():
         if pid is None:
             continue

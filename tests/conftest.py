@@ -1,7 +1,8 @@
-"""Shared fixtures. ``services``: the real local Kafka broker and ClickHouse server.
+"""Shared fixtures. ``services``: the real local Kafka broker, ClickHouse server and Alertmanager.
 
 Tests that use ``services`` are marked ``@pytest.mark.services``; deselect them with
-``-m "not services"`` on a machine without Java or clickhouse-server (see deploy/install.sh).
+``-m "not services"`` on a machine without Java, clickhouse-server or prometheus-alertmanager
+(see deploy/install.sh).
 The fixture starts whatever is not running yet with ``deploy/services.sh up`` and, at the end of
 the session, stops only what it started, so services a developer started by hand stay up.
 Set ``SLEUTH_KEEP_SERVICES=1`` to leave them running after the session as well.
@@ -29,6 +30,7 @@ class Services:
     clickhouse_host: str
     clickhouse_port: int
     clickhouse_http_port: int
+    alertmanager_url: str
     repo_root: Path
     state_dir: Path
 
@@ -44,6 +46,7 @@ def services() -> Iterator[Services]:
             clickhouse_host=host,
             clickhouse_port=port,
             clickhouse_http_port=local_services.clickhouse_http_port(),
+            alertmanager_url=local_services.alertmanager_url(),
             repo_root=REPO_ROOT,
             state_dir=local_services.state_dir(REPO_ROOT),
         )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -42,6 +44,8 @@ def test_addresses_follow_the_environment() -> None:
     assert local_services.kafka_bootstrap({}) == "127.0.0.1:19092"
     assert local_services.clickhouse_address({}) == ("127.0.0.1", 19000)
     assert local_services.clickhouse_http_port({}) == 18123
+    assert local_services.alertmanager_url({"SLEUTH_ALERTMANAGER_PORT": "29193"}) == "http://127.0.0.1:29193"
+    assert local_services.alertmanager_url({}) == "http://127.0.0.1:19193"
     with pytest.raises(ConfigError, match="SLEUTH_CLICKHOUSE_HTTP_PORT"):
         local_services.clickhouse_http_port({"SLEUTH_CLICKHOUSE_HTTP_PORT": "http"})
 
@@ -146,6 +150,7 @@ def test_status_and_idempotent_up(services: Services) -> None:
     assert status.returncode == 0, status.stderr
     assert f"kafka running {services.kafka_bootstrap}" in status.stdout
     assert f"clickhouse running {services.clickhouse_host}:{services.clickhouse_port}" in status.stdout
+    assert f"alertmanager running {services.alertmanager_url}" in status.stdout
 
     pid_files = [services.state_dir / name / "pid" for name in local_services.SERVICES]
     pids_before = [path.read_text() for path in pid_files]
@@ -154,6 +159,17 @@ def test_status_and_idempotent_up(services: Services) -> None:
     assert up.stdout.splitlines() == [
         f"clickhouse {services.clickhouse_host}:{services.clickhouse_port} (http {services.clickhouse_http_port})",
         f"kafka {services.kafka_bootstrap}",
+        f"alertmanager {services.alertmanager_url}",
     ]
     assert [path.read_text() for path in pid_files] == pids_before
-    assert local_services.services_running(services.repo_root) == {"clickhouse": True, "kafka": True}
+    assert local_services.services_running(services.repo_root) == {"clickhouse": True, "kafka": True,
+                                                                   "alertmanager": True}
+
+
+@pytest.mark.services
+def test_alertmanager_answers_on_loopback_with_its_private_config(services: Services) -> None:
+    with urllib.request.urlopen(f"{services.alertmanager_url}/api/v2/status", timeout=10) as response:
+        status = json.load(response)
+    assert status["cluster"]["status"] == "disabled"  # no gossip port opened
+    assert "sleuth_job" in status["config"]["original"]  # deploy/alertmanager.sh's config, not the package's
+    assert (services.state_dir / "alertmanager" / "data").is_dir()

@@ -40,3 +40,23 @@ def test_every_setting_is_in_the_readme():
     text = README.read_text()
     for env, _name, default, _help in Settings.describe():
         assert f"| `{env}` | `{default}` |" in text, env
+
+
+def test_alertmanagers_api_in_webhooks_fails_pointing_to_the_right_setting():
+    for url in ("http://am:9093/api/v1/alerts", "http://am:9093/api/v2/alerts/"):
+        with pytest.raises(ConfigError, match=r"SLEUTH_ALERT_WEBHOOKS=.*takes no webhooks.*SLEUTH_ALERTMANAGERS.*http://am:9093"):
+            Settings.from_env({"SLEUTH_ALERT_WEBHOOKS": f"http://hook.example/x,{url}"})
+    with pytest.raises(ConfigError, match=r"SLEUTH_ALERTMANAGERS=.*base URL"):
+        Settings.from_env({"SLEUTH_ALERTMANAGERS": "http://am:9093/api/v2/alerts"})
+    with pytest.raises(ConfigError, match=r"SLEUTH_ALERTMANAGERS=.*not an http"):
+        Settings.from_env({"SLEUTH_ALERTMANAGERS": "am:9093"})
+    settings = Settings.from_env({"SLEUTH_ALERTMANAGERS": "http://am1:9093, http://am2:9093/prefix"})
+    assert settings.alertmanager_urls == ["http://am1:9093", "http://am2:9093/prefix"]
+
+
+def test_alerts_link_to_sleuth_serve():
+    assert Settings.from_env({}).serve_base_url == "http://127.0.0.1:18080"
+    assert Settings.from_env({"SLEUTH_SERVE_PORT": "9000"}).serve_base_url == "http://127.0.0.1:9000"
+    assert Settings.from_env({"SLEUTH_SERVE_URL": "https://sleuth.example"}).serve_base_url == "https://sleuth.example"
+    with pytest.raises(ConfigError, match="SLEUTH_SERVE_URL"):
+        Settings.from_env({"SLEUTH_SERVE_URL": "sleuth.example"})

@@ -1,4 +1,4 @@
-"""``sleuth alerter``: incidents from Kafka into alerts (log, Kafka, Alertmanager webhooks) until SIGTERM or Ctrl-C."""
+"""``sleuth alerter``: incidents from Kafka into alerts (log, Kafka, Alertmanager, webhooks) until SIGTERM or Ctrl-C."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ def _run(args: argparse.Namespace) -> int:
     port = metrics.serve(settings.alerter_metrics_port)
     stop = stop_on_signals()
     print(f"alerter consuming {settings.incidents_topic} as {settings.alerter_group}; "
-          f"{len(alerter.open)} open alerts; webhooks: {settings.alert_webhook_urls or 'none'}"
+          f"{len(alerter.open)} open alerts; Alertmanagers: {settings.alertmanager_urls or 'none'}; "
+          f"webhooks: {settings.alert_webhook_urls or 'none'}"
           + (f"; metrics on :{port}" if port else ""), flush=True)
     AlerterService(settings, alerter=alerter, client=client, check_s=args.check_s).run(stop)
     producer.close(timeout=10)

@@ -1,8 +1,10 @@
-"""``sleuth stack up|down|status``: Kafka, ClickHouse, a gateway, a worker and a localizer on this machine."""
+"""``sleuth stack up|down|status``: Kafka, ClickHouse, Alertmanager, a gateway, a worker, a localizer and an
+alerter on this machine. Unless ``SLEUTH_ALERTMANAGERS`` says otherwise, the alerter pushes to the local Alertmanager."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from sleuth.errors import ConfigError
@@ -17,13 +19,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from sleuth import services
     from sleuth.stream import stack
 
     repo = args.repo or Path(__file__).resolve().parents[2]
     if not (repo / "deploy" / "services.sh").is_file():
         raise ConfigError(f"--repo: {repo} has no deploy/services.sh")
     if args.action == "up":
-        for name, pid in stack.up(repo, Settings.from_env()).items():
+        settings = Settings.from_env()
+        if not settings.alertmanagers:
+            settings = dataclasses.replace(settings, alertmanagers=services.alertmanager_url())
+        for name, pid in stack.up(repo, settings).items():
             print(f"{name} {'running (pid %d)' % pid if pid else 'failed to start: see .sleuth/stack/' + name + '.log'}")
         return 0
     if args.action == "down":

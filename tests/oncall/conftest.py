@@ -69,10 +69,11 @@ def oncall_settings(services):
 
 @dataclass
 class Receiver:
-    """A webhook receiver: answers 500 to the first ``fail_first`` POSTs, 200 after; keeps every body."""
+    """A webhook receiver: answers ``fail_status`` to the first ``fail_first`` POSTs, 200 after; keeps every body."""
 
     url: str
     fail_first: int = 0
+    fail_status: int = 500
     attempts: int = 0
     bodies: list = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -101,7 +102,7 @@ def receiver():
                 failing = me.attempts <= me.fail_first
                 if not failing:
                     me.bodies.append(json.loads(body))
-            self.send_response(500 if failing else 200)
+            self.send_response(me.fail_status if failing else 200)
             self.end_headers()
 
         def log_message(self, *args) -> None:  # keep the test output clean

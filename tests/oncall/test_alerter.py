@@ -6,6 +6,7 @@ import dataclasses
 import json
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -16,6 +17,7 @@ from sleuth.stream import connect
 
 from ..stream.harness import consume
 from .conftest import FAULTY_GPU
+from .test_alertmanager import iso_ns, shown
 
 pytestmark = pytest.mark.services
 
@@ -41,12 +43,14 @@ def test_an_incident_fires_a_webhook_retried_after_a_failure(oncall_settings, re
     assert [a.device for a in changed] == [s.device for s in incident.suspects]
     [body] = receiver.wait_for(1)
     assert receiver.attempts == 2  # the 500 was retried
-    assert body["version"] == "4" and body["status"] == "firing" and body["groupLabels"] == {"job": incident.job}
+    assert body["version"] == "4" and body["status"] == "firing" and body["groupLabels"] == {"sleuth_job": incident.job}
     first = body["alerts"][0]
     assert first["labels"]["device"] == FAULTY_GPU and first["labels"]["alertname"] == "SleuthSlowDevice"
     assert first["labels"]["severity"] == "warning"  # x1.2 slowdown, a few GPU-seconds lost
     assert first["annotations"]["incident"] == incident.incident
     assert first["endsAt"] == "0001-01-01T00:00:00Z" and first["startsAt"].endswith("Z")
+    assert "job" not in first["labels"] and first["labels"]["sleuth_job"] == incident.job
+    assert first["generatorURL"] == f"{settings.serve_base_url}/incidents/{incident.incident}"
 
 
 def test_one_open_alert_per_job_and_device_updated_by_new_evidence(oncall_settings, receiver, emulated_run) -> None:
@@ -103,11 +107,12 @@ def test_resolves_after_n_regular_iterations_and_survives_a_restart(oncall_setti
     assert bodies[-1]["alerts"][0]["fingerprint"] != bodies[0]["alerts"][0]["fingerprint"]
 
 
-def test_the_service_consumes_incidents_from_kafka(oncall_settings, receiver, emulated_run) -> None:
+def test_the_service_consumes_incidents_from_kafka(oncall_settings, receiver, emulated_run, services) -> None:
     from kafka import KafkaProducer
 
     settings, client = oncall_settings
-    settings = dataclasses.replace(settings, alert_webhooks=receiver.url, alert_resolve_iterations=3)
+    settings = dataclasses.replace(settings, alert_webhooks=receiver.url, alert_resolve_iterations=3,
+                                   alertmanagers=services.alertmanager_url, alert_resend_s=1.0)
     connect.ensure_topics(settings, {settings.incidents_topic: 2, settings.irregularities_topic: 2,
                                      settings.alerts_topic: 1})
     producer = KafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
@@ -117,17 +122,27 @@ def test_the_service_consumes_incidents_from_kafka(oncall_settings, receiver, em
     thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
     thread.start()
     try:
-        incident = emulated_run.incidents[0]
+        job = f"service-{uuid.uuid4().hex[:8]}"  # its own alerts in the shared Alertmanager
+        incident = dataclasses.replace(emulated_run.incidents[0], job=job, incident=f"{job}-1")
         producer.send(settings.incidents_topic, key=incident.job.encode(), value=b"not json").get(timeout=30)
         producer.send(settings.incidents_topic, key=incident.job.encode(), value=incident.to_json().encode()).get(timeout=30)
         [body] = receiver.wait_for(1, timeout_s=90)
         assert body["status"] == "firing"
         [message] = consume(settings, settings.alerts_topic, messages=1)
         assert message.key == incident.job.encode() and json.loads(message.value) == body
+        pushed = {a["labels"]["device"]: iso_ns(a["endsAt"]) for a in shown(services.alertmanager_url, job)}
+        assert sorted(pushed) == sorted(s.device for s in incident.suspects)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(
+                iso_ns(a["endsAt"]) > pushed[a["labels"]["device"]] for a in shown(services.alertmanager_url, job)):
+            time.sleep(0.2)
+        again = shown(services.alertmanager_url, job)  # the timer pushed them again (resend 1 s): later endsAt
+        assert len(again) == len(pushed) and all(iso_ns(a["endsAt"]) > pushed[a["labels"]["device"]] for a in again)
         insert_iterations(client, settings.clickhouse_database, incident.job, emulated_run.spec.world,
                           range(0, incident.iterations[-1] + 4))
         bodies = receiver.wait_for(2, timeout_s=30)
         assert bodies[-1]["status"] == "resolved"
+        assert shown(services.alertmanager_url, job) == []
         assert service.incidents_seen == 1  # the broken message was skipped
     finally:
         stop.set()

@@ -21,7 +21,7 @@ from sleuth.jobspec import JobSpec
 from sleuth.report import build_report, gather
 from sleuth.oncall.queries import incident_by_id, list_incidents
 from sleuth.report.evidence import Role
-from sleuth.report.pages import report_path
+from sleuth.oncall.links import incident_path, incident_url
 from sleuth.stream import schema
 from sleuth.stream.clickhouse_source import ClickHouseSource
 from sleuth.stream.sink import ClickHouseSink
@@ -180,11 +180,12 @@ def test_sleuth_serve_lists_incidents_and_serves_their_reports(stored, emulated:
 
         status, index = _get(base + "/")
         assert status == 200 and 'id="incidents"' in index
-        href = report_path(emulated.incident.incident)
+        href = incident_path(emulated.incident.incident)
         assert f'href="{href}"' in index and emulated.incident.suspects[0].device in index
 
         status, page = _get(base + href)
         assert status == 200
+        assert _get(incident_url(base, emulated.incident.incident)) == (status, page)  # an alert's generatorURL
         assert all(f'id="{fig}"' in page for fig in ("fig-iterations", "fig-timeline", "fig-topology"))
         assert emulated.incident.suspects[0].device in page
 
