@@ -1,6 +1,6 @@
-"""Cost of the logger's torch.distributed hooks per operator, paired in one process; prints JSON.
+"""Cost of the logger's hooks per operator, paired in one process; prints JSON.
 
-    python benchmarks/bench_logger_hooks.py [--blocks 40] [--ops 2000]
+    python benchmarks/bench_logger_hooks.py [--blocks 40] [--ops 2000] [--capture process-group|functions]
 
 The step-time benchmark (bench_logger_overhead.py) runs the real 8-rank job, whose step time on
 a small shared machine varies by tens of percent from run to run: far more than the logger costs.
@@ -56,10 +56,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--blocks", type=int, default=40, help="blocks per side (default 40)")
     parser.add_argument("--ops", type=int, default=2000, help="operators per block (default 2000)")
+    parser.add_argument(
+        "--capture", choices=("process-group", "functions"), default="process-group",
+        help="the logger's way of capturing (SLEUTH_CAPTURE; default process-group)",
+    )
     args = parser.parse_args()
     world = 8
     with tempfile.TemporaryDirectory() as folder:
-        os.environ.update(SLEUTH_LOG_DIR=folder, SLEUTH_JOB="bench-hooks", SLEUTH_SPILL_DIR=folder)
+        os.environ.update(
+            SLEUTH_LOG_DIR=folder, SLEUTH_JOB="bench-hooks", SLEUTH_SPILL_DIR=folder, SLEUTH_CAPTURE=args.capture
+        )
         dist.init_process_group("fake", rank=0, world_size=world, store=FakeStore())
         ops = operators(world)
         import sleuth.logger
@@ -76,6 +82,7 @@ def main() -> None:
             logger.hooks.remove()
         logger.hooks.install()
         sleuth.logger.uninstall()
+        floor = torch_hook_floor(ops, args) if args.capture == "process-group" else None
         dist.destroy_process_group()
     off, on = statistics.median(times["off"]), statistics.median(times["on"])
     paired = [b - a for a, b in zip(times["off"], times["on"])]
@@ -88,7 +95,35 @@ def main() -> None:
         "hooks_ns_per_op_median_paired": round(statistics.median(paired)),
         "hooks_ns_per_op_iqr_paired": [round(q) for q in statistics.quantiles(paired, n=4)[::2]],
         "ratio_with_over_without": round(on / off, 4),
+        "capture": args.capture,
+        # What any capture through torch's process-group hooks pays before doing anything:
+        # two Python calls from C++, the arguments read, a completion callback on the work.
+        "torch_hook_floor_ns_per_op": floor,
     }, indent=1))
+
+
+def torch_hook_floor(ops: list, args: argparse.Namespace) -> int:
+    """Median paired ns per operator of hooks that only read what ours read and add a callback."""
+    groups = [g for g in dist.distributed_c10d._world.pg_map]
+
+    def pre(hook_args) -> None:
+        hook_args.name, hook_args.input_tensors, hook_args.root, hook_args.op_id
+
+    def post(hook_args) -> None:
+        hook_args.op_id
+        hook_args.work.get_future().add_done_callback(lambda _: None)
+
+    paired = []
+    for _ in range(args.blocks):
+        off = block(ops, args.ops)
+        for g in groups:
+            g.register_pre_hook(1, pre)
+            g.register_post_hook(1, post)
+        paired.append(block(ops, args.ops) - off)
+        for g in groups:
+            g.unregister_pre_hook(1)
+            g.unregister_post_hook(1)
+    return round(statistics.median(paired))
 
 
 if __name__ == "__main__":
