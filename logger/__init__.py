@@ -31,10 +31,11 @@ log = logging.getLogger("sleuth.logger")
 class Logger:
     """An installed logger: its session, drainer and hooks (see ``install``)."""
 
-    def __init__(self, session: Any, pump: Any, hooks: Any) -> None:
+    def __init__(self, session: Any, pump: Any, hooks: Any, restore_sigterm: Any = None) -> None:
         self.session = session
         self.pump = pump
         self.hooks = hooks
+        self.restore_sigterm = restore_sigterm  # puts the job's SIGTERM handler back
 
     def flush(self) -> None:
         """Drain the ring now (the drainer does this every ``SLEUTH_FLUSH_S`` seconds)."""
@@ -83,6 +84,7 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
     from sleuth.logger.pump import DEVICE_POLL_S, Pump
     from sleuth.logger.session import Session
     from sleuth.logger.sinks import ParquetSink
+    from sleuth.logger.termination import flush_on_sigterm
 
     job = job_id(environ, settings.job)
     session = Session(
@@ -125,9 +127,10 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
     except Exception as error:  # no usable CUDA: the host clock it is
         log.info("sleuth logger: CUDA-event timing is off: %r", error)
     atexit.register(pump.finish)
+    restore_sigterm = flush_on_sigterm(pump.finish)
     pump.start()
     log.info("sleuth logger: on (job %s, recorder %s)", job, core.impl.IMPLEMENTATION)
-    return Logger(session, pump, hooks)
+    return Logger(session, pump, hooks, restore_sigterm)
 
 
 def _hooks_class(capture: str) -> type:
@@ -183,4 +186,6 @@ def uninstall(timeout: float = 30.0) -> None:
             return
         _active.finish(timeout)
         _active.hooks.remove()
+        if _active.restore_sigterm is not None:
+            _active.restore_sigterm()
         _active = None
