@@ -100,7 +100,8 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
         if settings.collector:
             from sleuth.logger.sender import GrpcSink
 
-            spill_root = Path(settings.logger_spill_dir or Path(tempfile.gettempdir()) / "sleuth-spill")
+            # Per user: the temporary folder is shared, and spilled segments are replayed as ours.
+            spill_root = Path(settings.logger_spill_dir or Path(tempfile.gettempdir()) / f"sleuth-spill-{os.getuid()}")
             chosen.append(
                 GrpcSink(
                     settings.collector,

@@ -10,9 +10,12 @@ picked up and replayed. Used from one thread (the sender's).
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from collections import deque
 from pathlib import Path
+
+from sleuth.errors import ConfigError
 
 _HEADER = struct.Struct("<II")
 
@@ -20,12 +23,28 @@ _HEADER = struct.Struct("<II")
 Item = tuple[bytes, int]
 
 
+def private_folder(folder: str | os.PathLike[str]) -> Path:
+    """``folder``, created readable by its owner only; ConfigError when it is a link, someone
+    else's, or open to others: its segments are replayed as this job's records, so nobody else
+    may plant or read them (the default lies in the shared temporary folder)."""
+    path = Path(folder)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    status = os.lstat(path)
+    if stat.S_ISLNK(status.st_mode) or not stat.S_ISDIR(status.st_mode):
+        raise ConfigError(f"spill folder {path} is a link or not a folder: refusing to replay from it")
+    if status.st_uid != os.getuid():
+        raise ConfigError(f"spill folder {path} belongs to uid {status.st_uid}, not to this user ({os.getuid()})")
+    if status.st_mode & 0o077:
+        raise ConfigError(f"spill folder {path} is open to other users (mode {stat.S_IMODE(status.st_mode):o}); "
+                          "chmod 700 it or choose another SLEUTH_SPILL_DIR")
+    return path
+
+
 class Spill:
     def __init__(self, folder: str | os.PathLike[str], *, max_bytes: int, segment_bytes: int) -> None:
         if max_bytes < 1 or segment_bytes < 1:
             raise ValueError("max_bytes and segment_bytes must be positive")
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder = private_folder(folder)
         self.max_bytes = max_bytes
         self.segment_bytes = min(segment_bytes, max_bytes)
         # (path, bytes, records) of each closed or open segment, oldest first.

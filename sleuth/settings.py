@@ -265,7 +265,7 @@ class Settings:
     )
     logger_spill_dir: str = _setting(
         "", "SLEUTH_SPILL_DIR", "folder for records held while the collector is away "
-        "(default: <temp dir>/sleuth-spill)"
+        "(default: <temp dir>/sleuth-spill-<uid>; must be the user's own, mode 700)"
     )
     logger_spill_bytes: int = _setting(
         1 << 30, "SLEUTH_SPILL_BYTES", "most disk the spill file takes (bytes); past it the oldest "
