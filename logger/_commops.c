@@ -40,9 +40,10 @@ typedef struct {
 _Static_assert(sizeof(Record) == 64, "Record must be 64 bytes");
 
 static int64_t now_ns(void) {
-    /* The wall clock, so that ranks on different hosts share one time axis (NTP/PTP-synced). */
+    /* The monotonic clock: a step of the wall clock (NTP) never makes a duration negative. The
+     * session moves drained records onto the wall clock, which ranks on different hosts share. */
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
@@ -432,7 +433,7 @@ static PyObject *mod_cuda_available(PyObject *m, PyObject *args, PyObject *kwds)
 }
 
 static PyMethodDef module_methods[] = {
-    {"now_ns", mod_now_ns, METH_NOARGS, "now_ns() -> the host clock in nanoseconds (CLOCK_REALTIME)"},
+    {"now_ns", mod_now_ns, METH_NOARGS, "now_ns() -> the host's monotonic clock in nanoseconds (CLOCK_MONOTONIC)"},
     {"cuda_available", (PyCFunction)(void (*)(void))mod_cuda_available, METH_VARARGS | METH_KEYWORDS,
      "cuda_available(path=None) -> whether libcudart could be loaded (tried once)"},
     {NULL},

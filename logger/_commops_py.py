@@ -14,7 +14,7 @@ import time
 IMPLEMENTATION = "python"
 _RECORD = struct.Struct("<qqqQQqIiB7x")
 RECORD_SIZE = _RECORD.size
-now_ns = time.time_ns  # CLOCK_REALTIME, as in C
+now_ns = time.monotonic_ns  # CLOCK_MONOTONIC, as in C
 
 _FREE, _HOST = 0, 1
 
@@ -57,14 +57,14 @@ class Recorder:
             self._dropped += 1
             return -1
         i = self._free.pop()
-        self._slots[i] = (comm, seq, op, peer, nbytes, iteration, time.time_ns())
+        self._slots[i] = (comm, seq, op, peer, nbytes, iteration, now_ns())
         self._state[i] = _HOST
         return i
 
     def end(self, handle: int) -> None:
         if 0 <= handle < len(self._state) and self._state[handle] == _HOST:
             comm, seq, op, peer, nbytes, iteration, t0 = self._slots[handle]
-            self._push(_RECORD.pack(t0, t0, time.time_ns(), seq, nbytes, iteration, comm, peer, op))
+            self._push(_RECORD.pack(t0, t0, now_ns(), seq, nbytes, iteration, comm, peer, op))
             self._state[handle] = _FREE
             self._slots[handle] = None
             self._free.append(handle)

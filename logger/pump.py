@@ -105,6 +105,13 @@ class Pump:
 
     def _flush(self, final: bool) -> None:
         session = self.session
+        if self.device_poll_s is not None:
+            # cudaEventElapsedTime is float milliseconds: its resolution coarsens with the
+            # distance from the clock reference (4 ms after 10 h), so the reference moves along.
+            try:
+                session.recorder.recalibrate()
+            except Exception as error:
+                self._once("recalibrating the CUDA clock", error)
         records, dropped_total = session.drain()
         identity = session.identity
         if identity is None:

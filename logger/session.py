@@ -8,6 +8,7 @@ purpose: a group that cannot be resolved is recorded under a fallback id.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,12 @@ from sleuth.logger import core
 from sleuth.logger.groups import GroupInfo, comm_id, qualified
 from sleuth.logger.identity import Identity
 from sleuth.records import IterationBatch, RecordBatch
+
+
+#: The wall clock has moved against the monotonic one (a step, or slewing adding up) when their
+#: difference changes by more than this; reading the two clocks jitters by tens of nanoseconds,
+#: which must not part the end of one iteration from the start of the next.
+WALL_CLOCK_MOVED_NS = 1_000_000
 
 
 class Session:
@@ -51,6 +58,7 @@ class Session:
         self.on_identity: list[Callable[[], None]] = []  # run once, at the first operator
         self.pollers: list[Callable[[], None]] = []  # run before each drain (works without futures)
         self._lock = threading.Lock()  # only for group registration and iteration records
+        self._wall_offset: int | None = None
 
     # -- hot path ------------------------------------------------------------------------------
 
@@ -135,12 +143,26 @@ class Session:
         for poll in list(self.pollers):
             poll()
         self.recorder.poll()
-        return core.records_from_bytes(self.recorder.drain()), self.recorder.dropped
+        records = core.records_from_bytes(self.recorder.drain()).copy()  # writable: moved in time
+        offset = self.wall_offset_ns()
+        for column in ("t_issue_ns", "t_start_ns", "t_end_ns"):
+            records[column] += offset
+        return records, self.recorder.dropped
+
+    def wall_offset_ns(self) -> int:
+        """The wall clock minus the recorder's monotonic one. Records are timed on the monotonic
+        clock (a wall-clock step never bends a duration) and moved onto the wall clock, which
+        ranks on different hosts share, when drained: a step shifts whole batches only."""
+        offset = time.time_ns() - self.impl.now_ns()
+        if self._wall_offset is None or abs(offset - self._wall_offset) > WALL_CLOCK_MOVED_NS:
+            self._wall_offset = offset
+        return self._wall_offset
 
     def drain_iterations(self) -> list[tuple[int, int, int]]:
         with self._lock:
             done, self._iterations = self._iterations, []
-        return done
+        offset = self.wall_offset_ns()
+        return [(iteration, start + offset, end + offset) for iteration, start, end in done]
 
     def comm_names(self) -> list[str]:
         return [info.comm for info in self.groups]

@@ -38,10 +38,10 @@ def test_begin_end_gives_one_record_with_the_fields_and_host_times(impl):
     assert recorder.size == 0 and len(recorder.drain()) == 0
 
 
-def test_now_ns_is_the_wall_clock(impl):
+def test_now_ns_is_the_monotonic_clock(impl):
     import time
 
-    assert abs(impl.now_ns() - time.time_ns()) < 10**9
+    assert abs(impl.now_ns() - time.monotonic_ns()) < 10**8
 
 
 def test_records_come_out_in_completion_order_not_begin_order(impl):

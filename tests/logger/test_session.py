@@ -104,3 +104,18 @@ def test_install_without_a_destination_names_the_settings():
 def test_the_implementation_can_be_forced():
     with pytest.raises(ValueError, match="SLEUTH_LOGGER_IMPL"):
         core.load("fortran")
+
+
+def test_drained_records_are_on_the_wall_clock_and_a_clock_step_never_bends_a_duration(impl, monkeypatch):
+    import time
+
+    session = make_session(impl)
+    tp = session.group("tp")
+    handle = session.begin(tp, 1, -1, 8)
+    real = time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: real() - 3600 * 10**9)  # NTP steps the clock back 1 h
+    session.recorder.end(handle)
+    records, _ = session.drain()
+    (record,) = records
+    assert 0 <= record["t_end_ns"] - record["t_start_ns"] < 10**9
+    assert abs(record["t_end_ns"] - time.time_ns()) < 10**9  # on the (stepped) wall clock
