@@ -36,6 +36,8 @@ class Logger:
         self.pump = pump
         self.hooks = hooks
         self.restore_sigterm = restore_sigterm  # puts the job's SIGTERM handler back
+        self.settings: Settings | None = None  # what it was installed with (a forked child reinstalls)
+        self.environ: Mapping[str, str] | None = None
 
     def flush(self) -> None:
         """Drain the ring now (the drainer does this every ``SLEUTH_FLUSH_S`` seconds)."""
@@ -71,7 +73,40 @@ def install(settings: Settings | None = None, *, environ: Mapping[str, str] | No
         if _active is not None:
             return _active
         _active = _build(settings, environ)
+        _active.settings, _active.environ = settings, environ
+        _watch_forks()
         return _active
+
+
+_forks_watched = False
+
+
+def _watch_forks() -> None:
+    global _forks_watched
+    if not _forks_watched:
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _forks_watched = True
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (a DataLoader worker, a fork-based launcher) starts a logger of its own.
+
+    What it inherits is the parent's: records still in the ring, a drainer thread that did not
+    survive the fork, sinks holding the parent's files and channel. Flushing those at the child's
+    exit would write the parent's records twice, into the parent's files. So the child forgets
+    them and installs afresh: it records what it runs itself, if anything, as its own rank.
+    """
+    global _active, _lock
+    _lock = threading.Lock()  # the parent's may have been held by a thread that is gone
+    inherited, _active = _active, None
+    if inherited is None:
+        return
+    inherited.pump.abandon()
+    try:
+        inherited.hooks.remove()
+        install(inherited.settings, environ=inherited.environ)
+    except Exception as error:  # the child runs on without a logger rather than not at all
+        log.warning("sleuth logger: not restarted in a forked child: %r", error)
 
 
 def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:

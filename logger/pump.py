@@ -214,6 +214,11 @@ class Pump:
 
     # -- the end -----------------------------------------------------------------------------
 
+    def abandon(self) -> None:
+        """Never flush or close again: this is a forked copy of another process's pump."""
+        self._finished = True
+        self._stop.set()
+
     def finish(self, timeout: float = 30.0) -> None:
         """Stop the thread, flush everything and close the sink (at most ``timeout`` seconds)."""
         if self._finished:

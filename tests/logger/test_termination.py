@@ -43,3 +43,32 @@ def test_sigterm_flushes_the_records_then_ends_the_job_as_it_would_have(tmp_path
     records = read_parquet(tmp_path / "records")
     assert len(records) >= 51 and set(records["rank"].tolist()) == {0}
     assert JobSpec.read(tmp_path / "records").world == 1
+
+
+_FORKING_JOB = textwrap.dedent("""
+    import os, sys, tempfile
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo", rank=0, world_size=1, init_method="file://" + tempfile.mktemp())
+    t = torch.ones(4)
+    for _ in range(20):
+        dist.all_reduce(t)
+    child = os.fork()  # a DataLoader worker or a fork-based helper: its exit runs atexit
+    if child == 0:
+        sys.exit(0)
+    os.waitpid(child, 0)
+    folder = os.environ["SLEUTH_LOG_DIR"]
+    print(sorted(os.listdir(folder)) if os.path.isdir(folder) else [], flush=True)  # the child's writes
+    for _ in range(5):
+        dist.all_reduce(t)
+    dist.destroy_process_group()
+""")
+
+
+def test_a_forked_child_does_not_write_the_parent_s_records_again(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
+    env.update(SLEUTH_LOG_DIR=str(tmp_path / "records"), SLEUTH_JOB="fork", SLEUTH_FLUSH_S="600")
+    done = subprocess.run([sys.executable, "-c", _FORKING_JOB], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"  # the child wrote none of the parent's records or files
+    records = read_parquet(tmp_path / "records")
+    assert sorted(records["seq"].tolist()) == list(range(25))  # each once, none lost
