@@ -128,6 +128,8 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
         group_ranks=group_ranks,
     )
 
+    tls_ca = _read_ca(settings.collector_tls_ca) if settings.collector else None
+
     def sinks(identity: Any) -> Any:
         chosen = []
         if settings.log_dir:
@@ -143,6 +145,8 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
                     spill_dir=spill_root / identity.job / f"rank-{identity.rank:05d}",
                     buffer_bytes=settings.logger_buffer_bytes,
                     spill_bytes=settings.logger_spill_bytes,
+                    token=settings.collector_token,
+                    tls_ca=tls_ca,
                 )
             )
         return chosen[0] if len(chosen) == 1 else _Tee(chosen)
@@ -167,6 +171,16 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
     pump.start()
     log.info("sleuth logger: on (job %s, recorder %s)", job, core.impl.IMPLEMENTATION)
     return Logger(session, pump, hooks, restore_sigterm)
+
+
+def _read_ca(path: str) -> bytes | None:
+    """The PEM the gateway's certificate is checked against; None: plaintext."""
+    if not path:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise ConfigError(f"SLEUTH_COLLECTOR_TLS_CA={path!r}: {error.strerror}") from None
 
 
 def _hooks_class(capture: str) -> type:

@@ -56,8 +56,13 @@ class GrpcSink:
         stream_s: float = 5.0,
         backoff_s: tuple[float, float] = (0.1, 5.0),
         connect_timeout_s: float = 2.0,
+        token: str = "",
+        tls_ca: bytes | None = None,
     ) -> None:
         self.target = target
+        # Per-call metadata rather than call credentials: gRPC sends those over TLS only, and a
+        # gateway on a trusted network may check tokens without TLS.
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
         self.buffer_bytes = buffer_bytes
         self.stream_s = stream_s
         self.backoff_s = backoff_s
@@ -77,7 +82,11 @@ class GrpcSink:
         self._closing = False
         self._deadline = float("inf")
         self._failing: str | None = None
-        self._channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+        if tls_ca is None:
+            self._channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
+        else:
+            credentials = grpc.ssl_channel_credentials(root_certificates=tls_ca)
+            self._channel = grpc.secure_channel(target, credentials, options=_CHANNEL_OPTIONS)
         self._stream = self._channel.stream_unary(
             _STREAM, request_serializer=lambda data: data, response_deserializer=pb.StreamSummary.FromString
         )
@@ -212,7 +221,7 @@ class GrpcSink:
         with self._cond:
             spec = self._spec
         if spec is not None and spec != self._spec_sent:
-            self._register(jobspec_to_proto(spec), timeout=self.connect_timeout_s + 10)
+            self._register(jobspec_to_proto(spec), timeout=self.connect_timeout_s + 10, metadata=self._metadata)
             self._spec_sent = spec
 
     def _one_stream(self) -> None:
@@ -242,7 +251,7 @@ class GrpcSink:
                 yield data
 
         try:
-            summary = self._stream(requests(), timeout=self.stream_s + 30)
+            summary = self._stream(requests(), timeout=self.stream_s + 30, metadata=self._metadata)
         except BaseException:
             with lock:
                 closed = True

@@ -254,6 +254,14 @@ class Settings:
         "", "SLEUTH_COLLECTOR", "host:port of the gateway a training job streams records to; "
         "with SLEUTH_LOG_DIR unset too, the logger stays off", _collector
     )
+    collector_token: str = _setting(
+        "", "SLEUTH_COLLECTOR_TOKEN", "bearer token the logger presents to a gateway that checks tokens "
+        "(SLEUTH_GATEWAY_TOKENS there); empty: none"
+    )
+    collector_tls_ca: str = _setting(
+        "", "SLEUTH_COLLECTOR_TLS_CA", "PEM file of the CA (or the certificate) the gateway's TLS "
+        "certificate is checked against; set: the logger connects with TLS, empty: plaintext"
+    )
     log_dir: str = _setting(
         "", "SLEUTH_LOG_DIR", "folder a training job writes Parquet records (per rank) and job.json into"
     )

@@ -218,3 +218,33 @@ def test_tls_gateway_serves_tls_clients_only(services: Services, tmp_path) -> No
         with pytest.raises(grpc.RpcError) as error:  # plaintext to a TLS port never gets through
             stub(target).Health(pb.HealthRequest(), timeout=5)
         assert error.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_the_logger_reaches_a_gateway_that_checks_tls_and_tokens(services: Services, tmp_path) -> None:
+    from sleuth.jobspec import JobSpec
+    from sleuth.layout import ParallelLayout
+    from sleuth.logger.sender import GrpcSink
+
+    cert, key = self_signed_certificate(tmp_path)
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps(TOKENS))
+    settings = private_settings(services, gateway_tls_cert=cert, gateway_tls_key=key, gateway_tokens_file=str(tokens))
+    batch = training_records(300, seed=8)
+    job_a = batch.take(batch.decoded("job") == "job-a")
+    with open(cert, "rb") as pem:
+        ca = pem.read()
+    with running_gateway(settings) as (collector, target):
+        senders = {}
+        for name, token in (("own token", TOKENS["job-a"]), ("another job's token", TOKENS["job-b"])):
+            sender = GrpcSink(target, spill_dir=tmp_path / name, token=token, tls_ca=ca, stream_s=0.5)
+            sender.spec(JobSpec.from_layout("job-a", ParallelLayout(64, 8, 1, 8)))
+            sender.records(job_a, dropped=0)
+            sender.close(20)
+            senders[name] = sender
+    assert senders["own token"].accepted == 1 and not senders["own token"].spill
+    # Refused (the token is job-b's): nothing reaches Kafka, and the records wait in the spill.
+    assert senders["another job's token"].accepted == 0
+    assert senders["another job's token"].spill.records == len(job_a)
+    got = consume(settings, settings.records_topic, expect_records=len(job_a))
+    records = [m for m in got if kafka_records.kind_of(m.headers) == kafka_records.RECORDS]
+    assert sum(len(kafka_records.from_message(m.value)) for m in records) == len(job_a)
