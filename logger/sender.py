@@ -34,6 +34,7 @@ log = logging.getLogger("sleuth.logger")
 
 _STREAM = "/sleuth.v1.Collector/Stream"
 _REGISTER = "/sleuth.v1.Collector/RegisterJob"
+_HEALTH = "/sleuth.v1.Collector/Health"
 # Reconnect fast once the collector is back (grpc's default backoff grows to two minutes).
 _CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
@@ -94,6 +95,10 @@ class GrpcSink:
             _REGISTER, request_serializer=pb.JobSpec.SerializeToString,
             response_deserializer=pb.RegisterJobReply.FromString,
         )
+        self._health = self._channel.unary_unary(
+            _HEALTH, request_serializer=pb.HealthRequest.SerializeToString,
+            response_deserializer=pb.HealthReply.FromString,
+        )
         self._thread = threading.Thread(target=self._run, name="sleuth-logger-sender", daemon=True)
         self._thread.start()
 
@@ -120,8 +125,16 @@ class GrpcSink:
             self._cond.notify_all()
         self._thread.join(timeout + 1)
         with self._cond:
-            while self._queue:
-                self._to_spill(self._queue.popleft())
+            if self._queue:  # older than what is on disk: it goes before it, for the next sender
+                try:
+                    self.spill.prepend(list(self._queue))
+                except OSError as error:
+                    self._log_once(f"spilling to {self.spill.folder}", error)
+                    lost = sum(count for _, count in self._queue)
+                    self._gap += lost
+                    self.dropped += lost
+                self.held_bytes -= sum(len(data) for data, _ in self._queue)
+                self._queue.clear()
             if self._gap:
                 log.warning("sleuth logger: %d records were dropped after the last batch sent", self._gap)
         self._channel.close()
@@ -129,11 +142,17 @@ class GrpcSink:
     # -- queue -------------------------------------------------------------------------------
 
     def _put(self, item: Item) -> None:
+        # One order from end to end (the localizer relies on it): memory only ever holds messages
+        # older than any on disk, and the disk is one queue, oldest first.
         with self._cond:
-            self._queue.append(item)
             self.held_bytes += len(item[0])
-            while self.held_bytes > self.buffer_bytes and self._queue:
-                self._to_spill(self._queue.popleft())
+            if self.spill:  # older messages wait on disk: this one joins them at the tail
+                self._to_spill(item)
+            else:
+                self._queue.append(item)
+                if self.held_bytes > self.buffer_bytes:
+                    while self._queue:  # all of it, so nothing in memory is newer than the disk
+                        self._to_spill(self._queue.popleft())
             self.peak_bytes = max(self.peak_bytes, self.held_bytes)
             self._cond.notify_all()
 
@@ -180,6 +199,16 @@ class GrpcSink:
         with self._cond:
             self._queue.extendleft(reversed(window))
             self._gap += gap
+            if self.spill and self._queue:
+                # Newer messages wait on disk: these, older, go before them there, so that the
+                # spill's bound drops the oldest of all and memory holds nothing during an outage.
+                try:
+                    self.spill.prepend(list(self._queue))
+                except OSError as error:
+                    self._log_once(f"spilling to {self.spill.folder}", error)
+                    return  # they stay in memory, in order, and go first when the collector is back
+                self.held_bytes -= sum(len(data) for data, _ in self._queue)
+                self._queue.clear()
 
     # -- sender thread -----------------------------------------------------------------------
 
@@ -200,6 +229,7 @@ class GrpcSink:
         backoff = self.backoff_s[0]
         while not self._done():
             try:
+                self._wait_until_connected()
                 self._register_spec()
                 self._one_stream()
                 if self._failing is not None:
@@ -216,6 +246,11 @@ class GrpcSink:
                 remaining = self._deadline - time.monotonic()
                 self._cond.wait(min(backoff, max(remaining, 0)))
             backoff = min(backoff * 2, self.backoff_s[1])
+
+    def _wait_until_connected(self) -> None:
+        """Nothing leaves the queue or the disk until the collector answers its health check
+        (an RpcError when it does not): a stream that fails takes spilled messages from disk."""
+        self._health(pb.HealthRequest(), timeout=self.connect_timeout_s, metadata=self._metadata)
 
     def _register_spec(self) -> None:
         with self._cond:

@@ -19,6 +19,9 @@ from sleuth.errors import ConfigError
 
 _HEADER = struct.Struct("<II")
 
+#: The first segment number of a new spill: room below it for segments put before the oldest.
+_FIRST_SEGMENT = 1 << 20
+
 #: One queued message: its serialized bytes and how many records it carries.
 Item = tuple[bytes, int]
 
@@ -49,7 +52,8 @@ class Spill:
         self.segment_bytes = min(segment_bytes, max_bytes)
         # (path, bytes, records) of each closed or open segment, oldest first.
         self._segments: deque[list] = deque()
-        self._next = 1
+        # Numbers start high so that segments can be put before the oldest (``prepend``).
+        self._next = _FIRST_SEGMENT
         self.dropped = 0  # records lost to the bound since the caller last took the count
         for path in sorted(self.folder.glob("seg-*.bin")):
             size, records = self._scan(path)
@@ -94,6 +98,22 @@ class Spill:
             path, _, records = self._segments.popleft()
             path.unlink(missing_ok=True)
             self.dropped += records
+
+    def prepend(self, items: list[Item]) -> None:
+        """Put ``items`` (older than everything spilled) before the oldest segment."""
+        if not items:
+            return
+        first = int(self._segments[0][0].stem[4:]) if self._segments else self._next
+        if first <= 1:
+            raise OSError(f"no segment number left before seg-{first:08d}.bin in {self.folder}")
+        path = self.folder / f"seg-{first - 1:08d}.bin"
+        with open(path, "wb") as out:
+            for data, count in items:
+                out.write(_HEADER.pack(len(data), count))
+                out.write(data)
+        self._segments.appendleft([path, sum(_HEADER.size + len(d) for d, _ in items), sum(c for _, c in items)])
+        if self._next <= first - 1:
+            self._next = first
 
     def take_dropped(self) -> int:
         dropped, self.dropped = self.dropped, 0
