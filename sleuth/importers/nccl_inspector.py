@@ -227,16 +227,7 @@ def _operator(perf: Any, kind_key: str, header: Mapping, where: str) -> tuple | 
         )
     issue = _need(trace, f"{prefix}_start_ts", int, f"{at}.event_trace_ts")
     starts, stops = [], []
-    channels = trace.get("kernel_events", [])
-    if "events" in perf:  # the later layout: channel events listed in the record itself
-        events = perf["events"]
-        if not isinstance(events, list):
-            raise ImportFileError(f"{at}.events: expected a list, got {events!r}")
-        channels = [e.get("event_trace_ts", {}) for e in events if isinstance(e, dict) and e.get("event_type") == "KernelCh"]
-    if not isinstance(channels, list):
-        raise ImportFileError(f"{at}.event_trace_ts.kernel_events: expected a list, got {channels!r}")
-    for position, channel in enumerate(channels):
-        where_channel = f"{at}.event_trace_ts.kernel_events[{position}]"
+    for where_channel, channel in _channels(perf, trace, at):
         if not isinstance(channel, dict):
             raise ImportFileError(f"{where_channel}: expected an object, got {channel!r}")
         start = _need(channel, "kernel_start_ts", int, where_channel)
@@ -249,6 +240,21 @@ def _operator(perf: Any, kind_key: str, header: Mapping, where: str) -> tuple | 
     if end < start:
         raise ImportFileError(f"{at}.event_trace_ts: the kernels end ({end} µs) before they start ({start} µs)")
     return (header["id"], kind, peer, nbytes, sn, issue * 1000, start * 1000, end * 1000)
+
+
+def _channels(perf: Mapping, trace: Mapping, at: str) -> list[tuple[str, Any]]:
+    """Each kernel channel's timestamps with where they stand: in ``event_trace_ts.kernel_events``
+    (v4.0, v4.4), or as ``KernelCh`` entries of the record's ``events`` list (v4.1)."""
+    if "events" in perf:
+        events = perf["events"]
+        if not isinstance(events, list):
+            raise ImportFileError(f"{at}.events: expected a list, got {events!r}")
+        return [(f"{at}.events[{i}].event_trace_ts", e.get("event_trace_ts"))
+                for i, e in enumerate(events) if isinstance(e, dict) and e.get("event_type") == "KernelCh"]
+    channels = trace.get("kernel_events", [])
+    if not isinstance(channels, list):
+        raise ImportFileError(f"{at}.event_trace_ts.kernel_events: expected a list, got {channels!r}")
+    return [(f"{at}.event_trace_ts.kernel_events[{i}]", c) for i, c in enumerate(channels)]
 
 
 def _need(entry: Mapping, key: str, kind: type, where: str) -> Any:

@@ -83,6 +83,13 @@ def test_v4_4_dump_markers_and_unnamed_communicators(emulated: Emulated, tmp_pat
     assert "~0x" in " ".join(rename)  # the qualified ones
 
 
+def test_v4_1_channel_events(emulated: Emulated, tmp_path: Path) -> None:
+    write_inspector(tmp_path / "logs", emulated.records, emulated.spec, style="v4.1")
+    assert main(["import", "nccl-inspector", str(tmp_path / "logs"), "--out", str(tmp_path / "out"), "--job", "llm"]) == 0
+    records, _ = read_records(tmp_path / "out")
+    assert actual_rows(records) == expected_rows(emulated, "llm")
+
+
 def test_without_a_world_communicator_ranks_follow_host_and_pid(emulated: Emulated, tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     write_inspector(tmp_path / "logs", emulated.records, emulated.spec, world=False)
@@ -171,3 +178,17 @@ def test_an_existing_out_folder_is_left_alone(imported: Path, emulated: Emulated
     assert main(["import", "nccl-inspector", str(tmp_path / "logs"), "--out", str(imported)]) == 2
     assert "exists and is not an empty folder" in capsys.readouterr().err
     assert sorted(p.name for p in imported.iterdir()) == before
+
+
+def test_records_the_inspector_dropped_are_reported(emulated: Emulated, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    files = write_inspector(tmp_path / "logs", emulated.records, emulated.spec, style="v4.4")
+    lines = files[2].read_text().splitlines()
+    marker = next(i for i, line in enumerate(lines) if "dump_stats" in line)
+    record = json.loads(lines[marker])
+    record["dump_stats"].update(coll_dropped_total=17, coll_dropped_since_last_dump=17)
+    lines[marker] = json.dumps(record)
+    files[2].write_text("\n".join(lines) + "\n")
+    assert main(["import", "nccl-inspector", str(tmp_path / "logs"), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "rank 2: the Inspector dropped 17 collective records" in err and "NCCL_INSPECTOR_DUMP_COLL_RING_SIZE" in err

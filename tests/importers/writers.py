@@ -8,8 +8,10 @@
   ``inspectorGetTime()`` (``gettimeofday``, µs); ``p2p_sn`` is the per-communicator counter
   the plugin bumps at each P2P start; files are ``<hostname>-pid<pid>.log``; each dump writes,
   per communicator, its completed collectives, then its P2P operators. Style ``"v4.0"`` repeats
-  header and metadata on every record; ``"v4.4"`` writes them once per communicator and dump in
-  a ``dump_stats`` record that the following records inherit.
+  header and metadata on every record; ``"v4.1"`` too, with the kernel channels as ``KernelCh``
+  entries of an ``events`` list (``inspectorCompletedOpChildEventList``); ``"v4.4"`` writes
+  header and metadata once per communicator and dump in a ``dump_stats`` record that the
+  following records inherit.
 * :func:`write_flight_recorder`: torch/csrc/distributed/c10d ``FlightRecorder::dump_dict`` (and
   ``dump_json``): ``version``, ``pg_config`` (``ranks`` as ``ranks_str``: ``"[0, 1]"``),
   ``pg_status``, ``entries`` with the keys of ``getCollectiveTrace``; P2P operators are written
@@ -109,7 +111,7 @@ def write_inspector(
             if kind.is_p2p:
                 p2p_sn[op["comm"]] += 1  # __atomic_add_fetch: the first is 1
                 sn = p2p_sn[op["comm"]]
-            perf = _inspector_perf(op, kind, group, sn)
+            perf = _inspector_perf(op, kind, group, sn, events=style == "v4.1")
             tick = op["t_end_ns"] // dump_every_ns + 1
             completed[(tick, op["comm"])].append(("p2p" if kind.is_p2p else "coll", perf))
         lines = []
@@ -140,7 +142,7 @@ def write_inspector(
     return files
 
 
-def _inspector_perf(op: dict, kind: OpKind, group, sn: int | None) -> dict:
+def _inspector_perf(op: dict, kind: OpKind, group, sn: int | None, *, events: bool = False) -> dict:
     issue = EPOCH_US + op["t_issue_ns"] // 1000
     start = EPOCH_US + op["t_start_ns"] // 1000
     stop = EPOCH_US + op["t_end_ns"] // 1000
@@ -164,6 +166,16 @@ def _inspector_perf(op: dict, kind: OpKind, group, sn: int | None) -> dict:
             {"channel_id": ch, "kernel_start_ts": a, "kernel_stop_ts": b, "kernel_record_ts": b}
             for ch, (a, b) in enumerate(channels)]},
     })
+    if events:  # v4.1: the start/stop pair stays, the channels move to "events" (with a proxy op)
+        kernels = perf["event_trace_ts"].pop("kernel_events")
+        sns = perf["event_trace_sn"].pop("kernel_events")
+        perf["events"] = [
+            {"event_type": "KernelCh", "channel_id": k["channel_id"],
+             "event_trace_sn": {key: v for key, v in n.items() if key != "channel_id"},
+             "event_trace_ts": {key: v for key, v in k.items() if key != "channel_id"}}
+            for k, n in zip(kernels, sns)
+        ] + [{"event_type": "ProxyOp", "proxy_id": 1, "proxy_rank": 0, "proxy_pid": 1, "proxy_start_ts": start,
+              "proxy_stop_ts": stop, "proxy_duration_us": stop - start, "proxy_states": []}]
     return perf
 
 
