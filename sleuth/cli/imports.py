@@ -26,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         sub.add_argument("--job", metavar="ID", help="job id in the records (default: DIR's name)")
     recorder.add_argument("--gpus-per-host", type=positive_int("--gpus-per-host"), default=8, metavar="N",
                           help="ranks per host, since dumps do not name hosts (default 8)")
+    recorder.add_argument("--watchdog-poll-ms", type=int, default=100, metavar="MS",
+                          help="how late torch's watchdog may notice a completion (default 100, its polling period)")
     parser.set_defaults(handler=_run)
 
 
@@ -38,7 +40,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.format == "nccl-inspector":
         imported = read_inspector(folder, job=job)
     else:
-        imported = read_flight_recorder(folder, job=job, gpus_per_host=args.gpus_per_host)
+        imported = read_flight_recorder(folder, job=job, gpus_per_host=args.gpus_per_host,
+                                        watchdog_poll_ms=args.watchdog_poll_ms)
     out = write_folder(imported, args.out)
     records, spec = imported.records, imported.spec
     known = int((records["iteration"] >= 0).sum())

@@ -17,8 +17,10 @@ late: 100 ms in current torch); ``duration_ms`` (CUDA events) only with
 is its operators' entries followed by an entry named ``nccl:coalesced`` (or ``..._coalesced``)
 with the same sequence id, which alone carries the group's times.
 
-How records are made: ``t_issue`` = created; ``t_end`` = discovered completed; ``t_start`` =
-``t_end - duration`` when the duration is known, else discovered started. Operators not
+How records are made: ``t_issue`` = created. With a duration, the operator is placed at the
+earliest start its issue time, the operator before it on its stream and the watchdog's
+discovery window allow (``_place``); without one, ``t_start``/``t_end`` are the discovered
+start and completion (late by up to the polling period). Operators not
 completed at dump time are left out (counted in the notes). nbytes = Σ numel × element size of
 the inputs (of the outputs for a receive). Hosts are not in the dumps: rank r is assumed on
 host ``h{r // gpus_per_host}``, GPU ``r % gpus_per_host``.
@@ -73,18 +75,26 @@ DTYPE_BYTES: dict[str, int] = {
     "ComplexDouble": 16,
 }
 
+#: ProcessGroupNCCL's kWatchdogThreadSleepMillis: the watchdog notices a completion this late at most.
+WATCHDOG_POLL_MS = 100
+
 _RANK_IN_NAME = re.compile(r"(\d+)(?:\.json)?$")
 _SEND = re.compile(r"^(\d+)->(\d+)$")
 _RECV = re.compile(r"^(\d+)<-(\d+)$")
 
 
-def read_flight_recorder(folder: str | Path, *, job: str, gpus_per_host: int = 8) -> Imported:
-    """Every rank's dump in ``folder`` (one file per rank, its rank at the end of its name)."""
+def read_flight_recorder(
+    folder: str | Path, *, job: str, gpus_per_host: int = 8, watchdog_poll_ms: int = WATCHDOG_POLL_MS
+) -> Imported:
+    """Every rank's dump in ``folder`` (one file per rank, its rank at the end of its name).
+    ``watchdog_poll_ms``: how late the dumps' discovery times may be (see ``_place``)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ConfigError(f"{folder}: not a folder")
     if gpus_per_host < 1:
         raise ConfigError(f"--gpus-per-host must be positive, got {gpus_per_host}")
+    if watchdog_poll_ms < 0:
+        raise ConfigError(f"--watchdog-poll-ms must be >= 0, got {watchdog_poll_ms}")
     notes: list[str] = []
     dumps: dict[int, tuple[str, dict]] = {}
     for path in sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")):
@@ -110,7 +120,7 @@ def read_flight_recorder(folder: str | Path, *, job: str, gpus_per_host: int = 8
                 raise ImportFileError(
                     f"{source}: pg_config[{comm.key!r}].ranks is {list(comm.ranks)}, another rank's file says {list(known.ranks)}"
                 )
-        mine, stream = _entries(dump, source, rank, groups, notes)
+        mine, stream = _entries(dump, source, rank, groups, notes, watchdog_poll_ms * 1_000_000)
         ops.extend(mine)
         streams[rank] = stream
     if "duration_ms" not in {key for _, dump in dumps.values() for entry in _list(dump, "entries", "?") for key in entry}:
@@ -168,7 +178,7 @@ def _pg_config(dump: Mapping, source: str) -> dict[str, SourceComm]:
 
 
 def _entries(
-    dump: Mapping, source: str, rank: int, groups: Mapping[str, SourceComm], notes: list[str]
+    dump: Mapping, source: str, rank: int, groups: Mapping[str, SourceComm], notes: list[str], poll_ns: int
 ) -> tuple[list[SourceOp], Stream]:
     entries = _list(dump, "entries", source)
     parsed = [_entry(entry, f"{source}: entries[{i}]", rank, groups) for i, entry in enumerate(entries)]
@@ -183,7 +193,7 @@ def _entries(
     by_key: dict[tuple, list[dict]] = defaultdict(list)
     for e in parsed:
         by_key[(e["pg"], e["is_p2p"], e["seq_id"])].append(e)
-    ops: list[SourceOp] = []
+    timed_ops: list[tuple[dict, dict, int]] = []
     left_out: Counter[str] = Counter()
     for members in by_key.values():
         end = members[-1] if len(members) > 1 and members[-1]["coalesced_end"] else None
@@ -197,20 +207,45 @@ def _entries(
             if timed is None or timed["completed"] is None:
                 left_out[f"not completed ({e['state']})"] += 1
                 continue
-            t_end = timed["completed"]
-            if timed["duration_ns"] is not None:
-                t_start = max(e["created"], t_end - timed["duration_ns"])
-            else:
-                t_start = max(e["created"], timed["started"] or e["created"])
-            ops.append(SourceOp(
-                rank, e["pg"], e["kind"], e["peer"], e["nbytes"],
-                -1 if e["is_p2p"] else (e["seq_id"], position), e["record_id"], e["created"], t_start, t_end,
-            ))
+            timed_ops.append((e, timed, position))
+    ops = _place(rank, timed_ops, poll_ns)
     if left_out:
         shown = ", ".join(f"{n} {what}" for what, n in sorted(left_out.items()))
         notes.append(f"rank {rank}: left out {shown}")
     signatures = tuple((e["name"], e["pg"], e["sizes"]) for e in parsed)
     return ops, Stream(ids[0] if ids else 0, signatures)
+
+
+def _place(rank: int, timed_ops: list[tuple[dict, dict, int]], poll_ns: int) -> list[SourceOp]:
+    """Each operator's device start and end from what the dump knows of it.
+
+    With a CUDA-event duration D: the operator ran [S, S + D] where S is at least its issue time
+    and the end of the operator before it on the same stream (a group's collectives share one
+    NCCL stream; P2P operators are chained per peer only, the loosest assumption), and
+    S + D lies within the watchdog's polling period before the completion it discovered. S is
+    the earliest start these allow: exact when the device keeps up with the host, else pulled
+    up to the discovery window. Without a duration: discovered start and completion as they are.
+    """
+    ops = []
+    chain_end: dict[tuple, int] = {}
+    placed: dict[int, tuple[int, int]] = {}  # a coalesced group's end entry → its one placement
+    for e, timed, position in sorted(timed_ops, key=lambda item: item[0]["record_id"]):
+        created, completed, duration = e["created"], timed["completed"], timed["duration_ns"]
+        if id(timed) in placed:
+            t_start, t_end = placed[id(timed)]
+        elif duration is not None:
+            chain = (e["pg"], e["peer"]) if e["is_p2p"] else (e["pg"],)
+            earliest = max(created, chain_end.get(chain, created))
+            latest = completed - duration
+            t_start = max(created, min(max(earliest, latest - poll_ns), latest))
+            t_end = t_start + duration
+            chain_end[chain] = t_end
+        else:
+            t_start, t_end = max(created, timed["started"] or created), completed
+        placed[id(timed)] = (t_start, t_end)
+        ops.append(SourceOp(rank, e["pg"], e["kind"], e["peer"], e["nbytes"],
+                            -1 if e["is_p2p"] else (e["seq_id"], position), e["record_id"], created, t_start, t_end))
+    return ops
 
 
 def _entry(entry: Any, where: str, rank: int, groups: Mapping[str, SourceComm]) -> dict:
