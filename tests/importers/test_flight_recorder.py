@@ -183,3 +183,41 @@ def test_a_missing_rank_is_named(emulated: Emulated, tmp_path: Path, capsys: pyt
     files[3].unlink()
     assert main(["import", "flight-recorder", str(tmp_path / "dumps"), "--out", str(tmp_path / "out")]) == 2
     assert "ranks [3] have no file" in capsys.readouterr().err
+
+
+def test_a_coalesced_collective_group_takes_its_end_entry_s_times(tmp_path: Path) -> None:
+    # torch >= 2.7 under a coalescing manager: one entry per collective (never timed), then an
+    # "nccl:coalesced" entry with the same collective_seq_id that carries the group's times.
+    t0 = 1_700_000_000_000_000_000
+
+    def entry(record_id, seq, name, sizes, created, *, done=None, duration=None):
+        return {"record_id": record_id, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": seq,
+                "p2p_seq_id": 0, "op_id": record_id, "profiling_name": name, "time_created_ns": created,
+                "input_sizes": sizes, "input_dtypes": ["Float"] * len(sizes), "output_sizes": sizes,
+                "output_dtypes": ["Float"] * len(sizes), "state": "completed" if done else "scheduled",
+                "time_discovered_started_ns": done and done - 1000, "time_discovered_completed_ns": done,
+                "retired": True, "timeout_ms": 600000, "is_p2p": False,
+                **({"duration_ms": duration} if duration is not None else {})}
+
+    for rank in (0, 1):
+        dump = {"version": "2.7", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+                "pg_status": {}, "entries": [
+                    entry(0, 1, "nccl:all_reduce", [[1024]], t0, done=t0 + 100_000, duration=0.05),
+                    entry(1, 2, "nccl:all_reduce", [[2048]], t0 + 200),
+                    entry(2, 2, "nccl:all_reduce", [[4096]], t0 + 300),
+                    entry(3, 2, "nccl:coalesced", [], t0 + 400, done=t0 + 600_000, duration=0.1),
+                ]}
+        (tmp_path / "dumps").mkdir(exist_ok=True)
+        (tmp_path / "dumps" / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps(dump, protocol=2))
+    assert main(["import", "flight-recorder", str(tmp_path / "dumps"), "--out", str(tmp_path / "out")]) == 0
+    records, _ = read_records(tmp_path / "out")
+    rows = [(r["rank"], r["comm"], r["seq"], r["nbytes"], r["t_issue_ns"] - t0, r["t_start_ns"] - t0, r["t_end_ns"] - t0)
+            for r in records.rows()]
+    # The first runs at its issue (its 50 µs end well inside the discovery window); the group's two
+    # all-reduces run together, after it on the group's stream, for the group's 100 µs.
+    assert sorted(rows) == sorted(
+        (rank, "world", seq, nbytes, issue, start, end)
+        for rank in (0, 1)
+        for seq, nbytes, issue, start, end in ((0, 4096, 0, 0, 50_000), (1, 8192, 200, 50_000, 150_000),
+                                               (2, 16384, 300, 50_000, 150_000))
+    )
