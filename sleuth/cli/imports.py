@@ -8,6 +8,7 @@ Flight Recorder dumps, one per rank (pickle or JSON; pickles are loaded without 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -24,6 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         sub.add_argument("dir", metavar="DIR", help="folder of the tool's files")
         sub.add_argument("--out", required=True, metavar="FOLDER", help="records folder to create (must not exist or be empty)")
         sub.add_argument("--job", metavar="ID", help="job id in the records (default: DIR's name)")
+        sub.add_argument("--workers", type=positive_int("--workers"), default=min(8, os.cpu_count() or 1), metavar="N",
+                         help="processes reading the files (default: the CPUs, at most 8)")
     recorder.add_argument("--gpus-per-host", type=positive_int("--gpus-per-host"), default=8, metavar="N",
                           help="ranks per host, since dumps do not name hosts (default 8)")
     recorder.add_argument("--watchdog-poll-ms", type=int, default=100, metavar="MS",
@@ -38,10 +41,10 @@ def _run(args: argparse.Namespace) -> int:
     folder = Path(args.dir)
     job = args.job or folder.resolve().name
     if args.format == "nccl-inspector":
-        imported = read_inspector(folder, job=job)
+        imported = read_inspector(folder, job=job, workers=args.workers)
     else:
         imported = read_flight_recorder(folder, job=job, gpus_per_host=args.gpus_per_host,
-                                        watchdog_poll_ms=args.watchdog_poll_ms)
+                                        watchdog_poll_ms=args.watchdog_poll_ms, workers=args.workers)
     out = write_folder(imported, args.out)
     records, spec = imported.records, imported.spec
     known = int((records["iteration"] >= 0).sum())

@@ -41,6 +41,7 @@ from typing import Any
 from sleuth.errors import ConfigError, ImportFileError
 from sleuth.importers.assemble import assemble
 from sleuth.importers.model import Imported, SourceComm, SourceOp, SourceRank, Stream
+from sleuth.importers.parallel import map_files
 from sleuth.importers.safe_pickle import load_plain
 from sleuth.records import OpKind
 from sleuth.topology.ids import host_name
@@ -84,10 +85,11 @@ _RECV = re.compile(r"^(\d+)<-(\d+)$")
 
 
 def read_flight_recorder(
-    folder: str | Path, *, job: str, gpus_per_host: int = 8, watchdog_poll_ms: int = WATCHDOG_POLL_MS
+    folder: str | Path, *, job: str, gpus_per_host: int = 8, watchdog_poll_ms: int = WATCHDOG_POLL_MS,
+    workers: int = 1,
 ) -> Imported:
-    """Every rank's dump in ``folder`` (one file per rank, its rank at the end of its name).
-    ``watchdog_poll_ms``: how late the dumps' discovery times may be (see ``_place``)."""
+    """Every rank's dump in ``folder`` (one file per rank, its rank at the end of its name), read
+    by ``workers`` processes. ``watchdog_poll_ms``: how late discovery times may be (``_place``)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ConfigError(f"{folder}: not a folder")
@@ -96,40 +98,55 @@ def read_flight_recorder(
     if watchdog_poll_ms < 0:
         raise ConfigError(f"--watchdog-poll-ms must be >= 0, got {watchdog_poll_ms}")
     notes: list[str] = []
-    dumps: dict[int, tuple[str, dict]] = {}
+    tasks: dict[int, tuple[int, str, int]] = {}
     for path in sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")):
         found = _RANK_IN_NAME.search(path.name)
         if found is None:
             notes.append(f"{path.name}: no rank at the end of its name, not read")
             continue
         rank = int(found.group(1))
-        if rank in dumps:
-            raise ImportFileError(f"{path}: rank {rank} again (also {dumps[rank][0]})")
-        dumps[rank] = (str(path), _load(path))
-    if not dumps:
+        if rank in tasks:
+            raise ImportFileError(f"{path}: rank {rank} again (also {tasks[rank][1]})")
+        tasks[rank] = (rank, str(path), watchdog_poll_ms * 1_000_000)
+    if not tasks:
         raise ConfigError(f"{folder}: no Flight Recorder dump (files named <prefix><rank>)")
 
     comms: dict[str, SourceComm] = {}
     ops: list[SourceOp] = []
     streams: dict[int, Stream] = {}
-    for rank, (source, dump) in sorted(dumps.items()):
-        groups = _pg_config(dump, source)
+    timed = False
+    sources = {}
+    for rank, dump in zip(sorted(tasks), map_files(_read_dump, [tasks[r] for r in sorted(tasks)], workers=workers)):
+        source, groups, mine, stream, their_notes, has_duration = dump
         for comm in groups.values():
             known = comms.setdefault(comm.key, comm)
             if known.ranks != comm.ranks:
                 raise ImportFileError(
                     f"{source}: pg_config[{comm.key!r}].ranks is {list(comm.ranks)}, another rank's file says {list(known.ranks)}"
                 )
-        mine, stream = _entries(dump, source, rank, groups, notes, watchdog_poll_ms * 1_000_000)
         ops.extend(mine)
         streams[rank] = stream
-    if "duration_ms" not in {key for _, dump in dumps.values() for entry in _list(dump, "entries", "?") for key in entry}:
+        notes.extend(their_notes)
+        timed |= has_duration
+        sources[rank] = source
+    if not timed:
         notes.append("no entry has duration_ms (TORCH_NCCL_ENABLE_TIMING=1 was not set): start times are the "
                      "watchdog's discovery times, late by up to its polling period")
     notes.append(f"hosts are not in Flight Recorder dumps: assumed {gpus_per_host} ranks per host (--gpus-per-host)")
-    ranks = [SourceRank(r, host_name(r // gpus_per_host), r % gpus_per_host, dumps[r][0]) for r in sorted(dumps)]
+    ranks = [SourceRank(r, host_name(r // gpus_per_host), r % gpus_per_host, sources[r]) for r in sorted(sources)]
     used = {op.comm for op in ops}
     return assemble(job, ranks, [c for c in comms.values() if c.key in used], ops, streams, notes=notes)
+
+
+def _read_dump(task: tuple[int, str, int]) -> tuple[str, dict[str, SourceComm], list[SourceOp], Stream, list[str], bool]:
+    """One rank's dump: its groups, operators, stream, notes, and whether it has durations."""
+    rank, source, poll_ns = task
+    dump = _load(Path(source))
+    groups = _pg_config(dump, source)
+    notes: list[str] = []
+    ops, stream = _entries(dump, source, rank, groups, notes, poll_ns)
+    timed = any(isinstance(e, dict) and "duration_ms" in e for e in _list(dump, "entries", source))
+    return source, groups, ops, stream, notes, timed
 
 
 def _load(path: Path) -> dict:

@@ -34,6 +34,7 @@ from typing import Any
 from sleuth.errors import ConfigError, ImportFileError
 from sleuth.importers.assemble import assemble
 from sleuth.importers.model import Imported, SourceComm, SourceOp, SourceRank, Stream
+from sleuth.importers.parallel import map_files
 from sleuth.records import OpKind
 
 __all__ = ["FUNC_KINDS", "read_inspector"]
@@ -70,15 +71,16 @@ class _Process:
     dropped: Counter = field(default_factory=Counter)  # (comm id, "collective" | "P2P") → records lost
 
 
-def read_inspector(folder: str | Path, *, job: str) -> Imported:
-    """Every process's log in ``folder`` (and its sub-folders): ``*.log``, ``*.jsonl``, ``*.json``."""
+def read_inspector(folder: str | Path, *, job: str, workers: int = 1) -> Imported:
+    """Every process's log in ``folder`` (and its sub-folders): ``*.log``, ``*.jsonl``, ``*.json``,
+    read by ``workers`` processes."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ConfigError(f"{folder}: not a folder")
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in _SUFFIXES and not p.name.startswith("."))
     if not files:
         raise ConfigError(f"{folder}: no NCCL Inspector log (*.log files of NCCL_INSPECTOR_DUMP_DIR)")
-    processes = [_read_file(path) for path in files]
+    processes = map_files(_read_file, files, workers=workers)
     processes = [p for p in processes if p.comms]
     if not processes:
         raise ConfigError(f"{folder}: the logs hold no coll_perf or p2p_perf record")
