@@ -12,7 +12,7 @@ from sleuth.jobspec import JobSpec
 from sleuth.records import RecordBatch
 from sleuth.records_folder import read_records
 from tests.importers.conftest import SLOW_GPU, Emulated
-from tests.importers.writers import EPOCH_US, rank_ops, world_op, write_inspector
+from tests.importers.writers import EPOCH_US, comm_hash, rank_ops, world_op, write_inspector
 
 
 def _us(t_ns: int) -> int:
@@ -192,3 +192,30 @@ def test_records_the_inspector_dropped_are_reported(emulated: Emulated, tmp_path
     assert main(["import", "nccl-inspector", str(tmp_path / "logs"), "--out", str(tmp_path / "out")]) == 0
     err = capsys.readouterr().err
     assert "rank 2: the Inspector dropped 17 collective records" in err and "NCCL_INSPECTOR_DUMP_COLL_RING_SIZE" in err
+
+
+def test_a_p2p_peer_outside_its_communicator_is_refused(one_log: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    lines = one_log.read_text().splitlines()
+    number = next(i for i, line in enumerate(lines, start=1) if "p2p_perf" in line)
+    record = json.loads(lines[number - 1])
+    record["p2p_perf"]["p2p_peer"] = 2
+    lines[number - 1] = json.dumps(record)
+    one_log.write_text("\n".join(lines) + "\n")
+    assert main(["import", "nccl-inspector", str(one_log.parent), "--out", str(tmp_path / "out")]) == 2
+    assert f"{one_log}:{number}: p2p_perf.p2p_peer: 2 is not a rank of communicator" in capsys.readouterr().err
+
+
+def test_a_communicator_missing_a_member_s_file_is_left_out_with_a_note(emulated: Emulated, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    files = write_inspector(tmp_path / "logs", emulated.records, emulated.spec)
+    # rank 7's process wrote nothing on its tensor-parallel group tp.3 (ranks 6, 7)
+    tp3 = next(c for c in emulated.spec.communicators if c.comm == "tp.3")
+    lines = [line for line in files[7].read_text().splitlines() if comm_hash("tp.3") not in line]
+    files[7].write_text("\n".join(lines) + "\n")
+    assert main(["import", "nccl-inspector", str(tmp_path / "logs"), "--out", str(tmp_path / "out")]) == 0
+    assert f"communicator {comm_hash('tp.3')}: no file for its ranks [1]" in capsys.readouterr().err
+    records, _ = read_records(tmp_path / "out")
+    assert "tp.3" not in set(records.decoded("comm")) and tp3.ranks == (6, 7)
+    assert int((records["rank"] == 6).sum()) == int((emulated.records["rank"] == 6).sum()) + 1 - int(
+        ((emulated.records["rank"] == 6) & emulated.records.isin("comm", ["tp.3"])).sum())
