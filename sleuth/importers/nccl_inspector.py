@@ -93,13 +93,9 @@ def read_inspector(folder: str | Path, *, job: str, workers: int = 1) -> Importe
     for index, process in enumerate(processes):
         rank = global_rank[index]
         mine = sorted((op for op in process.ops if op[0] in members), key=lambda op: (op[5], op[8]))
-        for order, (comm, kind, peer, nbytes, sn, issue, start, end, line) in enumerate(mine):
-            if peer >= 0:
-                group = members[comm]
-                if peer >= len(group):
-                    raise ImportFileError(f"{process.source}:{line}: p2p_perf.p2p_peer: {peer} is outside "
-                                          f"communicator {comm} of {len(group)} ranks")
-                peer = group[peer]
+        for order, (comm, kind, peer, nbytes, sn, issue, start, end, _) in enumerate(mine):
+            if peer >= 0:  # the communicator's rank (checked against its size) → the global rank
+                peer = members[comm][peer]
             ops.append(SourceOp(rank, comm, kind, peer, nbytes, -1 if kind.is_p2p else sn, order, issue, start, end))
         streams[rank] = Stream(0, tuple((op[1], op[0], op[3], op[2]) for op in mine))
         lost: Counter[str] = Counter()
@@ -141,8 +137,6 @@ def _read_file(path: Path) -> _Process:
                 if context is None:
                     raise ImportFileError(f"{where}: a {kind_key} record with no header before it")
                 op = _operator(record[kind_key], kind_key, context[0], where)
-                if op is None:
-                    continue
                 key = (op[0], kind_key, op[4])
                 if key in seen:
                     raise ImportFileError(f"{where}: {kind_key} {kind_key[:-5]}_sn {op[4]} of communicator {op[0]} "
@@ -203,15 +197,17 @@ def _drops(process: _Process, stats: Any, context: tuple | None, where: str) -> 
         process.dropped[(comm, what)] = max(process.dropped[(comm, what)], value)
 
 
-def _operator(perf: Any, kind_key: str, header: Mapping, where: str) -> tuple | None:
+def _operator(perf: Any, kind_key: str, header: Mapping, where: str) -> tuple:
     prefix = kind_key[:-5]  # coll_perf → coll, p2p_perf → p2p
     at = f"{where}: {kind_key}"
     if not isinstance(perf, dict):
         raise ImportFileError(f"{at}: expected an object, got {perf!r}")
     func = _need(perf, prefix, str, at)
     kind = FUNC_KINDS.get(func)
-    if kind is None or kind.is_p2p != (prefix == "p2p"):
+    if kind is None:
         raise ImportFileError(f"{at}.{prefix}: unknown operator {func!r} (known: {', '.join(FUNC_KINDS)})")
+    if kind.is_p2p != (prefix == "p2p"):
+        raise ImportFileError(f"{at}.{prefix}: {func!r} is not a {'P2P' if prefix == 'p2p' else 'collective'} operator")
     sn = _need(perf, f"{prefix}_sn", int, at)
     nbytes = _need(perf, f"{prefix}_msg_size_bytes", int, at)
     exec_us = _need(perf, f"{prefix}_exec_time_us", int, at)
