@@ -27,6 +27,11 @@ class RecordError(SleuthError, ValueError):
     """A record batch is malformed (unequal columns, out-of-range values, unknown op kinds)."""
 
 
+class ImportFileError(RecordError):
+    """A file given to ``sleuth import`` is not what its format says; the message names the file,
+    the line (JSON lines) or entry, and the field."""
+
+
 class ServiceError(SleuthError, ConnectionError):
     """An external service (Kafka, ClickHouse, gateway) cannot be reached or refused the work."""
 

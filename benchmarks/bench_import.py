@@ -1,0 +1,88 @@
+"""``sleuth import`` on an emulated job with one slow GPU: speed, and what Flight Recorder's
+watchdog lag does to localization. Prints one JSON object.
+
+The job: 8 ranks (tp 2, pp 2, dp 2) on two hosts, 40 iterations, rank 5 (gpu:h0001/1) 1.5x
+slower from iteration 20. Its records are written as the NCCL Inspector and torch's Flight
+Recorder write theirs (the tests' writers, tests/importers/writers.py, which follow the tools'
+sources), imported, and localized. For Flight Recorder, the watchdog's discovery lag (torch polls
+every 100 ms) is swept, with and without TORCH_NCCL_ENABLE_TIMING's durations.
+
+    .venv/bin/python benchmarks/bench_import.py
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' format writers
+
+from sleuth.cli import main  # noqa: E402
+from sleuth.jobspec import JobSpec  # noqa: E402
+from sleuth.recordio import read_parquet  # noqa: E402
+from sleuth.records_folder import read_records  # noqa: E402
+from tests.importers.writers import EPOCH_NS, write_flight_recorder, write_inspector  # noqa: E402
+
+
+def _quiet(argv: list[str]) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert main(argv) == 0, argv
+    return out.getvalue()
+
+
+def _top(folder: Path) -> str | None:
+    incidents = json.loads(_quiet(["localize", "--records", str(folder), "--json"]))
+    return incidents[0]["suspects"][0]["device"] if incidents else None
+
+
+def _start_errors_us(folder: Path, truth: dict) -> np.ndarray:
+    records, _ = read_records(folder)
+    return np.array([abs(r["t_start_ns"] - EPOCH_NS - truth[k]) / 1e3 for r in records.rows()
+                     if (k := (r["rank"], r["comm"], r["op"], r["peer"], r["seq"])) in truth])
+
+
+def main_() -> None:
+    base = Path(tempfile.mkdtemp(prefix="bench-import-"))
+    _quiet(["sim", "--generate", "fattree:hosts=2,gpus=4,pod=2,spines=1", "--tp", "2", "--pp", "2", "--dp", "2",
+            "--iterations", "40", "--microbatches", "2", "--fault", "gpu:h0001/1,slow=1.5,start=20", "--seed", "3",
+            "--out", str(base / "sim"), "--no-labels"])
+    records, spec = read_parquet(base / "sim" / "records.parquet"), JobSpec.read(base / "sim")
+    truth = {(r["rank"], r["comm"], r["op"], r["peer"], r["seq"]): r["t_start_ns"] for r in records.rows()}
+    result: dict = {"records": len(records), "ranks": spec.world}
+
+    write_inspector(base / "inspector", records, spec)
+    t0 = time.perf_counter()
+    _quiet(["import", "nccl-inspector", str(base / "inspector"), "--out", str(base / "inspector-out")])
+    seconds = time.perf_counter() - t0
+    result["nccl_inspector"] = {"import_s": round(seconds, 3), "records_per_s": round(len(records) / seconds),
+                                "top_suspect": _top(base / "inspector-out")}
+
+    sweep = []
+    for poll_ms in (0.1, 1, 5, 20, 100):
+        for timing in (True, False):
+            name = f"fr-{poll_ms}-{timing}"
+            write_flight_recorder(base / name, records, spec, poll_ns=int(poll_ms * 1e6), timing=timing)
+            t0 = time.perf_counter()
+            _quiet(["import", "flight-recorder", str(base / name), "--out", str(base / f"{name}-out"),
+                    "--gpus-per-host", "4"])
+            seconds = time.perf_counter() - t0
+            errors = _start_errors_us(base / f"{name}-out", truth)
+            sweep.append({"watchdog_lag_ms": poll_ms, "timing": timing, "import_s": round(seconds, 3),
+                          "start_error_us_median": round(float(np.median(errors)), 1),
+                          "start_error_us_p99": round(float(np.percentile(errors, 99)), 1),
+                          "top_suspect": _top(base / f"{name}-out")})
+    result["flight_recorder"] = sweep
+    result["truth"] = "gpu:h0001/1"
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main_()

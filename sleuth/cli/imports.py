@@ -1,0 +1,62 @@
+"""``sleuth import``: other tools' operator logs as a records folder that ``sleuth localize`` reads.
+
+``sleuth import nccl-inspector DIR --out FOLDER [--job ID]``: NCCL Inspector's JSON logs (verbose).
+``sleuth import flight-recorder DIR --out FOLDER [--job ID] [--gpus-per-host N]``: PyTorch
+Flight Recorder dumps, one per rank (pickle or JSON; pickles are loaded without running code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from sleuth.cli.arguments import positive_int
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("import", help="turn NCCL Inspector or Flight Recorder logs into a records folder")
+    formats = parser.add_subparsers(dest="format", metavar="FORMAT")
+    formats.required = True
+    inspector = formats.add_parser("nccl-inspector", help="NCCL Inspector JSON logs (NCCL_INSPECTOR_DUMP_VERBOSE=1)")
+    recorder = formats.add_parser("flight-recorder", help="PyTorch Flight Recorder dumps, one file per rank")
+    for sub in (inspector, recorder):
+        sub.add_argument("dir", metavar="DIR", help="folder of the tool's files")
+        sub.add_argument("--out", required=True, metavar="FOLDER", help="records folder to create (must not exist or be empty)")
+        sub.add_argument("--job", metavar="ID", help="job id in the records (default: DIR's name)")
+        sub.add_argument("--workers", type=positive_int("--workers"), default=min(8, os.cpu_count() or 1), metavar="N",
+                         help="processes reading the files (default: the CPUs, at most 8)")
+    recorder.add_argument("--gpus-per-host", type=positive_int("--gpus-per-host"), default=8, metavar="N",
+                          help="ranks per host, since dumps do not name hosts (default 8)")
+    recorder.add_argument("--watchdog-poll-ms", type=int, default=100, metavar="MS",
+                          help="how late torch's watchdog may notice a completion (default 100, its polling period)")
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sleuth.importers import read_flight_recorder, read_inspector, write_folder
+    from sleuth.importers.assemble import kind_counts
+
+    folder = Path(args.dir)
+    job = args.job or folder.resolve().name
+    if args.format == "nccl-inspector":
+        imported = read_inspector(folder, job=job, workers=args.workers)
+    else:
+        imported = read_flight_recorder(folder, job=job, gpus_per_host=args.gpus_per_host,
+                                        watchdog_poll_ms=args.watchdog_poll_ms, workers=args.workers)
+    out = write_folder(imported, args.out)
+    records, spec = imported.records, imported.spec
+    known = int((records["iteration"] >= 0).sum())
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(kind_counts(records).items()))
+    print(f"job {spec.job}: {len(records)} records ({kinds}) of {spec.world} ranks on "
+          f"{len({p.host for p in spec.placements})} hosts, {len(spec.communicators)} communicators; "
+          f"{known} records in iterations {_span(records)}; wrote {out}")
+    for note in imported.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+def _span(records) -> str:
+    its = records["iteration"][records["iteration"] >= 0]
+    return f"{int(its.min())}..{int(its.max())}" if len(its) else "(none)"

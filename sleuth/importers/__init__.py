@@ -1,0 +1,14 @@
+"""Bring in what users already have: other tools' operator logs as sleuth records folders.
+
+One module per format (:mod:`~sleuth.importers.nccl_inspector`,
+:mod:`~sleuth.importers.flight_recorder`) reads its files into plain values
+(:mod:`~sleuth.importers.model`); :mod:`~sleuth.importers.assemble` names, numbers and checks
+them once for all formats; :mod:`~sleuth.importers.folder` writes the folder, all or nothing.
+"""
+
+from sleuth.importers.flight_recorder import read_flight_recorder
+from sleuth.importers.folder import write_folder
+from sleuth.importers.model import Imported
+from sleuth.importers.nccl_inspector import read_inspector
+
+__all__ = ["Imported", "read_flight_recorder", "read_inspector", "write_folder"]

@@ -1,0 +1,164 @@
+"""Records and a job spec from what an importer read (:mod:`sleuth.importers.model`).
+
+Done here once for every format, with the logger's own rules so that an imported folder reads
+like a logged one:
+
+* communicators are named by :func:`sleuth.logger.naming.name_groups` (``tp.3``, ``dp.0``) from
+  their description and shape, else keep the member-hash id of
+  :func:`sleuth.logger.groups.comm_id`; two communicators under one name are told apart by
+  the format's own key (``qualified``), as the logger does with torch's group names;
+* a communicator's collectives are numbered 0, 1, 2... in the order of their keys, from the
+  keys any member's file holds, so that members agree on every number;
+* P2P operators are numbered per (communicator, direction, peer) in stream order, so that send
+  k from a to b matches receive k on b from a (the contract's P2P rule);
+* iterations come from the period of each rank's operator stream
+  (:func:`sleuth.logger.period.find_period`, Greyhound's autocorrelation), counted from the
+  job's first operator; -1 where a rank's stream shows no period;
+* a rank without a GPU index gets its position among its host's ranks (as ``merge_spec``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from sleuth.errors import ImportFileError
+from sleuth.importers.model import Imported, SourceComm, SourceOp, SourceRank, Stream
+from sleuth.jobspec import Communicator, JobSpec, RankPlacement
+from sleuth.logger.groups import comm_id, qualified
+from sleuth.logger.naming import infer_layout, name_groups
+from sleuth.logger.period import find_period
+from sleuth.records import OpKind, RecordBatch
+
+__all__ = ["assemble", "kind_counts"]
+
+#: Operators of a stream's start searched for its period (the logger holds 4096 per rank).
+PERIOD_WINDOW = 16384
+
+
+def assemble(
+    job: str,
+    ranks: Sequence[SourceRank],
+    comms: Sequence[SourceComm],
+    ops: Sequence[SourceOp],
+    streams: Mapping[int, Stream],
+    *,
+    notes: Sequence[str] = (),
+) -> Imported:
+    """The records and job spec of one job; ``notes`` are passed on with what this step adds."""
+    notes = list(notes)
+    world = len(ranks)
+    by_rank = {source.rank: source for source in ranks}
+    if sorted(by_rank) != list(range(world)):
+        missing = sorted(set(range(max(by_rank, default=-1) + 1)) - set(by_rank))
+        raise ImportFileError(f"ranks {missing} have no file: give every rank's file (world of {max(by_rank) + 1})")
+    placements = _placements([by_rank[r] for r in range(world)])
+    names, communicators = _name(comms, world)
+    iterations = {rank: _period(streams.get(rank), rank, notes) for rank in range(world)}
+
+    ordered = sorted(ops, key=lambda op: (op.rank, op.order))
+    numbers = _collective_numbers(ordered)
+    p2p: Counter[tuple[int, str, int, int]] = Counter()
+    columns: dict[str, list] = {name: [] for name in (
+        "rank", "comm", "seq", "op", "peer", "nbytes", "iteration", "t_issue_ns", "t_start_ns", "t_end_ns")}
+    for op in ordered:
+        if op.kind.is_p2p:
+            key = (op.rank, op.comm, int(op.kind), op.peer)
+            seq = p2p[key]
+            p2p[key] += 1
+        else:
+            seq = numbers[op.comm][op.seq]
+        period = iterations[op.rank]
+        columns["rank"].append(op.rank)
+        columns["comm"].append(names[op.comm])
+        columns["seq"].append(seq)
+        columns["op"].append(int(op.kind))
+        columns["peer"].append(op.peer)
+        columns["nbytes"].append(op.nbytes)
+        columns["iteration"].append(op.order // period if period else -1)
+        columns["t_issue_ns"].append(op.t_issue_ns)
+        columns["t_start_ns"].append(op.t_start_ns)
+        columns["t_end_ns"].append(op.t_end_ns)
+    records = RecordBatch.from_columns(job=job, **columns)
+    problems = records.problems()
+    if problems:
+        raise ImportFileError("the imported records break the record contract: " + "; ".join(problems))
+    per_host = Counter(placement.host for placement in placements)
+    layout = infer_layout([(c.kind, c.ranks) for c in communicators], world, max(per_host.values()))
+    spec = JobSpec(job, world, layout, tuple(placements), tuple(communicators))
+    return Imported(spec, records, tuple(notes))
+
+
+def _collective_numbers(ops: Sequence[SourceOp]) -> dict[str, dict]:
+    keys: dict[str, set] = defaultdict(set)
+    for op in ops:
+        if not op.kind.is_p2p:
+            keys[op.comm].add(op.seq)
+    return {comm: {key: i for i, key in enumerate(sorted(found))} for comm, found in keys.items()}
+
+
+def _placements(ranks: Sequence[SourceRank]) -> list[RankPlacement]:
+    taken: dict[str, set[int]] = defaultdict(set)
+    for source in ranks:
+        if source.gpu is not None:
+            taken[source.host].add(source.gpu)
+    placements = []
+    for source in ranks:
+        gpu = source.gpu
+        if gpu is None:  # the lowest index not taken on its host, in rank order
+            used = taken[source.host]
+            gpu = next(i for i in range(len(ranks) + len(used) + 1) if i not in used)
+            used.add(gpu)
+        placements.append(RankPlacement(source.rank, source.host, gpu))
+    return placements
+
+
+def _name(comms: Sequence[SourceComm], world: int) -> tuple[dict[str, str], list[Communicator]]:
+    """Each communicator's id, named as the logger names it from its lowest member's view."""
+    of_rank: dict[int, list[SourceComm]] = defaultdict(list)
+    for comm in comms:
+        for rank in comm.ranks:
+            of_rank[rank].append(comm)
+    chosen: dict[str, tuple[str, str]] = {}
+    for comm in sorted(comms, key=lambda c: (min(c.ranks), c.key)):
+        view = of_rank[min(comm.ranks)]
+        named = name_groups([(c.ranks, c.desc) for c in view], world)
+        found = named[view.index(comm)]
+        if found is None:
+            kind = "world" if len(comm.ranks) == world else "group"
+            found = (comm_id(comm.ranks), kind)
+        chosen[comm.key] = found
+    names: dict[str, str] = {}
+    owners: dict[str, str] = {}
+    communicators = []
+    for comm in sorted(comms, key=lambda c: (min(c.ranks), c.key)):
+        base, kind = chosen[comm.key]
+        # Two communicators under one name (same members, same kind) are told apart by the key.
+        owner = owners.setdefault(base, comm.key)
+        name = base if owner == comm.key else qualified(base, comm.key)
+        names[comm.key] = name
+        communicators.append(Communicator(name, kind, comm.ranks))
+    communicators.sort(key=lambda c: (len(c.ranks) != world, c.comm))  # the world first, then by name
+    return names, communicators
+
+
+def _period(stream: Stream | None, rank: int, notes: list[str]) -> int | None:
+    if stream is None or not stream.signatures:
+        return None
+    codes: dict = {}
+    window = np.fromiter(
+        (codes.setdefault(s, len(codes)) for s in stream.signatures[:PERIOD_WINDOW]), dtype=np.int64
+    )
+    period = find_period(window)
+    if period is None:
+        notes.append(f"rank {rank}: its operators repeat with no period, so its iterations are -1")
+    return period
+
+
+def kind_counts(records: RecordBatch) -> dict[str, int]:
+    """How many records of each operator kind (for the import's summary)."""
+    labels = {int(kind): kind.label for kind in OpKind}
+    values, counts = np.unique(records["op"], return_counts=True)
+    return {labels.get(int(v), str(v)): int(n) for v, n in zip(values, counts)}
