@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -197,6 +198,19 @@ static void write_sidecar(void) {
     rename(tmp, g.json_path);
 }
 
+/* mkdir -p, mode 755 for the folders it makes; 0 when the folder exists afterwards. */
+static int make_dirs(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        mkdir(path, 0755);
+        *p = '/';
+    }
+    return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
 /* Open the output once per process. Called holding g.mu. */
 static void open_output(ncclDebugLogger_t logfn) {
     if (g.opened) return;
@@ -214,6 +228,7 @@ static void open_output(ncclDebugLogger_t logfn) {
         return;
     }
     gethostname(g.host, sizeof g.host - 1);
+    make_dirs(dir); /* a failure shows as the open's error below */
     snprintf(g.bin_path, sizeof g.bin_path, "%s/nccl-%s-%d.bin", dir, g.host, (int)getpid());
     snprintf(g.json_path, sizeof g.json_path, "%s/nccl-%s-%d.json", dir, g.host, (int)getpid());
     g.fd = open(g.bin_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -1,0 +1,1 @@
+"""Bring in what users already have: other tools' operator logs as sleuth records folders."""
