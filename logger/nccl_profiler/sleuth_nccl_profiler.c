@@ -398,8 +398,12 @@ static ncclResult_t ctx_init(Ctx **out, int version, int *mask, const char *name
     pthread_mutex_lock(&g.mu);
     open_output(logfn);
     load_next(logfn);
-    int have_output = g.opened == 1;
-    if (have_output && g.ncomms < MAX_COMMS) {
+    int have_output = g.opened == 1 && g.ncomms < MAX_COMMS;
+    if (g.opened == 1 && !have_output && logfn)
+        logfn(NCCL_LOG_WARN, NCCL_FLAG_INIT, __FILE__, __LINE__,
+              "sleuth profiler: more than %d communicators in this process: communicator %016llx is not recorded",
+              MAX_COMMS, (unsigned long long)hash);
+    if (have_output) {
         CommInfo *c = &g.comms[g.ncomms];
         c->hash = hash;
         snprintf(c->name, sizeof c->name, "%s", name ? name : "");
@@ -646,6 +650,20 @@ static ncclResult_t start_v5(void *context, void **handle, ProfDescrV5 *d) {
 
 __attribute__((visibility("default"))) ProfilerV4 ncclProfiler_v4 = {"sleuth", init_v4, start_v4, stop_event, record_state, finalize};
 __attribute__((visibility("default"))) ProfilerV5 ncclProfiler_v5 = {"sleuth", init_v5, start_v5, stop_event, record_state, finalize};
+
+/* A forked child starts with nothing of its parent's: not its buffered records (the parent writes
+ * them), its file or its communicators. It opens files of its own at its first init. */
+static void after_fork_in_child(void) {
+    pthread_mutex_init(&g.mu, NULL);
+    if (g.fd >= 0) close(g.fd);
+    g.fd = -1;
+    g.opened = 0;
+    g.nbuf = 0;
+    g.ncomms = 0;
+    g.written = g.dropped = g.unknown_ops = g.late_children = g.forced = 0;
+}
+
+__attribute__((constructor)) static void at_load(void) { pthread_atfork(NULL, NULL, after_fork_in_child); }
 
 /* Records still buffered when the process exits without finalizing its communicators. */
 __attribute__((destructor)) static void at_exit(void) {

@@ -158,6 +158,14 @@ def test_without_an_output_folder_or_a_next_plugin_init_fails_so_nccl_drops_the_
     assert "SLEUTH_LOG_DIR is not set" in runs[0].stderr
 
 
+def test_a_forked_child_does_not_write_its_parents_records_again(built, tmp_path):
+    _, runs = drive(built, tmp_path / "forked", world=2, iters=3, env={"HARNESS_FORK": "1"})
+    assert all(run.returncode == 0 for run in runs.values()), [run.stderr for run in runs.values()]
+    assert len(list((tmp_path / "forked").glob("*.bin"))) == 2  # the children opened nothing
+    dumps = read_dumps(tmp_path / "forked")
+    assert [len(d.records) for d in dumps] == [3 * 3 + 1, 3 * 3 + 1]  # each record once
+
+
 class _V4(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("init", ctypes.c_void_p), ("startEvent", ctypes.c_void_p),
                 ("stopEvent", ctypes.c_void_p), ("recordEventState", ctypes.c_void_p), ("finalize", ctypes.c_void_p)]
