@@ -14,7 +14,9 @@
  *                without kernel events: the first child event's host start, else t_issue_ns
  *   t_end_ns     latest KernelCh stop (GPU globaltimer, flag GPU); without: the last child
  *                event's host stop (flag HOST_CHILD), else the Coll/P2p stopEvent (flag ENQUEUE)
- *   seq          coll: NCCL's seqNumber; P2P: per (comm, direction, peer) counter on this rank
+ *   seq          coll: a per-communicator counter of Coll events (NCCL's own seqNumber counts per
+ *                collective function, so an all-reduce and an all-gather could share one);
+ *                P2P: per (comm, direction, peer) counter on this rank
  *   peer         P2P: the peer's rank in the communicator (the importer maps it to global); else -1
  *   nbytes       count x datatype size (reduce-scatter: x nranks, the input size as the logger)
  *   pad[0]       flags (FLAG_*)
@@ -330,6 +332,7 @@ struct Ctx {
     pthread_mutex_t mu;
     Op *ops;
     uint32_t next_slot;
+    uint64_t coll_seq; /* Coll events so far: every member issues a communicator's collectives in one order */
     uint64_t *p2p_seq; /* [2 * nranks]: send counters then recv counters, per peer */
     void *next_ctx;
     ncclDebugLogger_t logfn;
@@ -491,7 +494,7 @@ static ncclResult_t start_event(Ctx *ctx, void **handle, uint64_t type, ProfDesc
         r->comm = (uint32_t)(ctx->comm_index < 0 ? 0 : ctx->comm_index);
         if (type == PROF_COLL) {
             r->op = op_kind(c->func);
-            r->seq = c->seqNumber;
+            r->seq = ctx->coll_seq++;
             r->peer = -1;
             r->nbytes = (uint64_t)c->count * type_size(c->datatype);
             if (r->op == OP_REDUCE_SCATTER) r->nbytes *= (uint64_t)ctx->nranks;

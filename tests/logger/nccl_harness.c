@@ -200,7 +200,7 @@ int main(int argc, char **argv) {
     ProfDescrV5 gd = descr(PROF_GROUP, NULL, rank);
     void *group = start(world_ctx, &gd);
     ProfDescrV5 cd = descr(PROF_COLL, group, rank);
-    cd.coll.c.seqNumber = (uint64_t)iters;
+    cd.coll.c.seqNumber = 0; /* NCCL counts per collective function: the first of its kind */
     cd.coll.c.func = "NewCollective"; /* unknown: written with op 0, the importer counts and drops it */
     cd.coll.c.count = 8;
     cd.coll.c.datatype = "ncclFloat32";
