@@ -79,7 +79,7 @@ static int64_t real_ns(void) {
 static uint8_t op_kind(const char *func) {
     static const struct { const char *name; uint8_t op; } names[] = {
         {"allreduce", OP_ALL_REDUCE}, {"allgather", OP_ALL_GATHER}, {"allgatherv", OP_ALL_GATHER},
-        {"reducescatter", OP_REDUCE_SCATTER}, {"alltoall", OP_ALL_TO_ALL}, {"alltoallv", OP_ALL_TO_ALL},
+        {"reducescatter", OP_REDUCE_SCATTER}, {"alltoall", OP_ALL_TO_ALL}, {"alltoallv", OP_ALL_TO_ALL}, {"all2all", OP_ALL_TO_ALL},
         {"broadcast", OP_BROADCAST}, {"bcast", OP_BROADCAST}, {"reduce", OP_REDUCE}, {"send", OP_SEND},
         {"recv", OP_RECV}, {"gather", OP_GATHER}, {"scatter", OP_SCATTER}, {NULL, 0}};
     char low[32];
