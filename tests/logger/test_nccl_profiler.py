@@ -249,3 +249,39 @@ def test_bad_files_are_named_with_what_is_wrong(built, tmp_path):
     sidecars[1].with_suffix(".bin").unlink()
     with pytest.raises(RecordError, match=r"global ranks \[1\] are not 0\.\.0|no process files for its ranks"):
         import_folder(tmp_path / "raw", tmp_path / "out")
+
+
+def _write_dump(folder: Path, rank: int, ops: list[tuple[OpKind, int]]) -> None:
+    """One process's files in the plugin's format: one 2-rank communicator, host times only."""
+    records = np.zeros(len(ops), dtype=NCCL_RECORD_DTYPE)
+    for i, (kind, nbytes) in enumerate(ops):
+        records[i] = (1000 * i, 1000 * i + 10, 1000 * i + 500, i, nbytes, -1, 0, -1, int(kind), FLAGS["host_child"])
+    stem = folder / f"nccl-h-{100 + rank}"
+    stem.with_suffix(".bin").write_bytes(records.tobytes())
+    stem.with_suffix(".json").write_text(json.dumps({
+        "format": "sleuth-nccl-profiler", "version": 1, "record_size": 64, "pid": 100 + rank, "host": "h", "job": "j",
+        "global_rank": rank, "gpu": rank, "clock": {"monotonic_ns": 0, "realtime_ns": 5_000_000_000},
+        "comms": [{"index": 0, "hash": "00000000000000aa", "name": "", "nranks": 2, "rank": rank, "nnodes": 1, "api": 5}],
+    }))
+
+
+def test_steps_are_the_repeating_pattern_after_a_warm_up(tmp_path):
+    step = [(OpKind.ALL_REDUCE, 4 << 20), (OpKind.ALL_REDUCE, 4 << 20), (OpKind.ALL_GATHER, 1 << 20)]
+    (tmp_path / "raw").mkdir()
+    for rank in range(2):
+        _write_dump(tmp_path / "raw", rank, [(OpKind.BROADCAST, 8)] + step * 5)
+    result = import_folder(tmp_path / "raw", tmp_path / "out")
+    assert result.period == 3
+    ranks0 = result.records.take(result.records["rank"] == 0)
+    assert ranks0["iteration"].tolist() == [-1] + [i for i in range(5) for _ in range(3)]
+    assert ranks0["t_start_ns"].tolist()[:2] == [5_000_000_010, 5_000_001_010]  # host times onto the wall clock
+    assert result.gpu_clock == {0: "host", 1: "host"}
+
+
+def test_without_a_repeating_pattern_iterations_are_unknown_and_said_so(tmp_path):
+    (tmp_path / "raw").mkdir()
+    for rank in range(2):
+        _write_dump(tmp_path / "raw", rank, [(OpKind.ALL_REDUCE, 8 << i) for i in range(9)])
+    result = import_folder(tmp_path / "raw", tmp_path / "out")
+    assert result.period is None and (result.records["iteration"] == -1).all()
+    assert any("repeat no pattern three times" in note for note in result.notes)
