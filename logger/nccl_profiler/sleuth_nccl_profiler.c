@@ -293,6 +293,18 @@ static void load_next(ncclDebugLogger_t logfn) {
     if (g.next_error[0] && logfn) logfn(NCCL_LOG_WARN, NCCL_FLAG_INIT, __FILE__, __LINE__, "sleuth profiler: %s", g.next_error);
 }
 
+/* NCCL dlcloses the plugin when its last communicator is destroyed and dlopens it again for the
+ * next one. Unloaded, this file's state would start over and reopen (truncate) the process's
+ * files: the library keeps itself loaded instead. Called holding g.mu. */
+static void pin_library(void) {
+    static int pinned;
+    Dl_info info;
+    if (pinned) return;
+    pinned = 1;
+    if (dladdr((void *)&pin_library, &info) && info.dli_fname)
+        dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
 /* ---- per communicator ------------------------------------------------------------------- */
 
 #define EV_MAGIC 0x534c4555u   /* "SLEU" */
@@ -399,6 +411,7 @@ static ncclResult_t ctx_init(Ctx **out, int version, int *mask, const char *name
     pthread_mutex_init(&ctx->mu, NULL);
 
     pthread_mutex_lock(&g.mu);
+    pin_library();
     open_output(logfn);
     load_next(logfn);
     int have_output = g.opened == 1 && g.ncomms < MAX_COMMS;

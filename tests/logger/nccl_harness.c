@@ -223,5 +223,22 @@ int main(int argc, char **argv) {
     }
     fin(ring_ctx);
     fin(world_ctx);
+    if (getenv("HARNESS_RELOAD")) { /* NCCL unloads the plugin with its last communicator, loads it again for a new one */
+        dlclose(plugin);
+        plugin = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+        v4 = dlsym(plugin, "ncclProfiler_v4");
+        v5 = dlsym(plugin, "ncclProfiler_v5");
+        void *again = NULL;
+        if (init(&again, &mask, "again", 0x9999ULL, world, rank) != 0) { fprintf(stderr, "init failed\n"); return 4; }
+        ProfDescrV5 ad = descr(PROF_COLL, NULL, rank);
+        ad.coll.c.func = "Broadcast";
+        ad.coll.c.count = 4;
+        ad.coll.c.datatype = "ncclInt64";
+        ad.coll.c.nChannels = 1;
+        void *coll2 = start(again, &ad);
+        stop(coll2);
+        channel(again, coll2, rank, 0, (uint64_t)base, (uint64_t)base + 10, -1);
+        fin(again);
+    }
     return 0;
 }

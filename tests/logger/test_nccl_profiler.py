@@ -166,6 +166,17 @@ def test_a_forked_child_does_not_write_its_parents_records_again(built, tmp_path
     assert [len(d.records) for d in dumps] == [3 * 3 + 1, 3 * 3 + 1]  # each record once
 
 
+def test_records_survive_nccl_unloading_and_reloading_the_plugin(built, tmp_path):
+    _, runs = drive(built, tmp_path / "raw", world=2, iters=3, env={"HARNESS_RELOAD": "1"})
+    assert all(run.returncode == 0 for run in runs.values()), [run.stderr for run in runs.values()]
+    dumps = read_dumps(tmp_path / "raw")
+    assert [c.name for c in dumps[0].comms] == ["world", "", "again"]
+    assert [len(d.records) for d in dumps] == [3 * 3 + 1 + 1] * 2  # the first comms' records kept
+    result = import_folder(tmp_path / "raw", tmp_path / "out")
+    late = result.records.take(result.records["comm"] == result.records.strings.index("again"))
+    assert late["op"].tolist() == [OpKind.BROADCAST] * 2 and late["nbytes"].tolist() == [32, 32]
+
+
 class _V4(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("init", ctypes.c_void_p), ("startEvent", ctypes.c_void_p),
                 ("stopEvent", ctypes.c_void_p), ("recordEventState", ctypes.c_void_p), ("finalize", ctypes.c_void_p)]
