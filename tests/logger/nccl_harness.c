@@ -13,6 +13,7 @@
  * The harness prints what it drove, one line per operation, for the test to compare.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,43 @@ static void channel(void *ctx, void *op, int rank, int ch, uint64_t t0, uint64_t
     stop(k);
 }
 
+/* The kernel and proxy events of one iteration. With HARNESS_THREADED they run on a second
+ * thread (NCCL's proxy thread) while the main thread issues the next iteration's operations. */
+typedef struct { void *ctx, *op; int rank, ch; uint64_t t0, t1; int peer; } Job;
+static Job jobs[2][4];
+static int njobs[2];
+static pthread_t proxy;
+static int proxy_running;
+
+static void add_job(int buf, void *ctx, void *op, int rank, int ch, uint64_t t0, uint64_t t1, int peer) {
+    jobs[buf][njobs[buf]++] = (Job){ctx, op, rank, ch, t0, t1, peer};
+}
+
+static void *run_jobs(void *arg) {
+    int buf = (int)(long)arg;
+    for (int j = 0; j < njobs[buf]; j++) {
+        Job *b = &jobs[buf][j];
+        channel(b->ctx, b->op, b->rank, b->ch, b->t0, b->t1, b->peer);
+    }
+    njobs[buf] = 0;
+    return NULL;
+}
+
+static void join_proxy(void) {
+    if (proxy_running) pthread_join(proxy, NULL);
+    proxy_running = 0;
+}
+
+static void dispatch(int buf) {
+    if (!getenv("HARNESS_THREADED")) {
+        run_jobs((void *)(long)buf);
+        return;
+    }
+    join_proxy(); /* the other buffer's jobs are done */
+    pthread_create(&proxy, NULL, run_jobs, (void *)(long)buf);
+    proxy_running = 1;
+}
+
 static long long launch(int r, int i, int slow_rank, int slow_from, long long slow_ns, long long base) {
     return base + i * PERIOD + COMPUTE + (r == slow_rank && i >= slow_from ? slow_ns : 0);
 }
@@ -157,8 +195,9 @@ int main(int argc, char **argv) {
         void *coll = start(world_ctx, &cd);
         stop(coll); /* enqueued */
         stop(group);
-        channel(world_ctx, coll, rank, 0, (uint64_t)mine, (uint64_t)end - 1000, -1);
-        channel(world_ctx, coll, rank, 1, (uint64_t)mine + 500, (uint64_t)end, -1);
+        int buf = i % 2;
+        add_job(buf, world_ctx, coll, rank, 0, (uint64_t)mine, (uint64_t)end - 1000, -1);
+        add_job(buf, world_ctx, coll, rank, 1, (uint64_t)mine + 500, (uint64_t)end, -1);
         printf("op all_reduce seq %d peer -1 nbytes %d start %lld end %lld\n", i, 262144 * 4, mine, end);
 
         /* ring P2P, bfloat16, after the all-reduce */
@@ -180,11 +219,14 @@ int main(int argc, char **argv) {
         stop(send);
         stop(recv);
         stop(group);
-        channel(ring_ctx, send, rank, 0, (uint64_t)p0, (uint64_t)(p0 + P2P_NS), to);
-        channel(ring_ctx, recv, rank, 1, (uint64_t)p0 + 100, (uint64_t)(p0 + P2P_NS), from);
+        add_job(buf, ring_ctx, send, rank, 0, (uint64_t)p0, (uint64_t)(p0 + P2P_NS), to);
+        add_job(buf, ring_ctx, recv, rank, 1, (uint64_t)p0 + 100, (uint64_t)(p0 + P2P_NS), from);
+        dispatch(buf);
         printf("op send seq %d peer %d nbytes 2000 start %lld end %lld\n", i, to, p0, p0 + P2P_NS);
         printf("op recv seq %d peer %d nbytes 2000 start %lld end %lld\n", i, from, p0 + 100, p0 + P2P_NS);
     }
+
+    join_proxy();
 
     /* What NCCL may also do, which must not crash the plugin or be recorded as an operation: */
     ProfDescrV5 odd = descr(1ULL << 13, NULL, rank); /* an event type newer than the plugin */

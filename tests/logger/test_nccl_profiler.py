@@ -40,7 +40,7 @@ def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("nccl_plugin")
     subprocess.run(["make", "-s", "-C", str(PLUGIN_SRC), f"OUT={out}"], check=True)
     include = f"-I{PLUGIN_SRC}"
-    subprocess.run([compiler, "-O1", "-Wall", include, "-o", str(out / "harness"), str(HERE / "nccl_harness.c"), "-ldl"], check=True)
+    subprocess.run([compiler, "-O1", "-Wall", include, "-o", str(out / "harness"), str(HERE / "nccl_harness.c"), "-ldl", "-lpthread"], check=True)
     subprocess.run([compiler, "-O1", "-fPIC", "-shared", include, "-o", str(out / "libnext.so"), str(HERE / "nccl_next_plugin.c")], check=True)
     (out / "empty.c").write_text("int not_a_profiler(void) { return 0; }\n")
     subprocess.run([compiler, "-fPIC", "-shared", "-o", str(out / "libempty.so"), str(out / "empty.c")], check=True)
@@ -97,6 +97,22 @@ def test_every_record_says_what_the_harness_drove(built, tmp_path, version):
     # the folder is what `sleuth localize` reads: rank files and job.json
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "job.json", "rank-00000-0000.parquet", "rank-00001-0000.parquet", "rank-00002-0000.parquet"]
+
+
+def test_kernel_events_on_a_proxy_thread_while_the_next_operations_start(built, tmp_path):
+    base = time.time_ns() + 200_000_000
+    drive(built, tmp_path / "serial", world=2, iters=400, base=base)
+    _, runs = drive(built, tmp_path / "threaded", world=2, iters=400, base=base, env={"HARNESS_THREADED": "1"})
+    assert all(run.returncode == 0 for run in runs.values())
+    serial = import_folder(tmp_path / "serial", tmp_path / "a", gpu_clock="wall").records
+    threaded = import_folder(tmp_path / "threaded", tmp_path / "b", gpu_clock="wall").records
+    assert len(threaded) == len(serial) == 2 * 400 * 3
+
+    def key(batch):
+        return sorted(zip(batch["rank"].tolist(), batch["op"].tolist(), batch["seq"].tolist(), batch["peer"].tolist(),
+                          batch["t_start_ns"].tolist(), batch["t_end_ns"].tolist()))
+    assert key(threaded) == key(serial)
+    assert all(d.counters["late_children"] == 0 for d in read_dumps(tmp_path / "threaded"))
 
 
 def test_an_operation_without_kernel_events_is_written_at_finalize_with_its_enqueue_times(built, tmp_path):
