@@ -203,9 +203,14 @@ def import_folder(
     for dump, rank in zip(dumps, ranks):
         batch, clocks[rank] = _convert(dump, rank, job_id, comm_ids, members, gpu_clock, boundaries, notes)
         batches.append(batch)
-        lost = dump.counters.get("dropped", 0)
+        lost, late, forced = (dump.counters.get(key, 0) for key in ("dropped", "late_children", "forced"))
         if lost:
             notes.append(f"rank {rank}: the plugin lost {lost} records (write errors)")
+        if forced:
+            notes.append(f"rank {rank}: {forced} operations were written before all their kernel channels reported "
+                         "(at finalize, or 4096 operations later): their times may be host times or partial")
+        if late:
+            notes.append(f"rank {rank}: {late} kernel or proxy events came after their operation was written")
     out.mkdir(parents=True, exist_ok=True)
     for batch, rank in zip(batches, ranks):
         if len(batch):

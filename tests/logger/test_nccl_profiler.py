@@ -94,6 +94,7 @@ def test_every_record_says_what_the_harness_drove(built, tmp_path, version):
     assert {c.comm: c.ranks for c in spec.communicators} == {"world": (0, 1, 2), "nccl.5555666677778888": (0, 1, 2)}
     assert [(p.host, p.gpu) for p in spec.placements] == [(HOST, 0), (HOST, 1), (HOST, 2)]
     assert any("1 operations of a kind sleuth does not know" in note for note in result.notes)
+    assert "rank 0: 1 operations were written before all their kernel channels reported" in " ".join(result.notes)
     # the folder is what `sleuth localize` reads: rank files and job.json
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "job.json", "rank-00000-0000.parquet", "rank-00001-0000.parquet", "rank-00002-0000.parquet"]
