@@ -3,6 +3,8 @@
 ``sleuth import nccl-inspector DIR --out FOLDER [--job ID]``: NCCL Inspector's JSON logs (verbose).
 ``sleuth import flight-recorder DIR --out FOLDER [--job ID] [--gpus-per-host N]``: PyTorch
 Flight Recorder dumps, one per rank (pickle or JSON; pickles are loaded without running code).
+``sleuth import nccl-profiler DIR --out FOLDER``: the files sleuth's NCCL profiler plugin wrote
+(``sleuth.cli.import_nccl_profiler``).
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ import os
 import sys
 from pathlib import Path
 
+from sleuth.cli import import_nccl_profiler
 from sleuth.cli.arguments import positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("import", help="turn NCCL Inspector or Flight Recorder logs into a records folder")
+    parser = subparsers.add_parser("import", help="turn NCCL Inspector, Flight Recorder or NCCL profiler logs into a records folder")
     formats = parser.add_subparsers(dest="format", metavar="FORMAT")
     formats.required = True
     inspector = formats.add_parser("nccl-inspector", help="NCCL Inspector JSON logs (NCCL_INSPECTOR_DUMP_VERBOSE=1)")
@@ -31,7 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           help="ranks per host, since dumps do not name hosts (default 8)")
     recorder.add_argument("--watchdog-poll-ms", type=int, default=100, metavar="MS",
                           help="how late torch's watchdog may notice a completion (default 100, its polling period)")
-    parser.set_defaults(handler=_run)
+    for sub in (inspector, recorder):
+        sub.set_defaults(handler=_run)
+    import_nccl_profiler.add_format(formats)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -1,0 +1,386 @@
+"""What ``libnccl-profiler-sleuth.so`` wrote (``logger/nccl_profiler/``) as a records folder.
+
+The plugin writes, per process, ``nccl-<host>-<pid>.bin`` (the logger's 64-byte records,
+``sleuth.logger.core.RECORD_DTYPE``) and ``nccl-<host>-<pid>.json`` (the sidecar: job, global
+rank, host, GPU, the clock pair, the communicators in the order the records' ``comm`` indexes
+them). This module turns a folder of them into what ``sleuth localize --records`` reads: one
+Parquet file per rank and ``job.json``.
+
+What the conversion decides, and how:
+
+- Global ranks: the sidecar's ``global_rank`` (``SLEUTH_RANK``, ``RANK``, ``OMPI_COMM_WORLD_RANK``,
+  ``PMI_RANK`` or ``SLURM_PROCID``); when no process has one, the rank in a communicator that
+  every process belongs to.
+- Communicators: identified by NCCL's commHash; the members, in communicator-rank order, are the
+  processes that saw it; P2P peers (communicator ranks in the plugin's records) become global ranks.
+  A communicator's id is its NCCL name when that name is unique, else ``nccl.<hash>``.
+- Host times (CLOCK_MONOTONIC) move onto the wall clock with each process's clock pair.
+- GPU times (KernelCh ``pTimer``, the GPU's globaltimer in ns) are used as wall-clock times
+  (``gpu_clock="wall"``) or shifted by the least offset that puts every GPU start after its host
+  issue (``"align"``); ``"auto"`` keeps them when they already are (every start after its issue,
+  and the median gap under a second) and aligns otherwise.
+- Iterations: NCCL knows no training steps. The reference communicator (the most members, then the
+  most collectives) repeats a pattern of collectives each step; the smallest period P after which
+  the rest of its sequence repeats exactly (at least three times) gives step boundaries at the
+  same ``seq`` on every member, and every operator of a rank belongs to the last boundary its rank
+  issued before it. ``period`` forces P; operators before the first boundary get iteration -1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sleuth.errors import RecordError
+from sleuth.jobspec import JobSpec, RankPlacement
+from sleuth.layout import CommGroup
+from sleuth.recordio import write_parquet
+from sleuth.records import OpKind, RecordBatch
+
+__all__ = ["FLAGS", "NCCL_RECORD_DTYPE", "ImportResult", "ProcessDump", "import_folder", "read_dumps"]
+
+#: The plugin's record: the logger's 64-byte layout, with the flags byte of its padding named.
+NCCL_RECORD_DTYPE = np.dtype(
+    {
+        "names": ["t_issue_ns", "t_start_ns", "t_end_ns", "seq", "nbytes", "iteration", "comm", "peer", "op", "flags"],
+        "formats": ["<i8", "<i8", "<i8", "<u8", "<u8", "<i8", "<u4", "<i4", "u1", "u1"],
+        "offsets": [0, 8, 16, 24, 32, 40, 48, 52, 56, 57],
+        "itemsize": 64,
+    }
+)
+
+#: Bits of the flags byte (``FLAG_*`` in sleuth_nccl_profiler.c).
+FLAGS = {"gpu_start": 1, "gpu_end": 2, "host_child": 4, "enqueue": 8, "forced": 16}
+
+_FORMAT = "sleuth-nccl-profiler"
+_GPU_CLOCKS = ("auto", "wall", "align")
+
+
+@dataclass(frozen=True)
+class Comm:
+    """One communicator as one process saw it."""
+
+    index: int
+    hash: str
+    name: str
+    nranks: int
+    rank: int
+
+
+@dataclass(frozen=True)
+class ProcessDump:
+    """One process's files: its sidecar's facts and its records."""
+
+    path: Path
+    pid: int
+    host: str
+    job: str | None
+    global_rank: int | None
+    gpu: int | None
+    clock_offset_ns: int  # realtime - monotonic: add to a host time to get wall-clock time
+    comms: tuple[Comm, ...]
+    records: np.ndarray  # NCCL_RECORD_DTYPE
+    counters: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What ``import_folder`` wrote and what it decided."""
+
+    spec: JobSpec
+    records: RecordBatch
+    out: Path
+    period: int | None
+    gpu_clock: dict[int, str]  # rank -> "wall", "align" or "host" (no GPU times)
+    notes: list[str] = field(default_factory=list)
+
+
+def read_dumps(folder: str | Path) -> list[ProcessDump]:
+    """Every process's sidecar and records in ``folder``; RecordError naming the file and field."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise RecordError(f"{folder}: no such folder")
+    sidecars = sorted(folder.glob("nccl-*.json"))
+    if not sidecars:
+        raise RecordError(f"{folder}: no nccl-*.json files (set SLEUTH_LOG_DIR for libnccl-profiler-sleuth.so)")
+    dumps = [_read_dump(path) for path in sidecars]
+    stray = sorted({p.with_suffix(".json") for p in folder.glob("nccl-*.bin")} - set(sidecars))
+    if stray:
+        raise RecordError(f"{stray[0].with_suffix('.bin')}: records without their sidecar {stray[0].name}")
+    return dumps
+
+
+def _read_dump(path: Path) -> ProcessDump:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise RecordError(f"{path}: not JSON (line {error.lineno}: {error.msg})") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{path}: expected a JSON object")
+    if data.get("format") != _FORMAT:
+        raise RecordError(f"{path}: field 'format' is {data.get('format')!r}, expected {_FORMAT!r}")
+    if data.get("version") != 1:
+        raise RecordError(f"{path}: field 'version' is {data.get('version')!r}; this sleuth reads version 1")
+    if _get(data, "record_size", int, path) != NCCL_RECORD_DTYPE.itemsize:
+        raise RecordError(f"{path}: field 'record_size' is {data['record_size']}, expected {NCCL_RECORD_DTYPE.itemsize}")
+    clock = _get(data, "clock", dict, path)
+    offset = _get(clock, "realtime_ns", int, path, "clock.") - _get(clock, "monotonic_ns", int, path, "clock.")
+    comms = []
+    for position, item in enumerate(_get(data, "comms", list, path)):
+        where = f"comms[{position}]."
+        if not isinstance(item, dict):
+            raise RecordError(f"{path}: field 'comms[{position}]' must be an object")
+        comm = Comm(
+            index=_get(item, "index", int, path, where), hash=_get(item, "hash", str, path, where),
+            name=_get(item, "name", str, path, where), nranks=_get(item, "nranks", int, path, where),
+            rank=_get(item, "rank", int, path, where),
+        )
+        if comm.index != position:
+            raise RecordError(f"{path}: field '{where}index' is {comm.index}, expected {position}")
+        if not 0 <= comm.rank < comm.nranks:
+            raise RecordError(f"{path}: field '{where}rank' is {comm.rank}, outside nranks {comm.nranks}")
+        comms.append(comm)
+    binary = path.with_suffix(".bin")
+    raw = binary.read_bytes() if binary.exists() else b""
+    if len(raw) % NCCL_RECORD_DTYPE.itemsize:
+        raise RecordError(
+            f"{binary}: {len(raw)} bytes is not a whole number of {NCCL_RECORD_DTYPE.itemsize}-byte records "
+            "(cut short: disk full, or a process killed while writing)"
+        )
+    records = np.frombuffer(raw, dtype=NCCL_RECORD_DTYPE)
+    if len(records) and int(records["comm"].max()) >= len(comms):
+        first = int(np.flatnonzero(records["comm"] >= len(comms))[0])
+        raise RecordError(f"{binary}: record {first} names communicator {records['comm'][first]}, the sidecar lists {len(comms)}")
+    counters = {key: int(data[key]) for key in ("written", "dropped", "unknown_ops", "late_children", "forced") if isinstance(data.get(key), int)}
+    return ProcessDump(
+        path=path, pid=_get(data, "pid", int, path), host=_get(data, "host", str, path),
+        job=_optional(data, "job", str, path), global_rank=_optional(data, "global_rank", int, path),
+        gpu=_optional(data, "gpu", int, path), clock_offset_ns=offset, comms=tuple(comms), records=records,
+        counters=counters,
+    )
+
+
+def _get(data: Mapping[str, Any], key: str, kind: type, path: Path, where: str = "") -> Any:
+    if key not in data:
+        raise RecordError(f"{path}: field '{where}{key}' is missing")
+    value = data[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise RecordError(f"{path}: field '{where}{key}' must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _optional(data: Mapping[str, Any], key: str, kind: type, path: Path) -> Any:
+    return None if data.get(key) is None else _get(data, key, kind, path)
+
+
+def import_folder(
+    folder: str | Path, out: str | Path, *, job: str | None = None, gpu_clock: str = "auto", period: int | None = None,
+) -> ImportResult:
+    """Convert the plugin's files in ``folder`` into a records folder ``out`` (made if missing)."""
+    if gpu_clock not in _GPU_CLOCKS:
+        raise RecordError(f"gpu_clock={gpu_clock!r}: expected one of {', '.join(_GPU_CLOCKS)}")
+    if period is not None and period < 1:
+        raise RecordError(f"period={period}: must be a positive number of collectives")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise RecordError(f"--out {out}: exists and is not empty")
+    dumps = read_dumps(folder)
+    notes: list[str] = []
+    ranks = _global_ranks(dumps)
+    comm_ids, members = _communicators(dumps, ranks)
+    job_id = job or _job(dumps, Path(folder))
+    spec = JobSpec(
+        job_id, len(dumps), None, _placements(dumps, ranks),
+        tuple(CommGroup(comm_ids[h], _kind(dumps, h), tuple(members[h])) for h in sorted(members, key=comm_ids.get)),
+    )
+    boundaries, used_period = _step_boundaries(dumps, ranks, members, period, notes)
+    batches, clocks = [], {}
+    for dump, rank in zip(dumps, ranks):
+        batch, clocks[rank] = _convert(dump, rank, job_id, comm_ids, members, gpu_clock, boundaries, notes)
+        batches.append(batch)
+        lost, late, forced = (dump.counters.get(key, 0) for key in ("dropped", "late_children", "forced"))
+        if lost:
+            notes.append(f"rank {rank}: the plugin lost {lost} records (write errors)")
+        if forced:
+            notes.append(f"rank {rank}: {forced} operations were written before all their kernel channels reported "
+                         "(at finalize, or 4096 operations later): their times may be host times or partial")
+        if late:
+            notes.append(f"rank {rank}: {late} kernel or proxy events came after their operation was written")
+    out.mkdir(parents=True, exist_ok=True)
+    for batch, rank in zip(batches, ranks):
+        if len(batch):
+            write_parquet(batch, out / f"rank-{rank:05d}-0000.parquet")
+    spec.write(out)
+    return ImportResult(spec, RecordBatch.concat(batches), out, used_period, clocks, notes)
+
+
+def _global_ranks(dumps: Sequence[ProcessDump]) -> list[int]:
+    given = [d.global_rank for d in dumps]
+    if all(r is not None for r in given):
+        ranks = [int(r) for r in given]  # type: ignore[arg-type]
+    elif any(r is not None for r in given):
+        missing = next(d for d in dumps if d.global_rank is None)
+        raise RecordError(f"{missing.path}: field 'global_rank' is null while other processes have one (set RANK or SLEUTH_RANK)")
+    else:
+        spanning = [h for h in {c.hash for c in dumps[0].comms} if all(
+            any(c.hash == h and c.nranks == len(dumps) for c in d.comms) for d in dumps)]
+        if not spanning:
+            raise RecordError(
+                f"{dumps[0].path.parent}: no process names its global rank and no communicator spans all "
+                f"{len(dumps)} processes (set RANK or SLEUTH_RANK for the job)"
+            )
+        ranks = [next(c.rank for c in d.comms if c.hash == min(spanning)) for d in dumps]
+    if sorted(ranks) != list(range(len(dumps))):
+        seen: dict[int, Path] = {}
+        for dump, rank in zip(dumps, ranks):
+            if rank in seen:
+                raise RecordError(f"{dump.path}: global rank {rank} is also {seen[rank].name}'s")
+            seen[rank] = dump.path
+        raise RecordError(f"{dumps[0].path.parent}: global ranks {sorted(ranks)} are not 0..{len(dumps) - 1} (a process's files are missing)")
+    return ranks
+
+
+def _communicators(dumps: Sequence[ProcessDump], ranks: Sequence[int]) -> tuple[dict[str, str], dict[str, list[int]]]:
+    """commHash -> id, and commHash -> global ranks in communicator-rank order."""
+    slots: dict[str, list[int | None]] = {}
+    names: dict[str, set[str]] = {}
+    for dump, rank in zip(dumps, ranks):
+        for comm in dump.comms:
+            members = slots.setdefault(comm.hash, [None] * comm.nranks)
+            if len(members) != comm.nranks:
+                raise RecordError(f"{dump.path}: communicator {comm.hash} has {comm.nranks} ranks here, {len(members)} elsewhere")
+            if members[comm.rank] is not None and members[comm.rank] != rank:
+                raise RecordError(f"{dump.path}: communicator {comm.hash} rank {comm.rank} is global rank {rank} here, {members[comm.rank]} elsewhere")
+            members[comm.rank] = rank
+            names.setdefault(comm.hash, set()).add(comm.name)
+    complete: dict[str, list[int]] = {}
+    for h, members in slots.items():
+        missing = [i for i, r in enumerate(members) if r is None]
+        if missing:
+            raise RecordError(f"communicator {h}: no process files for its ranks {missing[:8]} (every rank's files are needed)")
+        complete[h] = [int(r) for r in members if r is not None]
+    by_name: dict[str, list[str]] = {}
+    for h, found in names.items():
+        if len(found) == 1 and next(iter(found)):
+            by_name.setdefault(next(iter(found)), []).append(h)
+    ids = {h: f"nccl.{h}" for h in complete}
+    for name, hashes in by_name.items():
+        if len(hashes) == 1:
+            ids[hashes[0]] = name
+    return ids, complete
+
+
+def _kind(dumps: Sequence[ProcessDump], comm_hash: str) -> str:
+    return next((c.name for d in dumps for c in d.comms if c.hash == comm_hash and c.name), "nccl")
+
+
+def _job(dumps: Sequence[ProcessDump], folder: Path) -> str:
+    jobs = {d.job for d in dumps if d.job}
+    if len(jobs) > 1:
+        raise RecordError(f"{folder}: the processes name different jobs {sorted(jobs)}; pass --job")
+    return jobs.pop() if jobs else folder.resolve().name
+
+
+def _placements(dumps: Sequence[ProcessDump], ranks: Sequence[int]) -> tuple[RankPlacement, ...]:
+    placements = []
+    by_host: dict[str, list[int]] = {}
+    for dump, rank in sorted(zip(dumps, ranks), key=lambda pair: pair[1]):
+        by_host.setdefault(dump.host, []).append(rank)
+    for dump, rank in zip(dumps, ranks):
+        gpu = dump.gpu if dump.gpu is not None else by_host[dump.host].index(rank)
+        placements.append(RankPlacement(rank, dump.host, gpu))
+    return tuple(placements)
+
+
+def _step_boundaries(
+    dumps: Sequence[ProcessDump], ranks: Sequence[int], members: Mapping[str, list[int]], period: int | None,
+    notes: list[str],
+) -> tuple[tuple[str, np.ndarray] | None, int | None]:
+    """The reference communicator and the ``seq`` of each step's first collective on it."""
+    p2p = (int(OpKind.SEND), int(OpKind.RECV), int(OpKind.UNKNOWN))
+    colls: dict[str, np.ndarray] = {}
+    for dump in dumps:
+        for comm in dump.comms:
+            mine = dump.records[(dump.records["comm"] == comm.index) & ~np.isin(dump.records["op"], p2p)]
+            if comm.hash not in colls or len(mine) > len(colls[comm.hash]):
+                colls[comm.hash] = np.sort(mine, order="seq")
+    if not colls:
+        notes.append("no collectives: iterations unknown (-1)")
+        return None, None
+    ref = max(colls, key=lambda h: (len(members[h]), len(colls[h]), h))
+    sig = list(zip(colls[ref]["op"].tolist(), colls[ref]["nbytes"].tolist()))
+    seqs = colls[ref]["seq"]
+    n = len(sig)
+    found = None
+    for p in ([period] if period else range(1, n // 3 + 1)):
+        last_mismatch = max((i for i in range(n - p) if sig[i] != sig[i + p]), default=-1)
+        start = last_mismatch + 1
+        if n - start >= 3 * p:
+            found = (p, start)
+            break
+    if found is None:
+        notes.append(
+            f"communicator {ref}: its {n} collectives repeat no pattern three times"
+            + (f" with period {period}" if period else "") + ": iterations unknown (-1); pass --period"
+        )
+        return None, None
+    p, start = found
+    return (ref, seqs[start::p].astype(np.uint64)), p
+
+
+def _convert(
+    dump: ProcessDump, rank: int, job: str, comm_ids: Mapping[str, str], members: Mapping[str, list[int]],
+    gpu_clock: str, boundaries: tuple[str, np.ndarray] | None, notes: list[str],
+) -> tuple[RecordBatch, str]:
+    rec = dump.records
+    unknown = rec["op"] == OpKind.UNKNOWN
+    if unknown.any():
+        notes.append(f"rank {rank}: {int(unknown.sum())} operations of a kind sleuth does not know were left out")
+    rec = rec[~unknown]
+    hashes = [c.hash for c in dump.comms]
+    wall_issue = rec["t_issue_ns"] + dump.clock_offset_ns
+    gpu = (rec["flags"] & (FLAGS["gpu_start"] | FLAGS["gpu_end"])) == (FLAGS["gpu_start"] | FLAGS["gpu_end"])
+    start = np.where(gpu, rec["t_start_ns"], rec["t_start_ns"] + dump.clock_offset_ns)
+    end = np.where(gpu, rec["t_end_ns"], rec["t_end_ns"] + dump.clock_offset_ns)
+    clock = "host"
+    if gpu.any():
+        gap = rec["t_start_ns"][gpu] - wall_issue[gpu]
+        consistent = bool((gap >= 0).all() and np.median(gap) < 1_000_000_000)
+        clock = "wall" if gpu_clock == "wall" or (gpu_clock == "auto" and consistent) else "align"
+        if clock == "align":
+            shift = int(-gap.min())  # the least shift that puts every GPU start at or after its issue
+            start = np.where(gpu, start + shift, start)
+            end = np.where(gpu, end + shift, end)
+    peer = rec["peer"].astype(np.int64)
+    p2p = np.isin(rec["op"], (int(OpKind.SEND), int(OpKind.RECV)))
+    for index, comm in enumerate(dump.comms):
+        mine = p2p & (rec["comm"] == index)
+        if mine.any():
+            bad = mine & ((peer < 0) | (peer >= comm.nranks))
+            if bad.any():
+                raise RecordError(f"{dump.path.with_suffix('.bin')}: a P2P record names peer {peer[bad][0]} of a {comm.nranks}-rank communicator")
+            peer[mine] = np.asarray(members[comm.hash])[peer[mine]]
+    iteration = np.full(len(rec), -1, dtype=np.int64)
+    if boundaries is not None:
+        ref, seqs = boundaries
+        if ref in hashes:
+            ref_index = hashes.index(ref)
+            on_ref = rec[(rec["comm"] == ref_index) & ~p2p]
+            issue_of = dict(zip(on_ref["seq"].tolist(), on_ref["t_issue_ns"].tolist()))
+            marks = np.array([issue_of[s] for s in seqs.tolist() if s in issue_of], dtype=np.int64)
+            iteration = np.searchsorted(marks, rec["t_issue_ns"], side="right") - 1
+    batch = RecordBatch.from_columns(
+        job=job, rank=np.full(len(rec), rank, dtype=np.uint32),
+        comm=[comm_ids[hashes[i]] for i in rec["comm"].tolist()], seq=rec["seq"], op=rec["op"],
+        peer=peer.astype(np.int32), nbytes=rec["nbytes"], iteration=iteration,
+        t_issue_ns=wall_issue, t_start_ns=start, t_end_ns=end,
+    )
+    problems = batch.problems()
+    if problems:
+        raise RecordError(f"{dump.path.with_suffix('.bin')}: {problems[0]}")
+    return batch, clock
