@@ -26,18 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-/* One record; layout mirrors sleuth.logger.core.RECORD_DTYPE (64 bytes). */
-typedef struct {
-    int64_t t_issue_ns, t_start_ns, t_end_ns;
-    uint64_t seq, nbytes;
-    int64_t iteration;
-    uint32_t comm;
-    int32_t peer;
-    uint8_t op;
-    uint8_t pad[7];
-} Record;
-
-_Static_assert(sizeof(Record) == 64, "Record must be 64 bytes");
+#include "commops_record.h"
 
 static int64_t now_ns(void) {
     /* The monotonic clock: a step of the wall clock (NTP) never makes a duration negative. The

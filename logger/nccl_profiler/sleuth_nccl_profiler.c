@@ -46,16 +46,7 @@
 
 /* ---- the record (logger/_commops.c) -------------------------------------------------------- */
 
-typedef struct {
-    int64_t t_issue_ns, t_start_ns, t_end_ns;
-    uint64_t seq, nbytes;
-    int64_t iteration;
-    uint32_t comm;
-    int32_t peer;
-    uint8_t op;
-    uint8_t pad[7];
-} Record;
-_Static_assert(sizeof(Record) == 64, "Record must be 64 bytes");
+#include "../commops_record.h"
 
 enum { FLAG_GPU_START = 1, FLAG_GPU_END = 2, FLAG_HOST_CHILD = 4, FLAG_ENQUEUE = 8, FLAG_FORCED = 16 };
 
