@@ -3,8 +3,8 @@
 rich shrinks every column of a table that is too wide, so that at 80 columns an eleven-column
 table cut each cell to a few characters. Here each column has a priority: those of priority 0
 are always shown (with a minimum width, so that they stay readable), the others are added in
-order of priority while the table still fits its width at its natural size, and the caller says
-which were left out. ``width=None`` keeps every column (``--wide``).
+order of priority while the table still fits its width at its natural size (the first that does
+not fit ends it), and the caller says which were left out. ``width=None`` keeps every column (``--wide``).
 """
 
 from __future__ import annotations
@@ -91,8 +91,8 @@ def _table(columns: Sequence[Column], rows: Sequence[Sequence[RenderableType]], 
 def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[RenderableType]], *, width: int | None,
               title: str | None = None) -> FittedTable:
     """A table of ``rows`` with the columns that fit in ``width`` (every column when None): the
-    priority-0 columns always (squeezed down to their ``min_width`` when they do not fit), the
-    others in order of priority when the table still fits with all its columns at their natural width."""
+    priority-0 columns always (squeezed down to their ``min_width`` when they do not fit), then the
+    others in order of priority while the table still fits with all its columns at their natural width."""
     if any(len(row) != len(columns) for row in rows):
         raise ValueError(f"every row must have {len(columns)} cells, one per column")
     if width is not None and width < 20:
@@ -107,8 +107,9 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[RenderableType]
                 continue
             trial = sorted([*kept, k])
             natural = sum(_natural(columns[j], [str(row[j]) for row in rows]) for j in trial)
-            if natural + _overhead(len(trial)) <= width:
-                kept = trial
+            if natural + _overhead(len(trial)) > width:
+                break  # strictly by priority: none of lower priority joins once one is left out
+            kept = trial
     kept = sorted(kept)
     hidden = tuple(columns[k].header for k in order if k not in kept)
     return FittedTable(_table(columns, rows, kept, title, width), hidden)

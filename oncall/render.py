@@ -50,6 +50,8 @@ def incidents_table(rows: list[IncidentRow], *, width: int | None) -> Group:
          f"{row.gpu_hours_lost:.3f}", f"{row.top_score:.3f}", row.verdict or "-", _when(row.created_ns))
         for row in rows
     ]
+    if not rows:
+        return Group(Text("0 incidents"))
     fitted = fit_table(INCIDENT_COLUMNS, cells, width=width, title=f"{len(rows)} incidents")
     parts: list[RenderableType] = [fitted.table]
     if fitted.hidden:
@@ -139,7 +141,8 @@ def incident_detail(document: dict, *, width: int | None, roots_shown: int | Non
              for rank, op, comm, cause, its, n, rate, ranks in shown]
     roots = fit_table(ROOT_COLUMNS, cells, width=width,
                       title=f"root operators: {len(groups)} ({len(document['roots'])} instances)")
-    parts: list[RenderableType] = [headline, head, suspect_table, roots.table]
+    parts: list[RenderableType] = [headline, head, suspect_table if suspects else Text("suspects: none"),
+                                   roots.table if groups else Text("root operators: none")]
     if len(shown) < len(groups):
         hidden = groups[len(shown):]
         where = more or f"sleuth incident show {document['incident']} --all"

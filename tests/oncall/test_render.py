@@ -112,12 +112,19 @@ def test_all_root_operators_and_another_place_to_read_them() -> None:
 
 
 def test_fit_table_drops_low_priority_columns_first_and_refuses_bad_input() -> None:
-    columns = (Column("id"), Column("a", priority=2), Column("b", priority=1))
-    cells = [("x" * 10, "a" * 30, "b" * 30)]
-    assert fit_table(columns, cells, width=50).hidden == ("a",)  # b (priority 1) fits, then a does not
+    columns = (Column("id"), Column("a", priority=2), Column("b", priority=1), Column("c", priority=3))
+    cells = [("x" * 10, "a" * 30, "b" * 30, "c")]
+    assert fit_table(columns, cells, width=50).hidden == ("a", "c")  # b (priority 1) fits, a does not, nor c after it
     assert fit_table(columns, cells, width=100).hidden == ()
     assert fit_table(columns, cells, width=None).hidden == ()
-    with pytest.raises(ValueError, match="3 cells"):
+    with pytest.raises(ValueError, match="4 cells"):
         fit_table(columns, [("x", "y")], width=80)
     with pytest.raises(ValueError, match="at least 20"):
         fit_table(columns, cells, width=5)
+
+
+def test_nothing_to_show_says_so() -> None:
+    assert render(incidents_table([], width=80), 80) == ["0 incidents"]
+    doc = {**document(operators=0), "suspects": []}
+    text = flat(render(incident_detail(doc, width=80), 80))
+    assert "top suspect none" in text and "suspects: none" in text and "root operators: none" in text
