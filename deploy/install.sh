@@ -2,7 +2,8 @@
 # One-time setup of a fresh Debian machine for deploy/services.sh:
 #   * apt packages (only those missing; `apt-get update` only when something must be installed):
 #     clickhouse-server, clickhouse-client, default-jre-headless, curl, maven, openssl,
-#     prometheus-alertmanager (the alerter's tests push alerts to a private one), and
+#     prometheus-alertmanager (the alerter's tests push alerts to a private one), prometheus (its
+#     promtool parses the Grafana dashboard's queries in tests/test_grafana_dashboard.py), and
 #     chromium with chromium-driver (the HTML incident report's tests open it headless);
 #   * the Kafka broker jars, fetched with Maven into $SLEUTH_STATE_DIR/kafka/lib (if missing).
 # Nothing is started here, and the Debian clickhouse-server and prometheus-alertmanager services are
@@ -23,6 +24,7 @@ have curl || missing+=(curl)
 have mvn || missing+=(maven)
 have openssl || missing+=(openssl)  # the gateway TLS test makes its certificate with it
 have prometheus-alertmanager || [[ -x /usr/bin/prometheus-alertmanager ]] || missing+=(prometheus-alertmanager)
+have promtool || missing+=(prometheus)
 have chromium || missing+=(chromium)
 have chromedriver || missing+=(chromium-driver)
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sleuth import metrics
 from sleuth.oncall.alert_store import AlertStore
 from sleuth.oncall.alerts import Alert, AlertStatus, Evidence, evidence_from_incident, severity_of
 
@@ -43,6 +44,11 @@ class Alerter:
         self.clock = clock
         self.refresh = refresh
         self.open: dict[tuple[str, str], Alert] = {a.key: a for a in store.load(status=AlertStatus.FIRING)}
+        self._count_open()
+
+    def _count_open(self) -> None:
+        """``sleuth_open_incidents``: the incidents the firing alerts cite."""
+        metrics.OPEN_INCIDENTS.set(len({i for alert in self.open.values() for i in alert.incidents}))
 
     def open_jobs(self) -> set[str]:
         return {job for job, _device in self.open}
@@ -103,5 +109,6 @@ class Alerter:
                 self.open[alert.key] = alert
             else:
                 self.open.pop(alert.key, None)
+        self._count_open()
         self.notify(changed)
         return changed

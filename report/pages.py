@@ -26,7 +26,7 @@ from sleuth.stream.clickhouse_source import ClickHouseSource
 
 from sleuth.report.render import ENVIRONMENT, build_report
 
-__all__ = ["Fabric", "clickhouse_report", "fabric_from", "folder_report", "index_html"]
+__all__ = ["Fabric", "clickhouse_report", "fabric_from", "folder_report", "folder_source", "index_html"]
 
 #: The topology of a job, and a note for the report saying where it came from.
 Fabric = Callable[[JobSpec], tuple[Topology, str]]
@@ -58,13 +58,18 @@ def folder_report(
     The job spec is the folder's ``job.json`` unless ``job`` names one. No ClickHouse is needed;
     the SQL under the figures names ``database``.
     """
+    source = folder_source(records, job=job)
+    topology, note = fabric(source.job_spec())
+    return build_report(incident, source, topology, database=database, topology_note=note)
+
+
+def folder_source(records: Path, *, job: Path | None = None) -> MemorySource:
+    """The records folder (or Parquet file) ``records`` and its job spec (``job``, else the folder's ``job.json``)."""
     if not records.exists():
         raise ConfigError(f"records {records}: no such file or folder")
     batch, iterations = read_records(records)
     spec = JobSpec.read(job if job is not None else records if records.is_dir() else records.parent)
-    topology, note = fabric(spec)
-    return build_report(incident, MemorySource(spec, batch, iterations), topology, database=database,
-                        topology_note=note)
+    return MemorySource(spec, batch, iterations)
 
 
 def index_html(summaries: list[IncidentRow], *, database: str) -> str:

@@ -7,11 +7,15 @@ setting (``SLEUTH_GATEWAY_METRICS_PORT``, ``SLEUTH_WORKER_METRICS_PORT``,
 
 from __future__ import annotations
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+import platform
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, Info, start_http_server
+
+from sleuth import __version__
 
 __all__ = [
-    "ALERTMANAGER_FAILURES", "ALERTS_SENT", "CONSUMER_LAG", "DETECTION_SECONDS", "LOCALIZATION_SECONDS", "RECORDS_IN", "RECORDS_REJECTED",
-    "WEBHOOK_FAILURES", "WORKER_RECORDS", "serve",
+    "ALERTMANAGER_FAILURES", "ALERTS_SENT", "BUILD_INFO", "CONSUMER_LAG", "DETECTION_SECONDS", "LOCALIZATION_SECONDS",
+    "LOGGER_DROPPED", "OPEN_INCIDENTS", "RECORDS_IN", "RECORDS_REJECTED", "WEBHOOK_FAILURES", "WORKER_RECORDS", "serve",
 ]
 
 # Latencies from milliseconds (one batch's detection) to minutes (a localization at 16k GPUs).
@@ -27,10 +31,19 @@ DETECTION_SECONDS = Histogram("sleuth_detection_seconds", "time to run the detec
                               buckets=_SECONDS)
 LOCALIZATION_SECONDS = Histogram("sleuth_localization_seconds", "from an irregularity's arrival at the streaming localizer to its incident written",
                                  buckets=_SECONDS)
+# Labelled training_job, not job: Prometheus's own `job` label names the scraped service.
+LOGGER_DROPPED = Counter("sleuth_logger_dropped_records",
+                         "records a job's loggers lost before sending (ring full, spill lost), as their next batch reports",
+                         ["training_job"])
+OPEN_INCIDENTS = Gauge("sleuth_open_incidents", "incidents that a firing alert cites (the alerter's view; sleuth incidents --open)")
 ALERTS_SENT = Counter("sleuth_alerts_sent", "alert notifications sent, by status (firing, resolved)", ["status"])
 WEBHOOK_FAILURES = Counter("sleuth_alert_webhook_failures", "webhook POSTs that failed after every retry")
 ALERTMANAGER_FAILURES = Counter("sleuth_alertmanager_push_failures",
                                 "POSTs to an Alertmanager's /api/v2/alerts that failed after every retry")
+
+#: ``sleuth_build_info{version, python} 1``: which sleuth each process runs (a rollout shows as two versions).
+BUILD_INFO = Info("sleuth_build", "the sleuth version and Python version of this process")
+BUILD_INFO.info({"version": __version__, "python": platform.python_version()})
 
 
 def serve(port: int, *, host: str = "127.0.0.1", registry: CollectorRegistry = REGISTRY) -> int | None:

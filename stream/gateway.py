@@ -64,6 +64,12 @@ class Counters:
         metrics.RECORDS_REJECTED.labels(reason=field_at_fault).inc()
 
 
+def _count_dropped(batch: RecordBatch, dropped: int) -> None:
+    """A logger reports the records it lost in the batch after the gap; a logger sends one job's records."""
+    jobs = validate.batch_jobs(batch)
+    metrics.LOGGER_DROPPED.labels(training_job=jobs[0] if len(jobs) == 1 else "+".join(jobs)).inc(dropped)
+
+
 class Collector(pb_grpc.CollectorServicer):
     def __init__(
         self, publisher: Publisher, *, tokens: auth.TokenBook | None, limits: validate.Limits,
@@ -103,6 +109,8 @@ class Collector(pb_grpc.CollectorServicer):
                     raise type(error)(reason) from None
                 if isinstance(batch, RecordBatch):
                     pending += self.publisher.records(batch, layout_of=self.jobs.layout_of)
+                    if message.records.dropped:
+                        _count_dropped(batch, message.records.dropped)
                 else:
                     pending += self.publisher.iterations(batch, layout_of=self.jobs.layout_of)
                 accepted += 1

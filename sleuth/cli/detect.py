@@ -6,6 +6,8 @@
 * ``sleuth detect eval --records DIR [--model MODEL]`` — precision, recall and F1 of a model on
   a labelled folder, plus the folder's irregular iterations (JSON).
 * ``sleuth detect info [MODEL]`` — a model file's metadata (default: the shipped model).
+* ``sleuth detect convert OLD NEW`` — rewrite a pickled model file (format 1, sleuth before skops)
+  in the current format; unpickles OLD, so convert only files you trust.
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     info = commands.add_parser("info", help="print a model file's metadata")
     info.add_argument("model", nargs="?", type=Path, help="model file (default: the shipped model)")
     info.set_defaults(handler=_info)
+
+    convert = commands.add_parser("convert", help="rewrite a pickled (format 1) model file in the current format")
+    convert.add_argument("old", type=Path, help="pickled model file (unpickled: only a file you trust)")
+    convert.add_argument("new", type=Path, help="model file to write")
+    convert.set_defaults(handler=_convert)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -136,4 +143,13 @@ def _info(args: argparse.Namespace) -> int:
         metadata = read_metadata(args.model)
     json.dump(metadata, sys.stdout, indent=1)
     print()
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from sleuth.stream.detection.legacy_model import convert
+
+    metadata = convert(args.old, args.new)
+    print(json.dumps({"model": str(args.new), "format_version": metadata["format_version"],
+                      "bytes": args.new.stat().st_size}))
     return 0

@@ -1,7 +1,9 @@
 """On-call commands over the incidents in ClickHouse.
 
-* ``sleuth incidents [--job J] [--open] [--limit N]`` — the newest incidents as a table (open: a firing alert cites it).
-* ``sleuth incident show ID`` — suspects, cause, impact, irregular iterations, root operators, traversal.
+* ``sleuth incidents [--job J] [--open] [--limit N] [--wide]`` — the newest incidents as a table (open: a
+  firing alert cites it); the columns that do not fit the terminal are named under it, ``--wide`` shows them.
+* ``sleuth incident show ID [--all] [--wide]`` — suspects, cause, impact, irregular iterations, root
+  operators (the 8 that were roots most often; ``--all``: every one), traversal.
 * ``sleuth ack ID --confirmed|--rejected`` — store on-call's verdict as training labels (``sleuth detect train
   --labels-from-clickhouse`` reads them).
 """
@@ -26,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.add_argument("--open", action="store_true", help="only incidents a firing alert cites")
     listing.add_argument("--limit", type=positive_int("--limit"), default=50, help="most rows shown (default 50)")
     listing.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    listing.add_argument("--wide", action="store_true", help="every column, however wide the terminal")
     listing.set_defaults(handler=_list)
 
     incident = subparsers.add_parser("incident", help="show one incident")
@@ -34,6 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show = commands.add_parser("show", help="suspects, cause, impact, iterations and traversal of an incident")
     show.add_argument("id", help="incident id (see `sleuth incidents`)")
     show.add_argument("--json", action="store_true", help="the stored incident document, as JSON")
+    show.add_argument("--all", action="store_true", help="every root operator (default: the 8 that were roots most often)")
+    show.add_argument("--wide", action="store_true", help="every column, however wide the terminal")
     show.set_defaults(handler=_show)
 
     ack = subparsers.add_parser("ack", help="record on-call's verdict on an incident as training labels")
@@ -64,6 +69,7 @@ def _list(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from sleuth.oncall.queries import list_incidents
+    from sleuth.oncall.columns import wide_console
     from sleuth.oncall.render import incidents_table
 
     settings = Settings.from_env()
@@ -75,7 +81,8 @@ def _list(args: argparse.Namespace) -> int:
         for row in rows:
             print(json.dumps(asdict(row)))
         return 0
-    console.print(incidents_table(rows))
+    table = incidents_table(rows, width=None if args.wide else console.width)
+    (wide_console(table, console) if args.wide else console).print(table)
     return 0
 
 
@@ -83,6 +90,7 @@ def _show(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from sleuth.oncall.queries import incident_document
+    from sleuth.oncall.columns import wide_console
     from sleuth.oncall.render import incident_detail
 
     settings = Settings.from_env()
@@ -92,7 +100,9 @@ def _show(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, indent=1)
         print()
         return 0
-    Console().print(incident_detail(document))
+    console = Console()
+    detail = incident_detail(document, width=None if args.wide else console.width, roots_shown=None if args.all else 8)
+    (wide_console(detail, console) if args.wide else console).print(detail)
     return 0
 
 

@@ -4,6 +4,8 @@
 ``sleuth report --incident FILE --records DIR -o FILE [ID]``: no ClickHouse; the incident JSON
 (``sleuth localize --json`` writes a list: ID picks one when it holds several) and the Parquet
 records folder it was found in (logger or emulator).
+``--perfetto TRACE`` (with or instead of ``-o``): the incident's operator timeline as Chrome trace
+JSON, for https://ui.perfetto.dev (``sleuth.report.perfetto``).
 ``sleuth serve``: the incident list and the reports over HTTP, from ClickHouse.
 
 Without ``--topology`` the fabric is one leaf over the job spec's hosts (as ``sleuth localize``).
@@ -23,7 +25,9 @@ from sleuth.settings import Settings
 def register(subparsers: argparse._SubParsersAction) -> None:
     report = subparsers.add_parser("report", help="write an incident's self-contained HTML report")
     report.add_argument("id", nargs="?", metavar="ID", help="incident id (from ClickHouse, or to pick one of --incident's)")
-    report.add_argument("-o", "--output", required=True, metavar="FILE", help="HTML file to write")
+    report.add_argument("-o", "--output", metavar="FILE", help="HTML file to write")
+    report.add_argument("--perfetto", metavar="TRACE", help="also (or only) write the incident's operator timeline "
+                                                             "as Chrome trace JSON, for ui.perfetto.dev")
     report.add_argument("--incident", metavar="JSON", help="incident JSON file instead of ClickHouse (needs --records)")
     report.add_argument("--records", metavar="DIR", help="records folder (logger or emulator) of the --incident's job")
     report.add_argument("--job", metavar="JOB_JSON", help="job spec for --records (default: job.json in the folder)")
@@ -43,40 +47,56 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from sleuth.report import write_report
     from sleuth.report.pages import fabric_from
 
+    if args.output is None and args.perfetto is None:
+        raise ConfigError("say what to write: -o FILE (the HTML report), --perfetto TRACE (the timeline), or both")
     settings = Settings.from_env()
     database = args.database or settings.clickhouse_database
     fabric = fabric_from(args.topology)
     if args.incident is not None or args.records is not None:
-        html = _embedded_report(args, fabric, database)
-    else:
-        if args.id is None:
-            raise ConfigError("name an incident ID (read from ClickHouse), or give --incident and --records")
-        from sleuth.report.pages import clickhouse_report
-        from sleuth.stream import connect
+        from sleuth.report.pages import folder_source
 
-        client = connect.clickhouse_client(settings)
-        try:
-            html = clickhouse_report(client, database, args.id, fabric=fabric)
-        finally:
-            client.disconnect()
-    path = write_report(html, args.output)
-    print(f"wrote {path} ({len(html.encode()) / 1024:.0f} KiB)")
+        if args.incident is None or args.records is None:
+            raise ConfigError("--incident and --records go together (the incident JSON and its records folder)")
+        incident = _read_incident(Path(args.incident), args.id)
+        records = Path(args.records)
+        if not records.exists():
+            raise ConfigError(f"--records {records}: no such file or folder")
+        _write(args, incident, folder_source(records, job=Path(args.job) if args.job else None), fabric, database)
+        return 0
+    if args.id is None:
+        raise ConfigError("name an incident ID (read from ClickHouse), or give --incident and --records")
+    from sleuth.oncall.queries import incident_by_id
+    from sleuth.stream import connect
+    from sleuth.stream.clickhouse_source import ClickHouseSource
+
+    client = connect.clickhouse_client(settings)
+    try:
+        incident = incident_by_id(client, database, args.id)
+        _write(args, incident, ClickHouseSource(client, database, incident.job), fabric, database)
+    finally:
+        client.disconnect()
     return 0
 
 
-def _embedded_report(args: argparse.Namespace, fabric, database: str) -> str:
-    from sleuth.report.pages import folder_report
+def _write(args: argparse.Namespace, incident, source, fabric, database: str) -> None:
+    """The HTML report (-o) and the Perfetto trace (--perfetto) of ``incident`` from ``source``."""
+    if args.output is not None:
+        from sleuth.report import build_report, write_report
 
-    if args.incident is None or args.records is None:
-        raise ConfigError("--incident and --records go together (the incident JSON and its records folder)")
-    incident = _read_incident(Path(args.incident), args.id)
-    records = Path(args.records)
-    if not records.exists():
-        raise ConfigError(f"--records {records}: no such file or folder")
-    return folder_report(incident, records, fabric=fabric, job=Path(args.job) if args.job else None, database=database)
+        topology, note = fabric(source.job_spec())
+        html = build_report(incident, source, topology, database=database, topology_note=note)
+        path = write_report(html, args.output)
+        print(f"wrote {path} ({len(html.encode()) / 1024:.0f} KiB)")
+    if args.perfetto is not None:
+        from sleuth.report.perfetto import perfetto_trace, write_trace
+
+        trace = perfetto_trace(incident, source)
+        path = write_trace(trace, args.perfetto)
+        operators = sum(e["ph"] == "X" for e in trace["traceEvents"])
+        print(f"wrote {path} ({operators} operators of {len(trace['otherData']['ranks'])} ranks in iterations "
+              f"{', '.join(map(str, trace['otherData']['iterations']))}; open it at https://ui.perfetto.dev)")
 
 
 def _read_incident(path: Path, wanted: str | None):

@@ -1,17 +1,18 @@
-"""Versioned model files: a zip holding ``metadata.json`` and the fitted model (joblib).
+"""Versioned model files: a zip holding ``metadata.json`` and the fitted model (skops).
 
 The metadata (format version, feature names, detector options, training summary, library
-versions) is plain JSON, readable without unpickling (``read_metadata``); ``load`` refuses a file
-of another format version or with other feature names, naming what differs. A model pickled
-by another scikit-learn version still loads but is logged, since scikit-learn does not promise
-that pickles move across versions.
+versions) is plain JSON (``read_metadata``); ``load`` refuses a file of another format version or
+with other feature names, naming what differs. A model saved by another scikit-learn version
+still loads but is logged, since scikit-learn does not promise that estimators move across versions.
 
-Loading unpickles: load only model files you trust (your own, or the one shipped with sleuth).
+The model is stored with ``skops.io``, which rebuilds objects from a schema and refuses any type not
+in ``TRUSTED_TYPES`` (scikit-learn's own estimators and numpy arrays are trusted by skops itself):
+loading a model file runs no code from it. Format version 1 files held a joblib pickle; ``load``
+refuses them and names the command that converts one you trust (``legacy_model.py``).
 """
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import platform
@@ -21,21 +22,29 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import joblib
 import numpy as np
+import skops
+import skops.io
 import sklearn
 
 from sleuth.errors import ConfigError
 from sleuth.stream.detection.features import FEATURE_NAMES
 from sleuth.stream.detection.forest import AbnormalOperatorForest
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "DetectorModel", "load", "load_default_model", "read_metadata", "save"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "TRUSTED_TYPES", "DetectorModel", "load", "load_default_model",
+           "read_metadata", "save"]
 
 _log = logging.getLogger(__name__)
 
 FORMAT = "sleuth-abnormal-operator-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Format version 1 stored the forest as a joblib pickle.
+PICKLE_FORMAT_VERSION = 1
 DEFAULT_MODEL = "default_model.zip"
+MODEL_MEMBER = "model.skops"
+#: The types a model file may hold beyond those skops trusts by default (scikit-learn estimators,
+#: numpy arrays and builtins): our estimator and scikit-learn's Cython tree.
+TRUSTED_TYPES = ("sklearn.tree._tree.Tree", "sleuth.stream.detection.forest.AbnormalOperatorForest")
 
 
 @dataclass(frozen=True)
@@ -63,15 +72,15 @@ def save(model: DetectorModel, path: str | Path, *, training: dict[str, Any] | N
         "feature_means": [None if np.isnan(v) else float(v) for v in forest.feature_means_],
         "training": training or model.metadata.get("training", {}),
         "versions": {"python": platform.python_version(), "numpy": np.__version__,
-                     "scikit-learn": sklearn.__version__, "joblib": joblib.__version__},
+                     "scikit-learn": sklearn.__version__, "skops": skops.__version__},
     }
-    buffer = io.BytesIO()
-    joblib.dump(forest, buffer, compress=("zlib", 6))
+    # skops writes a zip of its own; compressed there, stored as one member here.
+    data = skops.io.dumps(forest, compression=zipfile.ZIP_DEFLATED, compresslevel=6)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
         archive.writestr("metadata.json", json.dumps(metadata, indent=1) + "\n")
-        archive.writestr("model.joblib", buffer.getvalue())
+        archive.writestr(MODEL_MEMBER, data)
     return metadata
 
 
@@ -87,6 +96,10 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path} is not a sleuth model file ({error})") from None
     if metadata.get("format") != FORMAT:
         raise ConfigError(f"{path} is not a sleuth model file (format {metadata.get('format')!r})")
+    if metadata.get("format_version") == PICKLE_FORMAT_VERSION:
+        raise ConfigError(f"{path} holds a pickled model (format version 1), which sleuth no longer loads because "
+                          f"unpickling runs code from the file; if you trust it, convert it with "
+                          f"`sleuth detect convert {path} NEW.zip`")
     if metadata.get("format_version") != FORMAT_VERSION:
         raise ConfigError(f"{path}: model format version {metadata.get('format_version')} "
                           f"(this sleuth reads version {FORMAT_VERSION}); retrain with `sleuth detect train`")
@@ -105,7 +118,17 @@ def load(path: str | Path) -> DetectorModel:
     if trained_with != sklearn.__version__:
         _log.warning("%s was saved with scikit-learn %s, this is %s", path, trained_with, sklearn.__version__)
     with zipfile.ZipFile(path) as archive:
-        forest = joblib.load(io.BytesIO(archive.read("model.joblib")))
+        try:
+            data = archive.read(MODEL_MEMBER)
+        except KeyError:
+            raise ConfigError(f"{path} is not a sleuth model file (no {MODEL_MEMBER})") from None
+    try:
+        untrusted = set(skops.io.get_untrusted_types(data=data)) - set(TRUSTED_TYPES)
+    except (zipfile.BadZipFile, KeyError, ValueError, json.JSONDecodeError) as error:
+        raise ConfigError(f"{path}: {MODEL_MEMBER} is not a skops file ({error})") from None
+    if untrusted:
+        raise ConfigError(f"{path} holds types sleuth does not load: {sorted(untrusted)}")
+    forest = skops.io.loads(data, trusted=list(TRUSTED_TYPES))
     if not isinstance(forest, AbnormalOperatorForest):
         raise ConfigError(f"{path} holds a {type(forest).__name__}, not an AbnormalOperatorForest")
     return DetectorModel(forest, metadata["window"], metadata["min_history"], metadata)

@@ -6,6 +6,7 @@ import json
 import time
 
 import pytest
+from rich.cells import cell_len
 
 from sleuth.cli import main
 from sleuth.oncall.service import build_alerter
@@ -55,6 +56,23 @@ def test_incident_show_prints_suspects_impact_and_traversal(stored, capsys) -> N
     assert f"{len(incident.traversal)} ranks visited" in out and "root operators" in out
     assert main(["incident", "show", incident.incident, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(incident.to_json())
+
+
+def test_the_views_fit_an_80_column_terminal(stored, capsys, monkeypatch) -> None:
+    _settings, _client, incident = stored
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["incidents"]) == 0
+    out = capsys.readouterr().out
+    assert max(map(cell_len, out.splitlines())) <= 80
+    assert incident.incident in out and FAULTY_GPU in out and "not shown at 80 columns" in out
+    assert main(["incidents", "--wide"]) == 0
+    assert "created (UTC)" in capsys.readouterr().out
+    assert main(["incident", "show", incident.incident]) == 0
+    out = capsys.readouterr().out
+    assert max(map(cell_len, out.splitlines())) <= 80
+    assert out.startswith(f"{incident.incident}  compute  top suspect {FAULTY_GPU}")
+    assert main(["incident", "show", incident.incident, "--all"]) == 0
+    assert "more root operators" not in capsys.readouterr().out
 
 
 def test_an_unknown_incident_id_is_a_clear_error(stored, capsys) -> None:

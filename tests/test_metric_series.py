@@ -1,0 +1,87 @@
+"""The series a person watches that the services set: open incidents (alerter) and records the loggers
+lost (gateway), read back from the registry as Prometheus would scrape them."""
+
+from __future__ import annotations
+
+from prometheus_client import REGISTRY
+
+from sleuth import metrics
+from sleuth.oncall.alerter import Alerter
+from sleuth.oncall.alerts import AlertStatus
+from sleuth.jobspec import JobSpec
+from sleuth.layout import ParallelLayout
+from sleuth.proto import codec
+from sleuth.proto import commops_pb2 as pb
+from sleuth.records import RecordBatch
+from sleuth.stream.gateway import Collector
+from sleuth.stream.validate import Limits
+
+from .oncall.test_render import document
+
+
+class MemoryStore:
+    """The alerter's store, in memory: what ClickHouse's alerts table holds."""
+
+    def __init__(self) -> None:
+        self.saved = []
+
+    def save(self, alerts) -> None:
+        self.saved.extend(alerts)
+
+    def load(self, *, status=None, job=None):
+        latest = {a.key: a for a in self.saved}
+        return [a for a in latest.values() if status is None or a.status is status]
+
+
+def value(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_open_incidents_follow_the_firing_alerts() -> None:
+    store = MemoryStore()
+    alerter = Alerter(store, notify=lambda alerts: None, resolve_after=3, critical_slowdown=2.0, critical_gpu_hours=10.0)
+    assert value("sleuth_open_incidents") == 0
+    first = document(operators=2)
+    alerter.on_incident(first)  # two suspects: two alerts citing one incident
+    assert len(alerter.open) == 2 and value("sleuth_open_incidents") == 1
+    alerter.on_incident({**first, "incident": "demo-spine-40-45", "iterations": [40, 41]})
+    assert value("sleuth_open_incidents") == 2
+    restarted = Alerter(store, notify=lambda alerts: None, resolve_after=3, critical_slowdown=2.0, critical_gpu_hours=10.0)
+    assert len(restarted.open) == 2 and value("sleuth_open_incidents") == 2  # reloaded, counted again
+    resolved = restarted.resolve({"demo-spine": 50})
+    assert {a.status for a in resolved} == {AlertStatus.RESOLVED} and value("sleuth_open_incidents") == 0
+
+
+class Publisher:
+    """Kafka's place in the gateway: takes the batches, returns no pending futures."""
+
+    def __init__(self) -> None:
+        self.batches = []
+
+    def records(self, batch, *, layout_of=None):
+        self.batches.append(batch)
+        return []
+
+    def iterations(self, batch, *, layout_of=None):
+        return self.records(batch)
+
+    def wait(self, futures) -> None:
+        pass
+
+    def reject(self, *, reason, payload, job="") -> None:
+        raise AssertionError(f"rejected: {reason}")
+
+
+def test_records_a_logger_lost_are_counted_by_training_job() -> None:
+    spec = JobSpec.from_layout("llama", ParallelLayout(8, 8, 1, 1))
+    batch = RecordBatch.from_columns(job="llama", rank=[0, 1], comm=spec.communicators[0].comm, seq=[3, 3], op=[1, 1],
+                                     peer=[-1, -1], nbytes=[8, 8], iteration=[1, 1], t_issue_ns=[1, 1],
+                                     t_start_ns=[2, 2], t_end_ns=[3, 3])
+    publisher = Publisher()
+    gateway = Collector(publisher, tokens=None, limits=Limits(), registered=[spec])
+    before = value("sleuth_logger_dropped_records_total", training_job="llama")
+    messages = [pb.StreamMessage(records=codec.records_to_proto(batch, dropped=n)) for n in (17, 0, 3)]
+    summary = gateway.Stream(iter(m.SerializeToString() for m in messages), context=None)
+    assert summary.accepted == 3 and len(publisher.batches) == 3
+    assert value("sleuth_logger_dropped_records_total", training_job="llama") == before + 20
+    assert metrics.LOGGER_DROPPED._labelnames == ("training_job",)  # never `job`: Prometheus's own label
