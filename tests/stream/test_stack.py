@@ -48,7 +48,7 @@ def test_stack_up_serves_records_end_to_end_and_down_stops_its_processes(service
         table = f"{settings.clickhouse_database}.records"
         assert wait_for_count(client, table, len(sent)) == len(sent)
         assert clickhouse_records.select_records(client, table).equals(sorted_by_key(sent))
-        assert stack.status(services.repo_root) == {"clickhouse": True, "kafka": True, "gateway": True, "worker": True,
+        assert stack.status(services.repo_root) == {"clickhouse": True, "kafka": True, "alertmanager": True, "gateway": True, "worker": True,
                                                        "localizer": True, "alerter": True}
     finally:
         stack.down(services.repo_root, services_too=False)  # the session's services stay for other tests
