@@ -1,0 +1,46 @@
+"""Vectorised keys and per-group statistics over record arrays (no loops over records)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["dense_ids", "group_median", "mix"]
+
+
+def dense_ids(*keys: np.ndarray) -> np.ndarray:
+    """Dense id of each element's combination of ``keys`` (equal keys, equal id): a lexsort and a
+    diff, several times faster than ``np.unique(axis=1)``, which sorts structured rows."""
+    order = np.lexsort(keys[::-1])
+    change = np.zeros(len(order), bool)
+    for key in keys:
+        sorted_key = key[order]
+        change[1:] |= sorted_key[1:] != sorted_key[:-1]
+    ids = np.empty(len(order), np.int64)
+    ids[order] = np.cumsum(change)
+    return ids
+
+
+def mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: spreads each key over 64 bits so that sums of keys rarely collide."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def group_median(group: np.ndarray, values: np.ndarray, *, size: int | None = None) -> np.ndarray:
+    """The median of ``values`` per group: per element when ``size`` is None, else per group id (NaN if empty)."""
+    if not len(group):
+        return np.empty(0) if size is None else np.full(size, np.nan)
+    order = np.lexsort((values, group))
+    g, v = group[order], values[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    counts = np.diff(np.r_[starts, len(g)])
+    median = (v[starts + (counts - 1) // 2] + v[starts + counts // 2]) / 2
+    if size is None:
+        out = np.empty(len(group))
+        out[order] = np.repeat(median, counts)
+        return out
+    out = np.full(size, np.nan)
+    out[g[starts]] = median
+    return out
