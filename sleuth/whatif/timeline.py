@@ -13,7 +13,7 @@ Those rules make a graph whose nodes are operator starts and group ends. :func:`
 orders it once into levels (Kahn's algorithm, one frontier per level), so that :func:`replay`
 computes every start and end in one sweep over the levels, each a few vectorised steps over the
 operators of that level: the work is linear in the operators whatever durations are replayed, and
-many variants (a leading axis of ``gap`` and ``transfer``) share one sweep. Records whose chains
+many variants (a second axis of ``gap`` and ``transfer``) share one sweep. Records whose chains
 contradict their groups (clocks skewed between hosts) form a cycle; its operators, and everything
 that waits on them, get no level (``Dependencies.settled``).
 """
@@ -123,22 +123,27 @@ def replay(deps: Dependencies, *, anchor: np.ndarray, gap: np.ndarray, transfer:
            own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Starts and ends (float64) of every operator given each chain's ``anchor`` (its clock before
     its first operator), each operator's ``gap``, its group's ``transfer`` and its ``own`` length
-    (used where its group is not whole). Arrays may carry a leading axis of variants, replayed
-    together; operators off the settled graph keep NaN."""
-    shape = np.broadcast_shapes(np.shape(anchor), np.shape(gap), np.shape(transfer), np.shape(own))
-    anchor, gap, transfer, own = (np.broadcast_to(np.asarray(a, np.float64), shape) for a in (anchor, gap, transfer, own))
-    start = np.full(shape, np.nan)
-    end = np.full(shape, np.nan)
-    first, holds = deps.first, deps.holds
+    (used where its group is not whole). Arrays may carry a second axis of variants, replayed
+    together (rows are operators, so a level gathers whole rows); operators off the settled graph keep NaN."""
+    arrays = [np.asarray(a, np.float64) for a in (anchor, gap, transfer, own)]
+    width = max((a.shape[1] for a in arrays if a.ndim == 2), default=0)
+    shape = (len(deps.first), width) if width else (len(deps.first),)
+    anchor, gap, transfer, own = (a[:, None] if width and a.ndim == 1 else a for a in arrays)
+    # Every settled operator is written below; only those on or after a cycle keep the NaN.
+    start, end = np.empty(shape), np.empty(shape)
+    if not deps.acyclic:
+        start[~deps.settled] = end[~deps.settled] = np.nan
+    first = deps.first if not width else deps.first[:, None]
+    holds = deps.holds if not width else deps.holds[:, None]
     for ops, loose, members, starts in zip(deps.op_levels, deps.loose_levels, deps.member_levels, deps.member_starts):
         before = ops - 1
-        clock = np.where(holds[before], end[..., before], start[..., before])
-        start[..., ops] = np.where(first[ops], anchor[..., ops], clock) + gap[..., ops]
-        end[..., loose] = start[..., loose] + own[..., loose]
+        clock = np.where(holds[before], end[before], start[before])
+        start[ops] = np.where(first[ops], anchor[ops], clock) + gap[ops]
+        end[loose] = start[loose] + own[loose]
         if len(members):
-            latest = np.maximum.reduceat(start[..., members], starts, axis=-1)
+            latest = np.maximum.reduceat(start[members], starts, axis=0)
             sizes = np.diff(np.r_[starts, len(members)])
-            end[..., members] = np.repeat(latest, sizes, axis=-1) + transfer[..., members]
+            end[members] = np.repeat(latest, sizes, axis=0) + transfer[members]
     return start, end
 
 

@@ -29,13 +29,13 @@ def test_a_group_ends_its_transfer_after_its_last_member_started() -> None:
     assert deps.acyclic and deps.levels == 2
 
 
-def test_variants_on_a_leading_axis_replay_as_one_each() -> None:
+def test_variants_on_a_second_axis_replay_as_one_each() -> None:
     deps, gap, transfer = two_ranks()
     faster = gap.copy()
     faster[2] = 10.0
-    both = replay(deps, anchor=np.zeros(4), gap=np.stack([gap, faster]), transfer=transfer, own=np.zeros(4))
+    both = replay(deps, anchor=np.zeros(4), gap=np.stack([gap, faster], axis=1), transfer=transfer, own=np.zeros(4))
     alone = replay(deps, anchor=np.zeros(4), gap=faster, transfer=transfer, own=np.zeros(4))
-    assert np.array_equal(both[1][1], alone[1]) and both[1][1].max() == 24
+    assert np.array_equal(both[1][:, 1], alone[1]) and both[1][:, 1].max() == 24
 
 
 def test_a_send_does_not_hold_its_rank_and_incomplete_groups_keep_their_own_length() -> None:

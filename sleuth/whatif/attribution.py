@@ -1,0 +1,348 @@
+"""What-if attribution (What-if paper §3.2-§5): what a job pays for its stragglers, and to whom.
+
+From a job's records (every rank, many iterations) the replay (``timeline``) runs the job
+
+* as recorded: ``T_orig`` (the paper simulates the original timeline too, so that the replay's
+  own error cancels out of the ratio);
+* with every operator at the length its peers show: ``T_ideal``. A compute gap (the time between
+  a rank's clock and its next operator's start) takes the median of that gap over the ranks
+  running the same program in the same iteration (``programs``); a transfer the lower of that
+  median and its operator identity's usual one (the median over the iterations), so that a slow
+  link present from the first iteration and one slowing a whole program are both put back.
+
+Then, following the paper's definitions, ``S = T_orig / T_ideal`` (eq. 1), the same per iteration,
+``S_t = T_(all but type t fixed) / T_ideal`` per operator type (eq. 2), ``S_w`` per worker (eq. 4)
+by the paper's approximation when the job has a layout (fix all but one data-parallel replica,
+then all but one pipeline stage; a worker gets the smaller of its two) and per rank otherwise,
+``M_W`` the share of the slowdown the top 3% of workers explain (eq. 5) and ``M_S`` the last
+pipeline stage's share (§5.2); GPU-hours lost are ``(1 - 1/S) x wall time x GPUs`` (eq. 3).
+
+Each iteration is replayed on its own: every rank starts it at its own clock (its iteration
+record's start, else the iteration's first operator anywhere) and the iteration lasts until its
+last operator ends; the paper also sums step times. The workers' variants run on the
+``worker_iterations`` iterations with the largest slowdown only (the paper's §4.2: a straggling
+job's steps have similar slowdowns), and every variant of a batch shares one sweep.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from sleuth.errors import ConfigError, RecordError
+from sleuth.jobspec import JobSpec
+from sleuth.records import IterationBatch, OpKind, RecordBatch
+from sleuth.whatif.keys import dense_ids, group_median
+from sleuth.whatif.programs import MIN_PEERS, program_slots
+from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, member_groups, replay
+
+__all__ = ["COMPUTE", "TOP_WORKERS", "WORKER_ITERATIONS", "Attribution", "attribute"]
+
+#: The operator type of compute gaps (the other types are "<communicator kind>.<op>").
+COMPUTE = "compute"
+#: Share of the workers whose slowdowns are the highest that ``M_W`` asks about: the paper's 3%
+#: (§5.1), the few hosts a hardware or software fault can be on.
+TOP_WORKERS = 0.03
+#: Iterations the workers' variants replay: the slowest few, since a straggling job's steps have
+#: similar slowdowns (What-if §4.2) and each variant replays the whole job once.
+WORKER_ITERATIONS = 4
+#: Without a layout, per-rank variants (one replay each) run up to this world size; above it the
+#: paper's approximation needs the layout's replicas and stages.
+MAX_RANK_VARIANTS = 256
+#: Floats each batch of variants may hold per operator array: variants share a sweep in batches
+#: of at most this many values over all operators (bounds memory at 8,192 GPUs and up).
+_BATCH_VALUES = 1 << 25
+_NS_PER_HOUR = 3_600e9
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """The what-if result of one job over its recorded iterations."""
+
+    job: str
+    world: int
+    iterations: tuple[int, ...]
+    original_ns: tuple[float, ...]  # each iteration replayed as recorded
+    ideal_ns: tuple[float, ...]  # each iteration replayed with every operator at its peers' length
+    recorded_ns: tuple[float, ...]  # each iteration as recorded (first start to last end of any rank)
+    by_type: dict[str, float]  # S_t
+    by_worker: tuple[float, ...]  # S_w per rank (1.0 where not measured)
+    worker_unit: str  # "replica x stage" (the paper's approximation), "rank", or "" when not measured
+    worker_share: float  # M_W
+    last_stage_share: float | None  # M_S (None without pipeline stages)
+    wall_ns: float  # first record's start to last record's end
+    seconds: float = 0.0
+
+    @property
+    def slowdown(self) -> float:
+        """S: the job's replayed time as recorded over its ideal time."""
+        ideal = sum(self.ideal_ns)
+        return sum(self.original_ns) / ideal if ideal > 0 else 1.0
+
+    @property
+    def per_iteration(self) -> tuple[float, ...]:
+        return tuple(o / i if i > 0 else 1.0 for o, i in zip(self.original_ns, self.ideal_ns))
+
+    @property
+    def gpu_hours_lost(self) -> float:
+        return (1.0 - 1.0 / self.slowdown) * self.wall_ns * self.world / _NS_PER_HOUR
+
+    @property
+    def fidelity(self) -> float:
+        """The replay as recorded over the recorded time (the paper keeps jobs within 5%)."""
+        recorded = sum(self.recorded_ns)
+        return sum(self.original_ns) / recorded if recorded > 0 else 1.0
+
+    def top_workers(self, k: int = 5) -> tuple[tuple[int, float], ...]:
+        order = np.argsort(-np.asarray(self.by_worker), kind="stable")[:k]
+        return tuple((int(r), float(self.by_worker[r])) for r in order if self.by_worker[r] > 1.0)
+
+    def top_types(self, k: int = 3) -> tuple[tuple[str, float], ...]:
+        ranked = sorted(self.by_type.items(), key=lambda item: -item[1])[:k]
+        return tuple((t, s) for t, s in ranked if s > 1.0)
+
+    def to_dict(self) -> dict:
+        return {
+            "job": self.job,
+            "world": self.world,
+            "slowdown": round(self.slowdown, 4),
+            "gpu_hours_lost": self.gpu_hours_lost,
+            "iterations": list(self.iterations),
+            "per_iteration": [round(s, 4) for s in self.per_iteration],
+            "by_type": {t: round(s, 4) for t, s in sorted(self.by_type.items())},
+            "top_workers": [{"rank": r, "slowdown": round(s, 4)} for r, s in self.top_workers()],
+            "worker_unit": self.worker_unit,
+            "worker_share": round(self.worker_share, 4),
+            "last_stage_share": None if self.last_stage_share is None else round(self.last_stage_share, 4),
+            "fidelity": round(self.fidelity, 4),
+            "wall_ns": self.wall_ns,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+@dataclass(frozen=True)
+class _Job:
+    """A job's operators in chain order (iteration, rank, start), ready to replay."""
+
+    deps: Dependencies
+    rank: np.ndarray
+    iteration: np.ndarray  # dense 0..I-1
+    kind: np.ndarray  # dense operator type of each operator's transfer
+    kinds: tuple[str, ...]
+    gap: np.ndarray
+    transfer: np.ndarray
+    own: np.ndarray
+    ideal_gap: np.ndarray
+    ideal_transfer: np.ndarray
+
+
+def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
+              worker_iterations: int = WORKER_ITERATIONS, top_workers: float = TOP_WORKERS) -> Attribution:
+    """The what-if attribution of one job's records (all its ranks; iteration -1 records are left out)."""
+    import time
+
+    began = time.perf_counter()
+    if isinstance(worker_iterations, bool) or not isinstance(worker_iterations, int) or worker_iterations < 1:
+        raise ConfigError(f"worker_iterations must be an integer >= 1, got {worker_iterations!r}")
+    if not 0 < top_workers <= 1:
+        raise ConfigError(f"top_workers must be in (0, 1], got {top_workers!r}")
+    if not isinstance(records, RecordBatch):
+        raise RecordError(f"attribute takes a RecordBatch, got {type(records).__name__}")
+    records = records.take(np.flatnonzero(records["iteration"] >= 0))
+    if not len(records):
+        raise RecordError("attribute: no records with a known iteration")
+    if len(np.unique(records["job"])) > 1:
+        raise RecordError(f"attribute: records of {len(np.unique(records['job']))} jobs; give it one job's")
+    if int(records["rank"].max()) >= spec.world:
+        raise RecordError(f"attribute: rank {int(records['rank'].max())} is outside the job's world of {spec.world}")
+    job, steps, recorded = _prepare(records, spec, iterations)
+    n_it = len(steps)
+    everything = np.arange(n_it)
+    nothing = np.zeros((len(job.gap), 1), bool)
+    original = _run_variants(job, ~nothing, ~nothing, everything)[:, 0]
+    ideal = _run_variants(job, nothing, nothing, everything)[:, 0]
+
+    # S_t: everything fixed but one type (compute gaps, or one communicator kind's op's transfers).
+    types = (COMPUTE, *job.kinds)
+    keep_gap = np.zeros((len(job.gap), len(types)), bool)
+    keep_gap[:, 0] = True
+    keep_transfer = job.kind[:, None] == np.arange(-1, len(job.kinds))[None, :]
+    by_type_t = _run_variants(job, keep_gap, keep_transfer, everything).sum(axis=0)
+    base = ideal.sum()
+    by_type = {name: float(t / base) if base > 0 else 1.0 for name, t in zip(types, by_type_t)}
+
+    # S_w on the slowest iterations, and the shares of the slowdown the top workers and last stage explain.
+    chosen = np.sort(np.argsort(-(original / np.where(ideal > 0, ideal, np.nan)), kind="stable")[:worker_iterations])
+    stage, replica = _stage_replica(spec)
+    unit, by_worker = _workers(job, spec, stage, replica, chosen, ideal)
+    lost = original[chosen].sum() - ideal[chosen].sum()
+    worker_share = last_share = 0.0
+    if unit:
+        count = max(1, math.ceil(top_workers * spec.world))
+        # Workers tied with the last of the top share are in it too: the replica x stage
+        # approximation gives a whole tensor group one value, and cannot tell its ranks apart.
+        cutoff = np.sort(by_worker)[::-1][count - 1]
+        fixed = [(by_worker >= cutoff)[job.rank]]
+        if stage is not None:
+            fixed.append(stage[job.rank] == stage.max())
+        keep = ~np.stack(fixed, axis=1)
+        times = _run_variants(job, keep, keep, chosen).sum(axis=0)
+        if lost > 0:
+            worker_share = float((original[chosen].sum() - times[0]) / lost)
+            if stage is not None:
+                last_share = float((original[chosen].sum() - times[1]) / lost)
+    return Attribution(
+        job=spec.job, world=spec.world, iterations=tuple(int(i) for i in steps),
+        original_ns=tuple(float(t) for t in original), ideal_ns=tuple(float(t) for t in ideal),
+        recorded_ns=tuple(float(t) for t in recorded), by_type=by_type,
+        by_worker=tuple(float(s) for s in by_worker), worker_unit=unit, worker_share=worker_share,
+        last_stage_share=None if stage is None or stage.max() == 0 else last_share,
+        wall_ns=float(records["t_end_ns"].max() - records["t_start_ns"].min()),
+        seconds=time.perf_counter() - began,
+    )
+
+
+def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | None) -> tuple[_Job, np.ndarray, np.ndarray]:
+    steps, it = np.unique(records["iteration"], return_inverse=True)
+    rank = records["rank"].astype(np.int64)
+    op = records["op"].astype(np.int64)
+    start = records["t_start_ns"].astype(np.int64)
+    end = records["t_end_ns"].astype(np.int64)
+    order = np.lexsort((op, start, rank, it))
+    rank, it, op, start, end = rank[order], it[order], op[order], start[order], end[order]
+    comm = records["comm"].astype(np.int64)[order]
+    n = len(order)
+    first = np.r_[True, (rank[1:] != rank[:-1]) | (it[1:] != it[:-1])]
+    last = np.r_[first[1:], True]
+    holds = holds_rank(start, end, op, last)
+    clock = np.where(holds, end, start)
+    # A rank's iteration starts at its iteration record's start, else at the iteration's first operator anywhere.
+    origin = np.full(n, 0, np.int64)
+    earliest = np.full(len(steps), np.iinfo(np.int64).max)
+    np.minimum.at(earliest, it[first], start[first])
+    origin[first] = earliest[it[first]]
+    if iterations is not None and len(iterations):
+        heads = np.flatnonzero(first)
+        wanted = rank[heads] * len(steps) + it[heads]
+        at = np.searchsorted(steps, iterations["iteration"])
+        listed = (at < len(steps)) & (steps[np.minimum(at, len(steps) - 1)] == iterations["iteration"])
+        keys = iterations["rank"].astype(np.int64)[listed] * len(steps) + at[listed]
+        key_order = np.argsort(keys, kind="stable")
+        found = np.searchsorted(keys[key_order], wanted)
+        hit = found < len(keys)
+        hit[hit] &= keys[key_order][found[hit]] == wanted[hit]
+        t = iterations["t_start_ns"][listed][key_order][np.minimum(found, max(len(keys) - 1, 0))] if len(keys) else wanted
+        use = hit & (t <= start[heads])
+        origin[heads[use]] = t[use]
+    gap = np.maximum(start - np.where(first, origin, np.r_[0, clock[:-1]]), 0).astype(np.float64)
+
+    group = member_groups(comm, records["seq"][order], rank, records["peer"][order], op)
+    groups = int(group.max()) + 1
+    distinct = np.zeros(n, bool)
+    distinct[np.unique(dense_ids(group, rank), return_index=True)[1]] = True
+    members = np.bincount(group[distinct], minlength=groups)
+    comm_members = np.zeros(int(comm.max()) + 1, np.int64)
+    np.maximum.at(comm_members, comm, members[group])
+    complete = (members[group] >= comm_members[comm]) & (members[group] > 1)
+    latest = np.full(groups, np.iinfo(np.int64).min)
+    np.maximum.at(latest, group, start)
+    transfer = np.where(complete, end - latest[group], 0).astype(np.float64)
+    own = (end - start).astype(np.float64)
+
+    slots = program_slots(op, records["nbytes"][order].astype(np.int64), rank, it, first)
+    enough = slots.peers >= MIN_PEERS
+    ideal_gap = np.where(enough, group_median(slots.slot, gap), gap)
+    # A transfer's peers: the same slot on the ranks running its program, and its own usual length.
+    spatial = np.where(enough, group_median(slots.slot, transfer), transfer)
+    identity = dense_ids(rank, slots.position, comm, op)
+    usual = group_median(identity, transfer)
+    ideal_transfer = np.where(complete, np.minimum(spatial, usual), 0.0)
+
+    # An operator type: its communicator's kind (the name's prefix) and its op, send and receive together.
+    prefixes = [c.split(".", 1)[0] if "." in c else "" for c in records.strings]
+    prefix_names, prefix_code = np.unique(np.array(prefixes + [""]), return_inverse=True)
+    labels = [_op_label(code) for code in range(256)]
+    label_names, label_code = np.unique(np.array(labels), return_inverse=True)
+    type_key = prefix_code[comm] * len(label_names) + label_code[op]
+    present, kind = np.unique(type_key, return_inverse=True)
+    kinds = [f"{prefix_names[k // len(label_names)]}.{label_names[k % len(label_names)]}".lstrip(".") for k in present.tolist()]
+    deps = dependencies(first, holds, group, complete)
+    if not deps.acyclic:
+        raise RecordError(f"attribute: {int((~deps.settled).sum())} operators' start order contradicts their groups' "
+                          "(clocks skewed between hosts?); the replay cannot order them")
+    span_start = np.full(len(steps), np.iinfo(np.int64).max)
+    span_end = np.full(len(steps), np.iinfo(np.int64).min)
+    np.minimum.at(span_start, it, start)
+    np.maximum.at(span_end, it, end)
+    job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, ideal_transfer)
+    return job, steps, (span_end - span_start).astype(np.float64)
+
+
+def _op_label(code: int) -> str:
+    try:
+        kind = OpKind(code)
+    except ValueError:
+        return "unknown"
+    return "send_recv" if kind in (OpKind.SEND, OpKind.RECV) else kind.label
+
+
+def _run_variants(job: _Job, keep_gap: np.ndarray, keep_transfer: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """Replayed iteration times, (len(chosen), variants): variant ``v`` keeps the recorded gap of the
+    operators where ``keep_gap[:, v]`` (the ideal elsewhere), likewise transfers. Each iteration
+    lasts until its last operator ends, every rank starting it at 0; batches of variants share a sweep."""
+    keep = np.isin(job.iteration, chosen)
+    subset = _subset(job, chosen, keep)
+    keep_gap, keep_transfer = keep_gap[keep], keep_transfer[keep]
+    variants = keep_gap.shape[1]
+    batch = max(1, _BATCH_VALUES // max(len(subset.gap), 1))
+    bounds = np.r_[0, np.flatnonzero(np.diff(subset.iteration)) + 1]  # operators are in iteration order
+    out = np.empty((len(bounds), variants))
+    anchor = np.zeros(len(subset.gap))
+    for begin in range(0, variants, batch):
+        part = slice(begin, min(begin + batch, variants))
+        gap = np.where(keep_gap[:, part], subset.gap[:, None], subset.ideal_gap[:, None])
+        transfer = np.where(keep_transfer[:, part], subset.transfer[:, None], subset.ideal_transfer[:, None])
+        _, end = replay(subset.deps, anchor=anchor, gap=gap, transfer=transfer, own=subset.own)
+        out[:, part] = np.maximum.reduceat(end, bounds, axis=0)
+    return out
+
+
+def _subset(job: _Job, chosen: np.ndarray, keep: np.ndarray) -> _Job:
+    """The job restricted to the ``chosen`` iterations (each replays on its own, so the graph splits)."""
+    if len(chosen) == int(job.iteration.max()) + 1:
+        return job
+    group = dense_ids(job.deps.group[keep])
+    deps = dependencies(job.deps.first[keep], job.deps.holds[keep], group, job.deps.complete[keep])
+    _, iteration = np.unique(job.iteration[keep], return_inverse=True)
+    return _Job(deps, job.rank[keep], iteration, job.kind[keep], job.kinds, job.gap[keep], job.transfer[keep],
+                job.own[keep], job.ideal_gap[keep], job.ideal_transfer[keep])
+
+
+def _stage_replica(spec: JobSpec) -> tuple[np.ndarray | None, np.ndarray | None]:
+    if spec.layout is None:
+        return None, None
+    coords = spec.layout.coordinate_array()  # columns tp, cp, ep, dp, pp
+    return coords[:, 4], coords[:, 3] * spec.layout.ep + coords[:, 2]
+
+
+def _workers(job: _Job, spec: JobSpec, stage: np.ndarray | None, replica: np.ndarray | None, chosen: np.ndarray,
+             ideal: np.ndarray) -> tuple[str, np.ndarray]:
+    """S_w per rank on the ``chosen`` iterations: the paper's replica x stage approximation, else per rank."""
+    base = ideal[chosen].sum()
+    if base <= 0:
+        return "", np.ones(spec.world)
+    if stage is not None and replica is not None and (stage.max() > 0 or replica.max() > 0):
+        replicas, stages = np.unique(replica), np.unique(stage)
+        keep = np.concatenate([replica[job.rank][:, None] == replicas[None, :], stage[job.rank][:, None] == stages[None, :]], axis=1)
+        times = _run_variants(job, keep, keep, chosen).sum(axis=0)
+        by_replica = np.ones(int(replica.max()) + 1)
+        by_stage = np.ones(int(stage.max()) + 1)
+        by_replica[replicas] = times[: len(replicas)] / base
+        by_stage[stages] = times[len(replicas):] / base
+        return "replica x stage", np.minimum(by_replica[replica], by_stage[stage])
+    if spec.world > MAX_RANK_VARIANTS:
+        return "", np.ones(spec.world)
+    keep = job.rank[:, None] == np.arange(spec.world)[None, :]
+    return "rank", _run_variants(job, keep, keep, chosen).sum(axis=0) / base
