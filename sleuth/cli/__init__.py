@@ -15,7 +15,7 @@ from sleuth.errors import SleuthError
 
 # Command modules, in the order --help lists them.
 _COMMAND_MODULES = (
-    "version", "topology", "layout", "sim", "detect", "localize", "report", "db", "gateway", "worker", "localizer",
+    "version", "topology", "layout", "sim", "detect", "localize", "attribute", "report", "db", "gateway", "worker", "localizer",
     "alerter", "stack", "incidents", "demo",
 )
 

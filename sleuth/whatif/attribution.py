@@ -5,10 +5,13 @@ From a job's records (every rank, many iterations) the replay (``timeline``) run
 * as recorded: ``T_orig`` (the paper simulates the original timeline too, so that the replay's
   own error cancels out of the ratio);
 * with every operator at the length its peers show: ``T_ideal``. A compute gap (the time between
-  a rank's clock and its next operator's start) takes the median of that gap over the ranks
-  running the same program in the same iteration (``programs``); a transfer the lower of that
-  median and its operator identity's usual one (the median over the iterations), so that a slow
-  link present from the first iteration and one slowing a whole program are both put back.
+  a rank's clock and its next operator's start) that lies beyond the spread of that gap over the
+  ranks running the same program in the same iteration (``programs``) takes their median; a
+  transfer beyond the spread of that slot, or of its own operator identity's other iterations,
+  takes the lower such median, so that a slow link present from the first iteration and one
+  slowing a whole program are both put back. Lengths within their peers' spread stay as recorded:
+  the paper equalizes them too, which counts the job's jitter as stragglers (S 1.044 on a
+  fault-free 8,192-GPU emulated run, whose twin is itself).
 
 Then, following the paper's definitions, ``S = T_orig / T_ideal`` (eq. 1), the same per iteration,
 ``S_t = T_(all but type t fixed) / T_ideal`` per operator type (eq. 2), ``S_w`` per worker (eq. 4)
@@ -27,7 +30,7 @@ job's steps have similar slowdowns), and every variant of a batch shares one swe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,16 +41,26 @@ from sleuth.whatif.keys import dense_ids, group_median
 from sleuth.whatif.programs import MIN_PEERS, program_slots
 from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, member_groups, replay
 
-__all__ = ["COMPUTE", "TOP_WORKERS", "WORKER_ITERATIONS", "Attribution", "attribute"]
+__all__ = ["COMPUTE", "EXCESS", "TOP_WORKERS", "WORKER_ITERATIONS", "Attribution", "OperatorExcess", "attribute"]
 
+#: An operator is abnormal when it ran more than this times its ideal length: the labels' line
+#: (design.md: 5% over its fault-free counterfactual).
+EXCESS = 1.05
+#: A length is put back to its peers' median beyond this many robust standard deviations above it:
+#: jitter alone passes it about once in 700 draws (one-sided normal tail at 3 sigma).
+SPREAD_K = 3.0
 #: The operator type of compute gaps (the other types are "<communicator kind>.<op>").
 COMPUTE = "compute"
 #: Share of the workers whose slowdowns are the highest that ``M_W`` asks about: the paper's 3%
 #: (§5.1), the few hosts a hardware or software fault can be on.
 TOP_WORKERS = 0.03
 #: Iterations the workers' variants replay: the slowest few, since a straggling job's steps have
-#: similar slowdowns (What-if §4.2) and each variant replays the whole job once.
-WORKER_ITERATIONS = 4
+#: similar slowdowns (What-if §4.2) and each variant replays them whole; three, so that the device
+#: search's support rule (two iterations) never rests on one benign pause among them.
+WORKER_ITERATIONS = 3
+#: A replica whose put-back lengths add up to at most this share of what the costliest replica
+#: adds cannot be among the top workers beside it: its bound stands for it, unreplayed.
+NEGLIGIBLE = 0.1
 #: Without a layout, per-rank variants (one replay each) run up to this world size; above it the
 #: paper's approximation needs the layout's replicas and stages.
 MAX_RANK_VARIANTS = 256
@@ -73,6 +86,10 @@ class Attribution:
     worker_share: float  # M_W
     last_stage_share: float | None  # M_S (None without pipeline stages)
     wall_ns: float  # first record's start to last record's end
+    worker_iterations: tuple[int, ...] = ()  # the iterations S_w, M_W and M_S were measured on
+    slowest_replica: tuple[int, ...] = ()  # per worker iteration, the replica that cost most (with a layout)
+    operators: OperatorExcess | None = field(default=None, repr=False, compare=False)
+    replayable: _Job | None = field(default=None, repr=False, compare=False)  # for contributors.py's finer variants
     seconds: float = 0.0
 
     @property
@@ -116,6 +133,8 @@ class Attribution:
             "worker_unit": self.worker_unit,
             "worker_share": round(self.worker_share, 4),
             "last_stage_share": None if self.last_stage_share is None else round(self.last_stage_share, 4),
+            "worker_iterations": list(self.worker_iterations),
+            "slowest_replica": list(self.slowest_replica),
             "fidelity": round(self.fidelity, 4),
             "wall_ns": self.wall_ns,
             "seconds": round(self.seconds, 4),
@@ -136,6 +155,44 @@ class _Job:
     own: np.ndarray
     ideal_gap: np.ndarray
     ideal_transfer: np.ndarray
+    comm: np.ndarray  # index into comms
+    comms: tuple[str, ...]
+    seq: np.ndarray
+    steps: np.ndarray  # iteration id of each dense iteration
+    subsets: dict = field(default_factory=dict, repr=False, compare=False)  # chosen iterations -> _Job, built once
+
+
+@dataclass(frozen=True)
+class OperatorExcess:
+    """Each operator's recorded length over its length in the ideal replay, found by (rank, comm, seq)."""
+
+    rank: np.ndarray  # sorted by (rank, comm, seq)
+    key: np.ndarray  # uint64: comm index << 40 | seq
+    comms: tuple[str, ...]
+    ratio: np.ndarray
+
+    def ratios(self, records: RecordBatch) -> np.ndarray:
+        """The ratio of each of ``records`` (NaN for operators the attribution did not replay)."""
+        out = np.full(len(records), np.nan)
+        if not len(records):
+            return out
+        index = {name: k for k, name in enumerate(self.comms)}
+        code = np.array([index.get(name, -1) for name in records.strings], np.int64)[records["comm"]]
+        rank = records["rank"].astype(np.int64)
+        key = (np.maximum(code, 0).astype(np.uint64) << np.uint64(40)) | records["seq"].astype(np.uint64)
+        for r in np.unique(rank).tolist():
+            lo, hi = np.searchsorted(self.rank, [r, r + 1])
+            mine = np.flatnonzero((rank == r) & (code >= 0))
+            at = lo + np.searchsorted(self.key[lo:hi], key[mine])
+            hit = at < hi
+            hit[hit] &= self.key[at[hit]] == key[mine][hit]
+            out[mine[hit]] = self.ratio[at[hit]]
+        return out
+
+    def abnormal(self, records: RecordBatch, excess: float = EXCESS) -> np.ndarray:
+        """Operators that ran more than ``excess`` times their ideal length (the labels' question,
+        answered by the replay); operators it did not replay are not."""
+        return np.nan_to_num(self.ratios(records), nan=0.0) > excess
 
 
 def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
@@ -162,7 +219,11 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     everything = np.arange(n_it)
     nothing = np.zeros((len(job.gap), 1), bool)
     original = _run_variants(job, ~nothing, ~nothing, everything)[:, 0]
-    ideal = _run_variants(job, nothing, nothing, everything)[:, 0]
+    start, end = replay(job.deps, anchor=np.zeros(len(job.gap)), gap=job.ideal_gap, transfer=job.ideal_transfer, own=job.own)
+    ideal = np.maximum.reduceat(end, _iteration_bounds(job))
+    order = np.lexsort((job.seq, job.comm, job.rank))
+    operators = OperatorExcess(job.rank[order], (job.comm[order].astype(np.uint64) << np.uint64(40)) | job.seq[order],
+                               job.comms, (job.own / np.maximum(end - start, 1.0))[order])
 
     # S_t: everything fixed but one type (compute gaps, or one communicator kind's op's transfers).
     types = (COMPUTE, *job.kinds)
@@ -176,7 +237,7 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     # S_w on the slowest iterations, and the shares of the slowdown the top workers and last stage explain.
     chosen = np.sort(np.argsort(-(original / np.where(ideal > 0, ideal, np.nan)), kind="stable")[:worker_iterations])
     stage, replica = _stage_replica(spec)
-    unit, by_worker = _workers(job, spec, stage, replica, chosen, ideal)
+    unit, by_worker, slowest = _workers(job, spec, stage, replica, chosen, ideal, top_workers)
     lost = original[chosen].sum() - ideal[chosen].sum()
     worker_share = last_share = 0.0
     if unit:
@@ -198,6 +259,8 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
         original_ns=tuple(float(t) for t in original), ideal_ns=tuple(float(t) for t in ideal),
         recorded_ns=tuple(float(t) for t in recorded), by_type=by_type,
         by_worker=tuple(float(s) for s in by_worker), worker_unit=unit, worker_share=worker_share,
+        worker_iterations=tuple(int(i) for i in steps[chosen]), slowest_replica=slowest, operators=operators,
+        replayable=job,
         last_stage_share=None if stage is None or stage.max() == 0 else last_share,
         wall_ns=float(records["t_end_ns"].max() - records["t_start_ns"].min()),
         seconds=time.perf_counter() - began,
@@ -253,12 +316,11 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
 
     slots = program_slots(op, records["nbytes"][order].astype(np.int64), rank, it, first)
     enough = slots.peers >= MIN_PEERS
-    ideal_gap = np.where(enough, group_median(slots.slot, gap), gap)
-    # A transfer's peers: the same slot on the ranks running its program, and its own usual length.
-    spatial = np.where(enough, group_median(slots.slot, transfer), transfer)
-    identity = dense_ids(rank, slots.position, comm, op)
-    usual = group_median(identity, transfer)
-    ideal_transfer = np.where(complete, np.minimum(spatial, usual), 0.0)
+    ideal_gap = _put_back(gap, slots.slot, enough)
+    # A transfer's peers: the same slot on the ranks running its program, and its own other iterations.
+    spatial = _put_back(transfer, slots.slot, enough & complete)
+    temporal = _put_back(transfer, dense_ids(rank, slots.position, comm, op), complete)
+    ideal_transfer = np.where(complete, np.minimum(spatial, temporal), 0.0)
 
     # An operator type: its communicator's kind (the name's prefix) and its op, send and receive together.
     prefixes = [c.split(".", 1)[0] if "." in c else "" for c in records.strings]
@@ -276,8 +338,21 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     span_end = np.full(len(steps), np.iinfo(np.int64).min)
     np.minimum.at(span_start, it, start)
     np.maximum.at(span_end, it, end)
-    job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, ideal_transfer)
+    seq = records["seq"][order].astype(np.uint64)
+    if len(seq) and int(seq.max()) >= 1 << 40:
+        raise RecordError(f"attribute: seq {int(seq.max())} is beyond 2^40")
+    job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, ideal_transfer,
+               comm, tuple(records.strings), seq, steps)
     return job, steps, (span_end - span_start).astype(np.float64)
+
+
+def _put_back(values: np.ndarray, group: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """Each value, or its group's median where it lies more than ``SPREAD_K`` robust standard
+    deviations above it: a length its peers never show is a straggler's; one within their
+    spread is a length they show too, jitter the fault-free run has as well."""
+    median = group_median(group, values)
+    spread = 1.4826 * group_median(group, np.abs(values - median))
+    return np.where(usable & (values > median + SPREAD_K * spread), median, values)
 
 
 def _op_label(code: int) -> str:
@@ -297,7 +372,7 @@ def _run_variants(job: _Job, keep_gap: np.ndarray, keep_transfer: np.ndarray, ch
     keep_gap, keep_transfer = keep_gap[keep], keep_transfer[keep]
     variants = keep_gap.shape[1]
     batch = max(1, _BATCH_VALUES // max(len(subset.gap), 1))
-    bounds = np.r_[0, np.flatnonzero(np.diff(subset.iteration)) + 1]  # operators are in iteration order
+    bounds = _iteration_bounds(subset)
     out = np.empty((len(bounds), variants))
     anchor = np.zeros(len(subset.gap))
     for begin in range(0, variants, batch):
@@ -309,15 +384,28 @@ def _run_variants(job: _Job, keep_gap: np.ndarray, keep_transfer: np.ndarray, ch
     return out
 
 
+def _iteration_bounds(job: _Job) -> np.ndarray:
+    """Where each iteration's operators begin (operators are in iteration order)."""
+    return np.r_[0, np.flatnonzero(np.diff(job.iteration)) + 1]
+
+
 def _subset(job: _Job, chosen: np.ndarray, keep: np.ndarray) -> _Job:
     """The job restricted to the ``chosen`` iterations (each replays on its own, so the graph splits)."""
     if len(chosen) == int(job.iteration.max()) + 1:
         return job
+    key = tuple(int(c) for c in chosen)
+    if key not in job.subsets:
+        job.subsets[key] = _restricted(job, keep)
+    return job.subsets[key]
+
+
+def _restricted(job: _Job, keep: np.ndarray) -> _Job:
     group = dense_ids(job.deps.group[keep])
     deps = dependencies(job.deps.first[keep], job.deps.holds[keep], group, job.deps.complete[keep])
     _, iteration = np.unique(job.iteration[keep], return_inverse=True)
     return _Job(deps, job.rank[keep], iteration, job.kind[keep], job.kinds, job.gap[keep], job.transfer[keep],
-                job.own[keep], job.ideal_gap[keep], job.ideal_transfer[keep])
+                job.own[keep], job.ideal_gap[keep], job.ideal_transfer[keep], job.comm[keep], job.comms, job.seq[keep],
+                job.steps[np.unique(job.iteration[keep])])
 
 
 def _stage_replica(spec: JobSpec) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -328,21 +416,58 @@ def _stage_replica(spec: JobSpec) -> tuple[np.ndarray | None, np.ndarray | None]
 
 
 def _workers(job: _Job, spec: JobSpec, stage: np.ndarray | None, replica: np.ndarray | None, chosen: np.ndarray,
-             ideal: np.ndarray) -> tuple[str, np.ndarray]:
-    """S_w per rank on the ``chosen`` iterations: the paper's replica x stage approximation, else per rank."""
+             ideal: np.ndarray, top_workers: float) -> tuple[str, np.ndarray, tuple[int, ...]]:
+    """S_w per rank on the ``chosen`` iterations (the paper's replica x stage approximation, else per
+    rank), and with replicas, the one whose recorded lengths cost most in each chosen iteration."""
     base = ideal[chosen].sum()
     if base <= 0:
-        return "", np.ones(spec.world)
+        return "", np.ones(spec.world), ()
     if stage is not None and replica is not None and (stage.max() > 0 or replica.max() > 0):
-        replicas, stages = np.unique(replica), np.unique(stage)
-        keep = np.concatenate([replica[job.rank][:, None] == replicas[None, :], stage[job.rank][:, None] == stages[None, :]], axis=1)
-        times = _run_variants(job, keep, keep, chosen).sum(axis=0)
-        by_replica = np.ones(int(replica.max()) + 1)
+        stages = np.unique(stage)
+        per_stage = _run_variants(job, *(2 * (stage[job.rank][:, None] == stages[None, :],)), chosen)
         by_stage = np.ones(int(stage.max()) + 1)
-        by_replica[replicas] = times[: len(replicas)] / base
-        by_stage[stages] = times[len(replicas):] / base
-        return "replica x stage", np.minimum(by_replica[replica], by_stage[stage])
+        by_stage[stages] = per_stage.sum(axis=0) / base
+        by_replica, slowest = _replicas(job, replica, chosen, base, top_workers)
+        return "replica x stage", np.minimum(by_replica[replica], by_stage[stage]), slowest
     if spec.world > MAX_RANK_VARIANTS:
-        return "", np.ones(spec.world)
+        return "", np.ones(spec.world), ()
     keep = job.rank[:, None] == np.arange(spec.world)[None, :]
-    return "rank", _run_variants(job, keep, keep, chosen).sum(axis=0) / base
+    return "rank", _run_variants(job, keep, keep, chosen).sum(axis=0) / base, ()
+
+
+def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: float,
+              top_workers: float) -> tuple[np.ndarray, tuple[int, ...]]:
+    """S per data-parallel replica (all but it fixed) and the replica that cost most per chosen iteration.
+
+    A replay lengthens an iteration by at most the lengths its kept operators add up to (the
+    longest path grows by at most what was added on it), so ``1 + excess / base`` bounds a
+    replica's S from above. Replicas are replayed in order of that bound, in batches, until the
+    next bound falls below the smallest value that could still enter the top share, or below
+    ``NEGLIGIBLE`` of the costliest replica's slowdown; the rest keep their bound, an upper one. A replica that puts nothing back has
+    S = 1 exactly.
+    """
+    kept = np.isin(job.iteration, chosen)
+    excess = (job.gap - job.ideal_gap) + (job.transfer - job.ideal_transfer)
+    n = int(replica.max()) + 1
+    bound = 1.0 + np.bincount(replica[job.rank[kept]], weights=excess[kept], minlength=n) / base
+    present = np.unique(replica)
+    candidates = present[np.argsort(-bound[present], kind="stable")]
+    needed = max(1, math.ceil(top_workers * len(present)))
+    batch = max(needed, _BATCH_VALUES // max(int(kept.sum()), 1))
+    value = bound.copy()
+    per_iteration = np.zeros((len(chosen), n))
+    done = 0
+    while done < len(candidates):
+        part = candidates[done : done + batch]
+        keep = replica[job.rank][:, None] == part[None, :]
+        times = _run_variants(job, keep, keep, chosen)
+        per_iteration[:, part] = times
+        value[part] = times.sum(axis=0) / base
+        done += len(part)
+        replayed_values = np.sort(value[candidates[:done]])[::-1]
+        floor = max(replayed_values[min(needed, done) - 1], 1.0 + NEGLIGIBLE * (replayed_values[0] - 1.0))
+        if done < len(candidates) and bound[candidates[done]] <= floor:
+            break
+    replayed = candidates[:done]
+    slowest = replayed[np.argmax(per_iteration[:, replayed], axis=1)]
+    return value, tuple(int(d) for d in slowest)
