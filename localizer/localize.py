@@ -119,6 +119,10 @@ def localize(
     started = time.perf_counter()
     wanted = sorted({_iteration(item) for item in irregular_iterations})
     _check_options(top_k=top_k, window=window, min_support=min_support, pivot_ops=pivot_ops)
+    if not isinstance(slowdown, (int, float)) or isinstance(slowdown, bool) or not slowdown > 1:
+        raise ConfigError(f"slowdown must be a number above 1, got {slowdown!r}")
+    if isinstance(sustain, bool) or not isinstance(sustain, int) or sustain < 1:
+        raise ConfigError(f"sustain must be an integer >= 1, got {sustain!r}")
     thresholds = thresholds or Thresholds()
     try:
         routing = Routing(routing)
@@ -132,10 +136,6 @@ def localize(
     missing = next((gpu for gpu in graph.gpus if gpu not in topology), None)
     if missing is not None:
         raise TopologyError(f"the job's GPU {missing} is not in the topology")
-    if not isinstance(slowdown, (int, float)) or isinstance(slowdown, bool) or not slowdown > 1:
-        raise ConfigError(f"slowdown must be a number above 1, got {slowdown!r}")
-    if isinstance(sustain, bool) or not isinstance(sustain, int) or sustain < 1:
-        raise ConfigError(f"sustain must be an integer >= 1, got {sustain!r}")
     if not wanted and attribution is None:
         return []
     available = source.iteration_ids()
