@@ -32,7 +32,10 @@ def group_median(group: np.ndarray, values: np.ndarray, *, size: int | None = No
     """The median of ``values`` per group: per element when ``size`` is None, else per group id (NaN if empty)."""
     if not len(group):
         return np.empty(0) if size is None else np.full(size, np.nan)
-    order = np.lexsort((values, group))
+    # One sort on (group, rank of the value): quicker than a two-key lexsort over millions.
+    rank = np.empty(len(values), np.int64)
+    rank[np.argsort(values)] = np.arange(len(values))
+    order = np.argsort(group.astype(np.int64) * len(values) + rank)
     g, v = group[order], values[order]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
     counts = np.diff(np.r_[starts, len(g)])
