@@ -9,19 +9,23 @@ as a spike, a step, a ramp or was there from the first iteration. Per episode:
   when the last pipeline stage explains most of the slowdown (``M_S``) and no few workers do
   (``M_W``); *sequence-length imbalance* when no few workers do and the replica that costs most
   moves between iterations (on at least ``nonhardware.MOVES`` replicas);
-* otherwise the device search starts from the ranks the worker slowdowns name: per rank, the
+* otherwise the device search (``whatif_search``) starts from the ranks the worker slowdowns name: per rank, the
   slowdown of everything fixed but that rank (compute roots, split with the host when its host's
   other GPUs are as slow), and the groups whose transfers were put back (network roots), each
   weighted by its share of the iteration's slowdown and by the share of compute or transfers in
   S_t; the evidence is scored as the search's is (``scoring``).
 
-A lone short run with nothing sustained (one benign pause) is a *hiccup*: recorded, never paged.
+An episode an irregular iteration's incident covers gets no incident of its own; that incident
+takes the what-if suspects of a side (compute, network) its own search left without one
+(``complement``: a second, moderate fault that never made an iteration irregular). A lone short
+run with nothing sustained (one benign pause) is a *hiccup*: recorded, never paged.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -37,7 +41,7 @@ from sleuth.localizer.nonhardware import ADVICE, MOVES, Straggler
 from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
-__all__ = ["Episode", "diagnose", "episodes", "slowdown_incident", "summary"]
+__all__ = ["Episode", "complement", "diagnose", "episodes", "lone_hiccup", "slowdown_incident", "summary", "whatif_search"]
 
 #: A share of the slowdown "most" of it is: the paper's line for workers and for the last stage (§5.1, §5.2).
 MAJORITY = 0.5
@@ -96,21 +100,14 @@ def slowdown_incident(
     routing: Routing, priors: Priors, top_k: int, min_support: int, started: float,
 ) -> Incident:
     """The incident of one sustained episode (see the module docstring)."""
-    import time
-
     diagnosis = diagnose(attribution)
     candidates = _candidates(attribution, graph)
     rated: list[tuple[Root, float]] = []
     suspects: tuple[Suspect, ...] = ()
     if diagnosis is Straggler.HARDWARE:
-        rated, on_host = _roots(attribution, candidates, graph)
-        evidence = accumulate(rated, topology=topology, gpus=graph.gpus, routing=routing, host_share=on_host)
-        ranking = [s for s in map_scores(evidence, topology=topology, priors=priors) if s.support >= min_support]
-        suspects = tuple(Suspect(s.device, s.kind.value, s.score) for s in ranking[:top_k])
-        compute = {s.kind in (DeviceKind.GPU.value, DeviceKind.HOST.value) for s in suspects}
-        cause = (IncidentCause.MIXED if len(compute) == 2 else IncidentCause.COMPUTE if True in compute
-                 else IncidentCause.NETWORK if compute else
-                 IncidentCause.COMPUTE if _compute_led(attribution) else IncidentCause.NETWORK)
+        rated, suspects = whatif_search(attribution, graph=graph, topology=topology, routing=routing, priors=priors,
+                                        top_k=top_k, min_support=min_support)
+        cause = _cause(suspects) or (IncidentCause.COMPUTE if _compute_led(attribution) else IncidentCause.NETWORK)
     else:
         cause = IncidentCause(diagnosis.value)
     at = np.isin(np.asarray(attribution.iterations), episode.iterations)
@@ -138,6 +135,45 @@ def slowdown_incident(
         seconds=time.perf_counter() - started,
         attribution=summary(attribution, "slowdown"),
     )
+
+
+def whatif_search(
+    attribution: Attribution, *, graph: OperatorGraph, topology: Topology, routing: Routing, priors: Priors,
+    top_k: int, min_support: int,
+) -> tuple[list[tuple[Root, float]], tuple[Suspect, ...]]:
+    """The what-if roots with their rates, and the top ``top_k`` suspects of each side (compute,
+    network) the job pays for: each side is one fault's evidence, as ``explain.separate`` keeps
+    the top K of each fault the search found."""
+    rated, on_host = _roots(attribution, _candidates(attribution, graph), graph)
+    suspects: list[Suspect] = []
+    for cause in (Cause.COMPUTE, Cause.NETWORK):
+        side = [(root, rate) for root, rate in rated if root.cause is cause]
+        evidence = accumulate(side, topology=topology, gpus=graph.gpus, routing=routing, host_share=on_host)
+        ranking = [s for s in map_scores(evidence, topology=topology, priors=priors) if s.support >= min_support]
+        suspects += [Suspect(s.device, s.kind.value, float(s.score)) for s in ranking[:top_k]]
+    return rated, tuple(suspects)
+
+
+def complement(incident: Incident, suspects: Sequence[Suspect]) -> Incident:
+    """``incident`` with the what-if suspects of a side (compute, network) its own search left
+    without a suspect: a second fault the job pays for that no irregular iteration showed."""
+    sides = {_is_compute(s) for s in incident.suspects}
+    added = tuple(s for s in suspects if _is_compute(s) not in sides and incident.cause.hardware)
+    if not added:
+        return incident
+    merged = incident.suspects + added
+    return replace(incident, suspects=merged, cause=_cause(merged) or incident.cause)
+
+
+def _is_compute(suspect: Suspect) -> bool:
+    return suspect.kind in (DeviceKind.GPU.value, DeviceKind.HOST.value)
+
+
+def _cause(suspects: Sequence[Suspect]) -> IncidentCause | None:
+    kinds = {_is_compute(s) for s in suspects}
+    if not kinds:
+        return None
+    return IncidentCause.MIXED if len(kinds) == 2 else IncidentCause.COMPUTE if True in kinds else IncidentCause.NETWORK
 
 
 def _compute_led(attribution: Attribution) -> bool:

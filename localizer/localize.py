@@ -45,7 +45,7 @@ from sleuth.topology import DeviceKind, Routing, Topology
 from sleuth.settings import Settings
 from sleuth.whatif.attribution import Attribution
 
-from sleuth.localizer.attributed import episodes, lone_hiccup, slowdown_incident, summary
+from sleuth.localizer.attributed import complement, diagnose, episodes, lone_hiccup, slowdown_incident, summary, whatif_search
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.explain import separate
 from sleuth.localizer.fetch import AbnormalFn, Fetcher
@@ -171,7 +171,12 @@ def _with_attribution(
     ]
     sustained, _ = episodes(attribution, slowdown=slowdown, sustain=sustain)
     for episode in sustained:
-        if any(set(episode.iterations) & set(incident.iterations) for incident in kept):
+        covering = [k for k, incident in enumerate(kept) if set(episode.iterations) & set(incident.iterations)]
+        if covering:
+            if diagnose(attribution) is Straggler.HARDWARE:
+                _, suspects = whatif_search(attribution, graph=graph, topology=topology, routing=routing, priors=priors,
+                                            top_k=top_k, min_support=min_support)
+                kept[covering[0]] = complement(kept[covering[0]], suspects)
             continue
         kept.append(slowdown_incident(
             source, attribution, episode, graph=graph, topology=topology, routing=routing, priors=priors,

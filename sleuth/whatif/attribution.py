@@ -30,6 +30,7 @@ job's steps have similar slowdowns), and every variant of a batch shares one swe
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -198,8 +199,6 @@ class OperatorExcess:
 def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
               worker_iterations: int = WORKER_ITERATIONS, top_workers: float = TOP_WORKERS) -> Attribution:
     """The what-if attribution of one job's records (all its ranks; iteration -1 records are left out)."""
-    import time
-
     began = time.perf_counter()
     if isinstance(worker_iterations, bool) or not isinstance(worker_iterations, int) or worker_iterations < 1:
         raise ConfigError(f"worker_iterations must be an integer >= 1, got {worker_iterations!r}")

@@ -94,3 +94,26 @@ def test_attribution_options_are_checked(tmp_path, capsys) -> None:
     from sleuth.localizer import localize
     with pytest.raises(ConfigError, match="sustain"):
         localize(None, irregular_iterations=[], topology=None, sustain=0)
+
+
+def _incident(cause: str, *suspects: tuple[str, str]):
+    from sleuth.localizer.impact import Impact
+    from sleuth.localizer.incident import Incident, IncidentCause, Suspect
+
+    return Incident(job="j", incident="j-1-2", t_from_ns=0, t_to_ns=1, iterations=(1, 2), cause=IncidentCause(cause),
+                    suspects=tuple(Suspect(d, k, 0.5) for d, k in suspects), roots=(), traversal=(), steps=(),
+                    ranks_fetched=1, world=8, impact=Impact(1.1, 1.0, 1.1, 0.0, 2), advice="", seconds=0.0)
+
+
+def test_a_side_the_irregular_search_left_unexplained_is_complemented_by_the_whatif_suspects() -> None:
+    from sleuth.localizer.attributed import complement
+    from sleuth.localizer.incident import Suspect
+
+    whatif = (Suspect("gpu:h0/1", "gpu", 0.6), Suspect("nic:h3/0", "nic", 0.2))
+    merged = complement(_incident("compute", ("gpu:h0/1", "gpu")), whatif)
+    assert [s.device for s in merged.suspects] == ["gpu:h0/1", "nic:h3/0"] and merged.cause.value == "mixed"
+    # Both sides already named, or no hardware cause: nothing is added.
+    both = _incident("mixed", ("gpu:h0/1", "gpu"), ("nic:h5/0", "nic"))
+    assert complement(both, whatif) == both
+    stage = _incident("stage_imbalance")
+    assert complement(stage, whatif) == stage
