@@ -38,7 +38,7 @@ import numpy as np
 from sleuth.errors import ConfigError, RecordError
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, OpKind, RecordBatch
-from sleuth.whatif.keys import dense_ids, group_median
+from sleuth.whatif.keys import dense_ids, group_spread
 from sleuth.whatif.programs import MIN_PEERS, program_slots
 from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, member_groups, replay
 
@@ -349,8 +349,7 @@ def _put_back(values: np.ndarray, group: np.ndarray, usable: np.ndarray) -> np.n
     """Each value, or its group's median where it lies more than ``SPREAD_K`` robust standard
     deviations above it: a length its peers never show is a straggler's; one within their
     spread is a length they show too, jitter the fault-free run has as well."""
-    median = group_median(group, values)
-    spread = 1.4826 * group_median(group, np.abs(values - median))
+    median, spread = group_spread(group, values)
     return np.where(usable & (values > median + SPREAD_K * spread), median, values)
 
 
