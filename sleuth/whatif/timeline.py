@@ -88,7 +88,6 @@ def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, comple
     bounds = np.r_[0, np.cumsum(np.bincount(group, minlength=groups))] if n else np.zeros(1, np.int64)
     pending = np.bincount(group[complete], minlength=groups)
     level = np.full(n, -1, np.int64)
-    group_level = np.full(groups, -1, np.int64)
     frontier = np.flatnonzero(first)
     op_levels, loose_levels, member_levels, member_starts = [], [], [], []
     while len(frontier):
@@ -101,7 +100,6 @@ def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, comple
         ids, counts = np.unique(group[whole], return_counts=True)
         pending[ids] -= counts
         done = ids[pending[ids] == 0]
-        group_level[done] = depth
         sizes = bounds[done + 1] - bounds[done]
         offsets = np.r_[0, np.cumsum(sizes)[:-1]]
         members = order[np.repeat(bounds[done] - offsets, sizes) + np.arange(int(sizes.sum()))]
