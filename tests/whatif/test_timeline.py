@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sleuth.errors import RecordError
 from sleuth.whatif.timeline import dependencies, downstream, replay
@@ -65,3 +67,53 @@ def test_what_waits_on_an_incomplete_group_is_downstream_of_it() -> None:
 def test_arrays_of_different_lengths_are_refused() -> None:
     with pytest.raises(RecordError, match="one value per operator"):
         dependencies(np.ones(2, bool), np.ones(3, bool), np.zeros(2, np.int64), np.ones(2, bool))
+
+
+def random_job(data: st.DataObject):
+    """Chains of ranks whose collectives are taken in one global order (so the graph is acyclic):
+    each collective picks two or more ranks and is the next operator of each."""
+    ranks = data.draw(st.integers(2, 5))
+    collectives = data.draw(st.lists(st.lists(st.integers(0, ranks - 1), min_size=2, max_size=ranks, unique=True),
+                                     min_size=1, max_size=12))
+    chains: list[list[int]] = [[] for _ in range(ranks)]
+    for g, members in enumerate(collectives):
+        for r in members:
+            chains[r].append(g)
+    order = [(r, g) for r in range(ranks) for g in chains[r]]
+    n = len(order)
+    first = np.array([k == 0 or order[k - 1][0] != order[k][0] for k in range(n)])
+    group = np.array([g for _, g in order])
+    _, group = np.unique(group, return_inverse=True)
+    gap = np.array(data.draw(st.lists(st.integers(0, 50), min_size=n, max_size=n)), float)
+    transfer = np.array(data.draw(st.lists(st.integers(0, 50), min_size=n, max_size=n)), float)
+    return dependencies(first, np.ones(n, bool), group, np.ones(n, bool)), gap, transfer
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_longer_gaps_never_end_anything_earlier_and_add_at_most_their_sum(data: st.DataObject) -> None:
+    # The bound the attribution prunes worker variants with: the last end grows by at most what was added.
+    deps, gap, transfer = random_job(data)
+    n = len(gap)
+    added = np.array(data.draw(st.lists(st.integers(0, 30), min_size=n, max_size=n)), float)
+    zeros = np.zeros(n)
+    _, before = replay(deps, anchor=zeros, gap=gap, transfer=transfer, own=zeros)
+    _, after = replay(deps, anchor=zeros, gap=gap + added, transfer=transfer, own=zeros)
+    assert deps.acyclic
+    assert (after >= before).all()
+    assert after.max() - before.max() <= added.sum() + 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_replay_of_its_own_gaps_and_transfers_gives_back_the_same_times(data: st.DataObject) -> None:
+    deps, gap, transfer = random_job(data)
+    zeros = np.zeros(len(gap))
+    start, end = replay(deps, anchor=zeros, gap=gap, transfer=transfer, own=zeros)
+    # Read the gaps and transfers back off the replayed times, as the attribution reads records.
+    clock = np.r_[0.0, end[:-1]]
+    gaps = start - np.where(deps.first, 0.0, clock)
+    latest = np.zeros(int(deps.group.max()) + 1)
+    np.maximum.at(latest, deps.group, start)
+    again = replay(deps, anchor=zeros, gap=gaps, transfer=end - latest[deps.group], own=zeros)
+    assert np.allclose(again[0], start) and np.allclose(again[1], end)
