@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from sleuth.cli.arguments import above_one, positive_int
-from sleuth.errors import ConfigError
+from sleuth.errors import ConfigError, RecordError
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.records_folder import read_records
@@ -76,7 +76,12 @@ def _run(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology) if args.topology else single_leaf(spec)
     source = MemorySource(spec, records, iterations)
     irregular = irregular_iterations(iterations)
-    attribution = None if args.no_attribution else attribute(records, spec, iterations=iterations)
+    attribution = None
+    if not args.no_attribution:
+        try:
+            attribution = attribute(records, spec, iterations=iterations)
+        except RecordError as error:  # records the replay cannot order: the δ rule still stands
+            print(f"sleuth localize: what-if attribution skipped: {error}", file=sys.stderr)
     incidents = localize(
         source, irregular_iterations=irregular, topology=topology, top_k=args.top_k, window=args.window,
         pivots=tuple(args.pivot or (0,)), routing=args.routing, attribution=attribution, slowdown=args.slowdown,

@@ -96,3 +96,18 @@ def test_bad_input_is_refused_with_a_reason() -> None:
         attribute(records, em.job_spec(), worker_iterations=0)
     with pytest.raises(ConfigError, match="top_workers"):
         attribute(records, em.job_spec(), top_workers=0.0)
+
+
+def test_records_whose_order_contradicts_their_groups_are_refused() -> None:
+    # Rank 0 runs all-reduce A then B, rank 1 B then A (skewed clocks): no replay can order them.
+    from sleuth.jobspec import JobSpec
+    from sleuth.records import OpKind
+
+    spec = JobSpec.from_layout("skewed", ParallelLayout(2, 2, 1, 1, gpus_per_host=2))
+    records = RecordBatch.from_columns(
+        job="skewed", rank=[0, 0, 1, 1], comm="tp.0", seq=[0, 1, 1, 0], op=[int(OpKind.ALL_REDUCE)] * 4,
+        peer=[-1] * 4, nbytes=[8] * 4, iteration=[0] * 4, t_issue_ns=[0, 20, 0, 20], t_start_ns=[0, 20, 0, 20],
+        t_end_ns=[10, 30, 10, 30],
+    )
+    with pytest.raises(RecordError, match="contradicts"):
+        attribute(records, spec)
