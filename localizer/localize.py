@@ -113,8 +113,10 @@ def localize(
     ``attribution``: the job's what-if attribution (``sleuth.whatif.attribute``), when its records
     were all read. Then every episode of at least ``sustain`` iterations at a slowdown S of at
     least ``slowdown`` that no irregular cluster covers opens an incident of its own
-    (``attributed``), every incident carries what the job pays, and an irregular cluster inside
-    the job's one lone short run (a benign pause, nothing sustained) is recorded, not reported.
+    (``attributed``), every incident carries what the job pays, a cluster whose hardware or
+    non-hardware reading the attribution contradicts gives way to the episode's incident, and
+    an irregular cluster inside the job's one lone short run (a benign pause, nothing sustained)
+    is recorded, not reported.
     """
     started = time.perf_counter()
     wanted = sorted({_iteration(item) for item in irregular_iterations})
@@ -172,16 +174,23 @@ def _with_attribution(
     sustained, _ = episodes(attribution, slowdown=slowdown, sustain=sustain)
     for episode in sustained:
         covering = [k for k, incident in enumerate(kept) if set(episode.iterations) & set(incident.iterations)]
-        if covering:
-            if diagnose(attribution) is Straggler.HARDWARE:
+        hardware = diagnose(attribution) is Straggler.HARDWARE
+        if covering and kept[covering[0]].cause.hardware == hardware:
+            if hardware:
                 _, suspects = whatif_search(attribution, graph=graph, topology=topology, routing=routing, priors=priors,
                                             top_k=top_k, min_support=min_support)
                 kept[covering[0]] = complement(kept[covering[0]], suspects)
             continue
-        kept.append(slowdown_incident(
+        # No cluster covers the episode, or the one that does reads hardware where the attribution,
+        # which saw every rank and iteration, does not (or the reverse): the episode's own incident.
+        incident = slowdown_incident(
             source, attribution, episode, graph=graph, topology=topology, routing=routing, priors=priors,
             top_k=top_k, min_support=min_support, started=started,
-        ))
+        )
+        if covering:
+            kept[covering[0]] = incident
+        else:
+            kept.append(incident)
     return kept
 
 

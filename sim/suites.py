@@ -16,8 +16,8 @@ concurrent     two faults at once (gpu+gpu, gpu+nic, link+host)
 nonhw          last-stage imbalance, sequence-length imbalance
 clean          fault-free runs (false-alarm measurement), three seeds
 from-start     a slow GPU (x1.5) and a slow NIC (x6) present from the first iteration
-moderate       steps of 5-20% in the iteration time: a GPU at x1.1 and x1.25, a NIC at half its
-               bandwidth, from iteration 20
+moderate       steps of 5-20% in the iteration time, from iteration 20: a GPU at x1.2 and x1.35, a
+               NIC at half its bandwidth (the steps they make: benchmarks/RESULTS.md)
 two-moderate   a GPU at x1.2 from iteration 10, then a NIC at half its bandwidth from iteration 30
 hiccups        fault-free runs whose only events are benign pauses: one, and three far apart
 ramp           a GPU ramping to x1.6 over 20 iterations from iteration 10
@@ -214,8 +214,8 @@ def _moderate(seed: int) -> list[Scenario]:
     topology = _fabric(128)
     pick = _Picker(topology, 128, seed, 1000)
     faults = (
-        ("gpu-1.1", Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.1, start=20)),
-        ("gpu-1.25", Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.25, start=20)),
+        ("gpu-1.2", Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.2, start=20)),
+        ("gpu-1.35", Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.35, start=20)),
         ("nic-2", Fault(kind=FaultKind.NIC, device=pick.nic(), slow=2.0, start=20)),
     )
     return [_scenario(f"moderate-{name}", _base(), seed, (fault,), topology=topology) for name, fault in faults]
