@@ -416,38 +416,47 @@ def _stage_replica(spec: JobSpec) -> tuple[np.ndarray | None, np.ndarray | None]
 def _workers(job: _Job, spec: JobSpec, stage: np.ndarray | None, replica: np.ndarray | None, chosen: np.ndarray,
              ideal: np.ndarray, top_workers: float) -> tuple[str, np.ndarray, tuple[int, ...]]:
     """S_w per rank on the ``chosen`` iterations (the paper's replica x stage approximation, else per
-    rank), and with replicas, the one whose recorded lengths cost most in each chosen iteration."""
-    base = ideal[chosen].sum()
-    if base <= 0:
+    rank), and with replicas, the one whose recorded lengths cost most in each chosen iteration.
+
+    A worker's value is the median over the chosen iterations of its per-iteration slowdown (the
+    paper's per-step heatmap, §8), not the slowdown of their sum: one benign pause in one of them
+    would otherwise outweigh a straggler present in all of them."""
+    base = ideal[chosen]
+    if (base <= 0).any():
         return "", np.ones(spec.world), ()
     if stage is not None and replica is not None and (stage.max() > 0 or replica.max() > 0):
         stages = np.unique(stage)
         per_stage = _run_variants(job, *(2 * (stage[job.rank][:, None] == stages[None, :],)), chosen)
         by_stage = np.ones(int(stage.max()) + 1)
-        by_stage[stages] = per_stage.sum(axis=0) / base
+        by_stage[stages] = np.median(per_stage / base[:, None], axis=0)
         by_replica, slowest = _replicas(job, replica, chosen, base, top_workers)
         return "replica x stage", np.minimum(by_replica[replica], by_stage[stage]), slowest
     if spec.world > MAX_RANK_VARIANTS:
         return "", np.ones(spec.world), ()
     keep = job.rank[:, None] == np.arange(spec.world)[None, :]
-    return "rank", _run_variants(job, keep, keep, chosen).sum(axis=0) / base, ()
+    return "rank", np.median(_run_variants(job, keep, keep, chosen) / base[:, None], axis=0), ()
 
 
-def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: float,
+def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: np.ndarray,
               top_workers: float) -> tuple[np.ndarray, tuple[int, ...]]:
-    """S per data-parallel replica (all but it fixed) and the replica that cost most per chosen iteration.
+    """S per data-parallel replica (all but it fixed; the median over the chosen iterations) and
+    the replica that cost most in each chosen iteration.
 
     A replay lengthens an iteration by at most the lengths its kept operators add up to (the
     longest path grows by at most what was added on it), so ``1 + excess / base`` bounds a
-    replica's S from above. Replicas are replayed in order of that bound, in batches, until the
-    next bound falls below the smallest value that could still enter the top share, or below
-    ``NEGLIGIBLE`` of the costliest replica's slowdown; the rest keep their bound, an upper one. A replica that puts nothing back has
-    S = 1 exactly.
+    replica's slowdown in an iteration from above, and the median of those bounds its value.
+    Replicas are replayed in order of that bound, in batches, until the next bound falls below the
+    smallest value that could still enter the top share, or below ``NEGLIGIBLE`` of the costliest
+    replica's slowdown; the rest keep their bound, an upper one. A replica that puts nothing back
+    has S = 1 exactly.
     """
     kept = np.isin(job.iteration, chosen)
     excess = (job.gap - job.ideal_gap) + (job.transfer - job.ideal_transfer)
     n = int(replica.max()) + 1
-    bound = 1.0 + np.bincount(replica[job.rank[kept]], weights=excess[kept], minlength=n) / base
+    column = np.searchsorted(chosen, job.iteration[kept])
+    added = np.zeros((len(chosen), n))
+    np.add.at(added, (column, replica[job.rank[kept]]), excess[kept])
+    bound = np.median(1.0 + added / base[:, None], axis=0)
     present = np.unique(replica)
     candidates = present[np.argsort(-bound[present], kind="stable")]
     needed = max(1, math.ceil(top_workers * len(present)))
@@ -460,7 +469,7 @@ def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: float,
         keep = replica[job.rank][:, None] == part[None, :]
         times = _run_variants(job, keep, keep, chosen)
         per_iteration[:, part] = times
-        value[part] = times.sum(axis=0) / base
+        value[part] = np.median(times / base[:, None], axis=0)
         done += len(part)
         replayed_values = np.sort(value[candidates[:done]])[::-1]
         floor = max(replayed_values[min(needed, done) - 1], 1.0 + NEGLIGIBLE * (replayed_values[0] - 1.0))
