@@ -5,10 +5,11 @@ how much longer the job ran than with every operator at its peers' length (S); a
 ``sustain`` iterations at or above ``slowdown`` is an *episode* the job pays for, whether it came
 as a spike, a step, a ramp or was there from the first iteration. Per episode:
 
-* a non-hardware cause is named and no device is blamed (What-if §5.2, §5.3): *stage imbalance*
-  when the last pipeline stage explains most of the slowdown (``M_S``) and no few workers do
-  (``M_W``); *sequence-length imbalance* when no few workers do and the replica that costs most
-  moves between iterations (on at least ``nonhardware.MOVES`` replicas);
+* a non-hardware cause is named and no device is blamed (What-if §5.2, §5.3), only when compute
+  carries all but ``MINOR`` of the slowdown (both are compute's): *stage imbalance*
+  when the last pipeline stage explains most of the slowdown (``M_S``), most of its workers pay
+  alike (``last_stage_evenness``) and neither a few workers (``M_W``) nor the top worker's host do; *sequence-length imbalance* when neither do and the
+  replica that costs most moves between iterations (on at least ``nonhardware.MOVES`` replicas);
 * otherwise the device search (``whatif_search``) starts from the ranks the worker slowdowns name: per rank, the
   slowdown of everything fixed but that rank (compute roots, split with the host when its host's
   other GPUs are as slow), and the groups whose transfers were put back (network roots), each
@@ -79,9 +80,11 @@ def lone_hiccup(attribution: Attribution, *, slowdown: float, sustain: int) -> E
 
 def diagnose(attribution: Attribution) -> Straggler:
     """Hardware, or a non-hardware cause the paper names, from the attribution alone."""
-    if attribution.worker_share >= MAJORITY or not _compute_led(attribution):
+    # Both imbalances are compute's; transfers carrying a tenth or more put a device on a path in play.
+    if max(attribution.worker_share, attribution.host_share) >= MAJORITY or _compute_share(attribution) < 1 - MINOR:
         return Straggler.HARDWARE
-    if attribution.last_stage_share is not None and attribution.last_stage_share >= MAJORITY:
+    if (attribution.last_stage_share is not None and attribution.last_stage_share >= MAJORITY
+            and attribution.last_stage_evenness >= MAJORITY):
         return Straggler.STAGE_IMBALANCE
     if len(set(attribution.slowest_replica)) >= MOVES:
         return Straggler.SEQLEN_IMBALANCE
@@ -176,11 +179,15 @@ def _cause(suspects: Sequence[Suspect]) -> IncidentCause | None:
     return IncidentCause.MIXED if len(kinds) == 2 else IncidentCause.COMPUTE if True in kinds else IncidentCause.NETWORK
 
 
-def _compute_led(attribution: Attribution) -> bool:
-    """Whether compute gaps carry most of what the operator types add up to (S_t - 1)."""
+def _compute_share(attribution: Attribution) -> float:
+    """Compute gaps' share of what the operator types add up to (S_t - 1)."""
     excess = {t: max(s - 1.0, 0.0) for t, s in attribution.by_type.items()}
     total = sum(excess.values())
-    return total > 0 and excess.get(COMPUTE, 0.0) >= MAJORITY * total
+    return excess.get(COMPUTE, 0.0) / total if total > 0 else 0.0
+
+
+def _compute_led(attribution: Attribution) -> bool:
+    return _compute_share(attribution) >= MAJORITY
 
 
 def _candidates(attribution: Attribution, graph: OperatorGraph) -> list[int]:

@@ -17,8 +17,8 @@ Then, following the paper's definitions, ``S = T_orig / T_ideal`` (eq. 1), the s
 ``S_t = T_(all but type t fixed) / T_ideal`` per operator type (eq. 2), ``S_w`` per worker (eq. 4)
 by the paper's approximation when the job has a layout (fix all but one data-parallel replica,
 then all but one pipeline stage; a worker gets the smaller of its two) and per rank otherwise,
-``M_W`` the share of the slowdown the top 3% of workers explain (eq. 5) and ``M_S`` the last
-pipeline stage's share (§5.2); GPU-hours lost are ``(1 - 1/S) x wall time x GPUs`` (eq. 3).
+``M_W`` the share of the slowdown the top 3% of workers explain (eq. 5), the same for the top
+worker's host, and ``M_S`` the last pipeline stage's share (§5.2); GPU-hours lost are ``(1 - 1/S) x wall time x GPUs`` (eq. 3).
 
 Each iteration is replayed on its own: every rank starts it at its own clock (its iteration
 record's start, else the iteration's first operator anywhere) and the iteration lasts until its
@@ -85,8 +85,10 @@ class Attribution:
     by_worker: tuple[float, ...]  # S_w per rank (1.0 where not measured)
     worker_unit: str  # "replica x stage" (the paper's approximation), "rank", or "" when not measured
     worker_share: float  # M_W
+    host_share: float  # the same share for the top worker's host (all its ranks fixed)
     last_stage_share: float | None  # M_S (None without pipeline stages)
     wall_ns: float  # first record's start to last record's end
+    last_stage_evenness: float = 0.0  # the last stage's median worker excess (S_w - 1) over its largest
     worker_iterations: tuple[int, ...] = ()  # the iterations S_w, M_W and M_S were measured on
     slowest_replica: tuple[int, ...] = ()  # per worker iteration, the replica that cost most (with a layout)
     operators: OperatorExcess | None = field(default=None, repr=False, compare=False)
@@ -133,7 +135,9 @@ class Attribution:
             "top_workers": [{"rank": r, "slowdown": round(s, 4)} for r, s in self.top_workers()],
             "worker_unit": self.worker_unit,
             "worker_share": round(self.worker_share, 4),
+            "host_share": round(self.host_share, 4),
             "last_stage_share": None if self.last_stage_share is None else round(self.last_stage_share, 4),
+            "last_stage_evenness": round(self.last_stage_evenness, 4),
             "worker_iterations": list(self.worker_iterations),
             "slowest_replica": list(self.slowest_replica),
             "fidelity": round(self.fidelity, 4),
@@ -238,29 +242,32 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     stage, replica = _stage_replica(spec)
     unit, by_worker, slowest = _workers(job, spec, stage, replica, chosen, ideal, top_workers)
     lost = original[chosen].sum() - ideal[chosen].sum()
-    worker_share = last_share = 0.0
+    worker_share = host_share = last_share = 0.0
     if unit:
         count = max(1, math.ceil(top_workers * spec.world))
         # Workers tied with the last of the top share are in it too: the replica x stage
         # approximation gives a whole tensor group one value, and cannot tell its ranks apart.
         cutoff = np.sort(by_worker)[::-1][count - 1]
-        fixed = [(by_worker >= cutoff)[job.rank]]
+        # The top worker's host too: its CPU or NVSwitch slows all its GPUs, more than 3% of a small job.
+        hosts = np.array([p.host for p in spec.placements])
+        fixed = [(by_worker >= cutoff)[job.rank], (hosts == hosts[int(np.argmax(by_worker))])[job.rank]]
         if stage is not None:
             fixed.append(stage[job.rank] == stage.max())
         keep = ~np.stack(fixed, axis=1)
         times = _run_variants(job, keep, keep, chosen).sum(axis=0)
         if lost > 0:
-            worker_share = float((original[chosen].sum() - times[0]) / lost)
+            worker_share, host_share = (float((original[chosen].sum() - t) / lost) for t in times[:2])
             if stage is not None:
-                last_share = float((original[chosen].sum() - times[1]) / lost)
+                last_share = float((original[chosen].sum() - times[2]) / lost)
     return Attribution(
         job=spec.job, world=spec.world, iterations=tuple(int(i) for i in steps),
         original_ns=tuple(float(t) for t in original), ideal_ns=tuple(float(t) for t in ideal),
         recorded_ns=tuple(float(t) for t in recorded), by_type=by_type,
-        by_worker=tuple(float(s) for s in by_worker), worker_unit=unit, worker_share=worker_share,
+        by_worker=tuple(float(s) for s in by_worker), worker_unit=unit, worker_share=worker_share, host_share=host_share,
         worker_iterations=tuple(int(i) for i in steps[chosen]), slowest_replica=slowest, operators=operators,
         replayable=job,
         last_stage_share=None if stage is None or stage.max() == 0 else last_share,
+        last_stage_evenness=_evenness(by_worker, stage) if unit and stage is not None else 0.0,
         wall_ns=float(records["t_end_ns"].max() - records["t_start_ns"].min()),
         seconds=time.perf_counter() - began,
     )
@@ -404,6 +411,13 @@ def _restricted(job: _Job, keep: np.ndarray) -> _Job:
     return _Job(deps, job.rank[keep], iteration, job.kind[keep], job.kinds, job.gap[keep], job.transfer[keep],
                 job.own[keep], job.ideal_gap[keep], job.ideal_transfer[keep], job.comm[keep], job.comms, job.seq[keep],
                 job.steps[np.unique(job.iteration[keep])])
+
+
+def _evenness(by_worker: np.ndarray, stage: np.ndarray) -> float:
+    """How evenly the last stage's workers pay: their median excess over their largest (1: all alike,
+    as an uneven pipeline split makes them; near 0: a few of them, as a broken device does)."""
+    excess = np.clip(by_worker[stage == stage.max()] - 1.0, 0.0, None)
+    return float(np.median(excess) / excess.max()) if excess.max() > 0 else 0.0
 
 
 def _stage_replica(spec: JobSpec) -> tuple[np.ndarray | None, np.ndarray | None]:

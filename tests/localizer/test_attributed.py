@@ -13,15 +13,16 @@ from sleuth.localizer.nonhardware import Straggler
 from sleuth.whatif.attribution import COMPUTE, Attribution
 
 
-def attribution(per_iteration=(1.0,) * 10, *, by_type=None, worker_share=0.0, last_stage_share=0.0,
-                slowest_replica=()) -> Attribution:
+def attribution(per_iteration=(1.0,) * 10, *, by_type=None, worker_share=0.0, host_share=0.0, last_stage_share=0.0,
+                last_stage_evenness=0.0, slowest_replica=()) -> Attribution:
     """An attribution with the given per-iteration slowdowns (ideal 100 ns each)."""
     n = len(per_iteration)
     return Attribution(
         job="j", world=8, iterations=tuple(range(n)), original_ns=tuple(100.0 * s for s in per_iteration),
         ideal_ns=(100.0,) * n, recorded_ns=(100.0,) * n, by_type=by_type or {COMPUTE: 1.2, "dp.all_reduce": 1.0},
-        by_worker=(1.0,) * 8, worker_unit="replica x stage", worker_share=worker_share,
-        last_stage_share=last_stage_share, wall_ns=1e9, slowest_replica=slowest_replica,
+        by_worker=(1.0,) * 8, worker_unit="replica x stage", worker_share=worker_share, host_share=host_share,
+        last_stage_share=last_stage_share, last_stage_evenness=last_stage_evenness, wall_ns=1e9,
+        slowest_replica=slowest_replica,
     )
 
 
@@ -39,11 +40,15 @@ def test_one_short_run_and_nothing_else_is_a_hiccup_and_two_are_not() -> None:
 
 
 @pytest.mark.parametrize("shares, expected", [
-    (dict(worker_share=0.1, last_stage_share=0.8), Straggler.STAGE_IMBALANCE),
+    (dict(worker_share=0.1, last_stage_share=0.8, last_stage_evenness=0.9), Straggler.STAGE_IMBALANCE),
+    (dict(worker_share=0.1, last_stage_share=0.8, last_stage_evenness=0.1), Straggler.HARDWARE),  # a few of it pay
     (dict(worker_share=0.1, last_stage_share=0.2, slowest_replica=(0, 3, 5)), Straggler.SEQLEN_IMBALANCE),
     (dict(worker_share=0.1, last_stage_share=0.2, slowest_replica=(3, 3, 3)), Straggler.HARDWARE),
     (dict(worker_share=0.7, last_stage_share=0.9), Straggler.HARDWARE),  # a few workers explain it
+    (dict(worker_share=0.4, host_share=0.9, last_stage_share=0.9), Straggler.HARDWARE),  # one host does
     (dict(worker_share=0.1, last_stage_share=0.9, by_type={COMPUTE: 1.01, "dp.all_reduce": 1.3}), Straggler.HARDWARE),
+    (dict(worker_share=0.1, last_stage_share=0.9, last_stage_evenness=0.9, by_type={COMPUTE: 1.1, "dp.all_reduce": 1.08}),
+     Straggler.HARDWARE),  # transfers carry too much of it for an imbalance
 ])
 def test_non_hardware_causes_follow_the_papers_shares(shares: dict, expected: Straggler) -> None:
     assert diagnose(attribution((1.2,) * 10, **shares)) is expected

@@ -66,7 +66,7 @@ def test_a_slow_gpu_is_a_compute_straggler_of_its_own_worker() -> None:
     top = [rank for rank, _ in result.top_workers(4)]
     assert set(faulty.tolist()) <= set(top) and result.worker_unit == "replica x stage"
     # Fixing its worker (the top 3%: one rank of 32) explains most of what the job pays.
-    assert result.worker_share > 0.5
+    assert result.worker_share > 0.5 and result.host_share >= result.worker_share - 1e-9  # its host holds it
     assert result.gpu_hours_lost == pytest.approx((1 - 1 / result.slowdown) * result.wall_ns * 32 / 3.6e12)
 
 
