@@ -215,7 +215,8 @@ def _roots(attribution: Attribution, candidates: Sequence[int], graph: OperatorG
         gain = np.clip(slowdowns - 1.0, 0.0, None).mean(axis=0)
         for j, rank in enumerate(candidates):
             mates = [k for k, other in enumerate(candidates) if other != rank and graph.hosts[other] == graph.hosts[rank]]
-            on_host[rank] = float(np.mean([gain[k] >= 0.5 * gain[j] for k in mates])) if mates and gain[j] > 0 else 0.0
+            # A mate is as slow when it gains at least half what the rank gains (``peers.host_share``'s question).
+            on_host[rank] = float(np.mean([gain[k] >= MAJORITY * gain[j] for k in mates])) if mates and gain[j] > 0 else 0.0
         for row, iteration in enumerate(attribution.worker_iterations):
             paid = max(per_iteration[position[iteration]] - 1.0, 1e-12)
             for j, rank in enumerate(candidates):
