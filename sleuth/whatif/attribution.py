@@ -42,11 +42,8 @@ from sleuth.whatif.keys import dense_ids, group_spread
 from sleuth.whatif.programs import MIN_PEERS, program_slots
 from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, member_groups, replay
 
-__all__ = ["COMPUTE", "EXCESS", "TOP_WORKERS", "WORKER_ITERATIONS", "Attribution", "OperatorExcess", "attribute"]
+__all__ = ["COMPUTE", "TOP_WORKERS", "WORKER_ITERATIONS", "Attribution", "attribute"]
 
-#: An operator is abnormal when it ran more than this times its ideal length: the labels' line
-#: (design.md: 5% over its fault-free counterfactual).
-EXCESS = 1.05
 #: A length is put back to its peers' median beyond this many robust standard deviations above it:
 #: jitter alone passes it about once in 700 draws (one-sided normal tail at 3 sigma).
 SPREAD_K = 3.0
@@ -91,7 +88,6 @@ class Attribution:
     last_stage_evenness: float = 0.0  # the last stage's median worker excess (S_w - 1) over its largest
     worker_iterations: tuple[int, ...] = ()  # the iterations S_w, M_W and M_S were measured on
     slowest_replica: tuple[int, ...] = ()  # per worker iteration, the replica that cost most (with a layout)
-    operators: OperatorExcess | None = field(default=None, repr=False, compare=False)
     replayable: _Job | None = field(default=None, repr=False, compare=False)  # for contributors.py's finer variants
     seconds: float = 0.0
 
@@ -167,39 +163,6 @@ class _Job:
     subsets: dict = field(default_factory=dict, repr=False, compare=False)  # chosen iterations -> _Job, built once
 
 
-@dataclass(frozen=True)
-class OperatorExcess:
-    """Each operator's recorded length over its length in the ideal replay, found by (rank, comm, seq)."""
-
-    rank: np.ndarray  # sorted by (rank, comm, seq)
-    key: np.ndarray  # uint64: comm index << 40 | seq
-    comms: tuple[str, ...]
-    ratio: np.ndarray
-
-    def ratios(self, records: RecordBatch) -> np.ndarray:
-        """The ratio of each of ``records`` (NaN for operators the attribution did not replay)."""
-        out = np.full(len(records), np.nan)
-        if not len(records):
-            return out
-        index = {name: k for k, name in enumerate(self.comms)}
-        code = np.array([index.get(name, -1) for name in records.strings], np.int64)[records["comm"]]
-        rank = records["rank"].astype(np.int64)
-        key = (np.maximum(code, 0).astype(np.uint64) << np.uint64(40)) | records["seq"].astype(np.uint64)
-        for r in np.unique(rank).tolist():
-            lo, hi = np.searchsorted(self.rank, [r, r + 1])
-            mine = np.flatnonzero((rank == r) & (code >= 0))
-            at = lo + np.searchsorted(self.key[lo:hi], key[mine])
-            hit = at < hi
-            hit[hit] &= self.key[at[hit]] == key[mine][hit]
-            out[mine[hit]] = self.ratio[at[hit]]
-        return out
-
-    def abnormal(self, records: RecordBatch, excess: float = EXCESS) -> np.ndarray:
-        """Operators that ran more than ``excess`` times their ideal length (the labels' question,
-        answered by the replay); operators it did not replay are not."""
-        return np.nan_to_num(self.ratios(records), nan=0.0) > excess
-
-
 def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
               worker_iterations: int = WORKER_ITERATIONS, top_workers: float = TOP_WORKERS) -> Attribution:
     """The what-if attribution of one job's records (all its ranks; iteration -1 records are left out)."""
@@ -220,13 +183,9 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     job, steps, recorded = _prepare(records, spec, iterations)
     n_it = len(steps)
     everything = np.arange(n_it)
-    nothing = np.zeros((len(job.gap), 1), bool)
-    original = _run_variants(job, ~nothing, ~nothing, everything)[:, 0]
-    start, end = replay(job.deps, anchor=np.zeros(len(job.gap)), gap=job.ideal_gap, transfer=job.ideal_transfer, own=job.own)
-    ideal = np.maximum.reduceat(end, _iteration_bounds(job))
-    order = np.lexsort((job.seq, job.comm, job.rank))
-    operators = OperatorExcess(job.rank[order], (job.comm[order].astype(np.uint64) << np.uint64(40)) | job.seq[order],
-                               job.comms, (job.own / np.maximum(end - start, 1.0))[order])
+    recorded_or_ideal = np.zeros((len(job.gap), 2), bool)
+    recorded_or_ideal[:, 0] = True
+    original, ideal = _run_variants(job, recorded_or_ideal, recorded_or_ideal, everything).T
 
     # S_t: everything fixed but one type (compute gaps, or one communicator kind's op's transfers).
     types = (COMPUTE, *job.kinds)
@@ -264,7 +223,7 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
         original_ns=tuple(float(t) for t in original), ideal_ns=tuple(float(t) for t in ideal),
         recorded_ns=tuple(float(t) for t in recorded), by_type=by_type,
         by_worker=tuple(float(s) for s in by_worker), worker_unit=unit, worker_share=worker_share, host_share=host_share,
-        worker_iterations=tuple(int(i) for i in steps[chosen]), slowest_replica=slowest, operators=operators,
+        worker_iterations=tuple(int(i) for i in steps[chosen]), slowest_replica=slowest,
         replayable=job,
         last_stage_share=None if stage is None or stage.max() == 0 else last_share,
         last_stage_evenness=_evenness(by_worker, stage) if unit and stage is not None else 0.0,
@@ -345,8 +304,6 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     np.minimum.at(span_start, it, start)
     np.maximum.at(span_end, it, end)
     seq = records["seq"][order].astype(np.uint64)
-    if len(seq) and int(seq.max()) >= 1 << 40:
-        raise RecordError(f"attribute: seq {int(seq.max())} is beyond 2^40")
     job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, ideal_transfer,
                comm, tuple(records.strings), seq, steps)
     return job, steps, (span_end - span_start).astype(np.float64)
