@@ -17,8 +17,9 @@ as a spike, a step, a ramp or was there from the first iteration. Per episode:
   S_t; the evidence is scored as the search's is (``scoring``).
 
 An episode an irregular iteration's incident covers gets no incident of its own; that incident
-takes the what-if suspects of a side (compute, network) its own search left without one
-(``complement``: a second, moderate fault that never made an iteration irregular). A lone short
+takes the what-if suspects of a side (compute, network) its own search left without one, or
+named none of (``complement``: a second, moderate fault that never made an iteration irregular,
+or a search from one irregular iteration that the whole job's attribution contradicts). A lone short
 run with nothing sustained (one benign pause) is a *hiccup*: recorded, never paged.
 """
 
@@ -159,9 +160,13 @@ def whatif_search(
 
 def complement(incident: Incident, suspects: Sequence[Suspect]) -> Incident:
     """``incident`` with the what-if suspects of a side (compute, network) its own search left
-    without a suspect: a second fault the job pays for that no irregular iteration showed."""
-    sides = {_is_compute(s) for s in incident.suspects}
-    added = tuple(s for s in suspects if _is_compute(s) not in sides and incident.cause.hardware)
+    without a suspect (a second fault the job pays for that no irregular iteration showed), or
+    named none of (the two searches disagree: both are listed, the irregular iteration's first)."""
+    if not incident.cause.hardware:
+        return incident
+    own = {side: {s.device for s in incident.suspects if _is_compute(s) == side} for side in (True, False)}
+    theirs = {side: {s.device for s in suspects if _is_compute(s) == side} for side in (True, False)}
+    added = tuple(s for s in suspects if not own[_is_compute(s)] & theirs[_is_compute(s)])
     if not added:
         return incident
     merged = incident.suspects + added

@@ -271,9 +271,12 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     distinct = np.zeros(n, bool)
     distinct[np.unique(dense_ids(group, rank), return_index=True)[1]] = True
     members = np.bincount(group[distinct], minlength=groups)
+    # A pair is whole with both ends; a collective with as many members as its communicator has
+    # shown in a collective (a world group carries pipeline pairs beside its barriers).
+    p2p = records["peer"][order] >= 0
     comm_members = np.zeros(int(comm.max()) + 1, np.int64)
-    np.maximum.at(comm_members, comm, members[group])
-    complete = (members[group] >= comm_members[comm]) & (members[group] > 1)
+    np.maximum.at(comm_members, comm[~p2p], members[group[~p2p]])
+    complete = np.where(p2p, members[group] == 2, members[group] >= comm_members[comm]) & (members[group] > 1)
     latest = np.full(groups, np.iinfo(np.int64).min)
     np.maximum.at(latest, group, start)
     transfer = np.where(complete, end - latest[group], 0).astype(np.float64)

@@ -117,8 +117,10 @@ def test_a_side_the_irregular_search_left_unexplained_is_complemented_by_the_wha
     whatif = (Suspect("gpu:h0/1", "gpu", 0.6), Suspect("nic:h3/0", "nic", 0.2))
     merged = complement(_incident("compute", ("gpu:h0/1", "gpu")), whatif)
     assert [s.device for s in merged.suspects] == ["gpu:h0/1", "nic:h3/0"] and merged.cause.value == "mixed"
-    # Both sides already named, or no hardware cause: nothing is added.
+    # A side the two searches disagree on lists both; one they agree on, or no hardware cause, adds nothing.
     both = _incident("mixed", ("gpu:h0/1", "gpu"), ("nic:h5/0", "nic"))
-    assert complement(both, whatif) == both
+    assert [s.device for s in complement(both, whatif).suspects] == ["gpu:h0/1", "nic:h5/0", "nic:h3/0"]
+    agreed = _incident("mixed", ("gpu:h0/1", "gpu"), ("nic:h3/0", "nic"))
+    assert complement(agreed, whatif) == agreed
     stage = _incident("stage_imbalance")
     assert complement(stage, whatif) == stage
