@@ -1,8 +1,9 @@
 """Benchmark of sleuth.localizer on emulator suites with held-out seeds; prints one JSON object.
 
     python benchmarks/bench_localizer.py [--seeds 201 202] [--scales 1024 2048] [--graph 8192 16384]
-                                         [--suites dims types network concurrent nonhw clean]
-                                         [--baselines-up-to 4096] [--no-baselines]
+                                         [--suites dims types network concurrent nonhw clean from-start
+                                                   moderate two-moderate hiccups ramp]
+                                         [--baselines-up-to 4096] [--no-baselines] [--no-attribution]
 
 Figures (sleuth and each baseline: ``earliest``, ``random_walk``, ``nvrx_relative_median``):
 * ``graph``: grouped operator graph build time (s) and memory (bytes of its arrays, and the
@@ -22,7 +23,12 @@ Figures (sleuth and each baseline: ``earliest``, ``random_walk``, ``nvrx_relativ
   emulator's truth;
 * ``nonhardware``: the causes stage / sequence-length imbalance scenarios got;
 * ``false_alarm_rate``: clean runs localized on their 5 slowest iterations (clean runs have no
-  δ-irregular iteration at all, so this forces the search); any hardware suspect is an alarm.
+  δ-irregular iteration at all, so this forces the search); any hardware suspect is an alarm;
+  ``hiccup_alarm_rate``: the same over the ``hiccups`` suite's runs (whose only events are benign
+  pauses), localized on their δ-irregular iterations alone;
+* ``slowdown``: with the what-if attribution (the default; ``--no-attribution`` leaves it out),
+  per scenario its S against the emulator's truth (actual / fault-free twin time), the largest
+  relative error and how many scenarios are within 5%; the attribution's seconds are in each row.
 
 Irregular iterations are the emulator's ground-truth δ-irregular iterations (the detector is
 another issue); a scenario with none (sequence-length imbalance) uses its 5 slowest after the
@@ -115,20 +121,26 @@ class ReadCounter:
         return int(per_rank.sum()) * iterations
 
 
-def run_scenario(scenario, *, baselines: bool, routing: str = "static") -> dict:
+def run_scenario(scenario, *, baselines: bool, routing: str = "static", attribution: bool = True,
+                 forced: bool = True) -> dict:
     from sleuth.localizer import localize
     from sleuth.localizer.baselines import earliest_abnormal, random_walk, read_all, relative_median
     from sleuth.sim import Emulation
+    from sleuth.whatif.attribution import attribute
 
     emulation = Emulation(scenario)
     truth = emulation.truth()
     devices = [f["device"] for f in truth.faults if f["device"]]
-    irregular = _irregular(emulation)
+    irregular = _irregular(emulation) if forced else [t.iteration for t in truth.iterations if t.irregular]
     window = min(100, scenario.iterations)
     counter = ReadCounter(emulation)
+    attributed = None
+    if attribution:
+        attributed = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
     began = time.perf_counter()
     # The emulator routes every GPU pair over one known spine (static ECMP): say so.
-    incidents = localize(counter, irregular_iterations=irregular, topology=scenario.topology, window=window, routing=routing)
+    incidents = localize(counter, irregular_iterations=irregular, topology=scenario.topology, window=window, routing=routing,
+                         attribution=attributed)
     latency = time.perf_counter() - began
     suspects = [s.device for i in incidents for s in i.suspects]
     faults = [f"{f['kind']}:{f['profile']}" for f in truth.faults]
@@ -148,6 +160,13 @@ def run_scenario(scenario, *, baselines: bool, routing: str = "static") -> dict:
         "records_read": counter.records / counter.job_records(window),
         "latency_s": round(latency, 3),
     }
+    if attributed is not None:
+        actual = sum(t.time_ns for t in truth.iterations) / sum(t.counterfactual_ns for t in truth.iterations)
+        row.update({
+            "slowdown": round(attributed.slowdown, 4), "slowdown_truth": round(actual, 4),
+            "slowdown_error": round(attributed.slowdown / actual - 1, 4), "attribution_s": round(attributed.seconds, 3),
+            "triggers": [i.attribution.trigger for i in incidents if i.attribution is not None],
+        })
     if baselines and devices:
         began = time.perf_counter()
         every = read_all(emulation, irregular_iterations=irregular, window=window)
@@ -166,12 +185,24 @@ def _rate(rows: list[dict], key: str) -> float | None:
     return round(float(np.mean(values)), 4) if values else None
 
 
+def _slowdown_summary(rows: list[dict]) -> dict:
+    errors = [abs(r["slowdown_error"]) for r in rows]
+    return {
+        "n": len(rows),
+        "within_5pct": sum(e <= 0.05 for e in errors),
+        "max_abs_error": round(max(errors), 4) if errors else None,
+        "by_scenario": {f"{r['name']}@{r['seed']}": [r["slowdown"], r["slowdown_truth"]] for r in rows},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[201, 202])
     parser.add_argument("--scales", type=int, nargs="*", default=[1024, 2048])
     parser.add_argument("--graph", type=int, nargs="*", default=[8192, 16384])
-    parser.add_argument("--suites", nargs="*", default=["dims", "types", "network", "concurrent", "nonhw", "clean"])
+    parser.add_argument("--suites", nargs="*", default=["dims", "types", "network", "concurrent", "nonhw", "clean", "from-start",
+                                                         "moderate", "two-moderate", "hiccups", "ramp"])
+    parser.add_argument("--no-attribution", action="store_true", help="localize from δ-irregular iterations alone")
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--baselines-up-to", type=int, default=4096, metavar="WORLD",
                         help="run the baselines (which read every rank) on scale scenarios up to this world size")
@@ -185,11 +216,14 @@ def main() -> None:
     for seed in args.seeds:
         for name in args.suites:
             for scenario in suite(name, seed=seed):
-                rows.append({"suite": name, "seed": seed, **run_scenario(scenario, baselines=not args.no_baselines, routing=args.routing)})
+                rows.append({"suite": name, "seed": seed, **run_scenario(
+                    scenario, baselines=not args.no_baselines, routing=args.routing, attribution=not args.no_attribution,
+                    forced=name != "hiccups")})
         for scenario in (*suite("scale", seed=seed), *suite("scale-nic", seed=seed)):
             if scenario.layout.world in args.scales:
                 with_baselines = not args.no_baselines and scenario.layout.world <= args.baselines_up_to
-                rows.append({"suite": "scale", "seed": seed, **run_scenario(scenario, baselines=with_baselines, routing=args.routing)})
+                rows.append({"suite": "scale", "seed": seed, **run_scenario(
+                    scenario, baselines=with_baselines, routing=args.routing, attribution=not args.no_attribution)})
 
     methods = ("sleuth", "earliest", "random_walk", "nvrx_relative_median")
     key_of = {"sleuth": "correct"}
@@ -231,6 +265,8 @@ def main() -> None:
         "nonhardware": {r["name"] + f"@{r['seed']}": r["causes"] for r in nonhw},
         "false_alarm_rate": _rate(clean, "hardware_alarm"),
         "clean_runs": len(clean),
+        "hiccup_alarm_rate": _rate([r for r in rows if r["suite"] == "hiccups"], "hardware_alarm"),
+        "slowdown": _slowdown_summary([r for r in rows if "slowdown" in r]),
         "rows": rows,
     }
     print(json.dumps(report, indent=1))

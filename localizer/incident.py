@@ -17,7 +17,7 @@ from sleuth.errors import ConfigError
 from sleuth.localizer.impact import Impact
 from sleuth.localizer.search import Action, Step
 
-__all__ = ["Incident", "IncidentCause", "RootOperator", "Suspect"]
+__all__ = ["AttributionSummary", "Incident", "IncidentCause", "RootOperator", "Suspect"]
 
 
 class IncidentCause(enum.Enum):
@@ -82,6 +82,44 @@ class RootOperator:
 
 
 @dataclass(frozen=True)
+class AttributionSummary:
+    """What the what-if attribution (``sleuth.whatif``) says the job pays, carried by an incident.
+
+    ``trigger``: "slowdown" when a sustained S opened the incident, "irregular" when a
+    δ-irregular iteration did. ``top_ranks``: (rank, S_w); ``top_types``: (operator type, S_t).
+    """
+
+    trigger: str
+    slowdown: float
+    gpu_hours_lost: float
+    top_ranks: tuple[tuple[int, float], ...]
+    top_types: tuple[tuple[str, float], ...]
+    worker_share: float
+    last_stage_share: float | None
+
+    def to_dict(self) -> dict:
+        return {
+            "trigger": self.trigger,
+            "slowdown": round(self.slowdown, 4),
+            "gpu_hours_lost": self.gpu_hours_lost,
+            "top_ranks": [{"rank": r, "slowdown": round(v, 4)} for r, v in self.top_ranks],
+            "top_types": [{"type": t, "slowdown": round(v, 4)} for t, v in self.top_types],
+            "worker_share": round(self.worker_share, 4),
+            "last_stage_share": None if self.last_stage_share is None else round(self.last_stage_share, 4),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AttributionSummary:
+        share = data["last_stage_share"]
+        return cls(
+            str(data["trigger"]), float(data["slowdown"]), float(data["gpu_hours_lost"]),
+            tuple((int(x["rank"]), float(x["slowdown"])) for x in data["top_ranks"]),
+            tuple((str(x["type"]), float(x["slowdown"])) for x in data["top_types"]),
+            float(data["worker_share"]), None if share is None else float(share),
+        )
+
+
+@dataclass(frozen=True)
 class Incident:
     job: str
     incident: str
@@ -98,6 +136,7 @@ class Incident:
     impact: Impact
     advice: str
     seconds: float  # localization time, fetching included
+    attribution: AttributionSummary | None = None  # what the job pays, when the records were attributed
 
     @property
     def fraction_fetched(self) -> float:
@@ -120,6 +159,7 @@ class Incident:
             "impact": self.impact.to_dict(),
             "advice": self.advice,
             "seconds": round(self.seconds, 4),
+            "attribution": None if self.attribution is None else self.attribution.to_dict(),
         }
 
     def to_json(self, *, indent: int | None = None) -> str:
@@ -213,4 +253,6 @@ def _incident_from_dict(data: Mapping[str, Any]) -> Incident:
         ),
         advice=str(data["advice"]),
         seconds=float(data["seconds"]),
+        # Incidents stored before attribution was written carry none.
+        attribution=None if data.get("attribution") is None else AttributionSummary.from_dict(data["attribution"]),
     )

@@ -42,6 +42,10 @@ from sleuth.errors import ConfigError, TopologyError
 from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
 
+from sleuth.settings import Settings
+from sleuth.whatif.attribution import Attribution
+
+from sleuth.localizer.attributed import complement, diagnose, episodes, lone_hiccup, slowdown_incident, summary, whatif_search
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.explain import separate
 from sleuth.localizer.fetch import AbnormalFn, Fetcher
@@ -58,6 +62,7 @@ from sleuth.localizer.shifts import level_shifts, persists
 __all__ = ["localize"]
 
 _COMPUTE_KINDS = (DeviceKind.GPU, DeviceKind.HOST)
+_SETTINGS = Settings()  # defaults only: entry points read the environment
 #: Share of the irregularity rate that compute roots must carry before a straggler diagnosis applies.
 _STRAGGLER_SHARE = 0.5
 #: Iterations searched after a level shift of the iteration time: 5 past the step, and the
@@ -90,6 +95,9 @@ def localize(
     pivot_ops: int = 3,
     graph: OperatorGraph | None = None,
     routing: Routing | str = Routing.ECMP,
+    attribution: Attribution | None = None,
+    slowdown: float = _SETTINGS.attribution_slowdown,
+    sustain: int = _SETTINGS.attribution_sustain,
 ) -> list[Incident]:
     """Incidents for the irregular iterations of the job behind ``source``.
 
@@ -101,10 +109,22 @@ def localize(
     which lets a spine be singled out). Returns one incident per cluster of irregular
     iterations that has hardware suspects or a non-hardware diagnosis (possibly none); its
     suspects are the top K of each fault found.
+
+    ``attribution``: the job's what-if attribution (``sleuth.whatif.attribute``), when its records
+    were all read. Then every episode of at least ``sustain`` iterations at a slowdown S of at
+    least ``slowdown`` that no irregular cluster covers opens an incident of its own
+    (``attributed``), every incident carries what the job pays, a cluster whose hardware or
+    non-hardware reading the attribution contradicts gives way to the episode's incident, and
+    an irregular cluster inside the job's one lone short run (a benign pause, nothing sustained)
+    is recorded, not reported.
     """
     started = time.perf_counter()
     wanted = sorted({_iteration(item) for item in irregular_iterations})
     _check_options(top_k=top_k, window=window, min_support=min_support, pivot_ops=pivot_ops)
+    if not isinstance(slowdown, (int, float)) or isinstance(slowdown, bool) or not slowdown > 1:
+        raise ConfigError(f"slowdown must be a number above 1, got {slowdown!r}")
+    if isinstance(sustain, bool) or not isinstance(sustain, int) or sustain < 1:
+        raise ConfigError(f"sustain must be an integer >= 1, got {sustain!r}")
     thresholds = thresholds or Thresholds()
     try:
         routing = Routing(routing)
@@ -118,7 +138,7 @@ def localize(
     missing = next((gpu for gpu in graph.gpus if gpu not in topology), None)
     if missing is not None:
         raise TopologyError(f"the job's GPU {missing} is not in the topology")
-    if not wanted:
+    if not wanted and attribution is None:
         return []
     available = source.iteration_ids()
     incidents = []
@@ -130,7 +150,48 @@ def localize(
         )
         if incident is not None:
             incidents.append(incident)
-    return incidents
+    if attribution is None:
+        return incidents
+    return _with_attribution(
+        source, incidents, attribution, graph=graph, topology=topology, routing=routing, priors=priors, top_k=top_k,
+        min_support=min_support, started=started, slowdown=slowdown, sustain=sustain,
+    )
+
+
+def _with_attribution(
+    source: RecordSource, incidents: list[Incident], attribution: Attribution, *, graph: OperatorGraph,
+    topology: Topology, routing: Routing, priors: Priors, top_k: int, min_support: int, started: float,
+    slowdown: float, sustain: int,
+) -> list[Incident]:
+    """The irregular clusters' incidents with what the job pays, less a lone hiccup's, plus one
+    incident per sustained episode no cluster covers."""
+    hiccup = lone_hiccup(attribution, slowdown=slowdown, sustain=sustain)
+    near_hiccup = set() if hiccup is None else {i + d for i in hiccup.iterations for d in (-1, 0, 1)}
+    kept = [
+        replace(incident, attribution=summary(attribution, "irregular")) for incident in incidents
+        if not (hiccup is not None and set(incident.iterations) <= near_hiccup)
+    ]
+    sustained, _ = episodes(attribution, slowdown=slowdown, sustain=sustain)
+    for episode in sustained:
+        covering = [k for k, incident in enumerate(kept) if set(episode.iterations) & set(incident.iterations)]
+        hardware = diagnose(attribution) is Straggler.HARDWARE
+        if covering and kept[covering[0]].cause.hardware == hardware:
+            if hardware:
+                _, suspects = whatif_search(attribution, graph=graph, topology=topology, routing=routing, priors=priors,
+                                            top_k=top_k, min_support=min_support)
+                kept[covering[0]] = complement(kept[covering[0]], suspects)
+            continue
+        # No cluster covers the episode, or the one that does reads hardware where the attribution,
+        # which saw every rank and iteration, does not (or the reverse): the episode's own incident.
+        incident = slowdown_incident(
+            source, attribution, episode, graph=graph, topology=topology, routing=routing, priors=priors,
+            top_k=top_k, min_support=min_support, started=started,
+        )
+        if covering:
+            kept[covering[0]] = incident
+        else:
+            kept.append(incident)
+    return kept
 
 
 def _localize_cluster(

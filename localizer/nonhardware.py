@@ -52,7 +52,11 @@ from sleuth.errors import ConfigError
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.peers import PeerShare
 
-__all__ = ["ADVICE", "Diagnosis", "Straggler", "classify"]
+__all__ = ["ADVICE", "MOVES", "Diagnosis", "Straggler", "classify"]
+
+#: Slowness seen on at least this many hosts or replicas, in as many iterations, moves: two could
+#: be two broken devices; a third, in a third iteration, is the work moving.
+MOVES = 3
 
 
 class Straggler(enum.Enum):
@@ -103,7 +107,7 @@ def classify(
     stage_together: float = 0.75,
     late: Mapping[int, Collection[int]] | None = None,
     outstanding: Collection[int] | None = None,
-    moves: int = 3,
+    moves: int = MOVES,
 ) -> Diagnosis:
     """Hardware, stage imbalance or sequence-length imbalance, from compute evidence per rank
     and, optionally, the share of each rank's peers that are as slow and the iterations each

@@ -47,7 +47,9 @@ class Timing:
     ``compute_jitter`` / ``comm_jitter``: sigma of a log-normal factor on each compute step (per
     rank) and each transfer (per group or pair). ``hiccup_rate``: expected garbage-collection
     pauses per iteration, job-wide; each stalls one rank before one compute step for a
-    log-normal time around ``hiccup_ms``.
+    log-normal time around ``hiccup_ms``. ``hiccups_at``: iterations that get one more such pause
+    each, on a rank drawn from the seed apart from the random ones (a run with exactly the pauses
+    asked for: ``hiccup_rate=0``).
     """
 
     launch_us: float = 5.0
@@ -55,8 +57,12 @@ class Timing:
     comm_jitter: float = 0.05
     hiccup_rate: float = 0.02
     hiccup_ms: float = 20.0
+    hiccups_at: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "hiccups_at", tuple(self.hiccups_at))
+        if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in self.hiccups_at):
+            raise ConfigError(f"timing.hiccups_at must be iteration numbers >= 0, got {self.hiccups_at!r}")
         for name in ("launch_us", "compute_jitter", "comm_jitter", "hiccup_rate", "hiccup_ms"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
@@ -150,11 +156,14 @@ def run(plan: Plan, effects: Effects, timing: Timing, *, seed: int, iterations: 
         seqlen = effects.seqlen[i] if effects.seqlen is not None else None
 
         hiccups: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        if timing.hiccup_rate > 0:
-            for _ in range(int(rng.poisson(timing.hiccup_rate))):
-                rank = int(rng.integers(world))
-                where = float(rng.random())
-                delay = timing.hiccup_ms * 1e6 * float(np.exp(0.5 * rng.standard_normal()))
+        draws = [(rng, int(rng.poisson(timing.hiccup_rate)))] if timing.hiccup_rate > 0 else []
+        if i in timing.hiccups_at:  # a stream of its own, so the random pauses stay where they were
+            draws.append((np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, i, 0x41CC]))), 1))
+        for source, count in draws:
+            for _ in range(count):
+                rank = int(source.integers(world))
+                where = float(source.random())
+                delay = timing.hiccup_ms * 1e6 * float(np.exp(0.5 * source.standard_normal()))
                 s = int(plan.stage_of[rank])
                 step = min(int(where * n_compute[s]), n_compute[s] - 1)
                 hiccups.setdefault((s, step), []).append((int(plan.position[rank]), int(round(delay))))

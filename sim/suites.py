@@ -15,6 +15,12 @@ network        a degraded nic, link, leaf and spine; a CPU-contended host (slow 
 concurrent     two faults at once (gpu+gpu, gpu+nic, link+host)
 nonhw          last-stage imbalance, sequence-length imbalance
 clean          fault-free runs (false-alarm measurement), three seeds
+from-start     a slow GPU (x1.5) and a slow NIC (x6) present from the first iteration
+moderate       steps of 5-20% in the iteration time, from iteration 20: a GPU at x1.2 and x1.35, a
+               NIC at half its bandwidth (the steps they make: benchmarks/RESULTS.md)
+two-moderate   a GPU at x1.2 from iteration 10, then a NIC at half its bandwidth from iteration 30
+hiccups        fault-free runs whose only events are benign pauses: one, and three far apart
+ramp           a GPU ramping to x1.6 over 20 iterations from iteration 10
 drift          a month of a job (iterations sampled every 20,000 steps) creeping up 7%,
                without and with a late persistent fault
 =============  ===========================================================================
@@ -195,6 +201,52 @@ def _clean(seed: int) -> list[Scenario]:
     return [_scenario(f"clean-{k}", _base(), seed * 10 + k, topology=topology) for k in range(3)]
 
 
+def _from_start(seed: int) -> list[Scenario]:
+    topology = _fabric(128)
+    pick = _Picker(topology, 128, seed, 900)
+    return [
+        _scenario("from-start-gpu", _base(), seed, (Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.5),), topology=topology),
+        _scenario("from-start-nic", _base(), seed, (Fault(kind=FaultKind.NIC, device=pick.nic(), slow=6.0),), topology=topology),
+    ]
+
+
+def _moderate(seed: int) -> list[Scenario]:
+    topology = _fabric(128)
+    pick = _Picker(topology, 128, seed, 1000)
+    faults = (
+        ("gpu-1.2", Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.2, start=20)),
+        ("gpu-1.35", Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.35, start=20)),
+        ("nic-2", Fault(kind=FaultKind.NIC, device=pick.nic(), slow=2.0, start=20)),
+    )
+    return [_scenario(f"moderate-{name}", _base(), seed, (fault,), topology=topology) for name, fault in faults]
+
+
+def _two_moderate(seed: int) -> list[Scenario]:
+    topology = _fabric(128)
+    pick = _Picker(topology, 128, seed, 1100)
+    faults = (Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.2, start=10),
+              Fault(kind=FaultKind.NIC, device=pick.nic(), slow=2.0, start=30))
+    return [_scenario("two-moderate-gpu-nic", _base(), seed, faults, topology=topology)]
+
+
+def _hiccups(seed: int) -> list[Scenario]:
+    topology = _fabric(128)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 1200]))
+    one = (int(rng.integers(10, 90)),)
+    three = tuple(int(i) for i in np.sort(rng.choice(np.arange(5, 95, 30), 3, replace=False) + rng.integers(0, 20, 3)))
+    return [
+        _scenario(f"hiccups-{len(at)}", _base(), seed, topology=topology, timing=Timing(hiccup_rate=0.0, hiccups_at=at))
+        for at in (one, three)
+    ]
+
+
+def _ramp(seed: int) -> list[Scenario]:
+    topology = _fabric(128)
+    pick = _Picker(topology, 128, seed, 1300)
+    fault = Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.6, start=10, ramp=20)
+    return [_scenario("ramp-gpu", _base(), seed, (fault,), topology=topology)]
+
+
 def _drift(seed: int) -> list[Scenario]:
     topology = _fabric(128)
     pick = _Picker(topology, 128, seed, 800)
@@ -215,6 +267,11 @@ SUITES: dict[str, Callable[[int], list[Scenario]]] = {
     "concurrent": _concurrent,
     "nonhw": _nonhw,
     "clean": _clean,
+    "from-start": _from_start,
+    "moderate": _moderate,
+    "two-moderate": _two_moderate,
+    "hiccups": _hiccups,
+    "ramp": _ramp,
     "drift": _drift,
 }
 

@@ -102,6 +102,13 @@ def _capture(text: str) -> str:
     return text
 
 
+def _above_one(text: str) -> float:
+    value = float(text)
+    if not value > 1:
+        raise ValueError(f"{value} is not above 1")
+    return value
+
+
 def _setting(default: Any, env: str, help: str, parse: Callable[[str], Any] = str) -> Any:
     """A dataclass field that also carries its environment variable, parser and help."""
     return dataclasses.field(default=default, metadata={"env": env, "help": help, "parse": parse})
@@ -194,6 +201,16 @@ class Settings:
     localizer_window: int = _setting(
         100, "SLEUTH_LOCALIZER_WINDOW", "iterations T of the streaming localizer's cross-iteration analysis",
         _positive_int,
+    )
+    attribution_slowdown: float = _setting(
+        1.05, "SLEUTH_ATTRIBUTION_SLOWDOWN",
+        "what-if slowdown S from which a job pays for stragglers and an incident opens: the labels' own "
+        "line (an operator 5% over its fault-free length is abnormal)", _above_one,
+    )
+    attribution_sustain: int = _setting(
+        3, "SLEUTH_ATTRIBUTION_SUSTAIN",
+        "consecutive iterations at or above that slowdown that open an incident: a benign pause lasts "
+        "one iteration and spills into at most the next", _positive_int,
     )
     detect_model: str = _setting(
         "", "SLEUTH_DETECT_MODEL", "abnormal-operator model file the workers load (empty: the shipped default)"

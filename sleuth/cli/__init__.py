@@ -15,7 +15,8 @@ from sleuth.errors import SleuthError
 
 # Command modules, in the order --help lists them.
 _COMMAND_MODULES = (
-    "version", "topology", "layout", "sim", "detect", "localize", "imports", "report", "db", "gateway", "worker", "localizer",
+    "version", "topology", "layout", "sim", "detect", "localize", "attribute", "imports", "report", "db", "gateway",
+    "worker", "localizer",
     "alerter", "stack", "incidents", "demo",
 )
 

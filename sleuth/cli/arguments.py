@@ -20,3 +20,19 @@ def positive_int(name: str) -> Callable[[str], int]:
 
     parse.__name__ = name
     return parse
+
+
+def above_one(name: str) -> Callable[[str], float]:
+    """An argparse ``type`` for a factor above 1 (a slowdown line)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not value > 1:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number above 1")
+        return value
+
+    parse.__name__ = name
+    return parse

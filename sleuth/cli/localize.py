@@ -2,6 +2,11 @@
 
 ``sleuth localize --records FILE_OR_DIR [--job job.json] [--topology FILE] [--json]``
 
+Besides the δ-irregular iterations, the job's what-if attribution (``sleuth.whatif``: the records
+hold every rank) opens an incident for every sustained slowdown (``--slowdown``, ``--sustain``;
+defaults from ``SLEUTH_ATTRIBUTION_SLOWDOWN`` / ``SLEUTH_ATTRIBUTION_SUSTAIN``) and records a lone
+benign hiccup without reporting it; ``--no-attribution`` leaves the δ rule alone.
+
 Records folders of both producers are read: the logger's local mode (``rank-*.parquet`` plus
 ``iterations/``) and the emulator's output (``records.parquet``, ``iterations.parquet``). The job
 spec is the folder's ``job.json`` unless ``--job`` names one. Without ``--topology`` every host
@@ -15,10 +20,12 @@ import json
 import sys
 from pathlib import Path
 
-from sleuth.cli.arguments import positive_int
-from sleuth.errors import ConfigError
+from sleuth.cli.arguments import above_one, positive_int
+from sleuth.errors import ConfigError, RecordError
 from sleuth.jobspec import JobSpec
+from sleuth.records import IterationBatch, RecordBatch
 from sleuth.records_folder import read_records
+from sleuth.settings import Settings
 from sleuth.sources import MemorySource
 from sleuth.topology import load_topology
 from sleuth.topology.job_fabric import single_leaf
@@ -36,31 +43,58 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--routing", choices=("ecmp", "static"), default="ecmp",
                         help="spine routing: ecmp (unknown hashing: equal-cost spines share evidence, the default) "
                              "or static (one known route per GPU pair, e.g. an InfiniBand subnet manager's; the emulator's)")
+    add_attribution_options(parser)
+    parser.add_argument("--no-attribution", action="store_true",
+                        help="incidents from δ-irregular iterations only (no what-if attribution)")
     parser.set_defaults(handler=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
-    from sleuth.localizer import localize  # the localizer pulls numpy-heavy modules: only when used
-    from sleuth.stream.detection import irregular_iterations
+def add_attribution_options(parser: argparse.ArgumentParser) -> None:
+    settings = Settings.from_env()
+    parser.add_argument("--slowdown", type=above_one("--slowdown"), default=settings.attribution_slowdown,
+                        help=f"what-if slowdown S that opens an incident (default {settings.attribution_slowdown})")
+    parser.add_argument("--sustain", type=positive_int("--sustain"), default=settings.attribution_sustain,
+                        help=f"consecutive iterations at that S that open it (default {settings.attribution_sustain})")
 
+
+def read_job(args: argparse.Namespace) -> tuple[JobSpec, RecordBatch, IterationBatch]:
+    """The job spec and records that ``--records`` and ``--job`` name."""
     path = Path(args.records)
     if not path.exists():
         raise ConfigError(f"--records {path}: no such file or folder")
     records, iterations = read_records(path)
     spec_path = Path(args.job) if args.job else (path if path.is_dir() else path.parent)
-    spec = JobSpec.read(spec_path)
+    return JobSpec.read(spec_path), records, iterations
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sleuth.localizer import localize  # the localizer pulls numpy-heavy modules: only when used
+    from sleuth.stream.detection import irregular_iterations
+    from sleuth.whatif.attribution import attribute
+
+    spec, records, iterations = read_job(args)
     topology = load_topology(args.topology) if args.topology else single_leaf(spec)
     source = MemorySource(spec, records, iterations)
     irregular = irregular_iterations(iterations)
+    attribution = None
+    if not args.no_attribution:
+        try:
+            attribution = attribute(records, spec, iterations=iterations)
+        except RecordError as error:  # records the replay cannot order: the δ rule still stands
+            print(f"sleuth localize: what-if attribution skipped: {error}", file=sys.stderr)
     incidents = localize(
         source, irregular_iterations=irregular, topology=topology, top_k=args.top_k, window=args.window,
-        pivots=tuple(args.pivot or (0,)), routing=args.routing,
+        pivots=tuple(args.pivot or (0,)), routing=args.routing, attribution=attribution, slowdown=args.slowdown,
+        sustain=args.sustain,
     )
     if args.json:
         json.dump([incident.to_dict() for incident in incidents], sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
     print(f"job {spec.job}: {len(irregular)} irregular iterations, {len(incidents)} incidents")
+    if attribution is not None:
+        print(f"what-if: slowdown x{attribution.slowdown:.3f}, {attribution.gpu_hours_lost:.4f} GPU-hours lost "
+              "(sleuth attribute for the whole attribution)")
     for incident in incidents:
         impact = incident.impact
         print(
@@ -70,6 +104,11 @@ def _run(args: argparse.Namespace) -> int:
         )
         for position, suspect in enumerate(incident.suspects, start=1):
             print(f"  {position}. {suspect.device:<40} {suspect.kind:<8} score {suspect.score:.3f}")
+        if incident.attribution is not None:
+            found = incident.attribution
+            ranks = ", ".join(f"{r} x{v:.3f}" for r, v in found.top_ranks[:4]) or "none"
+            types = ", ".join(f"{t} x{v:.3f}" for t, v in found.top_types) or "none"
+            print(f"  opened by: {found.trigger}; top ranks: {ranks}; top types: {types}")
         if incident.advice:
             print(f"  advice: {incident.advice}")
     return 0

@@ -23,7 +23,8 @@ except two kinds of slowdown it puts back:
   gap, a slow GPU every gap) gets its compute divided by that factor; a gap is the rank's launch
   (its shortest gap), which the factor leaves alone, plus compute.
 
-Then every start and end is recomputed, and an operator is abnormal when it ran more than
+Then every start and end is recomputed by the shared replay (``sleuth.whatif.timeline``, which the
+what-if attribution runs too), and an operator is abnormal when it ran more than
 ``excess`` times its replayed length. Records in a group with fewer members in the chunk than its
 communicator has shown (``Chunk.transfer`` is NaN) cannot be replayed, nor can anything that
 waited on them; ``Replayed.certain`` says which records the replay speaks for. A worker that never
@@ -43,8 +44,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from sleuth.errors import ConfigError
-from sleuth.records import OpKind
-from sleuth.stream.detection.features import FEATURE_NAMES, MIN_PEERS, Chunk, _group_ids
+from sleuth.stream.detection.features import FEATURE_NAMES, Chunk
+from sleuth.whatif.keys import group_median
+from sleuth.whatif.programs import MIN_PEERS, program_slots
+from sleuth.whatif.timeline import dependencies, downstream, holds_rank, replay
 
 __all__ = ["EXCESS", "CounterfactualReplay", "Replayed"]
 
@@ -57,9 +60,6 @@ _log = logging.getLogger(__name__)
 _TRANSFER_RATIO = FEATURE_NAMES.index("transfer_ratio")
 _OP = FEATURE_NAMES.index("op")
 _NBYTES = FEATURE_NAMES.index("nbytes")
-#: Passes of the fixed point allowed per operator in a rank's longest chain; the chain bounds how far
-#: a change can travel, so convergence within it is certain for records that obey the timing rules.
-_PASS_SLACK = 4
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class Replayed:
     certain: np.ndarray  # bool: the replay covers the operator (its groups and what it waited on were all in the chunk)
     restored_groups: int  # groups whose transfer was put back to the usual one
     restored_ranks: int  # ranks (per iteration) whose compute was scaled back
-    passes: int  # passes of the fixed point
+    levels: int  # levels of the dependency graph the replay swept (0: the chunk replayed as recorded)
 
 
 class CounterfactualReplay:
@@ -118,9 +118,7 @@ class CounterfactualReplay:
         s, e, o, r = start[order], end[order], op[order], rank[order]
         first = np.r_[True, r[1:] != r[:-1]]
         last = np.r_[r[1:] != r[:-1], True]
-        # An operator holds its rank until it ends unless it is a send or the next one started
-        # before it ended (asynchronous); the rank's last operator in the chunk is taken to hold it.
-        holds = (o != OpKind.SEND) & (last | (np.r_[s[1:], 0] >= e))
+        holds = holds_rank(s, e, o, last)
         clock = np.where(holds, e, s)
         carried = self._known[r] & first
         base = np.where(first, np.where(carried, self._observed_clock[r], s), np.r_[0, clock[:-1]])
@@ -132,7 +130,7 @@ class CounterfactualReplay:
         # A gap is a launch, which a slow GPU does not slow, plus compute, which it slows by the factor.
         gap_cf = np.where(slow_rank, np.rint(launch + (gap - launch) / factor), gap).astype(np.int64)
 
-        group = chunk.group[order]  # dense ids: group g's members are rows bounds[g] .. of group_order
+        group = chunk.group[order]  # dense ids
         complete = ~np.isnan(chunk.transfer[order])
         ratio = np.nan_to_num(chunk.X[order, _TRANSFER_RATIO], nan=0.0)
         group_order = np.argsort(group, kind="stable")
@@ -142,32 +140,24 @@ class CounterfactualReplay:
         transfer = np.where(complete, e - np.maximum.reduceat(s[group_order], bounds)[group], 0)
         transfer_cf = np.where(slowed, np.rint(transfer / np.where(slowed, group_ratio, 1.0)), transfer).astype(np.int64)
 
-        # What the replay cannot speak for: groups with members elsewhere, and whatever waited on them.
+        s_cf, e_cf, levels = s, e, 0
         uncertain = ~complete
-        s_cf, e_cf, passes = s, e, 0
         # Nothing put back, every group whole and every rank where the last chunk left it: the
-        # replay is the run itself, and the fixed point would only confirm it.
-        changed = bool(slowed.any() or slow_rank.any() or uncertain.any() or (carried & (anchor != base)).any())
-        limit = _PASS_SLACK * int(np.bincount(r).max()) + 8
-        while changed:
-            if passes > limit:
-                # A cycle: some rank's program order contradicts a group's (clocks skewed between
-                # hosts, or operators logged out of order). The replay then speaks for nothing here.
-                _log.warning("counterfactual replay did not settle in %d passes over %d operators; "
-                             "the forest judges this chunk alone", limit, n)
+        # replay is the run itself.
+        if slowed.any() or slow_rank.any() or uncertain.any() or (carried & (anchor != base)).any():
+            deps = dependencies(first, holds, group, complete)
+            if deps.acyclic:
+                replayed = replay(deps, anchor=anchor, gap=gap_cf, transfer=transfer_cf, own=e - s)
+                s_cf, e_cf = replayed[0].astype(np.int64), replayed[1].astype(np.int64)
+                # What the replay cannot speak for: groups with members elsewhere, and whatever waited on them.
+                uncertain = downstream(deps, ~complete)
+                levels = deps.levels
+            else:
+                # Some rank's program order contradicts a group's (clocks skewed between hosts, or
+                # operators logged out of order). The replay then speaks for nothing here.
+                _log.warning("counterfactual replay did not settle: %d of %d operators wait on a cycle; "
+                             "the forest judges this chunk alone", int((~deps.settled).sum()), n)
                 uncertain = np.ones(n, bool)
-                s_cf, e_cf = s, e
-                break
-            passes += 1
-            prev_clock = np.r_[0, np.where(holds, e_cf, s_cf)[:-1]]
-            s_new = np.where(first, anchor, prev_clock) + gap_cf
-            latest = np.maximum.reduceat(s_new[group_order], bounds)[group]
-            e_new = np.where(complete, latest + transfer_cf, s_new + (e - s))
-            # Unsure: a group with members elsewhere, or one a member of which waited on something unsure.
-            unsure = ~complete | (np.r_[False, uncertain[:-1]] & ~first)
-            u_new = np.maximum.reduceat(unsure[group_order], bounds)[group]
-            changed = not (np.array_equal(s_new, s_cf) and np.array_equal(e_new, e_cf) and np.array_equal(u_new, uncertain))
-            s_cf, e_cf, uncertain = s_new, e_new, u_new
 
         ends_at = np.flatnonzero(last)
         self._observed_clock[r[ends_at]] = clock[ends_at]
@@ -177,7 +167,7 @@ class CounterfactualReplay:
         self._known[r[ends_at]] = ~uncertain[ends_at]
         duration = (e_cf - s_cf).astype(np.float64)[inverse]
         restored_ranks = len(np.unique(np.stack([r[slow_rank], chunk.iteration[order][slow_rank]]), axis=1).T)
-        return Replayed(duration, ~uncertain[inverse], int(len(np.unique(group[slowed]))), restored_ranks, passes)
+        return Replayed(duration, ~uncertain[inverse], int(len(np.unique(group[slowed]))), restored_ranks, levels)
 
     def _grow(self, size: int) -> None:
         if size > len(self._known):
@@ -194,57 +184,24 @@ def _gap_factors(gap: np.ndarray, op: np.ndarray, nbytes: np.ndarray, rank: np.n
     """Per operator, how much longer its rank's gaps ran in the iteration than those of the ranks
     running the same program (1 where fewer than ``MIN_PEERS`` ranks run it), and the rank's launch.
 
-    A program is the sequence of (op, bytes) of a rank's iteration; its ``k``-th gap on every rank
-    that runs it is one slot. A gap is the launch (the rank's shortest gap) plus compute, and a
-    rank's factor is the median of its compute over the slot medians.
+    A gap is the launch (the rank's shortest gap) plus compute, and a rank's factor is the median
+    of its compute over the slot medians (``sleuth.whatif.programs``).
     """
-    n = len(gap)
-    run = np.r_[True, (rank[1:] != rank[:-1]) | (iteration[1:] != iteration[:-1])] | first
-    run_id = np.cumsum(run) - 1
-    run_start = np.flatnonzero(run)
-    position = np.arange(n) - run_start[run_id]
-    # A program's signature: a hash of its (position, op, bytes) sequence, summed per run.
-    mixed = _mix(_mix(_mix(position.astype(np.uint64)) + op.astype(np.uint64)) + nbytes.astype(np.uint64))
-    signature = np.add.reduceat(mixed, run_start)
-    length = np.diff(np.r_[run_start, n])
-    run_program = _group_ids(signature, length.astype(np.uint64), iteration[run_start].astype(np.uint64))
-    peers = np.bincount(run_program)[run_program]
-    slot = _group_ids(run_program[run_id], position)
+    slots = program_slots(op, nbytes, rank, iteration, first)
+    run_id, run_start = slots.run, slots.run_start
+    run = np.zeros(len(gap), bool)
+    run[run_start] = True
     # The launch: a run's shortest gap after its first (between operators with no compute between).
     later = np.where(run, np.iinfo(np.int64).max, gap)
     launch = np.minimum.reduceat(later, run_start)
     launch = np.where(launch == np.iinfo(np.int64).max, 0, launch)[run_id]
     compute = (gap - launch).astype(np.float64)
-    slot_median = _group_median(slot, compute)
+    slot_median = group_median(slots.slot, compute)
     # Only gaps that are mostly compute measure the slowdown; a launch's jitter would swamp the rest.
     ratio = compute / np.where(slot_median > 4 * launch, slot_median, np.nan)
-    usable = ~np.isnan(ratio) & (peers[run_id] >= MIN_PEERS)
+    usable = ~np.isnan(ratio) & (slots.peers >= MIN_PEERS)
     factor = np.ones(len(run_start))
     if usable.any():
-        medians = _group_median(run_id[usable], ratio[usable], size=len(run_start))
+        medians = group_median(run_id[usable], ratio[usable], size=len(run_start))
         factor = np.where(np.isnan(medians), 1.0, medians)
     return factor[run_id], launch
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: spreads each key over 64 bits so that sums of keys rarely collide."""
-    with np.errstate(over="ignore"):
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
-
-
-def _group_median(group: np.ndarray, values: np.ndarray, *, size: int | None = None) -> np.ndarray:
-    """The median of ``values`` per group: per element when ``size`` is None, else per group id (NaN if empty)."""
-    order = np.lexsort((values, group))
-    g, v = group[order], values[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    counts = np.diff(np.r_[starts, len(g)])
-    median = (v[starts + (counts - 1) // 2] + v[starts + counts // 2]) / 2
-    if size is None:
-        out = np.empty(len(group))
-        out[order] = np.repeat(median, counts)
-        return out
-    out = np.full(size, np.nan)
-    out[g[starts]] = median
-    return out

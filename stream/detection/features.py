@@ -37,7 +37,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from sleuth.errors import ConfigError, RecordError
-from sleuth.records import IterationBatch, OpKind, RecordBatch
+from sleuth.records import IterationBatch, RecordBatch
+from sleuth.whatif.keys import dense_ids as _group_ids
+# A program slot needs this many ranks in the chunk before its median stands in for a cold identity's window.
+from sleuth.whatif.programs import MIN_PEERS
+from sleuth.whatif.timeline import member_groups
 
 __all__ = ["COMM_KINDS", "DRIFT_PRONE", "FEATURE_NAMES", "MIN_PEERS", "Chunk", "OperatorWindows"]
 
@@ -68,9 +72,6 @@ DRIFT_PRONE: tuple[str, ...] = (
 #: groups; until they were listed both read as 0, one kind with every unknown name.
 COMM_KINDS: tuple[str, ...] = ("", "tp", "pp", "dp", "cp", "ep", "sp", "emb", "world", "edp", "embd")
 
-#: Ranks a program slot needs in the chunk before its median stands in for a cold identity's window:
-#: with four, one or two slowed ranks are still a minority the median ignores.
-MIN_PEERS = 4
 
 _TENSOR_KIND = COMM_KINDS.index("tp")
 _ORDINAL_BITS = 24
@@ -239,20 +240,11 @@ class OperatorWindows:
             raise RecordError(f"more than {1 << _ORDINAL_BITS} operators on one communicator in one iteration")
         rows = self._identity_rows(job, rank, comm, ordinal)
 
-        # Blocking and transfer (design.md): from the members' records present in this chunk.
-        # P2P operators match on (comm, {rank, peer}, seq) and the direction: seq counts each
-        # direction of a pair apart, so A's k-th send to B and B's k-th send to A share the seq (a
-        # pipeline's forward activation and backward gradient) and are different transfers. A send
-        # pairs with its receive on (comm, seq, sender, receiver); collectives on (comm, seq).
+        # Blocking and transfer (design.md): from the members' records present in this chunk,
+        # grouped as the replay groups them (``sleuth.whatif.timeline.member_groups``).
         peer = records["peer"].astype(np.int64)
         p2p = peer >= 0
-        op = records["op"]
-        incoming = op == OpKind.RECV
-        directed = incoming | (op == OpKind.SEND)
-        sender = np.where(incoming, peer, np.where(directed, rank, np.minimum(rank, peer)))
-        receiver = np.where(incoming, rank, np.where(directed, peer, np.maximum(rank, peer)))
-        member_key = np.stack([comm, seq.astype(np.int64), np.where(p2p, sender, -1), np.where(p2p, receiver, -1)])
-        member_group = _group_ids(*member_key)
+        member_group = member_groups(comm, records["seq"], rank, peer, records["op"])
         # Members are distinct ranks (a P2P operator without a direction pairs on {rank, peer}).
         first_of_rank = np.zeros(n, bool)
         first_of_rank[np.unique(_group_ids(member_group, rank), return_index=True)[1]] = True
@@ -444,19 +436,6 @@ def _peer_window(slot: np.ndarray, rank: np.ndarray, duration: np.ndarray, trans
         at[slot[known]] = medians
         median_transfer = at[slot]
     return _PeerWindow(enough, mean, std, q1, np.where(enough, q2, np.nan), q3, median_transfer)
-
-
-def _group_ids(*keys: np.ndarray) -> np.ndarray:
-    """Dense id of each element's combination of ``keys`` (equal keys, equal id): a lexsort and a
-    diff, several times faster than ``np.unique(axis=1)``, which sorts structured rows."""
-    order = np.lexsort(keys[::-1])
-    change = np.zeros(len(order), bool)
-    for key in keys:
-        sorted_key = key[order]
-        change[1:] |= sorted_key[1:] != sorted_key[:-1]
-    ids = np.empty(len(order), np.int64)
-    ids[order] = np.cumsum(change)
-    return ids
 
 
 def _chunk_context(ratio: np.ndarray, transfer_ratio: np.ndarray, job: np.ndarray, comm: np.ndarray, slot: np.ndarray,

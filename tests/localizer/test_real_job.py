@@ -25,18 +25,22 @@ pytest.importorskip("torch")
 SLOW_RANK = 5
 
 
-@pytest.fixture(scope="module")
-def records(tmp_path_factory):
-    root = tmp_path_factory.mktemp("slowjob")
+def logged_job(root, job: str, slow_iters: str):
+    """The 8-rank job logged into ``root/records`` with ``SLOW_RANK`` slowed in ``slow_iters``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
-    env.update(SLEUTH_LOG_DIR=str(root / "records"), SLEUTH_JOB="slow-5", SLEUTH_FLUSH_S="0.2")
+    env.update(SLEUTH_LOG_DIR=str(root / "records"), SLEUTH_JOB=job, SLEUTH_FLUSH_S="0.2")
     command = [
         sys.executable, "-m", "sleuth.sim.trainjob", "--iters", "30",
-        "--slow-rank", str(SLOW_RANK), "--slow-factor", "200", "--slow-iters", "15:25",
+        "--slow-rank", str(SLOW_RANK), "--slow-factor", "200", "--slow-iters", slow_iters,
     ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return root / "records"
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    return logged_job(tmp_path_factory.mktemp("slowjob"), "slow-5", "15:25")
 
 
 def test_localize_reads_the_logger_folder_and_prints_incidents(records, capsys):
@@ -56,3 +60,20 @@ def test_the_slowed_rank_gpu_is_the_top_suspect(records, capsys):
     incident = max(incidents, key=lambda i: len(slowed & set(i["iterations"])))
     placement = JobSpec.read(records).placements[SLOW_RANK]
     assert incident["suspects"][0]["device"] == gpu_id(placement.host, placement.gpu), incident["suspects"]
+
+
+@pytest.fixture(scope="module")
+def slow_from_start(tmp_path_factory):
+    return logged_job(tmp_path_factory.mktemp("slowjob0"), "slow-5-from-0", "0:30")
+
+
+def test_a_rank_slow_from_the_first_iteration_is_what_the_job_pays_for(slow_from_start, capsys):
+    # No iteration stands out against the others; the what-if attribution names the rank, and the
+    # incident lists its GPU among the suspects.
+    assert main(["attribute", "--records", str(slow_from_start), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["top_workers"][0]["rank"] == SLOW_RANK and found["slowdown"] > 1.2 and found["episodes"]
+    assert main(["localize", "--records", str(slow_from_start), "--json"]) == 0
+    incidents = json.loads(capsys.readouterr().out)
+    placement = JobSpec.read(slow_from_start).placements[SLOW_RANK]
+    assert gpu_id(placement.host, placement.gpu) in {s["device"] for i in incidents for s in i["suspects"]}

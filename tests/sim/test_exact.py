@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+import pytest
+
+from sleuth.errors import ConfigError
 from sleuth.records import OpKind
 from sleuth.sim import ModelSpec
 from sleuth.sim.model import stage_costs
@@ -147,3 +150,18 @@ def test_the_program_records_the_megatron_operators() -> None:
     assert records["peer"].tolist() == [-1, -1, 4, -1, -1, 4, 4, -1, -1, 4, -1, -1, -1, -1]
     # Iteration 1: the tp counter goes on from iteration 0's 8 all-reduces; P2P counts per direction.
     assert records["seq"].tolist() == [8, 9, 2, 10, 11, 3, 2, 12, 13, 3, 14, 15, 1, 1]
+
+
+def test_a_hiccup_asked_for_pauses_that_iteration_alone() -> None:
+    from dataclasses import replace as _replace
+
+    from sleuth.sim import Emulation, Timing
+    from sleuth.sim.suites import suite as _suite
+
+    scenario = _replace(_suite("clean", seed=1, iterations=6)[0], timing=Timing(hiccup_rate=0.0, hiccups_at=(3,)))
+    calm = Emulation(_replace(scenario, timing=Timing(hiccup_rate=0.0)))
+    paused = Emulation(scenario)
+    slower = [a.time_ns > b.time_ns for a, b in zip(paused.truth().iterations, calm.truth().iterations)]
+    assert slower[3] and not any(slower[:3])
+    with pytest.raises(ConfigError, match="hiccups_at"):
+        Timing(hiccups_at=(-1,))

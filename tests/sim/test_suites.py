@@ -32,6 +32,11 @@ def test_suites_cover_what_they_promise() -> None:
     assert all(len(sc.faults) == 2 for sc in suite("concurrent"))
     assert all(not sc.faults for sc in suite("clean"))
     assert all(sc.drift == 0.07 for sc in suite("drift"))
+    assert all(sc.faults[0].start == 0 for sc in suite("from-start"))
+    assert all(1 < sc.faults[0].slow <= 2 for sc in suite("moderate")) and len(suite("two-moderate")[0].faults) == 2
+    assert [len(sc.timing.hiccups_at) for sc in suite("hiccups")] == [1, 3]
+    assert all(not sc.faults and sc.timing.hiccup_rate == 0 for sc in suite("hiccups"))
+    assert suite("ramp")[0].faults[0].ramp == 20
     dims = suite("dims")
     assert [(sc.layout.cp, sc.layout.ep, sc.model.sequence_parallel) for sc in dims] == [
         (1, 1, False), (2, 1, False), (2, 2, False), (2, 2, True)]

@@ -1,0 +1,66 @@
+"""Benchmark of the what-if attribution (sleuth.whatif) at scale; prints one JSON object.
+
+    .venv/bin/python benchmarks/bench_attribution.py [--scales 1024 8192] [--iterations 12] [--seeds 401]
+                                                     [--baseline-up-to 2048]
+
+Per scale (the ``scale`` suite's shape: tp8, pp4 or pp8, a slow GPU from iteration 10, here
+over ``--iterations`` iterations so that both healthy and slow ones are in the records) and
+held-out seed: the records' count, ``attribution_s`` (``attribute`` on every rank's records,
+S_t and the workers' variants included), its ``slowdown`` against the emulator's truth (actual
+over fault-free twin time), whether the top worker group holds the faulty GPU's rank, and the
+same-run baseline: ``detection_s``, the shipped detector (forest and counterfactual replay,
+``abnormal_mask``) on the same records, and ``ratio`` = attribution_s / detection_s. The
+detector takes minutes above ``--baseline-up-to`` GPUs on these machines, so it is timed up to
+there only. Times are wall seconds on a shared 2-core machine: compare within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from dataclasses import replace
+
+
+def run(world: int, seed: int, iterations: int, baseline: bool) -> dict:
+    from sleuth.sim import Emulation, suite
+    from sleuth.stream.detection import abnormal_mask
+    from sleuth.whatif.attribution import attribute
+
+    [scenario] = [sc for sc in suite("scale", seed=seed) if sc.layout.world == world]
+    emulation = Emulation(replace(scenario, iterations=iterations))
+    records, its = emulation.records(), emulation.iterations()
+    began = time.perf_counter()
+    found = attribute(records, emulation.job_spec(), iterations=its)
+    seconds = time.perf_counter() - began
+    truth = emulation.truth()
+    actual = sum(t.time_ns for t in truth.iterations) / sum(t.counterfactual_ns for t in truth.iterations)
+    top = max(found.by_worker)
+    named = {r for r, s in enumerate(found.by_worker) if s >= top}
+    row = {
+        "world": world, "seed": seed, "iterations": iterations, "records": len(records),
+        "attribution_s": round(seconds, 2), "slowdown": round(found.slowdown, 4), "slowdown_truth": round(actual, 4),
+        "top_worker_group_has_fault": set(truth.faults[0]["ranks"]) <= named, "top_worker_group": len(named),
+    }
+    if baseline:
+        began = time.perf_counter()
+        abnormal_mask(records, its)
+        row["detection_s"] = round(time.perf_counter() - began, 2)
+        row["ratio"] = round(seconds / row["detection_s"], 3)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scales", type=int, nargs="+", default=[1024, 8192])
+    parser.add_argument("--iterations", type=int, default=12)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[401])
+    parser.add_argument("--baseline-up-to", type=int, default=2048, metavar="WORLD")
+    args = parser.parse_args()
+    rows = [run(world, seed, args.iterations, world <= args.baseline_up_to) for seed in args.seeds for world in args.scales]
+    print(json.dumps({"machine": platform.machine(), "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+"""Incidents from what the job pays (``sleuth.whatif``), however the slowdown arrived.
+
+A δ-irregular iteration finds sudden faults only. The what-if attribution measures, per iteration,
+how much longer the job ran than with every operator at its peers' length (S); a run of at least
+``sustain`` iterations at or above ``slowdown`` is an *episode* the job pays for, whether it came
+as a spike, a step, a ramp or was there from the first iteration. Per episode:
+
+* a non-hardware cause is named and no device is blamed (What-if §5.2, §5.3), only when compute
+  carries all but ``MINOR`` of the slowdown (both are compute's): *stage imbalance*
+  when the last pipeline stage explains most of the slowdown (``M_S``), most of its workers pay
+  alike (``last_stage_evenness``) and neither a few workers (``M_W``) nor the top worker's host do; *sequence-length imbalance* when neither do and the
+  replica that costs most moves between iterations (on at least ``nonhardware.MOVES`` replicas);
+* otherwise the device search (``whatif_search``) starts from the ranks the worker slowdowns name: per rank, the
+  slowdown of everything fixed but that rank (compute roots, split with the host when its host's
+  other GPUs are as slow), and the groups whose transfers were put back (network roots), each
+  weighted by its share of the iteration's slowdown and by the share of compute or transfers in
+  S_t; the evidence is scored as the search's is (``scoring``).
+
+An episode an irregular iteration's incident covers gets no incident of its own; that incident
+takes the what-if suspects of a side (compute, network) its own search left without one, or
+named none of (``complement``: a second, moderate fault that never made an iteration irregular,
+or a search from one irregular iteration that the whole job's attribution contradicts). A lone short
+run with nothing sustained (one benign pause) is a *hiccup*: recorded, never paged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from sleuth.sources import RecordSource
+from sleuth.topology import DeviceKind, Routing, Topology
+from sleuth.whatif.attribution import COMPUTE, Attribution
+from sleuth.whatif.contributors import rank_slowdowns, slow_groups
+
+from sleuth.localizer.graph import OperatorGraph
+from sleuth.localizer.impact import Impact
+from sleuth.localizer.incident import AttributionSummary, Incident, IncidentCause, RootOperator, Suspect
+from sleuth.localizer.nonhardware import ADVICE, MOVES, Straggler
+from sleuth.localizer.scoring import Priors, accumulate, map_scores
+from sleuth.localizer.search import Cause, Root
+
+__all__ = ["Episode", "complement", "diagnose", "episodes", "lone_hiccup", "slowdown_incident", "summary", "whatif_search"]
+
+#: A share of the slowdown "most" of it is: the paper's line for workers and for the last stage (§5.1, §5.2).
+MAJORITY = 0.5
+#: A side (compute, or transfers) carrying less than this share of what the operator types add up
+#: to is not searched: a tenth is the jitter a 3-sigma put-back still catches on a fault-free run
+#: (S_t 1.0005-1.0015 of its transfer types beside a slow GPU's compute 1.23).
+MINOR = 0.1
+#: Ranks the device search starts from at most: a tensor group's worth, tied in the worker slowdowns.
+_MAX_CANDIDATES = 64
+_NS_PER_HOUR = 3_600e9
+
+
+@dataclass(frozen=True)
+class Episode:
+    """Consecutive iterations at or above the slowdown line."""
+
+    iterations: tuple[int, ...]
+    peak: float  # the largest per-iteration S in it
+
+
+def episodes(attribution: Attribution, *, slowdown: float, sustain: int) -> tuple[tuple[Episode, ...], tuple[Episode, ...]]:
+    """(sustained episodes, shorter runs) of per-iteration S at or above ``slowdown``."""
+    per = np.asarray(attribution.per_iteration)
+    above = per >= slowdown
+    edges = np.flatnonzero(np.diff(np.r_[0, above.astype(np.int8), 0]))
+    runs = [Episode(attribution.iterations[a:b], float(per[a:b].max())) for a, b in zip(edges[::2], edges[1::2])]
+    return tuple(r for r in runs if len(r.iterations) >= sustain), tuple(r for r in runs if len(r.iterations) < sustain)
+
+
+def lone_hiccup(attribution: Attribution, *, slowdown: float, sustain: int) -> Episode | None:
+    """The one short run of a job with nothing sustained and no other short run: a benign pause."""
+    sustained, short = episodes(attribution, slowdown=slowdown, sustain=sustain)
+    return short[0] if not sustained and len(short) == 1 else None
+
+
+def diagnose(attribution: Attribution) -> Straggler:
+    """Hardware, or a non-hardware cause the paper names, from the attribution alone."""
+    # Both imbalances are compute's; transfers carrying a tenth or more put a device on a path in play.
+    if max(attribution.worker_share, attribution.host_share) >= MAJORITY or _compute_share(attribution) < 1 - MINOR:
+        return Straggler.HARDWARE
+    if (attribution.last_stage_share is not None and attribution.last_stage_share >= MAJORITY
+            and attribution.last_stage_evenness >= MAJORITY):
+        return Straggler.STAGE_IMBALANCE
+    if len(set(attribution.slowest_replica)) >= MOVES:
+        return Straggler.SEQLEN_IMBALANCE
+    return Straggler.HARDWARE
+
+
+def summary(attribution: Attribution, trigger: str) -> AttributionSummary:
+    return AttributionSummary(
+        trigger, attribution.slowdown, attribution.gpu_hours_lost, attribution.top_workers(8),
+        attribution.top_types(), attribution.worker_share, attribution.last_stage_share,
+    )
+
+
+def slowdown_incident(
+    source: RecordSource, attribution: Attribution, episode: Episode, *, graph: OperatorGraph, topology: Topology,
+    routing: Routing, priors: Priors, top_k: int, min_support: int, started: float,
+) -> Incident:
+    """The incident of one sustained episode (see the module docstring)."""
+    diagnosis = diagnose(attribution)
+    candidates = _candidates(attribution, graph)
+    rated: list[tuple[Root, float]] = []
+    suspects: tuple[Suspect, ...] = ()
+    if diagnosis is Straggler.HARDWARE:
+        rated, suspects = whatif_search(attribution, graph=graph, topology=topology, routing=routing, priors=priors,
+                                        top_k=top_k, min_support=min_support)
+        cause = _cause(suspects) or (IncidentCause.COMPUTE if _compute_led(attribution) else IncidentCause.NETWORK)
+    else:
+        cause = IncidentCause(diagnosis.value)
+    at = np.isin(np.asarray(attribution.iterations), episode.iterations)
+    original = np.asarray(attribution.original_ns)[at]
+    ideal = np.asarray(attribution.ideal_ns)[at]
+    span = source.iterations(ranks=candidates[:1] or [0], iterations=[episode.iterations[0], episode.iterations[-1]])
+    lost = float(np.clip(original - ideal, 0, None).sum()) * graph.world / _NS_PER_HOUR
+    return Incident(
+        job=graph.job,
+        incident=f"{graph.job}-s{episode.iterations[0]}-{episode.iterations[-1]}",
+        t_from_ns=int(span["t_start_ns"].min()) if len(span) else 0,
+        t_to_ns=int(span["t_end_ns"].max()) if len(span) else 0,
+        iterations=episode.iterations,
+        cause=cause,
+        suspects=suspects,
+        roots=tuple(RootOperator(r.iteration, r.cause.value, r.rank, r.comm, r.seq, r.op, r.ranks, rate, r.ran)
+                    for r, rate in rated),
+        traversal=tuple(candidates),
+        steps=(),
+        ranks_fetched=graph.world,  # the attribution read every rank
+        world=graph.world,
+        impact=Impact(float(original.sum() / ideal.sum()) if ideal.sum() > 0 else 1.0, float(ideal.mean()),
+                      float(original.mean()), lost, len(episode.iterations)),
+        advice=ADVICE[diagnosis],
+        seconds=time.perf_counter() - started,
+        attribution=summary(attribution, "slowdown"),
+    )
+
+
+def whatif_search(
+    attribution: Attribution, *, graph: OperatorGraph, topology: Topology, routing: Routing, priors: Priors,
+    top_k: int, min_support: int,
+) -> tuple[list[tuple[Root, float]], tuple[Suspect, ...]]:
+    """The what-if roots with their rates, and the top ``top_k`` suspects of each side (compute,
+    network) the job pays for: each side is one fault's evidence, as ``explain.separate`` keeps
+    the top K of each fault the search found."""
+    rated, on_host = _roots(attribution, _candidates(attribution, graph), graph)
+    suspects: list[Suspect] = []
+    for cause in (Cause.COMPUTE, Cause.NETWORK):
+        side = [(root, rate) for root, rate in rated if root.cause is cause]
+        evidence = accumulate(side, topology=topology, gpus=graph.gpus, routing=routing, host_share=on_host)
+        ranking = [s for s in map_scores(evidence, topology=topology, priors=priors) if s.support >= min_support]
+        suspects += [Suspect(s.device, s.kind.value, float(s.score)) for s in ranking[:top_k]]
+    return rated, tuple(suspects)
+
+
+def complement(incident: Incident, suspects: Sequence[Suspect]) -> Incident:
+    """``incident`` with the what-if suspects of a side (compute, network) its own search left
+    without a suspect (a second fault the job pays for that no irregular iteration showed), or
+    named none of (the two searches disagree: both are listed, the irregular iteration's first)."""
+    if not incident.cause.hardware:
+        return incident
+    own = {side: {s.device for s in incident.suspects if _is_compute(s) == side} for side in (True, False)}
+    theirs = {side: {s.device for s in suspects if _is_compute(s) == side} for side in (True, False)}
+    added = tuple(s for s in suspects if not own[_is_compute(s)] & theirs[_is_compute(s)])
+    if not added:
+        return incident
+    merged = incident.suspects + added
+    return replace(incident, suspects=merged, cause=_cause(merged) or incident.cause)
+
+
+def _is_compute(suspect: Suspect) -> bool:
+    return suspect.kind in (DeviceKind.GPU.value, DeviceKind.HOST.value)
+
+
+def _cause(suspects: Sequence[Suspect]) -> IncidentCause | None:
+    kinds = {_is_compute(s) for s in suspects}
+    if not kinds:
+        return None
+    return IncidentCause.MIXED if len(kinds) == 2 else IncidentCause.COMPUTE if True in kinds else IncidentCause.NETWORK
+
+
+def _compute_share(attribution: Attribution) -> float:
+    """Compute gaps' share of what the operator types add up to (S_t - 1)."""
+    excess = {t: max(s - 1.0, 0.0) for t, s in attribution.by_type.items()}
+    total = sum(excess.values())
+    return excess.get(COMPUTE, 0.0) / total if total > 0 else 0.0
+
+
+def _compute_led(attribution: Attribution) -> bool:
+    return _compute_share(attribution) >= MAJORITY
+
+
+def _candidates(attribution: Attribution, graph: OperatorGraph) -> list[int]:
+    """The ranks tied at the top of the worker slowdowns, with their hosts' other ranks."""
+    values = np.asarray(attribution.by_worker)
+    top = np.flatnonzero(values >= values.max())[:_MAX_CANDIDATES] if values.max() > 1.0 else np.zeros(0, np.int64)
+    hosts = {graph.hosts[int(r)] for r in top}
+    mates = [r for r in range(graph.world) if graph.hosts[r] in hosts]
+    return sorted(set(top.tolist()) | set(mates))[:_MAX_CANDIDATES]
+
+
+def _roots(attribution: Attribution, candidates: Sequence[int], graph: OperatorGraph) -> tuple[list[tuple[Root, float]], dict[int, float]]:
+    """What-if roots with their rates (see the module docstring), and each compute root's host share."""
+    excess = {t: max(s - 1.0, 0.0) for t, s in attribution.by_type.items()}
+    total = sum(excess.values()) or 1.0
+    share = excess.get(COMPUTE, 0.0) / total
+    compute_weight = share if share >= MINOR else 0.0
+    network_weight = 1.0 - share if 1.0 - share >= MINOR else 0.0
+    rated: list[tuple[Root, float]] = []
+    on_host: dict[int, float] = {}
+    per_iteration = np.asarray(attribution.per_iteration)
+    position = {it: k for k, it in enumerate(attribution.iterations)}
+    if compute_weight > 0 and candidates:
+        slowdowns = rank_slowdowns(attribution, list(candidates))
+        gain = np.clip(slowdowns - 1.0, 0.0, None).mean(axis=0)
+        for j, rank in enumerate(candidates):
+            mates = [k for k, other in enumerate(candidates) if other != rank and graph.hosts[other] == graph.hosts[rank]]
+            # A mate is as slow when it gains at least half what the rank gains (``peers.host_share``'s question).
+            on_host[rank] = float(np.mean([gain[k] >= MAJORITY * gain[j] for k in mates])) if mates and gain[j] > 0 else 0.0
+        for row, iteration in enumerate(attribution.worker_iterations):
+            paid = max(per_iteration[position[iteration]] - 1.0, 1e-12)
+            for j, rank in enumerate(candidates):
+                share = min(1.0, max(slowdowns[row, j] - 1.0, 0.0) / paid)
+                if share > 0:
+                    root = Root(iteration, Cause.COMPUTE, int(rank), "", -1, "compute", (int(rank),), (int(rank),), (), iteration)
+                    rated.append((root, compute_weight * share))
+    if network_weight > 0:
+        groups = slow_groups(attribution)
+        totals: dict[int, float] = {}
+        for g in groups:
+            totals[g.iteration] = totals.get(g.iteration, 0.0) + g.excess_ns
+        for g in groups:
+            root = Root(g.iteration, Cause.NETWORK, g.ranks[0], g.comm, g.seq, g.op, g.ranks, g.ranks, (), g.iteration)
+            rated.append((root, network_weight * g.excess_ns / totals[g.iteration]))
+    return rated, on_host

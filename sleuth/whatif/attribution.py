@@ -1,0 +1,454 @@
+"""What-if attribution (What-if paper §3.2-§5): what a job pays for its stragglers, and to whom.
+
+From a job's records (every rank, many iterations) the replay (``timeline``) runs the job
+
+* as recorded: ``T_orig`` (the paper simulates the original timeline too, so that the replay's
+  own error cancels out of the ratio);
+* with every operator at the length its peers show: ``T_ideal``. A compute gap (the time between
+  a rank's clock and its next operator's start) that lies beyond the spread of that gap over the
+  ranks running the same program in the same iteration (``programs``) takes their median; a
+  transfer beyond the spread of that slot, or of its own operator identity's other iterations,
+  takes the lower such median, so that a slow link present from the first iteration and one
+  slowing a whole program are both put back. Lengths within their peers' spread stay as recorded:
+  the paper equalizes them too, which counts the job's jitter as stragglers (S 1.044 on a
+  fault-free 8,192-GPU emulated run, whose twin is itself).
+
+Then, following the paper's definitions, ``S = T_orig / T_ideal`` (eq. 1), the same per iteration,
+``S_t = T_(all but type t fixed) / T_ideal`` per operator type (eq. 2), ``S_w`` per worker (eq. 4)
+by the paper's approximation when the job has a layout (fix all but one data-parallel replica,
+then all but one pipeline stage; a worker gets the smaller of its two) and per rank otherwise,
+``M_W`` the share of the slowdown the top 3% of workers explain (eq. 5), the same for the top
+worker's host, and ``M_S`` the last pipeline stage's share (§5.2); GPU-hours lost are ``(1 - 1/S) x wall time x GPUs`` (eq. 3).
+
+Each iteration is replayed on its own: every rank starts it at its own clock (its iteration
+record's start, else the iteration's first operator anywhere) and the iteration lasts until its
+last operator ends; the paper also sums step times. The workers' variants run on the
+``worker_iterations`` iterations with the largest slowdown only (the paper's §4.2: a straggling
+job's steps have similar slowdowns), and every variant of a batch shares one sweep.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sleuth.errors import ConfigError, RecordError
+from sleuth.jobspec import JobSpec
+from sleuth.records import IterationBatch, OpKind, RecordBatch
+from sleuth.whatif.keys import dense_ids, group_spread
+from sleuth.whatif.programs import MIN_PEERS, program_slots
+from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, member_groups, replay
+
+__all__ = ["COMPUTE", "TOP_WORKERS", "WORKER_ITERATIONS", "Attribution", "attribute"]
+
+#: A length is put back to its peers' median beyond this many robust standard deviations above it:
+#: jitter alone passes it about once in 700 draws (one-sided normal tail at 3 sigma).
+SPREAD_K = 3.0
+#: The operator type of compute gaps (the other types are "<communicator kind>.<op>").
+COMPUTE = "compute"
+#: Share of the workers whose slowdowns are the highest that ``M_W`` asks about: the paper's 3%
+#: (§5.1), the few hosts a hardware or software fault can be on.
+TOP_WORKERS = 0.03
+#: Iterations the workers' variants replay: the slowest few, since a straggling job's steps have
+#: similar slowdowns (What-if §4.2) and each variant replays them whole; three, so that the device
+#: search's support rule (two iterations) never rests on one benign pause among them.
+WORKER_ITERATIONS = 3
+#: A replica whose put-back lengths add up to at most this share of what the costliest replica
+#: adds cannot be among the top workers beside it: its bound stands for it, unreplayed.
+NEGLIGIBLE = 0.1
+#: Without a layout, per-rank variants (one replay each) run up to this world size; above it the
+#: paper's approximation needs the layout's replicas and stages.
+MAX_RANK_VARIANTS = 256
+#: Floats each batch of variants may hold per operator array: variants share a sweep in batches
+#: of at most this many values over all operators (bounds memory at 8,192 GPUs and up).
+_BATCH_VALUES = 1 << 25
+_NS_PER_HOUR = 3_600e9
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """The what-if result of one job over its recorded iterations."""
+
+    job: str
+    world: int
+    iterations: tuple[int, ...]
+    original_ns: tuple[float, ...]  # each iteration replayed as recorded
+    ideal_ns: tuple[float, ...]  # each iteration replayed with every operator at its peers' length
+    recorded_ns: tuple[float, ...]  # each iteration as recorded (first start to last end of any rank)
+    by_type: dict[str, float]  # S_t
+    by_worker: tuple[float, ...]  # S_w per rank (1.0 where not measured)
+    worker_unit: str  # "replica x stage" (the paper's approximation), "rank", or "" when not measured
+    worker_share: float  # M_W
+    host_share: float  # the same share for the top worker's host (all its ranks fixed)
+    last_stage_share: float | None  # M_S (None without pipeline stages)
+    wall_ns: float  # first record's start to last record's end
+    last_stage_evenness: float = 0.0  # the last stage's median worker excess (S_w - 1) over its largest
+    worker_iterations: tuple[int, ...] = ()  # the iterations S_w, M_W and M_S were measured on
+    slowest_replica: tuple[int, ...] = ()  # per worker iteration, the replica that cost most (with a layout)
+    replayable: _Job | None = field(default=None, repr=False, compare=False)  # for contributors.py's finer variants
+    seconds: float = 0.0
+
+    @property
+    def slowdown(self) -> float:
+        """S: the job's replayed time as recorded over its ideal time."""
+        ideal = sum(self.ideal_ns)
+        return sum(self.original_ns) / ideal if ideal > 0 else 1.0
+
+    @property
+    def per_iteration(self) -> tuple[float, ...]:
+        return tuple(o / i if i > 0 else 1.0 for o, i in zip(self.original_ns, self.ideal_ns))
+
+    @property
+    def gpu_hours_lost(self) -> float:
+        return (1.0 - 1.0 / self.slowdown) * self.wall_ns * self.world / _NS_PER_HOUR
+
+    @property
+    def fidelity(self) -> float:
+        """The replay as recorded over the recorded time (the paper keeps jobs within 5%)."""
+        recorded = sum(self.recorded_ns)
+        return sum(self.original_ns) / recorded if recorded > 0 else 1.0
+
+    def top_workers(self, k: int = 5) -> tuple[tuple[int, float], ...]:
+        order = np.argsort(-np.asarray(self.by_worker), kind="stable")[:k]
+        return tuple((int(r), float(self.by_worker[r])) for r in order if self.by_worker[r] > 1.0)
+
+    def top_types(self, k: int = 3) -> tuple[tuple[str, float], ...]:
+        ranked = sorted(self.by_type.items(), key=lambda item: -item[1])[:k]
+        return tuple((t, s) for t, s in ranked if s > 1.0)
+
+    def to_dict(self) -> dict:
+        return {
+            "job": self.job,
+            "world": self.world,
+            "slowdown": round(self.slowdown, 4),
+            "gpu_hours_lost": self.gpu_hours_lost,
+            "iterations": list(self.iterations),
+            "per_iteration": [round(s, 4) for s in self.per_iteration],
+            "by_type": {t: round(s, 4) for t, s in sorted(self.by_type.items())},
+            "top_workers": [{"rank": r, "slowdown": round(s, 4)} for r, s in self.top_workers()],
+            "worker_unit": self.worker_unit,
+            "worker_share": round(self.worker_share, 4),
+            "host_share": round(self.host_share, 4),
+            "last_stage_share": None if self.last_stage_share is None else round(self.last_stage_share, 4),
+            "last_stage_evenness": round(self.last_stage_evenness, 4),
+            "worker_iterations": list(self.worker_iterations),
+            "slowest_replica": list(self.slowest_replica),
+            "fidelity": round(self.fidelity, 4),
+            "wall_ns": self.wall_ns,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+@dataclass(frozen=True)
+class _Job:
+    """A job's operators in chain order (iteration, rank, start), ready to replay."""
+
+    deps: Dependencies
+    rank: np.ndarray
+    iteration: np.ndarray  # dense 0..I-1
+    kind: np.ndarray  # dense operator type of each operator's transfer
+    kinds: tuple[str, ...]
+    gap: np.ndarray
+    transfer: np.ndarray
+    own: np.ndarray
+    ideal_gap: np.ndarray
+    ideal_transfer: np.ndarray
+    comm: np.ndarray  # index into comms
+    comms: tuple[str, ...]
+    seq: np.ndarray
+    steps: np.ndarray  # iteration id of each dense iteration
+    subsets: dict = field(default_factory=dict, repr=False, compare=False)  # chosen iterations -> _Job, built once
+
+
+def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
+              worker_iterations: int = WORKER_ITERATIONS, top_workers: float = TOP_WORKERS) -> Attribution:
+    """The what-if attribution of one job's records (all its ranks; iteration -1 records are left out)."""
+    began = time.perf_counter()
+    if isinstance(worker_iterations, bool) or not isinstance(worker_iterations, int) or worker_iterations < 1:
+        raise ConfigError(f"worker_iterations must be an integer >= 1, got {worker_iterations!r}")
+    if not 0 < top_workers <= 1:
+        raise ConfigError(f"top_workers must be in (0, 1], got {top_workers!r}")
+    if not isinstance(records, RecordBatch):
+        raise RecordError(f"attribute takes a RecordBatch, got {type(records).__name__}")
+    records = records.take(np.flatnonzero(records["iteration"] >= 0))
+    if not len(records):
+        raise RecordError("attribute: no records with a known iteration")
+    if len(np.unique(records["job"])) > 1:
+        raise RecordError(f"attribute: records of {len(np.unique(records['job']))} jobs; give it one job's")
+    if int(records["rank"].max()) >= spec.world:
+        raise RecordError(f"attribute: rank {int(records['rank'].max())} is outside the job's world of {spec.world}")
+    job, steps, recorded = _prepare(records, spec, iterations)
+    n_it = len(steps)
+    everything = np.arange(n_it)
+    recorded_or_ideal = np.zeros((len(job.gap), 2), bool)
+    recorded_or_ideal[:, 0] = True
+    original, ideal = _run_variants(job, recorded_or_ideal, recorded_or_ideal, everything).T
+
+    # S_t: everything fixed but one type (compute gaps, or one communicator kind's op's transfers).
+    types = (COMPUTE, *job.kinds)
+    keep_gap = np.zeros((len(job.gap), len(types)), bool)
+    keep_gap[:, 0] = True
+    keep_transfer = job.kind[:, None] == np.arange(-1, len(job.kinds))[None, :]
+    by_type_t = _run_variants(job, keep_gap, keep_transfer, everything).sum(axis=0)
+    base = ideal.sum()
+    by_type = {name: float(t / base) if base > 0 else 1.0 for name, t in zip(types, by_type_t)}
+
+    # S_w on the slowest iterations, and the shares of the slowdown the top workers and last stage explain.
+    chosen = np.sort(np.argsort(-(original / np.where(ideal > 0, ideal, np.nan)), kind="stable")[:worker_iterations])
+    stage, replica = _stage_replica(spec)
+    unit, by_worker, slowest = _workers(job, spec, stage, replica, chosen, ideal, top_workers)
+    lost = original[chosen].sum() - ideal[chosen].sum()
+    worker_share = host_share = last_share = 0.0
+    if unit:
+        count = max(1, math.ceil(top_workers * spec.world))
+        # Workers tied with the last of the top share are in it too: the replica x stage
+        # approximation gives a whole tensor group one value, and cannot tell its ranks apart.
+        cutoff = np.sort(by_worker)[::-1][count - 1]
+        # The top worker's host too: its CPU or NVSwitch slows all its GPUs, more than 3% of a small job.
+        hosts = np.array([p.host for p in spec.placements])
+        fixed = [(by_worker >= cutoff)[job.rank], (hosts == hosts[int(np.argmax(by_worker))])[job.rank]]
+        if stage is not None:
+            fixed.append(stage[job.rank] == stage.max())
+        keep = ~np.stack(fixed, axis=1)
+        times = _run_variants(job, keep, keep, chosen).sum(axis=0)
+        if lost > 0:
+            worker_share, host_share = (float((original[chosen].sum() - t) / lost) for t in times[:2])
+            if stage is not None:
+                last_share = float((original[chosen].sum() - times[2]) / lost)
+    return Attribution(
+        job=spec.job, world=spec.world, iterations=tuple(int(i) for i in steps),
+        original_ns=tuple(float(t) for t in original), ideal_ns=tuple(float(t) for t in ideal),
+        recorded_ns=tuple(float(t) for t in recorded), by_type=by_type,
+        by_worker=tuple(float(s) for s in by_worker), worker_unit=unit, worker_share=worker_share, host_share=host_share,
+        worker_iterations=tuple(int(i) for i in steps[chosen]), slowest_replica=slowest,
+        replayable=job,
+        last_stage_share=None if stage is None or stage.max() == 0 else last_share,
+        last_stage_evenness=_evenness(by_worker, stage) if unit and stage is not None else 0.0,
+        wall_ns=float(records["t_end_ns"].max() - records["t_start_ns"].min()),
+        seconds=time.perf_counter() - began,
+    )
+
+
+def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | None) -> tuple[_Job, np.ndarray, np.ndarray]:
+    steps, it = np.unique(records["iteration"], return_inverse=True)
+    rank = records["rank"].astype(np.int64)
+    op = records["op"].astype(np.int64)
+    start = records["t_start_ns"].astype(np.int64)
+    end = records["t_end_ns"].astype(np.int64)
+    order = np.lexsort((op, start, rank, it))
+    rank, it, op, start, end = rank[order], it[order], op[order], start[order], end[order]
+    comm = records["comm"].astype(np.int64)[order]
+    n = len(order)
+    first = np.r_[True, (rank[1:] != rank[:-1]) | (it[1:] != it[:-1])]
+    last = np.r_[first[1:], True]
+    holds = holds_rank(start, end, op, last)
+    clock = np.where(holds, end, start)
+    # A rank's iteration starts at its iteration record's start, else at the iteration's first operator anywhere.
+    origin = np.full(n, 0, np.int64)
+    earliest = np.full(len(steps), np.iinfo(np.int64).max)
+    np.minimum.at(earliest, it[first], start[first])
+    origin[first] = earliest[it[first]]
+    if iterations is not None and len(iterations):
+        heads = np.flatnonzero(first)
+        wanted = rank[heads] * len(steps) + it[heads]
+        at = np.searchsorted(steps, iterations["iteration"])
+        listed = (at < len(steps)) & (steps[np.minimum(at, len(steps) - 1)] == iterations["iteration"])
+        keys = iterations["rank"].astype(np.int64)[listed] * len(steps) + at[listed]
+        key_order = np.argsort(keys, kind="stable")
+        found = np.searchsorted(keys[key_order], wanted)
+        hit = found < len(keys)
+        hit[hit] &= keys[key_order][found[hit]] == wanted[hit]
+        t = iterations["t_start_ns"][listed][key_order][np.minimum(found, max(len(keys) - 1, 0))] if len(keys) else wanted
+        use = hit & (t <= start[heads])
+        origin[heads[use]] = t[use]
+    gap = np.maximum(start - np.where(first, origin, np.r_[0, clock[:-1]]), 0).astype(np.float64)
+
+    group = member_groups(comm, records["seq"][order], rank, records["peer"][order], op)
+    groups = int(group.max()) + 1
+    distinct = np.zeros(n, bool)
+    distinct[np.unique(dense_ids(group, rank), return_index=True)[1]] = True
+    members = np.bincount(group[distinct], minlength=groups)
+    # A pair is whole with both ends; a collective with as many members as its communicator has
+    # shown in a collective (a world group carries pipeline pairs beside its barriers).
+    p2p = records["peer"][order] >= 0
+    comm_members = np.zeros(int(comm.max()) + 1, np.int64)
+    np.maximum.at(comm_members, comm[~p2p], members[group[~p2p]])
+    complete = np.where(p2p, members[group] == 2, members[group] >= comm_members[comm]) & (members[group] > 1)
+    latest = np.full(groups, np.iinfo(np.int64).min)
+    np.maximum.at(latest, group, start)
+    transfer = np.where(complete, end - latest[group], 0).astype(np.float64)
+    own = (end - start).astype(np.float64)
+
+    slots = program_slots(op, records["nbytes"][order].astype(np.int64), rank, it, first)
+    enough = slots.peers >= MIN_PEERS
+    ideal_gap = _put_back(gap, slots.slot, enough)
+    # A transfer's peers: the same slot on the ranks running its program, and its own other iterations.
+    spatial = _put_back(transfer, slots.slot, enough & complete)
+    temporal = _put_back(transfer, dense_ids(rank, slots.position, comm, op), complete)
+    ideal_transfer = np.where(complete, np.minimum(spatial, temporal), 0.0)
+
+    # An operator type: its communicator's kind (the name's prefix) and its op, send and receive together.
+    prefixes = [c.split(".", 1)[0] if "." in c else "" for c in records.strings]
+    prefix_names, prefix_code = np.unique(np.array(prefixes + [""]), return_inverse=True)
+    labels = [_op_label(code) for code in range(256)]
+    label_names, label_code = np.unique(np.array(labels), return_inverse=True)
+    type_key = prefix_code[comm] * len(label_names) + label_code[op]
+    present, kind = np.unique(type_key, return_inverse=True)
+    kinds = [f"{prefix_names[k // len(label_names)]}.{label_names[k % len(label_names)]}".lstrip(".") for k in present.tolist()]
+    deps = dependencies(first, holds, group, complete)
+    if not deps.acyclic:
+        raise RecordError(f"attribute: {int((~deps.settled).sum())} operators' start order contradicts their groups' "
+                          "(clocks skewed between hosts?); the replay cannot order them")
+    span_start = np.full(len(steps), np.iinfo(np.int64).max)
+    span_end = np.full(len(steps), np.iinfo(np.int64).min)
+    np.minimum.at(span_start, it, start)
+    np.maximum.at(span_end, it, end)
+    seq = records["seq"][order].astype(np.uint64)
+    job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, ideal_transfer,
+               comm, tuple(records.strings), seq, steps)
+    return job, steps, (span_end - span_start).astype(np.float64)
+
+
+def _put_back(values: np.ndarray, group: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """Each value, or its group's median where it lies more than ``SPREAD_K`` robust standard
+    deviations above it: a length its peers never show is a straggler's; one within their
+    spread is a length they show too, jitter the fault-free run has as well."""
+    median, spread = group_spread(group, values)
+    return np.where(usable & (values > median + SPREAD_K * spread), median, values)
+
+
+def _op_label(code: int) -> str:
+    try:
+        kind = OpKind(code)
+    except ValueError:
+        return "unknown"
+    return "send_recv" if kind in (OpKind.SEND, OpKind.RECV) else kind.label
+
+
+def _run_variants(job: _Job, keep_gap: np.ndarray, keep_transfer: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """Replayed iteration times, (len(chosen), variants): variant ``v`` keeps the recorded gap of the
+    operators where ``keep_gap[:, v]`` (the ideal elsewhere), likewise transfers. Each iteration
+    lasts until its last operator ends, every rank starting it at 0; batches of variants share a sweep."""
+    keep = np.isin(job.iteration, chosen)
+    subset = _subset(job, chosen, keep)
+    keep_gap, keep_transfer = keep_gap[keep], keep_transfer[keep]
+    variants = keep_gap.shape[1]
+    batch = max(1, _BATCH_VALUES // max(len(subset.gap), 1))
+    bounds = _iteration_bounds(subset)
+    out = np.empty((len(bounds), variants))
+    anchor = np.zeros(len(subset.gap))
+    for begin in range(0, variants, batch):
+        part = slice(begin, min(begin + batch, variants))
+        gap = np.where(keep_gap[:, part], subset.gap[:, None], subset.ideal_gap[:, None])
+        transfer = np.where(keep_transfer[:, part], subset.transfer[:, None], subset.ideal_transfer[:, None])
+        _, end = replay(subset.deps, anchor=anchor, gap=gap, transfer=transfer, own=subset.own)
+        out[:, part] = np.maximum.reduceat(end, bounds, axis=0)
+    return out
+
+
+def _iteration_bounds(job: _Job) -> np.ndarray:
+    """Where each iteration's operators begin (operators are in iteration order)."""
+    return np.r_[0, np.flatnonzero(np.diff(job.iteration)) + 1]
+
+
+def _subset(job: _Job, chosen: np.ndarray, keep: np.ndarray) -> _Job:
+    """The job restricted to the ``chosen`` iterations (each replays on its own, so the graph splits)."""
+    if len(chosen) == int(job.iteration.max()) + 1:
+        return job
+    key = tuple(int(c) for c in chosen)
+    if key not in job.subsets:
+        job.subsets[key] = _restricted(job, keep)
+    return job.subsets[key]
+
+
+def _restricted(job: _Job, keep: np.ndarray) -> _Job:
+    group = dense_ids(job.deps.group[keep])
+    deps = dependencies(job.deps.first[keep], job.deps.holds[keep], group, job.deps.complete[keep])
+    _, iteration = np.unique(job.iteration[keep], return_inverse=True)
+    return _Job(deps, job.rank[keep], iteration, job.kind[keep], job.kinds, job.gap[keep], job.transfer[keep],
+                job.own[keep], job.ideal_gap[keep], job.ideal_transfer[keep], job.comm[keep], job.comms, job.seq[keep],
+                job.steps[np.unique(job.iteration[keep])])
+
+
+def _evenness(by_worker: np.ndarray, stage: np.ndarray) -> float:
+    """How evenly the last stage's workers pay: their median excess over their largest (1: all alike,
+    as an uneven pipeline split makes them; near 0: a few of them, as a broken device does)."""
+    excess = np.clip(by_worker[stage == stage.max()] - 1.0, 0.0, None)
+    return float(np.median(excess) / excess.max()) if excess.max() > 0 else 0.0
+
+
+def _stage_replica(spec: JobSpec) -> tuple[np.ndarray | None, np.ndarray | None]:
+    if spec.layout is None:
+        return None, None
+    coords = spec.layout.coordinate_array()  # columns tp, cp, ep, dp, pp
+    return coords[:, 4], coords[:, 3] * spec.layout.ep + coords[:, 2]
+
+
+def _workers(job: _Job, spec: JobSpec, stage: np.ndarray | None, replica: np.ndarray | None, chosen: np.ndarray,
+             ideal: np.ndarray, top_workers: float) -> tuple[str, np.ndarray, tuple[int, ...]]:
+    """S_w per rank on the ``chosen`` iterations (the paper's replica x stage approximation, else per
+    rank), and with replicas, the one whose recorded lengths cost most in each chosen iteration.
+
+    A worker's value is the median over the chosen iterations of its per-iteration slowdown (the
+    paper's per-step heatmap, §8), not the slowdown of their sum: one benign pause in one of them
+    would otherwise outweigh a straggler present in all of them."""
+    base = ideal[chosen]
+    if (base <= 0).any():
+        return "", np.ones(spec.world), ()
+    if stage is not None and replica is not None and (stage.max() > 0 or replica.max() > 0):
+        stages = np.unique(stage)
+        per_stage = _run_variants(job, *(2 * (stage[job.rank][:, None] == stages[None, :],)), chosen)
+        by_stage = np.ones(int(stage.max()) + 1)
+        by_stage[stages] = np.median(per_stage / base[:, None], axis=0)
+        by_replica, slowest = _replicas(job, replica, chosen, base, top_workers)
+        return "replica x stage", np.minimum(by_replica[replica], by_stage[stage]), slowest
+    if spec.world > MAX_RANK_VARIANTS:
+        return "", np.ones(spec.world), ()
+    keep = job.rank[:, None] == np.arange(spec.world)[None, :]
+    return "rank", np.median(_run_variants(job, keep, keep, chosen) / base[:, None], axis=0), ()
+
+
+def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: np.ndarray,
+              top_workers: float) -> tuple[np.ndarray, tuple[int, ...]]:
+    """S per data-parallel replica (all but it fixed; the median over the chosen iterations) and
+    the replica that cost most in each chosen iteration.
+
+    A replay lengthens an iteration by at most the lengths its kept operators add up to (the
+    longest path grows by at most what was added on it), so ``1 + excess / base`` bounds a
+    replica's slowdown in an iteration from above, and the median of those bounds its value.
+    Replicas are replayed in order of that bound, in batches, until the next bound falls below the
+    smallest value that could still enter the top share, or below ``NEGLIGIBLE`` of the costliest
+    replica's slowdown; the rest keep their bound, an upper one. A replica that puts nothing back
+    has S = 1 exactly.
+    """
+    kept = np.isin(job.iteration, chosen)
+    excess = (job.gap - job.ideal_gap) + (job.transfer - job.ideal_transfer)
+    n = int(replica.max()) + 1
+    column = np.searchsorted(chosen, job.iteration[kept])
+    added = np.zeros((len(chosen), n))
+    np.add.at(added, (column, replica[job.rank[kept]]), excess[kept])
+    bound = np.median(1.0 + added / base[:, None], axis=0)
+    present = np.unique(replica)
+    candidates = present[np.argsort(-bound[present], kind="stable")]
+    needed = max(1, math.ceil(top_workers * len(present)))
+    batch = max(needed, _BATCH_VALUES // max(int(kept.sum()), 1))
+    value = bound.copy()
+    per_iteration = np.zeros((len(chosen), n))
+    done = 0
+    while done < len(candidates):
+        part = candidates[done : done + batch]
+        keep = replica[job.rank][:, None] == part[None, :]
+        times = _run_variants(job, keep, keep, chosen)
+        per_iteration[:, part] = times
+        value[part] = np.median(times / base[:, None], axis=0)
+        done += len(part)
+        replayed_values = np.sort(value[candidates[:done]])[::-1]
+        floor = max(replayed_values[min(needed, done) - 1], 1.0 + NEGLIGIBLE * (replayed_values[0] - 1.0))
+        if done < len(candidates) and bound[candidates[done]] <= floor:
+            break
+    replayed = candidates[:done]
+    slowest = replayed[np.argmax(per_iteration[:, replayed], axis=1)]
+    return value, tuple(int(d) for d in slowest)

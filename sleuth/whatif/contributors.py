@@ -1,0 +1,77 @@
+"""Who and what inside a worker the slowdown comes from: finer what-if variants on an attribution.
+
+The paper's worker slowdown gives a whole tensor group one value (``attribution``); the device
+search needs the rank, and for the network, the groups whose transfers were put back. Both run on
+the attribution's worker iterations only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sleuth.errors import ConfigError
+from sleuth.whatif.attribution import Attribution, _run_variants
+
+__all__ = ["GROUPS_PER_ITERATION", "SlowGroup", "rank_slowdowns", "slow_groups"]
+
+#: Groups with a transfer put back kept per iteration: as many slow rings as the device search
+#: follows per irregular iteration (``localizer.search``'s ``member_rings``).
+GROUPS_PER_ITERATION = 8
+
+
+@dataclass(frozen=True)
+class SlowGroup:
+    """A group (collective or pair) whose transfer was put back in one iteration."""
+
+    iteration: int
+    comm: str
+    seq: int
+    op: str
+    ranks: tuple[int, ...]
+    excess_ns: float  # the longest of its members' transfers over their ideal
+
+
+def _job(attribution: Attribution):
+    if attribution.replayable is None or not attribution.worker_iterations:
+        raise ConfigError("this attribution keeps no replayable job (made without records?)")
+    job = attribution.replayable
+    chosen = np.flatnonzero(np.isin(job.steps, attribution.worker_iterations))
+    return job, chosen
+
+
+def rank_slowdowns(attribution: Attribution, ranks: list[int]) -> np.ndarray:
+    """Per worker iteration (rows) and rank (columns): that iteration's time with everything fixed
+    but the rank's own operators, over its ideal time (the paper's S_w, one iteration at a time)."""
+    job, chosen = _job(attribution)
+    if not ranks:
+        return np.zeros((len(chosen), 0))
+    keep = job.rank[:, None] == np.asarray(ranks, np.int64)[None, :]
+    times = _run_variants(job, keep, keep, chosen)
+    ideal = np.asarray(attribution.ideal_ns)[chosen]
+    return times / ideal[:, None]
+
+
+def slow_groups(attribution: Attribution, *, per_iteration: int = GROUPS_PER_ITERATION) -> list[SlowGroup]:
+    """The ``per_iteration`` groups with the largest transfer put back, in each worker iteration."""
+    job, chosen = _job(attribution)
+    excess = job.transfer - job.ideal_transfer
+    group = job.deps.group
+    by_group = np.argsort(group, kind="stable")
+    bounds = np.r_[0, np.cumsum(np.bincount(group))]
+    out: list[SlowGroup] = []
+    for k in chosen.tolist():
+        mine = np.flatnonzero((job.iteration == k) & (excess > 0))
+        if not len(mine):
+            continue
+        # One operator per group: its member with the most put back.
+        order = mine[np.lexsort((-excess[mine], group[mine]))]
+        heads = order[np.r_[True, group[order][1:] != group[order][:-1]]]
+        for op in heads[np.argsort(-excess[heads], kind="stable")][:per_iteration].tolist():
+            g = int(group[op])
+            members = np.unique(job.rank[by_group[bounds[g] : bounds[g + 1]]])
+            name = job.kinds[int(job.kind[op])]
+            out.append(SlowGroup(int(job.steps[k]), job.comms[int(job.comm[op])], int(job.seq[op]),
+                                 name.split(".", 1)[-1], tuple(int(r) for r in members), float(excess[op])))
+    return out

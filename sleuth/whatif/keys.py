@@ -1,0 +1,69 @@
+"""Vectorised keys and per-group statistics over record arrays (no loops over records)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["dense_ids", "group_median", "group_spread", "mix"]
+
+
+def dense_ids(*keys: np.ndarray) -> np.ndarray:
+    """Dense id of each element's combination of ``keys`` (equal keys, equal id): a lexsort and a
+    diff, several times faster than ``np.unique(axis=1)``, which sorts structured rows."""
+    order = np.lexsort(keys[::-1])
+    change = np.zeros(len(order), bool)
+    for key in keys:
+        sorted_key = key[order]
+        change[1:] |= sorted_key[1:] != sorted_key[:-1]
+    ids = np.empty(len(order), np.int64)
+    ids[order] = np.cumsum(change)
+    return ids
+
+
+def mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: spreads each key over 64 bits so that sums of keys rarely collide."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def _sorted_groups(group: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``order`` sorting by (group, value), each group's first position in it, its size, and the sorted values."""
+    # One sort on (group, rank of the value): quicker than a two-key lexsort over millions.
+    rank = np.empty(len(values), np.int64)
+    rank[np.argsort(values)] = np.arange(len(values))
+    order = np.argsort(group.astype(np.int64) * len(values) + rank)
+    g = group[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    counts = np.diff(np.r_[starts, len(g)])
+    return order, starts, counts, values[order]
+
+
+def group_median(group: np.ndarray, values: np.ndarray, *, size: int | None = None) -> np.ndarray:
+    """The median of ``values`` per group: per element when ``size`` is None, else per group id (NaN if empty)."""
+    if not len(group):
+        return np.empty(0) if size is None else np.full(size, np.nan)
+    order, starts, counts, v = _sorted_groups(group, values)
+    median = (v[starts + (counts - 1) // 2] + v[starts + counts // 2]) / 2
+    if size is None:
+        out = np.empty(len(group))
+        out[order] = np.repeat(median, counts)
+        return out
+    out = np.full(size, np.nan)
+    out[group[order][starts]] = median
+    return out
+
+
+def group_spread(group: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per element, its group's median and robust standard deviation (interquartile range / 1.349,
+    the normal's), from one sort."""
+    if not len(group):
+        return np.empty(0), np.empty(0)
+    order, starts, counts, v = _sorted_groups(group, values)
+    median = (v[starts + (counts - 1) // 2] + v[starts + counts // 2]) / 2
+    spread = (v[starts + (3 * (counts - 1)) // 4] - v[starts + (counts - 1) // 4]) / 1.349
+    out_median, out_spread = np.empty(len(group)), np.empty(len(group))
+    out_median[order] = np.repeat(median, counts)
+    out_spread[order] = np.repeat(spread, counts)
+    return out_median, out_spread

@@ -1,0 +1,164 @@
+"""The timing rules of a job's operators as a dependency graph, and its replay with other durations.
+
+The rules (design.md, "What a duration means"; What-if §3.2):
+
+* each rank runs its operators in start order, a *chain*; an operator starts a *gap* after the
+  rank's clock, which is the end of the previous operator, or its start when that operator did
+  not hold the rank (a send, or an asynchronous operator the next one started before it ended);
+* a group (a collective's members, a send and its receive) ends a *transfer* after its last
+  member started; an operator whose group is not whole in the records ends its own recorded
+  length after its start.
+
+Those rules make a graph whose nodes are operator starts and group ends. :func:`dependencies`
+orders it once into levels (Kahn's algorithm, one frontier per level), so that :func:`replay`
+computes every start and end in one sweep over the levels, each a few vectorised steps over the
+operators of that level: the work is linear in the operators whatever durations are replayed, and
+many variants (a second axis of ``gap`` and ``transfer``) share one sweep. Records whose chains
+contradict their groups (clocks skewed between hosts) form a cycle; its operators, and everything
+that waits on them, get no level (``Dependencies.settled``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import breadth_first_order
+
+from sleuth.errors import RecordError
+from sleuth.records import OpKind
+from sleuth.whatif.keys import dense_ids
+
+__all__ = ["Dependencies", "dependencies", "downstream", "holds_rank", "member_groups", "replay"]
+
+
+def member_groups(comm: np.ndarray, seq: np.ndarray, rank: np.ndarray, peer: np.ndarray, op: np.ndarray) -> np.ndarray:
+    """Dense group id of each record: a collective's members share (comm, seq); a send pairs with
+    its receive on (comm, seq, sender, receiver), since seq counts each direction of a pair apart
+    (a pipeline's forward activation and backward gradient share a seq and are different transfers)."""
+    peer = peer.astype(np.int64)
+    rank = rank.astype(np.int64)
+    p2p = peer >= 0
+    incoming = op == OpKind.RECV
+    directed = incoming | (op == OpKind.SEND)
+    sender = np.where(incoming, peer, np.where(directed, rank, np.minimum(rank, peer)))
+    receiver = np.where(incoming, rank, np.where(directed, peer, np.maximum(rank, peer)))
+    return dense_ids(comm.astype(np.int64), seq.astype(np.int64), np.where(p2p, sender, -1), np.where(p2p, receiver, -1))
+
+
+def holds_rank(start: np.ndarray, end: np.ndarray, op: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Whether each operator (in chain order) holds its rank until it ends: not a send, and the next
+    operator did not start before it ended (asynchronous); a chain's last operator is taken to hold it."""
+    return (op != OpKind.SEND) & (last | (np.r_[start[1:], 0] >= end))
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    """The graph over ``n`` operators in chain order (chains contiguous, each in start order)."""
+
+    first: np.ndarray  # bool: the operator opens its chain (starts at its anchor plus its gap)
+    holds: np.ndarray  # bool: the next operator of the chain waits for this one's end, not its start
+    complete: np.ndarray  # bool: the operator's group is whole, so it ends a transfer after its last member started
+    group: np.ndarray  # int64 dense group ids
+    settled: np.ndarray  # bool: the operator has a level (not on or after a cycle)
+    op_levels: tuple[np.ndarray, ...]  # per level: the operators whose starts it computes
+    loose_levels: tuple[np.ndarray, ...]  # per level: operators of incomplete groups that end there
+    member_levels: tuple[np.ndarray, ...]  # per level: members of the complete groups ending there, group by group
+    member_starts: tuple[np.ndarray, ...]  # per level: where each of those groups begins in member_levels
+
+    @property
+    def levels(self) -> int:
+        return len(self.op_levels)
+
+    @property
+    def acyclic(self) -> bool:
+        return bool(self.settled.all())
+
+
+def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, complete: np.ndarray) -> Dependencies:
+    """Order the timing rules' graph into levels (see the module docstring)."""
+    n = len(first)
+    if not (len(holds) == len(group) == len(complete) == n):
+        raise RecordError("dependencies: first, holds, group and complete must have one value per operator")
+    first = np.asarray(first, bool)
+    last = np.r_[first[1:], True] if n else np.zeros(0, bool)
+    groups = int(group.max()) + 1 if n else 0
+    order = np.argsort(group, kind="stable")
+    bounds = np.r_[0, np.cumsum(np.bincount(group, minlength=groups))] if n else np.zeros(1, np.int64)
+    pending = np.bincount(group[complete], minlength=groups)
+    level = np.full(n, -1, np.int64)
+    frontier = np.flatnonzero(first)
+    op_levels, loose_levels, member_levels, member_starts = [], [], [], []
+    while len(frontier):
+        depth = len(op_levels)
+        level[frontier] = depth
+        op_levels.append(frontier)
+        loose = frontier[~complete[frontier]]
+        loose_levels.append(loose)
+        whole = frontier[complete[frontier]]
+        ids, counts = np.unique(group[whole], return_counts=True)
+        pending[ids] -= counts
+        done = ids[pending[ids] == 0]
+        sizes = bounds[done + 1] - bounds[done]
+        offsets = np.r_[0, np.cumsum(sizes)[:-1]]
+        members = order[np.repeat(bounds[done] - offsets, sizes) + np.arange(int(sizes.sum()))]
+        member_levels.append(members)
+        member_starts.append(offsets)
+        # Next: the successor of an operator whose clock is its start or its own end (known now),
+        # and of every holding member of a group that ended now.
+        by_start = frontier[~(holds[frontier] & complete[frontier]) & ~last[frontier]]
+        by_group = members[holds[members] & ~last[members]]
+        frontier = np.unique(np.r_[by_start, by_group] + 1)
+    return Dependencies(
+        first=first, holds=np.asarray(holds, bool), complete=np.asarray(complete, bool), group=group,
+        settled=level >= 0, op_levels=tuple(op_levels), loose_levels=tuple(loose_levels),
+        member_levels=tuple(member_levels), member_starts=tuple(member_starts),
+    )
+
+
+def replay(deps: Dependencies, *, anchor: np.ndarray, gap: np.ndarray, transfer: np.ndarray,
+           own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and ends (float64) of every operator given each chain's ``anchor`` (its clock before
+    its first operator), each operator's ``gap``, its group's ``transfer`` and its ``own`` length
+    (used where its group is not whole). Arrays may carry a second axis of variants, replayed
+    together (rows are operators, so a level gathers whole rows); operators off the settled graph keep NaN."""
+    arrays = [np.asarray(a, np.float64) for a in (anchor, gap, transfer, own)]
+    width = max((a.shape[1] for a in arrays if a.ndim == 2), default=0)
+    shape = (len(deps.first), width) if width else (len(deps.first),)
+    anchor, gap, transfer, own = (a[:, None] if width and a.ndim == 1 else a for a in arrays)
+    # Every settled operator is written below; only those on or after a cycle keep the NaN.
+    start, end = np.empty(shape), np.empty(shape)
+    if not deps.acyclic:
+        start[~deps.settled] = end[~deps.settled] = np.nan
+    first = deps.first if not width else deps.first[:, None]
+    holds = deps.holds if not width else deps.holds[:, None]
+    for ops, loose, members, starts in zip(deps.op_levels, deps.loose_levels, deps.member_levels, deps.member_starts):
+        before = ops - 1
+        clock = np.where(holds[before], end[before], start[before])
+        start[ops] = np.where(first[ops], anchor[ops], clock) + gap[ops]
+        end[loose] = start[loose] + own[loose]
+        if len(members):
+            latest = np.maximum.reduceat(start[members], starts, axis=0)
+            sizes = np.diff(np.r_[starts, len(members)])
+            end[members] = np.repeat(latest, sizes, axis=0) + transfer[members]
+    return start, end
+
+
+def downstream(deps: Dependencies, sources: np.ndarray) -> np.ndarray:
+    """The operators whose replay waits, directly or not, on a ``sources`` operator: the next one of
+    its chain, whatever holds, and every member of a group one of whose members waits."""
+    n = len(deps.first)
+    if not n or not sources.any():
+        return sources.copy()
+    groups = int(deps.group.max()) + 1
+    # Nodes: operators 0..n-1, groups n..n+G-1, one root n+G joined to every source.
+    ops = np.arange(n)
+    chained = ops[1:][~deps.first[1:]]
+    rows = np.r_[ops, n + deps.group[chained - 1], np.full(int(sources.sum()), n + groups)]
+    cols = np.r_[n + deps.group, chained, np.flatnonzero(sources)]
+    graph = csr_matrix((np.ones(len(rows), np.int8), (rows, cols)), shape=(n + groups + 1, n + groups + 1))
+    reached = breadth_first_order(graph, n + groups, directed=True, return_predecessors=False)
+    group_reached = np.zeros(groups, bool)
+    group_reached[reached[(reached >= n) & (reached < n + groups)] - n] = True
+    return group_reached[deps.group]

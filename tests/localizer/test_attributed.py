@@ -1,0 +1,126 @@
+"""Incidents from what the job pays: episodes, non-hardware causes, and ``sleuth localize`` end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sleuth.cli import main
+from sleuth.errors import ConfigError
+from sleuth.localizer.attributed import diagnose, episodes, lone_hiccup
+from sleuth.localizer.nonhardware import Straggler
+from sleuth.whatif.attribution import COMPUTE, Attribution
+
+
+def attribution(per_iteration=(1.0,) * 10, *, by_type=None, worker_share=0.0, host_share=0.0, last_stage_share=0.0,
+                last_stage_evenness=0.0, slowest_replica=()) -> Attribution:
+    """An attribution with the given per-iteration slowdowns (ideal 100 ns each)."""
+    n = len(per_iteration)
+    return Attribution(
+        job="j", world=8, iterations=tuple(range(n)), original_ns=tuple(100.0 * s for s in per_iteration),
+        ideal_ns=(100.0,) * n, recorded_ns=(100.0,) * n, by_type=by_type or {COMPUTE: 1.2, "dp.all_reduce": 1.0},
+        by_worker=(1.0,) * 8, worker_unit="replica x stage", worker_share=worker_share, host_share=host_share,
+        last_stage_share=last_stage_share, last_stage_evenness=last_stage_evenness, wall_ns=1e9,
+        slowest_replica=slowest_replica,
+    )
+
+
+def test_a_run_of_sustain_iterations_over_the_line_is_an_episode_and_shorter_ones_are_not() -> None:
+    found = attribution((1.0, 1.2, 1.2, 1.2, 1.0, 1.3, 1.0, 1.06, 1.07, 1.0))
+    sustained, short = episodes(found, slowdown=1.05, sustain=3)
+    assert [e.iterations for e in sustained] == [(1, 2, 3)]
+    assert [e.iterations for e in short] == [(5,), (7, 8)]
+    assert lone_hiccup(found, slowdown=1.05, sustain=3) is None  # something is sustained
+
+
+def test_one_short_run_and_nothing_else_is_a_hiccup_and_two_are_not() -> None:
+    assert lone_hiccup(attribution((1.0, 1.0, 1.4, 1.0, 1.0)), slowdown=1.05, sustain=3).iterations == (2,)
+    assert lone_hiccup(attribution((1.0, 1.4, 1.0, 1.4, 1.0)), slowdown=1.05, sustain=3) is None
+
+
+@pytest.mark.parametrize("shares, expected", [
+    (dict(worker_share=0.1, last_stage_share=0.8, last_stage_evenness=0.9), Straggler.STAGE_IMBALANCE),
+    (dict(worker_share=0.1, last_stage_share=0.8, last_stage_evenness=0.1), Straggler.HARDWARE),  # a few of it pay
+    (dict(worker_share=0.1, last_stage_share=0.2, slowest_replica=(0, 3, 5)), Straggler.SEQLEN_IMBALANCE),
+    (dict(worker_share=0.1, last_stage_share=0.2, slowest_replica=(3, 3, 3)), Straggler.HARDWARE),
+    (dict(worker_share=0.7, last_stage_share=0.9), Straggler.HARDWARE),  # a few workers explain it
+    (dict(worker_share=0.4, host_share=0.9, last_stage_share=0.9), Straggler.HARDWARE),  # one host does
+    (dict(worker_share=0.1, last_stage_share=0.9, by_type={COMPUTE: 1.01, "dp.all_reduce": 1.3}), Straggler.HARDWARE),
+    (dict(worker_share=0.1, last_stage_share=0.9, last_stage_evenness=0.9, by_type={COMPUTE: 1.1, "dp.all_reduce": 1.08}),
+     Straggler.HARDWARE),  # transfers carry too much of it for an imbalance
+])
+def test_non_hardware_causes_follow_the_papers_shares(shares: dict, expected: Straggler) -> None:
+    assert diagnose(attribution((1.2,) * 10, **shares)) is expected
+
+
+def _sim(tmp_path, *words: str) -> None:
+    assert main(["sim", "--generate", "fattree:hosts=16,gpus=8,pod=4,spines=4", "--tp", "4", "--pp", "2", "--dp", "16",
+                 "--iterations", "30", "--seed", "5", "--no-labels", *words]) == 0
+
+
+def _truth_slowdown(folder) -> float:
+    rows = json.loads((folder / "truth.json").read_text())["iterations"]
+    return sum(r["time_ns"] for r in rows) / sum(r["counterfactual_ns"] for r in rows)
+
+
+def test_localize_names_a_gpu_slow_from_the_first_iteration(tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    _sim(tmp_path, "--fault", "gpu:h0006/2,slow=1.5", "--out", str(out))
+    capsys.readouterr()
+    assert main(["localize", "--records", str(out), "--routing", "static", "--json"]) == 0
+    incidents = json.loads(capsys.readouterr().out)
+    [incident] = [i for i in incidents if i["attribution"]["trigger"] == "slowdown"]
+    assert incident["suspects"][0]["device"] == "gpu:h0006/2" and incident["cause"] == "compute"
+    assert incident["attribution"]["slowdown"] == pytest.approx(_truth_slowdown(out), rel=0.05)
+    assert incident["attribution"]["gpu_hours_lost"] > 0
+    assert {r["rank"] for r in incident["attribution"]["top_ranks"]} >= {50}  # h0006/2 is rank 50
+    assert incident["attribution"]["top_types"][0]["type"] == COMPUTE
+    # Without the attribution, the δ rule alone sees nothing: the job is as slow in every iteration.
+    assert main(["localize", "--records", str(out), "--json", "--no-attribution"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_a_clean_run_with_one_hiccup_pages_nothing(tmp_path, capsys) -> None:
+    out = tmp_path / "suite"
+    assert main(["sim", "suite", "hiccups", "--seed", "5", "--iterations", "40", "--out", str(out), "--no-labels"]) == 0
+    capsys.readouterr()
+    assert main(["localize", "--records", str(out / "hiccups-1"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["attribute", "--records", str(out / "hiccups-1"), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["episodes"] == [] and document["slowdown"] == pytest.approx(1.0, abs=0.05)
+
+
+def test_attribution_options_are_checked(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["attribute", "--records", str(tmp_path), "--slowdown", "0.9"])
+    assert "above 1" in capsys.readouterr().err
+    from sleuth.localizer import localize
+    with pytest.raises(ConfigError, match="sustain"):
+        localize(None, irregular_iterations=[], topology=None, sustain=0)
+
+
+def _incident(cause: str, *suspects: tuple[str, str]):
+    from sleuth.localizer.impact import Impact
+    from sleuth.localizer.incident import Incident, IncidentCause, Suspect
+
+    return Incident(job="j", incident="j-1-2", t_from_ns=0, t_to_ns=1, iterations=(1, 2), cause=IncidentCause(cause),
+                    suspects=tuple(Suspect(d, k, 0.5) for d, k in suspects), roots=(), traversal=(), steps=(),
+                    ranks_fetched=1, world=8, impact=Impact(1.1, 1.0, 1.1, 0.0, 2), advice="", seconds=0.0)
+
+
+def test_a_side_the_irregular_search_left_unexplained_is_complemented_by_the_whatif_suspects() -> None:
+    from sleuth.localizer.attributed import complement
+    from sleuth.localizer.incident import Suspect
+
+    whatif = (Suspect("gpu:h0/1", "gpu", 0.6), Suspect("nic:h3/0", "nic", 0.2))
+    merged = complement(_incident("compute", ("gpu:h0/1", "gpu")), whatif)
+    assert [s.device for s in merged.suspects] == ["gpu:h0/1", "nic:h3/0"] and merged.cause.value == "mixed"
+    # A side the two searches disagree on lists both; one they agree on, or no hardware cause, adds nothing.
+    both = _incident("mixed", ("gpu:h0/1", "gpu"), ("nic:h5/0", "nic"))
+    assert [s.device for s in complement(both, whatif).suspects] == ["gpu:h0/1", "nic:h5/0", "nic:h3/0"]
+    agreed = _incident("mixed", ("gpu:h0/1", "gpu"), ("nic:h3/0", "nic"))
+    assert complement(agreed, whatif) == agreed
+    stage = _incident("stage_imbalance")
+    assert complement(stage, whatif) == stage

@@ -1,0 +1,113 @@
+"""What-if attribution against the emulator's fault-free twin of each run (32 GPUs, tp4 pp2 dp4)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+
+import numpy as np
+import pytest
+
+from sleuth.errors import ConfigError, RecordError
+from sleuth.layout import ParallelLayout
+from sleuth.records import RecordBatch
+from sleuth.sim import Emulation, Scenario, Timing, parse_fault
+from sleuth.topology import generate
+from sleuth.whatif.attribution import COMPUTE, attribute
+
+from tests.sim.conftest import SMALL
+
+GPU = "gpu:h0005/1,slow=1.5"  # ranks 20-23 are its tensor group (replica 1, stage 1)
+NIC = "nic:h0002/0,slow=6"
+
+
+@cache
+def emulation(*faults: str, seed: int = 3, timing: Timing | None = None) -> Emulation:
+    layout = ParallelLayout(32, 4, 2, 4, gpus_per_host=4)
+    return Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=4,pod=4,spines=2"), layout=layout, model=SMALL,
+                              microbatches=4, iterations=12, faults=tuple(parse_fault(f) for f in faults), seed=seed,
+                              job="attr", timing=timing or Timing()))
+
+
+def truth_slowdown(em: Emulation) -> float:
+    rows = em.truth().iterations
+    return sum(r.time_ns for r in rows) / sum(r.counterfactual_ns for r in rows)
+
+
+@cache
+def attributed(*faults: str, timing: Timing | None = None):
+    em = emulation(*faults, timing=timing)
+    return attribute(em.records(), em.job_spec(), iterations=em.iterations())
+
+
+def test_a_run_without_jitter_or_faults_pays_nothing() -> None:
+    result = attributed(timing=Timing.exact())
+    assert result.slowdown == pytest.approx(1.0, abs=1e-9)
+    assert result.gpu_hours_lost == pytest.approx(0.0, abs=1e-12)
+    assert all(s == pytest.approx(1.0, abs=1e-9) for s in result.by_type.values())
+
+
+def test_the_replay_as_recorded_matches_an_exact_run() -> None:
+    result = attributed(GPU, timing=Timing.exact())
+    assert result.fidelity == pytest.approx(1.0, abs=0.02)
+
+
+@pytest.mark.parametrize("fault", [GPU, NIC])
+def test_slowdown_is_within_five_percent_of_the_fault_free_twin(fault: str) -> None:
+    result = attributed(fault)
+    assert result.slowdown == pytest.approx(truth_slowdown(emulation(fault)), rel=0.05)
+    assert result.slowdown > 1.1
+
+
+def test_a_slow_gpu_is_a_compute_straggler_of_its_own_worker() -> None:
+    result = attributed(GPU)
+    assert max(result.by_type, key=result.by_type.get) == COMPUTE
+    faulty = emulation(GPU).ranks_on("gpu:h0005/1")
+    top = [rank for rank, _ in result.top_workers(4)]
+    assert set(faulty.tolist()) <= set(top) and result.worker_unit == "replica x stage"
+    # Fixing its worker (the top 3%: one rank of 32) explains most of what the job pays.
+    assert result.worker_share > 0.5 and result.host_share >= result.worker_share - 1e-9  # its host holds it
+    assert result.gpu_hours_lost == pytest.approx((1 - 1 / result.slowdown) * result.wall_ns * 32 / 3.6e12)
+
+
+def test_a_slow_nic_is_a_data_parallel_transfer_straggler() -> None:
+    result = attributed(NIC)
+    worst = max(result.by_type, key=result.by_type.get)
+    assert worst.startswith("dp.") and result.by_type[COMPUTE] < result.by_type[worst]
+
+
+def test_without_a_layout_each_rank_is_a_worker() -> None:
+    em = emulation(GPU)
+    spec = replace(em.job_spec(), layout=None)
+    result = attribute(em.records(iterations=range(4)), spec)
+    assert result.worker_unit == "rank"
+    assert int(np.argmax(result.by_worker)) in em.ranks_on("gpu:h0005/1").tolist()
+
+
+def test_bad_input_is_refused_with_a_reason() -> None:
+    em = emulation()
+    records = em.records(iterations=[0])
+    with pytest.raises(RecordError, match="no records with a known iteration"):
+        attribute(RecordBatch.empty(), em.job_spec())
+    with pytest.raises(RecordError, match="outside the job's world"):
+        attribute(records, replace(em.job_spec(), world=8, layout=None, placements=em.job_spec().placements[:8],
+                                   communicators=()))
+    with pytest.raises(ConfigError, match="worker_iterations"):
+        attribute(records, em.job_spec(), worker_iterations=0)
+    with pytest.raises(ConfigError, match="top_workers"):
+        attribute(records, em.job_spec(), top_workers=0.0)
+
+
+def test_records_whose_order_contradicts_their_groups_are_refused() -> None:
+    # Rank 0 runs all-reduce A then B, rank 1 B then A (skewed clocks): no replay can order them.
+    from sleuth.jobspec import JobSpec
+    from sleuth.records import OpKind
+
+    spec = JobSpec.from_layout("skewed", ParallelLayout(2, 2, 1, 1, gpus_per_host=2))
+    records = RecordBatch.from_columns(
+        job="skewed", rank=[0, 0, 1, 1], comm="tp.0", seq=[0, 1, 1, 0], op=[int(OpKind.ALL_REDUCE)] * 4,
+        peer=[-1] * 4, nbytes=[8] * 4, iteration=[0] * 4, t_issue_ns=[0, 20, 0, 20], t_start_ns=[0, 20, 0, 20],
+        t_end_ns=[10, 30, 10, 30],
+    )
+    with pytest.raises(RecordError, match="contradicts"):
+        attribute(records, spec)

@@ -1,0 +1,119 @@
+"""The shared replay: exact arithmetic on hand-made chains and groups."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sleuth.errors import RecordError
+from sleuth.whatif.timeline import dependencies, downstream, replay
+
+
+def two_ranks():
+    # Rank 0: compute 10 then all-reduce A (group 0) then all-reduce B (group 1).
+    # Rank 1: compute 30 then A, then B. A's transfer 5, B's 7; ops 1 and 3 follow after a gap of 2.
+    first = np.array([True, False, True, False])
+    holds = np.ones(4, bool)
+    group = np.array([0, 1, 0, 1])
+    complete = np.ones(4, bool)
+    gap = np.array([10.0, 2.0, 30.0, 2.0])
+    transfer = np.array([5.0, 7.0, 5.0, 7.0])
+    return dependencies(first, holds, group, complete), gap, transfer
+
+
+def test_a_group_ends_its_transfer_after_its_last_member_started() -> None:
+    deps, gap, transfer = two_ranks()
+    start, end = replay(deps, anchor=np.zeros(4), gap=gap, transfer=transfer, own=np.zeros(4))
+    assert start.tolist() == [10, 37, 30, 37]
+    assert end.tolist() == [35, 44, 35, 44]
+    assert deps.acyclic and deps.levels == 2
+
+
+def test_variants_on_a_second_axis_replay_as_one_each() -> None:
+    deps, gap, transfer = two_ranks()
+    faster = gap.copy()
+    faster[2] = 10.0
+    both = replay(deps, anchor=np.zeros(4), gap=np.stack([gap, faster], axis=1), transfer=transfer, own=np.zeros(4))
+    alone = replay(deps, anchor=np.zeros(4), gap=faster, transfer=transfer, own=np.zeros(4))
+    assert np.array_equal(both[1][:, 1], alone[1]) and both[1][:, 1].max() == 24
+
+
+def test_a_send_does_not_hold_its_rank_and_incomplete_groups_keep_their_own_length() -> None:
+    # Rank 0 sends (does not hold) then computes 4 and runs op 1, whose group has members elsewhere.
+    first = np.array([True, False, True])
+    holds = np.array([False, True, True])
+    group = np.array([0, 1, 0])
+    complete = np.array([True, False, True])
+    start, end = replay(dependencies(first, holds, group, complete), anchor=np.zeros(3),
+                        gap=np.array([1.0, 4.0, 9.0]), transfer=np.array([3.0, 0.0, 3.0]), own=np.array([0.0, 6.0, 0.0]))
+    assert start.tolist() == [1, 5, 9] and end.tolist() == [12, 11, 12]
+
+
+def test_chains_that_contradict_their_groups_leave_the_cycle_unsettled() -> None:
+    # Rank 0 runs A then B, rank 1 B then A, each holding: no order satisfies both.
+    deps = dependencies(np.array([True, False, True, False]), np.ones(4, bool), np.array([0, 1, 1, 0]), np.ones(4, bool))
+    assert not deps.acyclic and not deps.settled[[1, 3]].any()
+
+
+def test_what_waits_on_an_incomplete_group_is_downstream_of_it() -> None:
+    # Rank 0: op 0 (group 0, incomplete), op 1 (group 1 with rank 1's op 3); rank 1: op 2 (group 2), op 3.
+    first = np.array([True, False, True, False])
+    deps = dependencies(first, np.ones(4, bool), np.array([0, 1, 2, 1]), np.array([False, True, True, True]))
+    assert downstream(deps, ~deps.complete).tolist() == [True, True, False, True]
+
+
+def test_arrays_of_different_lengths_are_refused() -> None:
+    with pytest.raises(RecordError, match="one value per operator"):
+        dependencies(np.ones(2, bool), np.ones(3, bool), np.zeros(2, np.int64), np.ones(2, bool))
+
+
+def random_job(data: st.DataObject):
+    """Chains of ranks whose collectives are taken in one global order (so the graph is acyclic):
+    each collective picks two or more ranks and is the next operator of each."""
+    ranks = data.draw(st.integers(2, 5))
+    collectives = data.draw(st.lists(st.lists(st.integers(0, ranks - 1), min_size=2, max_size=ranks, unique=True),
+                                     min_size=1, max_size=12))
+    chains: list[list[int]] = [[] for _ in range(ranks)]
+    for g, members in enumerate(collectives):
+        for r in members:
+            chains[r].append(g)
+    order = [(r, g) for r in range(ranks) for g in chains[r]]
+    n = len(order)
+    first = np.array([k == 0 or order[k - 1][0] != order[k][0] for k in range(n)])
+    group = np.array([g for _, g in order])
+    _, group = np.unique(group, return_inverse=True)
+    gap = np.array(data.draw(st.lists(st.integers(0, 50), min_size=n, max_size=n)), float)
+    transfer = np.array(data.draw(st.lists(st.integers(0, 50), min_size=n, max_size=n)), float)
+    return dependencies(first, np.ones(n, bool), group, np.ones(n, bool)), gap, transfer
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_longer_gaps_never_end_anything_earlier_and_add_at_most_their_sum(data: st.DataObject) -> None:
+    # The bound the attribution prunes worker variants with: the last end grows by at most what was added.
+    deps, gap, transfer = random_job(data)
+    n = len(gap)
+    added = np.array(data.draw(st.lists(st.integers(0, 30), min_size=n, max_size=n)), float)
+    zeros = np.zeros(n)
+    _, before = replay(deps, anchor=zeros, gap=gap, transfer=transfer, own=zeros)
+    _, after = replay(deps, anchor=zeros, gap=gap + added, transfer=transfer, own=zeros)
+    assert deps.acyclic
+    assert (after >= before).all()
+    assert after.max() - before.max() <= added.sum() + 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_replay_of_its_own_gaps_and_transfers_gives_back_the_same_times(data: st.DataObject) -> None:
+    deps, gap, transfer = random_job(data)
+    zeros = np.zeros(len(gap))
+    start, end = replay(deps, anchor=zeros, gap=gap, transfer=transfer, own=zeros)
+    # Read the gaps and transfers back off the replayed times, as the attribution reads records.
+    clock = np.r_[0.0, end[:-1]]
+    gaps = start - np.where(deps.first, 0.0, clock)
+    latest = np.zeros(int(deps.group.max()) + 1)
+    np.maximum.at(latest, deps.group, start)
+    again = replay(deps, anchor=zeros, gap=gaps, transfer=end - latest[deps.group], own=zeros)
+    assert np.allclose(again[0], start) and np.allclose(again[1], end)
