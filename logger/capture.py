@@ -86,13 +86,12 @@ class ProcessGroupHooks(Hooks):
         self._ops = _op_table()
         self._skipped = {member for name, member in torch_hook_names().items() if name in _NOT_OPERATORS}
         self._hooked: dict[int, Any] = {}  # id(group) → group, with our hooks on it
-        self._started: dict[int, tuple[Any, Any]] = {}  # op_id → (handle, device), pre to post
         self._register_original: Callable | None = None
 
     # -- the two hooks -----------------------------------------------------------------------
 
-    def _pre(self, group: Any) -> Callable[[Any], None]:
-        session, ops, skipped, started = self.session, self._ops, self._skipped, self._started
+    def _pre(self, group: Any, started: dict) -> Callable[[Any], None]:
+        session, ops, skipped = self.session, self._ops, self._skipped
         recorder = session.recorder
         resolved: list = []  # the group's GroupInfo, looked up at its first operator
 
@@ -135,8 +134,8 @@ class ProcessGroupHooks(Hooks):
 
         return pre
 
-    def _post(self) -> Callable[[Any], None]:
-        started, end = self._started, self.session.recorder.end
+    def _post(self, started: dict) -> Callable[[Any], None]:
+        end = self.session.recorder.end
 
         def post(args: Any) -> None:
             entry = started.pop(args.op_id, None)
@@ -186,9 +185,10 @@ class ProcessGroupHooks(Hooks):
         """Put our hooks on ``group`` (once)."""
         if group is None or id(group) in self._hooked or not isinstance(group, dist.ProcessGroup):
             return
+        started: dict[int, tuple[Any, Any]] = {}  # op_id → (handle, device), from pre to post
         try:
-            group.register_pre_hook(HOOK_ID, self._pre(group))
-            group.register_post_hook(HOOK_ID, self._post())
+            group.register_pre_hook(HOOK_ID, self._pre(group, started))
+            group.register_post_hook(HOOK_ID, self._post(started))
         except Exception as error:
             _fail_once("hooking a process group", error)
             return
