@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from sleuth.cli.localize import add_attribution_options, read_job
+from sleuth.cli.localize import add_attribution_options, read_job, resolve_attribution_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,6 +29,7 @@ def _run(args: argparse.Namespace) -> int:
     from sleuth.localizer.attributed import episodes, lone_hiccup
     from sleuth.whatif.attribution import attribute
 
+    resolve_attribution_options(args)
     spec, records, iterations = read_job(args)
     found = attribute(records, spec, iterations=iterations)
     sustained, _ = episodes(found, slowdown=args.slowdown, sustain=args.sustain)

@@ -50,11 +50,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def add_attribution_options(parser: argparse.ArgumentParser) -> None:
-    settings = Settings.from_env()
-    parser.add_argument("--slowdown", type=above_one("--slowdown"), default=settings.attribution_slowdown,
-                        help=f"what-if slowdown S that opens an incident (default {settings.attribution_slowdown})")
-    parser.add_argument("--sustain", type=positive_int("--sustain"), default=settings.attribution_sustain,
-                        help=f"consecutive iterations at that S that open it (default {settings.attribution_sustain})")
+    # The environment is read when the command runs (resolve_attribution_options), so that a bad
+    # variable is reported as the command's error, not raised while the parser is being built.
+    declared = Settings()  # the declared defaults, not the environment
+    parser.add_argument("--slowdown", type=above_one("--slowdown"), default=None,
+                        help=f"what-if slowdown S that opens an incident "
+                             f"(default SLEUTH_ATTRIBUTION_SLOWDOWN, else {declared.attribution_slowdown})")
+    parser.add_argument("--sustain", type=positive_int("--sustain"), default=None,
+                        help=f"consecutive iterations at that S that open it "
+                             f"(default SLEUTH_ATTRIBUTION_SUSTAIN, else {declared.attribution_sustain})")
+
+
+def resolve_attribution_options(args: argparse.Namespace) -> None:
+    """``--slowdown`` and ``--sustain`` not given take their settings' values."""
+    if args.slowdown is None or args.sustain is None:
+        settings = Settings.from_env()
+        if args.slowdown is None:
+            args.slowdown = settings.attribution_slowdown
+        if args.sustain is None:
+            args.sustain = settings.attribution_sustain
 
 
 def read_job(args: argparse.Namespace) -> tuple[JobSpec, RecordBatch, IterationBatch]:
@@ -72,6 +86,7 @@ def _run(args: argparse.Namespace) -> int:
     from sleuth.stream.detection import irregular_iterations
     from sleuth.whatif.attribution import attribute
 
+    resolve_attribution_options(args)
     spec, records, iterations = read_job(args)
     topology = load_topology(args.topology) if args.topology else single_leaf(spec)
     source = MemorySource(spec, records, iterations)
