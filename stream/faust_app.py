@@ -11,12 +11,17 @@ from typing import Any
 
 from sleuth.settings import Settings
 
+# faust resolves its top-level names lazily: two services' threads resolving them at once can find
+# the module half built ("module 'faust' has no attribute 'App'"), so they take turns.
+_FAUST_IMPORT = threading.Lock()
+
 
 def create_app(settings: Settings, group: str, *, loop: asyncio.AbstractEventLoop, datadir: str) -> Any:
     """A faust app in consumer group ``group`` on the configured broker; topics are created by sleuth, not faust."""
-    import faust
+    with _FAUST_IMPORT:
+        from faust import App
 
-    return faust.App(
+    return App(
         group,
         broker=f"kafka://{settings.kafka_bootstrap}",
         loop=loop,
