@@ -43,7 +43,7 @@ from sleuth.localizer.nonhardware import ADVICE, MOVES, Straggler
 from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
-__all__ = ["Episode", "complement", "diagnose", "episodes", "lone_hiccup", "slowdown_incident", "summary", "whatif_search"]
+__all__ = ["Episode", "complement", "diagnose", "episodes", "lone_hiccup", "runs", "slowdown_incident", "summary", "whatif_search"]
 
 #: A share of the slowdown "most" of it is: the paper's line for workers and for the last stage (§5.1, §5.2).
 MAJORITY = 0.5
@@ -66,11 +66,18 @@ class Episode:
 
 def episodes(attribution: Attribution, *, slowdown: float, sustain: int) -> tuple[tuple[Episode, ...], tuple[Episode, ...]]:
     """(sustained episodes, shorter runs) of per-iteration S at or above ``slowdown``."""
-    per = np.asarray(attribution.per_iteration)
+    return runs(attribution.iterations, attribution.per_iteration, slowdown=slowdown, sustain=sustain)
+
+
+def runs(iterations: Sequence[int], per_iteration: Sequence[float], *, slowdown: float,
+         sustain: int) -> tuple[tuple[Episode, ...], tuple[Episode, ...]]:
+    """(sustained episodes, shorter runs) of consecutive iterations whose S is at or above ``slowdown``."""
+    per = np.asarray(per_iteration, dtype=np.float64)
+    its = tuple(int(i) for i in iterations)
     above = per >= slowdown
     edges = np.flatnonzero(np.diff(np.r_[0, above.astype(np.int8), 0]))
-    runs = [Episode(attribution.iterations[a:b], float(per[a:b].max())) for a, b in zip(edges[::2], edges[1::2])]
-    return tuple(r for r in runs if len(r.iterations) >= sustain), tuple(r for r in runs if len(r.iterations) < sustain)
+    found = [Episode(its[a:b], float(per[a:b].max())) for a, b in zip(edges[::2], edges[1::2])]
+    return tuple(r for r in found if len(r.iterations) >= sustain), tuple(r for r in found if len(r.iterations) < sustain)
 
 
 def lone_hiccup(attribution: Attribution, *, slowdown: float, sustain: int) -> Episode | None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,7 +43,7 @@ from sleuth.whatif.keys import dense_ids, group_spread
 from sleuth.whatif.programs import MIN_PEERS, program_slots
 from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, member_groups, replay
 
-__all__ = ["COMPUTE", "TOP_WORKERS", "WORKER_ITERATIONS", "Attribution", "attribute"]
+__all__ = ["COMPUTE", "TOP_WORKERS", "WORKER_ITERATIONS", "Attribution", "attribute", "iteration_slowdowns"]
 
 #: A length is put back to its peers' median beyond this many robust standard deviations above it:
 #: jitter alone passes it about once in 700 draws (one-sided normal tail at 3 sigma).
@@ -171,21 +172,9 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
         raise ConfigError(f"worker_iterations must be an integer >= 1, got {worker_iterations!r}")
     if not 0 < top_workers <= 1:
         raise ConfigError(f"top_workers must be in (0, 1], got {top_workers!r}")
-    if not isinstance(records, RecordBatch):
-        raise RecordError(f"attribute takes a RecordBatch, got {type(records).__name__}")
-    records = records.take(np.flatnonzero(records["iteration"] >= 0))
-    if not len(records):
-        raise RecordError("attribute: no records with a known iteration")
-    if len(np.unique(records["job"])) > 1:
-        raise RecordError(f"attribute: records of {len(np.unique(records['job']))} jobs; give it one job's")
-    if int(records["rank"].max()) >= spec.world:
-        raise RecordError(f"attribute: rank {int(records['rank'].max())} is outside the job's world of {spec.world}")
-    job, steps, recorded = _prepare(records, spec, iterations)
-    n_it = len(steps)
-    everything = np.arange(n_it)
-    recorded_or_ideal = np.zeros((len(job.gap), 2), bool)
-    recorded_or_ideal[:, 0] = True
-    original, ideal = _run_variants(job, recorded_or_ideal, recorded_or_ideal, everything).T
+    job, steps, recorded = _prepare(_one_jobs(records, spec), spec, iterations)
+    everything = np.arange(len(steps))
+    original, ideal = _as_recorded_and_ideal(job, everything)
 
     # S_t: everything fixed but one type (compute gaps, or one communicator kind's op's transfers).
     types = (COMPUTE, *job.kinds)
@@ -230,6 +219,40 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
         wall_ns=float(records["t_end_ns"].max() - records["t_start_ns"].min()),
         seconds=time.perf_counter() - began,
     )
+
+
+def iteration_slowdowns(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
+                        only: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(iteration ids, S of each): the replay as recorded over the ideal one, of the ``only``
+    iterations (default: all). Whether a job pays needs these two variants alone; the attributions
+    that explain it (S_t, S_w) cost many more. The other records still give the peers' lengths."""
+    job, steps, _ = _prepare(_one_jobs(records, spec), spec, iterations)
+    chosen = np.arange(len(steps)) if only is None else np.flatnonzero(np.isin(steps, np.asarray(only)))
+    if not len(chosen):
+        return steps[chosen], np.zeros(0)
+    original, ideal = _as_recorded_and_ideal(job, chosen)
+    return steps[chosen], np.divide(original, ideal, out=np.ones_like(original), where=ideal > 0)
+
+
+def _one_jobs(records: RecordBatch, spec: JobSpec) -> RecordBatch:
+    """The records with a known iteration, checked to be one job's within its world."""
+    if not isinstance(records, RecordBatch):
+        raise RecordError(f"attribute takes a RecordBatch, got {type(records).__name__}")
+    records = records.take(np.flatnonzero(records["iteration"] >= 0))
+    if not len(records):
+        raise RecordError("attribute: no records with a known iteration")
+    if len(np.unique(records["job"])) > 1:
+        raise RecordError(f"attribute: records of {len(np.unique(records['job']))} jobs; give it one job's")
+    if int(records["rank"].max()) >= spec.world:
+        raise RecordError(f"attribute: rank {int(records['rank'].max())} is outside the job's world of {spec.world}")
+    return records
+
+
+def _as_recorded_and_ideal(job: _Job, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    recorded_or_ideal = np.zeros((len(job.gap), 2), bool)
+    recorded_or_ideal[:, 0] = True
+    original, ideal = _run_variants(job, recorded_or_ideal, recorded_or_ideal, chosen).T
+    return original, ideal
 
 
 def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | None) -> tuple[_Job, np.ndarray, np.ndarray]:
