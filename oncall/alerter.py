@@ -2,7 +2,9 @@
 
 One open alert per (job, device). An incident that names a device with an open alert adds its
 evidence to it (latest incident, impact, severity, the span of irregular iterations); a replayed
-incident (Kafka delivers at least once) changes nothing and notifies nobody.
+incident (Kafka delivers at least once) changes nothing and notifies nobody; an incident that grew
+(the localizer writes it again, same id, while its episode lasts) extends the alert's span quietly
+unless its severity or cause changed.
 
 Resolution: a job's alerts resolve once the job has completed ``resolve_after`` iterations after
 its last irregular one. The last irregular iteration is the latest of (a) the iterations the
@@ -55,8 +57,14 @@ class Alerter:
 
     def on_incident(self, document: dict[str, Any]) -> list[Alert]:
         """Open or update the alerts of an incident's suspects; the alerts that changed."""
-        changed = [alert for alert in map(self._absorb, evidence_from_incident(document)) if alert is not None]
-        return self._commit(changed)
+        absorbed = [(self.open.get((e.job, e.device)), self._absorb(e)) for e in evidence_from_incident(document)]
+        changed = [alert for _, alert in absorbed if alert is not None]
+        # An incident that only grew (its episode lasts on) postpones resolution, as an irregular iteration does.
+        quiet = [alert for before, alert in absorbed if alert is not None and before is not None
+                 and (before.severity, before.cause, before.incidents) == (alert.severity, alert.cause, alert.incidents)]
+        self.store.save(quiet)
+        self.open.update((a.key, a) for a in quiet)
+        return quiet + self._commit([a for a in changed if a not in quiet])
 
     def on_irregular(self, job: str, iteration: int) -> list[Alert]:
         """An irregular iteration of ``job``: it postpones the resolution of the job's open alerts."""
@@ -91,11 +99,12 @@ class Alerter:
                          incident=evidence.incident, incidents=(evidence.incident,), slowdown=evidence.slowdown,
                          gpu_hours_lost=evidence.gpu_hours_lost, first_irregular=evidence.first_irregular,
                          last_irregular=evidence.last_irregular, advice=evidence.advice)
-        if evidence.incident in current.incidents:
+        known = evidence.incident in current.incidents
+        if known and evidence.last_irregular <= current.last_irregular:
             return None  # a replay of evidence already taken
         return current.replace(
             severity=severity, cause=evidence.cause, score=evidence.score, incident=evidence.incident,
-            incidents=current.incidents + (evidence.incident,), slowdown=evidence.slowdown,
+            incidents=current.incidents + (() if known else (evidence.incident,)), slowdown=evidence.slowdown,
             gpu_hours_lost=evidence.gpu_hours_lost, first_irregular=min(current.first_irregular, evidence.first_irregular),
             last_irregular=max(current.last_irregular, evidence.last_irregular), advice=evidence.advice,
         )

@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from sleuth.localizer import Incident
-from sleuth.stream.episodes import Raised
+from sleuth.stream.episodes import TIED_SUSPECTS, Raised
 from sleuth.stream.schema import check_database_name
 
 __all__ = ["MAX_MESSAGE_BYTES", "IncidentSink", "kafka_value"]
@@ -57,11 +57,24 @@ class IncidentSink:
         rows = self.client.execute(
             f"SELECT incident, iterations, cause FROM {db}.incidents FINAL WHERE job = %(job)s", {"job": job}
         )
-        tops = dict(self.client.execute(
-            f"SELECT incident, device FROM {db}.suspects FINAL WHERE job = %(job)s AND position = 0", {"job": job}
-        ))
-        return [Raised(incident, min(its), max(its), cause, tops.get(incident, ""))
+        tops: dict[str, list[tuple[int, str]]] = {}
+        for incident, position, device in self.client.execute(
+            f"SELECT incident, position, device FROM {db}.suspects FINAL WHERE job = %(job)s AND position < %(tied)s",
+            {"job": job, "tied": TIED_SUSPECTS},
+        ):
+            tops.setdefault(incident, []).append((position, device))
+        return [Raised(incident, min(its), max(its), cause, tuple(d for _, d in sorted(tops.get(incident, []))))
                 for incident, its, cause in rows if its]
+
+    def incident(self, job: str, incident: str) -> Incident:
+        """The whole incident as last written (its ``incident_details`` document)."""
+        rows = self.client.execute(
+            f"SELECT document FROM {self.database}.incident_details FINAL WHERE job = %(job)s AND incident = %(incident)s",
+            {"job": job, "incident": incident},
+        )
+        if not rows:
+            raise LookupError(f"incident {incident!r} of job {job!r} has no row in {self.database}.incident_details")
+        return Incident.from_dict(json.loads(rows[0][0]), source=f"{self.database}.incident_details[{incident}]")
 
     def write(self, incident: Incident) -> None:
         """Publish, then insert every table's rows; raises whatever Kafka or the driver raises."""

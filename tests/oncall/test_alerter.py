@@ -73,6 +73,24 @@ def test_one_open_alert_per_job_and_device_updated_by_new_evidence(oncall_settin
     assert (row.first_irregular, row.last_irregular) == (incident.iterations[0], again.iterations[-1])
 
 
+def test_an_incident_that_grew_extends_its_alert_quietly(oncall_settings, receiver, emulated_run) -> None:
+    settings, client = oncall_settings
+    alerter = build_alerter(dataclasses.replace(settings, alert_webhooks=receiver.url), client=client)
+    incident = emulated_run.incidents[0]
+    alerter.on_incident(incident.to_dict())
+    receiver.wait_for(1)
+    last = incident.iterations[-1]
+    grew = dataclasses.replace(incident, iterations=incident.iterations + (last + 1, last + 2))  # same id, longer
+    changed = alerter.on_incident(grew.to_dict())
+    assert {a.device for a in changed} == {s.device for s in incident.suspects}
+    assert all(a.last_irregular == last + 2 and a.incidents == (incident.incident,) for a in changed)
+    assert alerter.on_incident(grew.to_dict()) == []  # the grown incident replayed: nothing new
+    time.sleep(0.5)
+    assert len(receiver.bodies) == 1  # the span is not news to a receiver
+    stored = AlertStore(client, settings.clickhouse_database).load(job=incident.job)
+    assert {a.last_irregular for a in stored if a.status is AlertStatus.FIRING} == {last + 2}
+
+
 def test_resolves_after_n_regular_iterations_and_survives_a_restart(oncall_settings, receiver, emulated_run) -> None:
     settings, client = oncall_settings
     db, world = settings.clickhouse_database, emulated_run.spec.world

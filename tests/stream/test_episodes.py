@@ -7,14 +7,16 @@ import pytest
 from sleuth.errors import ConfigError
 from sleuth.localizer import Incident, IncidentCause, Suspect
 from sleuth.localizer.impact import Impact
-from sleuth.stream.episodes import Gatherer, Raised, continuation_of, not_localized
+from sleuth.stream.episodes import Gatherer, Raised, episode_of, grown, not_localized
 
 
-def incident(first: int, last: int, *, top: str = "gpu:h0003/1", cause: IncidentCause = IncidentCause.COMPUTE) -> Incident:
+def incident(first: int, last: int, *, top: str = "gpu:h0003/1", cause: IncidentCause = IncidentCause.COMPUTE,
+             second: str = "", lost: float = 0.1) -> Incident:
+    suspects = tuple(Suspect(d, d.split(":")[0], 0.9 - 0.1 * k) for k, d in enumerate((top, second)) if d)
     return Incident(
-        job="job", incident=f"job-{first}-{last}", t_from_ns=0, t_to_ns=1, iterations=tuple(range(first, last + 1)),
-        cause=cause, suspects=(Suspect(top, top.split(":")[0], 0.9),) if top else (), roots=(), traversal=(), steps=(),
-        ranks_fetched=1, world=16, impact=Impact(1.5, 1.0, 1.5, 0.1, 10), advice="", seconds=0.1,
+        job="job", incident=f"job-{first}-{last}", t_from_ns=100 + first, t_to_ns=200 + last,
+        iterations=tuple(range(first, last + 1)), cause=cause, suspects=suspects, roots=(), traversal=(), steps=(),
+        ranks_fetched=1, world=16, impact=Impact(1.5, 1.0, 1.5, lost, last - first + 1), advice="", seconds=0.1,
     )
 
 
@@ -54,13 +56,44 @@ def test_iterations_an_incident_spans_are_not_localized_again() -> None:
     assert not_localized([3, 4], []) == [3, 4]
 
 
-def test_the_same_top_suspect_and_cause_within_a_window_continues_an_incident() -> None:
+def test_the_same_top_suspect_within_a_window_continues_an_incident() -> None:
     raised = [Raised.of(incident(15, 20))]
-    assert continuation_of(incident(21, 30), raised, window=100) == raised[0]
-    assert continuation_of(incident(119, 125), raised, window=100) == raised[0]
-    assert continuation_of(incident(120, 125), raised, window=100) is None  # a whole window later: raised again
-    assert continuation_of(incident(21, 30, top="nic:h0001/0", cause=IncidentCause.NETWORK), raised, window=100) is None
-    assert continuation_of(incident(21, 30, top="gpu:h0000/0"), raised, window=100) is None
-    assert continuation_of(incident(5, 9), raised, window=100) == raised[0]  # late irregularities of earlier steps
+    assert episode_of(incident(21, 30), raised, window=100) == raised[0]
+    assert episode_of(incident(119, 125), raised, window=100) == raised[0]
+    assert episode_of(incident(120, 125), raised, window=100) is None  # a whole window later: raised again
+    assert episode_of(incident(21, 30, top="nic:h0001/0", cause=IncidentCause.NETWORK), raised, window=100) is None
+    assert episode_of(incident(21, 30, top="gpu:h0000/0"), raised, window=100) is None
+    assert episode_of(incident(5, 9), raised, window=100) == raised[0]  # late irregularities of earlier steps
     imbalance = [Raised.of(incident(15, 20, top="", cause=IncidentCause.STAGE_IMBALANCE))]
-    assert continuation_of(incident(30, 31, top="", cause=IncidentCause.STAGE_IMBALANCE), imbalance, window=100)
+    assert episode_of(incident(30, 31, top="", cause=IncidentCause.STAGE_IMBALANCE), imbalance, window=100)
+
+
+def test_one_fault_read_mixed_then_compute_is_one_episode() -> None:
+    # The demo's stack run: rank 5 slowed in iterations 15-31 read "mixed" over 15-20, "compute" over 21-25.
+    first = incident(15, 20, cause=IncidentCause.MIXED, second="nic:h0001/0")
+    assert episode_of(incident(21, 25), [Raised.of(first)], window=100) == Raised.of(first)
+
+
+def test_a_device_second_in_one_analysis_and_first_in_the_next_ties_them() -> None:
+    nic_first = Raised.of(incident(15, 20, top="nic:h0001/0", second="cable:h0001/0", cause=IncidentCause.NETWORK))
+    cable_first = incident(21, 25, top="cable:h0001/0", second="nic:h0001/0", cause=IncidentCause.NETWORK)
+    assert episode_of(cable_first, [nic_first], window=100) == nic_first
+    elsewhere = incident(21, 25, top="cable:h0007/0", second="nic:h0007/0", cause=IncidentCause.NETWORK)
+    assert episode_of(elsewhere, [nic_first], window=100) is None
+
+
+def test_a_grown_incident_keeps_its_id_spans_both_and_leads_with_the_newer_reading() -> None:
+    old = incident(15, 20, cause=IncidentCause.MIXED, second="nic:h0001/0", lost=0.6)
+    new = incident(18, 25, lost=0.8)  # 21-25 are new: five of its eight iterations
+    merged = grown(old, new)
+    assert merged is not None
+    assert merged.incident == old.incident and merged.iterations == tuple(range(15, 26))
+    assert merged.cause is IncidentCause.COMPUTE
+    assert [s.device for s in merged.suspects] == ["gpu:h0003/1", "nic:h0001/0"]  # what on-call was told stays listed
+    assert merged.t_from_ns == old.t_from_ns and merged.t_to_ns == new.t_to_ns
+    assert merged.impact.gpu_hours_lost == pytest.approx(0.6 + 0.8 * 5 / 8)
+    assert merged.impact.iterations == 11
+
+
+def test_an_analysis_adding_no_iteration_does_not_grow_an_incident() -> None:
+    assert grown(incident(15, 25), incident(18, 22)) is None
