@@ -212,6 +212,16 @@ class Settings:
         "consecutive iterations at or above that slowdown that open an incident: a benign pause lasts "
         "one iteration and spills into at most the next", _positive_int,
     )
+    attribution_interval_s: float = _setting(
+        2.0, "SLEUTH_ATTRIBUTION_INTERVAL_S",
+        "seconds between the streaming localizer's rounds of what-if slowdown over every job's newest landed "
+        "iterations: well under the 5 s in which a sustained slowdown should become an incident", _seconds,
+    )
+    attribution_window: int = _setting(
+        12, "SLEUTH_ATTRIBUTION_WINDOW",
+        "newest iterations the streaming localizer replays per job and round: a sustained run with three "
+        "times as many around it, whose lengths the peers' medians rest on", _positive_int,
+    )
     detect_model: str = _setting(
         "", "SLEUTH_DETECT_MODEL", "abnormal-operator model file the workers load (empty: the shipped default)"
     )

@@ -34,9 +34,10 @@ class RecordSource(Protocol):
         ...
 
     def ranks_records(
-        self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None, comms: Iterable[str] | None = None
+        self, ranks: Iterable[int] | None, *, iterations: Iterable[int] | None = None,
+        comms: Iterable[str] | None = None,
     ) -> RecordBatch:
-        """CommOps records of ``ranks`` (all iterations when ``iterations`` is None), only those on
+        """CommOps records of ``ranks`` (every rank when None; all iterations when ``iterations`` is None), only those on
         the communicators ``comms`` when it is given (the localizer judging one operator instance
         reads its group's records of that communicator alone)."""
         ...
@@ -69,7 +70,8 @@ class MemorySource:
         return np.unique(self._iterations["iteration"]).astype(np.int64)
 
     def ranks_records(
-        self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None, comms: Iterable[str] | None = None
+        self, ranks: Iterable[int] | None, *, iterations: Iterable[int] | None = None,
+        comms: Iterable[str] | None = None,
     ) -> RecordBatch:
         mask = _select(self._records["rank"], ranks) & _select(self._records["iteration"], iterations)
         if comms is not None:

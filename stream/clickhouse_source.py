@@ -22,7 +22,7 @@ from sleuth.records import IterationBatch, RecordBatch
 from sleuth.stream import clickhouse_records
 from sleuth.stream.schema import check_database_name
 
-__all__ = ["ClickHouseSource", "landed_through"]
+__all__ = ["ClickHouseSource", "landed_through", "registered_jobs"]
 
 _ITERATION_COLUMNS = ", ".join(f.name for f in IterationBatch.FIELDS)
 
@@ -48,7 +48,8 @@ class ClickHouseSource:
         return np.array([it for (it,) in rows], dtype=np.int64)
 
     def ranks_records(
-        self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None, comms: Iterable[str] | None = None
+        self, ranks: Iterable[int] | None, *, iterations: Iterable[int] | None = None,
+        comms: Iterable[str] | None = None,
     ) -> RecordBatch:
         where, params = self._where(ranks=ranks, iterations=iterations)
         if where is None:
@@ -96,6 +97,12 @@ def read_job_spec(client: Any, database: str, job: str) -> JobSpec:
     if not rows:
         raise UnknownJob(f"job {job!r} is not registered: no row in ClickHouse table {database}.jobs")
     return JobSpec.from_json(rows[0][0], source=f"{database}.jobs[{job}]")
+
+
+def registered_jobs(client: Any, database: str) -> dict[str, int]:
+    """job -> world size, for every job registered in ``database``."""
+    rows = client.execute(f"SELECT job, world FROM {check_database_name(database)}.jobs FINAL")
+    return {str(job): int(world) for job, world in rows}
 
 
 def landed_through(client: Any, database: str, job: str, *, world: int, since: int) -> int | None:

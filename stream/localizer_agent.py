@@ -17,9 +17,17 @@ job's gathering is due, the agent
 5. acknowledges the gathered Kafka events, so that faust commits their offsets only now: a crash
    before replays them, and step 1 and the continuation rule keep the replay from raising twice.
 
-Latency: from the arrival of an incident's first irregular iteration at this agent to the incident
-written, debounce included. Each is logged, kept in ``latencies_s`` and handed to ``on_incident``
-(called in the localization thread), the place for a metrics histogram.
+Besides, every ``SLEUTH_ATTRIBUTION_INTERVAL_S`` the agent measures what each registered job pays
+over its newest landed iterations (``slowdown_watch``): a sustained what-if slowdown opens an
+incident however it arrived (from the first step, a ramp, a moderate step no iteration shows),
+localized from the ranks the attribution names. An incident of either kind that continues a
+raised one's episode grows it under its id (``episodes.grown``) instead of opening another.
+
+Latency: for an irregular iteration's incident, from the arrival of its first irregular iteration
+at this agent to the incident written, debounce included; for a slowdown's, from the start of the
+round that found its records landed to the incident written (the records landed at most one
+interval before). Each is logged, kept in ``latencies_s`` and handed to ``on_incident`` (called in
+the localization thread), the place for a metrics histogram.
 """
 
 from __future__ import annotations
@@ -36,11 +44,12 @@ from sleuth.errors import ConfigError, SleuthError, UnknownJob
 from sleuth.localizer import Incident, localize
 from sleuth.settings import Settings
 from sleuth.stream import connect
-from sleuth.stream.clickhouse_source import ClickHouseSource, landed_through
+from sleuth.stream.clickhouse_source import ClickHouseSource, landed_through, registered_jobs
 from sleuth.stream.detection.publish import decode
 from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
-from sleuth.stream.episodes import Gatherer, Pending, Raised, continuation_of, not_localized
+from sleuth.stream.episodes import Gatherer, Pending, Raised, episode_of, grown, not_localized
 from sleuth.stream.incident_sink import IncidentSink
+from sleuth.stream.slowdown_watch import SlowdownWatch, WindowCache, slowdown_incidents
 from sleuth.topology import Topology, load_topology
 from sleuth.topology.job_fabric import single_leaf
 
@@ -83,7 +92,13 @@ class LocalizerAgent:
         self.received = 0  # irregularity messages taken from Kafka
         self.handled = 0  # of those, acknowledged after their gathering was dealt with
         self.replayed = 0  # irregular iterations dropped: an incident spans them already
-        self.continued = 0  # incidents not raised: they continue a raised one
+        self.continued = 0  # incidents not raised: they continue a raised one and add no iteration to it
+        self.grew = 0  # incidents not raised: they grew the raised one whose episode they continue
+        self.rounds = 0  # what-if rounds over the registered jobs
+        self.watch = SlowdownWatch(interval_s=settings.attribution_interval_s, window=settings.attribution_window,
+                                   sustain=settings.attribution_sustain)
+        self._windows: dict[str, WindowCache] = {}
+        self._next_round = 0.0
         self.incidents: list[Incident] = []
         self.latencies_s: deque[float] = deque(maxlen=10_000)
         self._stream: Any = None
@@ -97,7 +112,11 @@ class LocalizerAgent:
                 self.sink.producer.close(timeout=10)
 
     async def _serve(self, stop: threading.Event) -> None:
-        await serve_until(stop, self._build_app, name="localizer", tick=self._localize_due)
+        await serve_until(stop, self._build_app, name="localizer", tick=self._tick)
+
+    async def _tick(self) -> None:
+        await self._localize_due()
+        await self._measure_due()
 
     def _build_app(self, loop: asyncio.AbstractEventLoop, datadir: str) -> Any:
         settings = self.settings
@@ -172,19 +191,78 @@ class LocalizerAgent:
             _log.error("job %s: cannot localize iterations %s..%s: %s", job, fresh[0], fresh[-1], error)
             return True
         for incident in incidents:
-            old = continuation_of(incident, raised, window=settings.localizer_window)
-            if old is not None:
-                self.continued += 1
-                _log.info("job %s: iterations %s continue incident %s; not raised again", job,
-                          list(incident.iterations), old.incident)
-                continue
-            self.sink.write(incident)
-            raised.append(Raised.of(incident))
-            latency = self.clock() - min(pending.arrivals[i] for i in incident.iterations)
-            self.incidents.append(incident)
-            self.latencies_s.append(latency)
-            _log.info("incident %s: %s, top suspect %s; %.2f s after the irregularity arrived", incident.incident,
-                      incident.cause, incident.suspects[0].device if incident.suspects else "-", latency)
-            if self.on_incident is not None:
-                self.on_incident(incident, latency)
+            self._raise(incident, raised, since=min(pending.arrivals[i] for i in incident.iterations))
         return True
+
+    async def _measure_due(self) -> None:
+        now = self.clock()
+        if now < self._next_round:
+            return
+        self._next_round = now + self.settings.attribution_interval_s
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self._measure_round)
+        except Exception as error:  # ClickHouse away: the next round asks again
+            _log.warning("what-if round failed, next in %.1fs: %s", self.settings.attribution_interval_s, error)
+
+    def _measure_round(self) -> None:
+        """One what-if round: every registered job whose records landed further since its last one."""
+        self.rounds += 1
+        started, db = self.clock(), self.settings.clickhouse_database
+        jobs = registered_jobs(self.client, db)
+        self.watch.forget(set(jobs))
+        for job in set(self._windows) - set(jobs):
+            del self._windows[job]
+        for job, world in jobs.items():
+            if not self.watch.asks(job, started):
+                continue
+            landed = landed_through(self.client, db, job, world=world, since=self.watch.measured(job) + 1)
+            span = self.watch.window_of(job, landed, started)
+            if span is None:
+                continue
+            try:
+                self._measure(job, *span, started=started)
+            except SleuthError as error:  # records the replay cannot order, a GPU off the fabric: not retried
+                _log.error("job %s: what-if over iterations %s..%s failed: %s", job, span[0], span[1], error)
+            self.watch.done(job, span[1])
+
+    def _measure(self, job: str, first: int, last: int, *, started: float) -> None:
+        """Replay ``job``'s window [first, last]; when a sustained slowdown is in it, raise its incident."""
+        settings = self.settings
+        source = ClickHouseSource(self.client, settings.clickhouse_database, job, through=last)
+        cache = self._windows.setdefault(job, WindowCache())
+        wanted = cache.missing(first, last)
+        if wanted:
+            cache.add(wanted, source.ranks_records(None, iterations=wanted), source.iterations(iterations=wanted))
+        spec = source.job_spec()
+        incidents = slowdown_incidents(cache, spec, first, last, topology=self.topology or single_leaf(spec),
+                                       settings=self.settings)
+        if not incidents:
+            return
+        raised = self.sink.raised(job)
+        for incident in incidents:
+            self._raise(incident, raised, since=started)
+
+    def _raise(self, incident: Incident, raised: list[Raised], *, since: float) -> None:
+        """Write ``incident``, or grow the raised incident whose episode it continues."""
+        old = episode_of(incident, raised, window=self.settings.localizer_window)
+        if old is not None:
+            merged = grown(self.sink.incident(incident.job, old.incident), incident)
+            if merged is None:
+                self.continued += 1
+                _log.info("job %s: iterations %s continue incident %s; nothing new", incident.job,
+                          list(incident.iterations), old.incident)
+                return
+            self.sink.write(merged)
+            raised[raised.index(old)] = Raised.of(merged)
+            self.grew += 1
+            _log.info("incident %s grows to iterations %s..%s", merged.incident, merged.iterations[0], merged.iterations[-1])
+            return
+        self.sink.write(incident)
+        raised.append(Raised.of(incident))
+        latency = self.clock() - since
+        self.incidents.append(incident)
+        self.latencies_s.append(latency)
+        _log.info("incident %s: %s, top suspect %s; %.2f s after it could be seen", incident.incident,
+                  incident.cause, incident.suspects[0].device if incident.suspects else "-", latency)
+        if self.on_incident is not None:
+            self.on_incident(incident, latency)

@@ -1,0 +1,149 @@
+"""When the streaming localizer measures what a job pays, and over which iterations.
+
+A job that is slow from its first step, or slows gradually, makes no iteration δ-irregular, so
+the irregularities topic never names it. The localizer therefore also watches every registered
+job's progress: each round (``SLEUTH_ATTRIBUTION_INTERVAL_S``), a job whose records have landed
+for every rank past the last iteration it measured gets its newest ``SLEUTH_ATTRIBUTION_WINDOW``
+landed iterations replayed (``sleuth.whatif.iteration_slowdowns``). Only when a run of
+``SLEUTH_ATTRIBUTION_SUSTAIN`` iterations at or above ``SLEUTH_ATTRIBUTION_SLOWDOWN`` is in the
+window does the full attribution (S_t, S_w) and the device search run: the two replays that
+decide cost a fraction of the many that explain.
+
+The window's records are kept between rounds (``WindowCache``), so each round reads from
+ClickHouse only the iterations that landed since the last one. A job whose progress stood still
+is asked again after twice as long each time, up to ``MAX_IDLE_S``: finished jobs cost nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sleuth.errors import ConfigError
+from sleuth.jobspec import JobSpec
+from sleuth.localizer import Incident, localize
+from sleuth.localizer.attributed import runs
+from sleuth.records import IterationBatch, RecordBatch
+from sleuth.settings import Settings
+from sleuth.sources import MemorySource
+from sleuth.topology import Topology
+from sleuth.whatif.attribution import attribute, iteration_slowdowns
+
+__all__ = ["MAX_IDLE_S", "SlowdownWatch", "WindowCache", "slowdown_incidents"]
+
+#: The longest a registered job whose records stopped landing waits for its next progress query:
+#: a job resumed after a pause is measured again within a minute.
+MAX_IDLE_S = 60.0
+
+
+@dataclass
+class _Progress:
+    measured: int = -1  # the last landed iteration a round measured
+    idle_s: float = 0.0  # the current wait between two progress queries of a job that stood still
+    next_s: float = 0.0  # when its progress is asked next
+
+
+class SlowdownWatch:
+    """Per job: whether its progress is due to be asked, and the window a round measures."""
+
+    def __init__(self, *, interval_s: float, window: int, sustain: int) -> None:
+        if not interval_s > 0:
+            raise ConfigError(f"interval_s must be a positive number of seconds, got {interval_s!r}")
+        if window < sustain:
+            raise ConfigError(f"the attribution window ({window} iterations) must hold a sustained run of {sustain}")
+        self.interval_s = interval_s
+        self.window = window
+        self.sustain = sustain
+        self._jobs: dict[str, _Progress] = {}
+
+    def asks(self, job: str, now: float) -> bool:
+        """Whether ``job``'s progress is due to be asked at ``now``."""
+        return self._jobs.setdefault(job, _Progress()).next_s <= now
+
+    def measured(self, job: str) -> int:
+        """The last landed iteration a round measured for ``job`` (-1 before the first)."""
+        return self._jobs.setdefault(job, _Progress()).measured
+
+    def window_of(self, job: str, landed: int | None, now: float) -> tuple[int, int] | None:
+        """The iterations (first, last) to measure now that ``landed`` is the job's landed-through
+        iteration (None: not every rank has records yet), or None when it has not moved."""
+        progress = self._jobs.setdefault(job, _Progress())
+        if landed is None or landed <= progress.measured:
+            progress.idle_s = min(MAX_IDLE_S, max(self.interval_s, 2 * progress.idle_s))
+            progress.next_s = now + progress.idle_s
+            return None
+        progress.idle_s = 0.0
+        progress.next_s = now + self.interval_s
+        return max(0, landed - self.window + 1), landed
+
+    def done(self, job: str, through: int) -> None:
+        """A round measured ``job`` through ``through``."""
+        self._jobs.setdefault(job, _Progress()).measured = through
+
+    def forget(self, jobs: set[str]) -> None:
+        """Drop the state of jobs no longer registered."""
+        for job in set(self._jobs) - jobs:
+            del self._jobs[job]
+
+
+@dataclass
+class WindowCache:
+    """One job's newest iterations: records and iteration rows read once each, each iteration's S
+    measured once (when it was the newest), and the last iteration a full analysis covered."""
+
+    records: dict[int, RecordBatch] = field(default_factory=dict)
+    iterations: dict[int, IterationBatch] = field(default_factory=dict)
+    slowdowns: dict[int, float] = field(default_factory=dict)
+    analysed_through: int = -1
+
+    def missing(self, first: int, last: int) -> list[int]:
+        """The iterations of [first, last] not held yet."""
+        return [i for i in range(first, last + 1) if i not in self.records]
+
+    def add(self, wanted: list[int], records: RecordBatch, iterations: IterationBatch) -> None:
+        """Hold the ``wanted`` iterations' records and rows (an iteration without any is held empty)."""
+        for it in wanted:
+            self.records[it] = records.take(np.flatnonzero(records["iteration"] == it))
+            self.iterations[it] = iterations.take(np.flatnonzero(iterations["iteration"] == it))
+
+    def window(self, first: int, last: int) -> tuple[RecordBatch, IterationBatch]:
+        """The held records and rows of [first, last]; the older ones are dropped."""
+        for held in (self.records, self.iterations, self.slowdowns):
+            for it in [i for i in held if i < first]:
+                del held[it]
+        its = range(first, last + 1)
+        return (RecordBatch.concat([self.records[i] for i in its if i in self.records]),
+                IterationBatch.concat([self.iterations[i] for i in its if i in self.iterations]))
+
+
+def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int, *, topology: Topology,
+                       settings: Settings) -> list[Incident]:
+    """The incidents of the sustained slowdowns in the window [first, last] of a job (none: it pays
+    nothing, or the episode analysed last goes on and is analysed again a window later)."""
+    records, iterations = cache.window(first, last)
+    if not len(records):
+        return []
+    new = [i for i in range(first, last + 1) if i not in cache.slowdowns]
+    steps, measured = iteration_slowdowns(records, spec, iterations=iterations, only=new)
+    cache.slowdowns.update(zip(steps.tolist(), measured.tolist()))
+    held = sorted(cache.slowdowns)
+    sustained, _ = runs(held, [cache.slowdowns[i] for i in held], slowdown=settings.attribution_slowdown,
+                        sustain=settings.attribution_sustain)
+    if not sustained or not _analysis_due(sustained[-1].iterations, cache.analysed_through, last,
+                                          every=settings.attribution_window):
+        return []
+    cache.analysed_through = last
+    attribution = attribute(records, spec, iterations=iterations)
+    return localize(MemorySource(spec, records, iterations), irregular_iterations=[], topology=topology,
+                    window=settings.localizer_window, attribution=attribution,
+                    slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain)
+
+
+def _analysis_due(episode: tuple[int, ...], analysed_through: int, last: int, *, every: int) -> bool:
+    """Whether the newest sustained episode needs the full analysis (attribution and device search):
+    it is new, or it ended since the last analysis (its incident's final extent), or it went on for
+    a window since (the incident grows, and its alert stays open, a window at a time)."""
+    if episode[-1] <= analysed_through:
+        return False
+    return episode[0] > analysed_through or episode[-1] < last or last - analysed_through >= every

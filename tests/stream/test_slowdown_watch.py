@@ -1,0 +1,93 @@
+"""The streaming localizer's what-if rounds on hand-made progress and on emulated jobs, round by
+round as the agent runs them (the agent on the real services: ``test_streaming_localizer``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sleuth.errors import ConfigError
+from sleuth.settings import Settings
+from sleuth.stream.episodes import Raised, episode_of, grown
+from sleuth.stream.slowdown_watch import MAX_IDLE_S, SlowdownWatch, WindowCache, slowdown_incidents
+
+from .detection.conftest import emulation
+
+FAULTY = "gpu:h0003/1"
+
+
+def test_a_job_is_measured_over_its_newest_window_once_its_records_land_further() -> None:
+    watch = SlowdownWatch(interval_s=2.0, window=12, sustain=3)
+    assert watch.asks("a", 0.0) and watch.measured("a") == -1
+    assert watch.window_of("a", None, 0.0) is None  # some rank has no records yet
+    assert not watch.asks("a", 1.0) and watch.asks("a", 2.0)
+    assert watch.window_of("a", 4, 2.0) == (0, 4)
+    watch.done("a", 4)
+    assert watch.window_of("a", 30, 4.0) == (19, 30)
+
+
+def test_a_job_that_stands_still_is_asked_less_and_less_often() -> None:
+    watch = SlowdownWatch(interval_s=2.0, window=12, sustain=3)
+    watch.done("a", 10)
+    now, waits = 0.0, []
+    for _ in range(8):
+        assert watch.window_of("a", 10, now) is None
+        wait = next(t for t in range(1, 200) if watch.asks("a", now + t))
+        waits.append(wait)
+        now += wait
+    assert waits == [2, 4, 8, 16, 32, 60, 60, 60] and MAX_IDLE_S == 60
+    assert watch.window_of("a", 11, now) == (0, 11)  # it moved again: asked each interval
+    assert not watch.asks("a", now + 1.9) and watch.asks("a", now + 2.0)
+
+
+def test_a_window_shorter_than_a_sustained_run_is_refused() -> None:
+    with pytest.raises(ConfigError, match="attribution window \\(2 iterations\\) must hold a sustained run of 3"):
+        SlowdownWatch(interval_s=1.0, window=2, sustain=3)
+
+
+def test_the_cache_reads_each_iteration_once_and_forgets_the_old_ones() -> None:
+    em = emulation(iterations=8)
+    cache = WindowCache()
+    assert cache.missing(0, 3) == [0, 1, 2, 3]
+    cache.add([0, 1, 2, 3], em.records(iterations=range(4)), em.iterations(iterations=range(4)))
+    assert cache.missing(2, 5) == [4, 5]
+    cache.add([4, 5], em.records(iterations=[4, 5]), em.iterations(iterations=[4, 5]))
+    records, iterations = cache.window(2, 5)
+    assert len(records) == len(em.records(iterations=range(2, 6)))
+    assert sorted(set(iterations["iteration"].tolist())) == [2, 3, 4, 5]
+    assert cache.missing(0, 1) == [0, 1]  # dropped: older than the window
+
+
+def rounds(em, *, through: int, window: int = 12) -> tuple[list, list[int]]:
+    """Run the agent's rounds as each iteration lands; (raised incidents, the round each was opened in)."""
+    settings = Settings(attribution_window=window)
+    watch = SlowdownWatch(interval_s=1.0, window=window, sustain=settings.attribution_sustain)
+    cache, spec, topology = WindowCache(), em.job_spec(), em.scenario.topology
+    raised: dict[str, object] = {}
+    opened: list[int] = []
+    for landed in range(through + 1):
+        span = watch.window_of(em.scenario.job, landed, float(landed))
+        assert span is not None
+        wanted = cache.missing(*span)
+        cache.add(wanted, em.records(iterations=wanted), em.iterations(iterations=wanted))
+        for incident in slowdown_incidents(cache, spec, *span, topology=topology, settings=settings):
+            old = episode_of(incident, [Raised.of(i) for i in raised.values()], window=settings.localizer_window)
+            if old is None:
+                raised[incident.incident] = incident
+                opened.append(landed)
+            else:
+                raised[old.incident] = grown(raised[old.incident], incident) or raised[old.incident]
+        watch.done(em.scenario.job, span[1])
+    return list(raised.values()), opened
+
+
+def test_a_gpu_slow_from_the_first_step_is_one_incident_opened_once_sustained_and_grown_a_window_at_a_time() -> None:
+    [incident], opened = rounds(emulation(f"{FAULTY},slow=1.5,start=0", iterations=20), through=19)
+    assert incident.suspects[0].device == FAULTY
+    assert opened == [2]  # the round that saw three iterations landed
+    assert incident.iterations[0] == 0 and incident.iterations[-1] == 14  # analysed at 2, then 12 later
+    assert incident.attribution is not None and incident.attribution.trigger == "slowdown"
+
+
+def test_a_clean_job_raises_nothing() -> None:
+    incidents, _ = rounds(emulation(iterations=20), through=19)
+    assert incidents == []
