@@ -1,0 +1,95 @@
+"""Benchmark of the streaming localizer's what-if rounds at scale; prints one JSON object.
+
+    .venv/bin/python benchmarks/bench_streaming_attribution.py [--scales 1024 8192] [--seeds 461]
+
+Per scale (the ``scale`` suite's shape: tp8, pp4 or pp8, a slow GPU from iteration 10) and
+held-out seed, the rounds ``sleuth localizer`` runs as each iteration lands
+(``stream.slowdown_watch``: the window's records held, each new iteration's S measured, the full
+attribution and device search once a slowdown is sustained), on records already in memory (the
+ClickHouse read of one new iteration is not in these figures):
+
+* ``round_s``: the median and largest round that only measured (no sustained slowdown yet);
+* ``opening_round_s``: the round that opened the incident, measured from its start to the
+  incident made (the streaming latency once the sustaining iteration has landed, less the read);
+* ``opened_at`` against ``sustained_at`` (the fault's start + sustain - 1): in the same round;
+* ``top_suspect_is_fault``;
+* the same-run baseline ``full_round_s``: one round that replays and attributes the whole window
+  the way ``sleuth localize`` does offline, and ``ratio`` = opening_round_s / full_round_s.
+
+Times are wall seconds on a shared 2-core machine: compare within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from dataclasses import replace
+
+
+def run(world: int, seed: int, iterations: int) -> dict:
+    from sleuth.settings import Settings
+    from sleuth.sim import Emulation, suite
+    from sleuth.stream.slowdown_watch import SlowdownWatch, WindowCache, slowdown_incidents
+    from sleuth.whatif.attribution import attribute
+
+    [scenario] = [sc for sc in suite("scale", seed=seed) if sc.layout.world == world]
+    emulation = Emulation(replace(scenario, iterations=iterations))
+    records, rows = emulation.records(), emulation.iterations()
+    spec, topology, truth = emulation.job_spec(), scenario.topology, emulation.truth()
+    fault = truth.faults[0]
+    settings = Settings()
+    watch = SlowdownWatch(interval_s=settings.attribution_interval_s, window=settings.attribution_window,
+                          sustain=settings.attribution_sustain)
+    cache = WindowCache()
+    measuring: list[float] = []
+    opened = None
+    for landed in range(iterations):
+        first, last = watch.window_of(spec.job, landed, float(landed))
+        began = time.perf_counter()
+        wanted = cache.missing(first, last)
+        at = records["iteration"]
+        cache.add(wanted, records.take((at >= wanted[0]) & (at <= wanted[-1])),
+                  rows.take((rows["iteration"] >= wanted[0]) & (rows["iteration"] <= wanted[-1])))
+        incidents = slowdown_incidents(cache, spec, first, last, topology=topology, settings=settings)
+        seconds = time.perf_counter() - began
+        watch.done(spec.job, last)
+        if incidents:
+            opened = (landed, seconds, incidents[0])
+            break
+        measuring.append(seconds)
+    row = {
+        "world": world, "seed": seed, "records_per_iteration": len(records) // iterations,
+        "window": settings.attribution_window,
+        "round_s": {"median": round(statistics.median(measuring), 2), "max": round(max(measuring), 2)},
+        "sustained_at": int(fault["start"]) + settings.attribution_sustain - 1,
+    }
+    if opened is None:
+        return row | {"opened_at": None}
+    landed, seconds, incident = opened
+    window = records.take((records["iteration"] >= max(0, landed - settings.attribution_window + 1))
+                          & (records["iteration"] <= landed))
+    began = time.perf_counter()
+    attribute(window, spec, iterations=rows)
+    full = time.perf_counter() - began
+    return row | {
+        "opened_at": landed, "opening_round_s": round(seconds, 2),
+        "top_suspect_is_fault": bool(incident.suspects) and incident.suspects[0].device == fault["device"],
+        "full_round_s": round(full, 2), "ratio": round(seconds / full, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scales", type=int, nargs="+", default=[1024, 8192])
+    parser.add_argument("--iterations", type=int, default=16)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[461])
+    args = parser.parse_args()
+    rows = [run(world, seed, args.iterations) for world in args.scales for seed in args.seeds]
+    print(json.dumps({"benchmark": "streaming_attribution", "machine": platform.machine(), "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
