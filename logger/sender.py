@@ -14,11 +14,15 @@ depends on its status code (``sleuth.stream.grpc_status.RETRYABLE``):
   are sent again on the next stream (at-least-once: a collector that fails after receiving a
   batch and before answering sees it twice);
 * a code that answers the same messages the same way each time (INVALID_ARGUMENT,
-  UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, FAILED_PRECONDITION ...): the messages the
-  collector confirmed before the refused one (trailing metadata ``sleuth-accepted``) are forgotten,
-  never resent; the refused one is dropped and its records counted in ``dropped`` (and in the gap
-  the next batch reports); those after it are sent again. A refusal that names no message (a
-  token refused for the whole call) drops every message of the stream.
+  UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND ...): the refused message is dropped and its
+  records counted in ``dropped`` (and in the gap the next batch reports). A refusal that names no
+  message (a token refused for the whole call) drops every message of the stream;
+* FAILED_PRECONDITION (the job is not registered yet: rank 0 registers it once every rank has
+  shared its groups) is retried for ``unregistered_grace_s``, then dropped like the others.
+
+Either way the messages the collector confirmed before the refused one (trailing metadata
+``sleuth-accepted``, sent once Kafka has them) are forgotten, never resent, and those after it
+are sent again.
 
 Reconnection backs off exponentially. Every failure is logged once with its cause; nothing here
 raises into the caller.
@@ -47,6 +51,10 @@ log = logging.getLogger("sleuth.logger")
 _STREAM = "/sleuth.v1.Collector/Stream"
 _REGISTER = "/sleuth.v1.Collector/RegisterJob"
 _HEALTH = "/sleuth.v1.Collector/Health"
+#: How long records of a job the collector does not know yet are held and resent: rank 0
+#: registers the job only once every rank has shared its groups through the torch.distributed
+#: store, which at thousands of ranks, or with groups made during the first (compiled) steps, takes minutes.
+UNREGISTERED_GRACE_S = 600.0
 # Reconnect fast once the collector is back (grpc's default backoff grows to two minutes).
 _CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
@@ -71,6 +79,7 @@ class GrpcSink:
         connect_timeout_s: float = 2.0,
         token: str = "",
         tls_ca: bytes | None = None,
+        unregistered_grace_s: float = UNREGISTERED_GRACE_S,
     ) -> None:
         self.target = target
         # Per-call metadata rather than call credentials: gRPC sends those over TLS only, and a
@@ -80,6 +89,8 @@ class GrpcSink:
         self.stream_s = stream_s
         self.backoff_s = backoff_s
         self.connect_timeout_s = connect_timeout_s
+        self.unregistered_grace_s = unregistered_grace_s
+        self._unregistered_since: float | None = None  # first FAILED_PRECONDITION since the last success
         self.spill = Spill(spill_dir, max_bytes=spill_bytes, segment_bytes=max(1, buffer_bytes // 4))
         self._queue: deque[Item] = deque()
         self._window_limit = max(1, buffer_bytes // 4)
@@ -251,7 +262,7 @@ class GrpcSink:
                     self._failing = None
                 backoff = self.backoff_s[0]
             except grpc.RpcError as error:
-                if retryable(error):
+                if self._refusing is None:  # a drop was logged where it happened
                     self._log_once(f"streaming to the collector at {self.target}", error)
             except Exception as error:  # never let the thread die
                 self._log_once("the sender", error)
@@ -313,10 +324,7 @@ class GrpcSink:
         except grpc.RpcError as error:
             with lock:
                 closed = True
-                if retryable(error):
-                    self._requeue(window, sum(gaps))
-                else:
-                    self._settle_refused(window, gaps, error)
+                self._settle_failed(window, gaps, error)
             raise
         except BaseException:
             with lock:
@@ -330,17 +338,20 @@ class GrpcSink:
             self.sent_messages += len(window)
             self.accepted += summary.accepted
             self._refusing = None
+            self._unregistered_since = None
         if summary.rejected:
             log.warning("sleuth logger: the collector rejected %d batches: %s", summary.rejected, "; ".join(summary.reasons))
 
-    def _settle_refused(self, window: list[Item], gaps: list[int], error: grpc.RpcError) -> None:
-        """A stream the collector refused for good: forget what it confirmed, drop and count the
-        refused message, requeue the rest (with the gap counts they carried and the new loss)."""
+    def _settle_failed(self, window: list[Item], gaps: list[int], error: grpc.RpcError) -> None:
+        """A failed stream: forget what the collector confirmed, drop and count what it refused for
+        good, requeue the rest (with the gap counts they carried and the new loss)."""
         said = accepted_of(error)
-        if said is None:  # the call itself was refused (a token): every message of it would be
-            confirmed, refused = 0, window
+        confirmed = 0 if said is None else min(said, len(window))
+        if not self._drops(error):
+            refused: list[Item] = []
+        elif said is None:  # the call itself was refused (a token): every message of it would be
+            refused = window
         else:
-            confirmed = min(said, len(window))
             refused = window[confirmed:confirmed + 1]
         rest = window[confirmed + len(refused):]
         lost = sum(count for _, count in refused)
@@ -350,13 +361,25 @@ class GrpcSink:
             self.accepted += confirmed
             self.refused += len(refused)
             self.dropped += lost
-            first = self._refusing != error.code()
-            self._refusing = error.code()
+            first = bool(refused) and self._refusing != error.code()
+            self._refusing = error.code() if refused else None
         self._requeue(rest, sum(gaps[confirmed:]) + lost)
         if first:
             log.warning("sleuth logger: the collector at %s refused %d messages (%s: %s); dropped %d records "
                         "(counted, reported in the next batch) and not sending them again",
                         self.target, len(refused), error.code().name, error.details(), lost)
+
+    def _drops(self, error: grpc.RpcError) -> bool:
+        """Whether what ``error`` refused is dropped rather than sent again."""
+        if retryable(error):
+            return False
+        if error.code() != grpc.StatusCode.FAILED_PRECONDITION:
+            return True
+        now = time.monotonic()
+        with self._cond:
+            if self._unregistered_since is None:
+                self._unregistered_since = now
+            return now - self._unregistered_since >= self.unregistered_grace_s
 
     def _idle(self) -> bool:
         with self._cond:

@@ -19,6 +19,7 @@ from sleuth.errors import (
     BatchRejected,
     ConfigError,
     Forbidden,
+    NotRegistered,
     Overloaded,
     RecordError,
     ServiceError,
@@ -32,6 +33,7 @@ _log = logging.getLogger(__name__)
 _CODES: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
     (Forbidden, grpc.StatusCode.PERMISSION_DENIED),
+    (NotRegistered, grpc.StatusCode.FAILED_PRECONDITION),
     (BatchRejected, grpc.StatusCode.INVALID_ARGUMENT),
     (RecordError, grpc.StatusCode.INVALID_ARGUMENT),
     (ConfigError, grpc.StatusCode.INVALID_ARGUMENT),

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sleuth.errors import BatchRejected, RecordError
+from sleuth.errors import BatchRejected, NotRegistered, RecordError
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import IterationBatch, RecordBatch
@@ -68,7 +68,7 @@ def check_message(
     for code in np.unique(batch["job"]):
         job = batch.strings[code]
         if job not in registered:
-            raise BatchRejected(f"{kind}.job: job {job!r} is not registered (call RegisterJob first)")
+            raise NotRegistered(f"{kind}.job: job {job!r} is not registered (call RegisterJob first)")
         spec = registered.spec(job) if isinstance(registered, JobRegistry) else None
         if spec is not None:
             # The rank keys the Kafka message by its model replica, and names the GPU downstream.

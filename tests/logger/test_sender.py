@@ -1,5 +1,6 @@
 """The gRPC sink against a real gRPC server on 127.0.0.1."""
 
+import threading
 import time
 
 import grpc
@@ -159,7 +160,7 @@ def _seqs(message) -> set[int]:
 
 
 PERMANENT = [grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND,
-             grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNAUTHENTICATED]
+             grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INTERNAL]
 TRANSIENT = [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED,
              grpc.StatusCode.ABORTED]
 
@@ -203,7 +204,8 @@ def test_a_batch_refused_with_a_code_that_can_clear_is_sent_again(tmp_path, code
         for start, n in ((0, 60), (60, 40), (100, 50), (150, 50)):
             sink.records(batch(start, n), dropped=0)
         sink.close(10)
-        assert set(servicer.all_records()["seq"].tolist()) == set(range(200))
+        # Once each: what was confirmed before the refusal is not sent again.
+        assert sorted(servicer.all_records()["seq"].tolist()) == list(range(200))
         assert len(refusals) == 1
         assert (sink.stats()["dropped"], sink.stats()["refused"], servicer.dropped) == (0, 0, 0)
     finally:
@@ -235,5 +237,40 @@ def test_a_refused_job_spec_is_not_registered_again_and_records_still_flow(tmp_p
         sink.close(10)
         assert servicer.registrations == 1
         assert servicer.all_records()["seq"].tolist() == list(range(30))
+    finally:
+        srv.stop(0)
+
+
+def test_records_of_a_job_not_registered_yet_are_held_until_it_is(tmp_path):
+    """Rank 0 registers the job; another rank's first batches may come before: they wait."""
+    registered = threading.Event()
+
+    def until_registered(message):
+        return None if registered.is_set() else grpc.StatusCode.FAILED_PRECONDITION
+
+    srv, servicer, port = collector.start(refuse=until_registered)
+    try:
+        sink = sink_for(port, tmp_path, backoff_s=(0.05, 0.2))
+        sink.records(batch(0, 60), dropped=0)
+        sink.records(batch(60, 40), dropped=0)
+        assert wait_for(lambda: len(servicer.refused) >= 3)
+        registered.set()
+        sink.close(10)
+        assert sorted(servicer.all_records()["seq"].tolist()) == list(range(100))
+        assert (sink.stats()["dropped"], sink.stats()["refused"]) == (0, 0)
+    finally:
+        srv.stop(0)
+
+
+def test_records_of_a_job_never_registered_are_dropped_and_counted_after_the_grace(tmp_path):
+    srv, servicer, port = collector.start(refuse=lambda m: grpc.StatusCode.FAILED_PRECONDITION)
+    try:
+        sink = sink_for(port, tmp_path, backoff_s=(0.05, 0.2), unregistered_grace_s=0.5)
+        sink.records(batch(0, 60), dropped=0)
+        sink.records(batch(60, 40), dropped=0)
+        assert wait_for(lambda: sink.stats()["dropped"] == 100, timeout=10)
+        assert len(servicer.refused) > 2  # resent while the grace lasted
+        sink.close(5)
+        assert sink.stats()["held_bytes"] == 0 and not sink.spill
     finally:
         srv.stop(0)
