@@ -317,6 +317,10 @@ class Settings:
     serve_port: int = _setting(
         18080, "SLEUTH_SERVE_PORT", "HTTP port of `sleuth serve` (0: any free port)", _listen_port
     )
+    serve_token: str = _setting(
+        "", "SLEUTH_SERVE_TOKEN", "bearer token `sleuth serve` requires on every request (header "
+        "'Authorization: Bearer <token>', at least 16 characters); empty: no authentication"
+    )
     serve_url: str = _setting(
         "", "SLEUTH_SERVE_URL", "URL on-call reaches `sleuth serve` at; alerts link to <url>/incidents/<id> "
         "(empty: http://SLEUTH_SERVE_HOST:SLEUTH_SERVE_PORT)", _optional_url,
