@@ -7,10 +7,25 @@ spill's bound the oldest are dropped and counted. The count travels in the ``dro
 the next record batch sent (the gap record), so loss is visible downstream.
 
 A stream carries messages until ``stream_s`` has passed, then closes and the collector's summary
-confirms it; only then are its messages forgotten. When a stream fails they are sent again on
-the next one (at-least-once: a collector that fails after receiving a batch and before
-answering sees it twice). Reconnection backs off exponentially. Every failure is logged once
-with its cause; nothing here raises into the caller.
+confirms it; only then are its messages forgotten. What happens to a failed stream's messages
+depends on its status code (``sleuth.stream.grpc_status.RETRYABLE``):
+
+* a code that can clear (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED ...): all
+  are sent again on the next stream (at-least-once: a collector that fails after receiving a
+  batch and before answering sees it twice);
+* a code that answers the same messages the same way each time (INVALID_ARGUMENT,
+  UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND ...): the refused message is dropped and its
+  records counted in ``dropped`` (and in the gap the next batch reports). A refusal that names no
+  message (a token refused for the whole call) drops every message of the stream;
+* FAILED_PRECONDITION (the job is not registered yet: rank 0 registers it once every rank has
+  shared its groups) is retried for ``unregistered_grace_s``, then dropped like the others.
+
+Either way the messages the collector confirmed before the refused one (trailing metadata
+``sleuth-accepted``, sent once Kafka has them) are forgotten, never resent, and those after it
+are sent again.
+
+Reconnection backs off exponentially. Every failure is logged once with its cause; nothing here
+raises into the caller.
 """
 
 from __future__ import annotations
@@ -29,12 +44,17 @@ from sleuth.logger.spill import Item, Spill
 from sleuth.proto import commops_pb2 as pb
 from sleuth.proto.codec import iterations_to_proto, jobspec_to_proto, records_to_proto
 from sleuth.records import IterationBatch, RecordBatch
+from sleuth.stream.grpc_status import accepted_of, retryable
 
 log = logging.getLogger("sleuth.logger")
 
 _STREAM = "/sleuth.v1.Collector/Stream"
 _REGISTER = "/sleuth.v1.Collector/RegisterJob"
 _HEALTH = "/sleuth.v1.Collector/Health"
+#: How long records of a job the collector does not know yet are held and resent: rank 0
+#: registers the job only once every rank has shared its groups through the torch.distributed
+#: store, which at thousands of ranks, or with groups made during the first (compiled) steps, takes minutes.
+UNREGISTERED_GRACE_S = 600.0
 # Reconnect fast once the collector is back (grpc's default backoff grows to two minutes).
 _CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
@@ -59,6 +79,7 @@ class GrpcSink:
         connect_timeout_s: float = 2.0,
         token: str = "",
         tls_ca: bytes | None = None,
+        unregistered_grace_s: float = UNREGISTERED_GRACE_S,
     ) -> None:
         self.target = target
         # Per-call metadata rather than call credentials: gRPC sends those over TLS only, and a
@@ -68,6 +89,8 @@ class GrpcSink:
         self.stream_s = stream_s
         self.backoff_s = backoff_s
         self.connect_timeout_s = connect_timeout_s
+        self.unregistered_grace_s = unregistered_grace_s
+        self._unregistered_since: float | None = None  # first FAILED_PRECONDITION since the last success
         self.spill = Spill(spill_dir, max_bytes=spill_bytes, segment_bytes=max(1, buffer_bytes // 4))
         self._queue: deque[Item] = deque()
         self._window_limit = max(1, buffer_bytes // 4)
@@ -78,11 +101,13 @@ class GrpcSink:
         self._spec_sent: JobSpec | None = None
         self.sent_messages = 0
         self.accepted = 0
-        self.dropped = 0
+        self.dropped = 0  # records lost: over the spill's bound, or in a batch the collector refused
+        self.refused = 0  # messages the collector refused for good (dropped, their records counted)
         self._cond = threading.Condition()
         self._closing = False
         self._deadline = float("inf")
         self._failing: str | None = None
+        self._refusing: grpc.StatusCode | None = None
         if tls_ca is None:
             self._channel = grpc.insecure_channel(target, options=_CHANNEL_OPTIONS)
         else:
@@ -237,7 +262,8 @@ class GrpcSink:
                     self._failing = None
                 backoff = self.backoff_s[0]
             except grpc.RpcError as error:
-                self._log_once(f"streaming to the collector at {self.target}", error)
+                if self._refusing is None:  # a drop was logged where it happened
+                    self._log_once(f"streaming to the collector at {self.target}", error)
             except Exception as error:  # never let the thread die
                 self._log_once("the sender", error)
             else:
@@ -256,12 +282,20 @@ class GrpcSink:
         with self._cond:
             spec = self._spec
         if spec is not None and spec != self._spec_sent:
-            self._register(jobspec_to_proto(spec), timeout=self.connect_timeout_s + 10, metadata=self._metadata)
+            try:
+                self._register(jobspec_to_proto(spec), timeout=self.connect_timeout_s + 10, metadata=self._metadata)
+            except grpc.RpcError as error:
+                if retryable(error):
+                    raise
+                # Sent again it is refused again; the records stream on (and are refused, and
+                # counted, if the collector needs the spec).
+                log.warning("sleuth logger: the collector at %s refused the job spec (%s: %s); not sending it again",
+                            self.target, error.code().name, error.details())
             self._spec_sent = spec
 
     def _one_stream(self) -> None:
         window: list[Item] = []
-        gaps = [0]
+        gaps: list[int] = []  # the gap count each message of the window carries
         lock = threading.Lock()
         closed = False
         started = time.monotonic()
@@ -281,16 +315,21 @@ class GrpcSink:
                         return
                     window.append(item)
                     data, gap = self._take_gap(item)
-                    gaps[0] += gap
+                    gaps.append(gap)
                 size += len(item[0])
                 yield data
 
         try:
             summary = self._stream(requests(), timeout=self.stream_s + 30, metadata=self._metadata)
+        except grpc.RpcError as error:
+            with lock:
+                closed = True
+                self._settle_failed(window, gaps, error)
+            raise
         except BaseException:
             with lock:
                 closed = True
-                self._requeue(window, gaps[0])
+                self._requeue(window, sum(gaps))
             raise
         with lock:
             closed = True
@@ -298,8 +337,49 @@ class GrpcSink:
             self.held_bytes -= sum(len(d) for d, _ in window)
             self.sent_messages += len(window)
             self.accepted += summary.accepted
+            self._refusing = None
+            self._unregistered_since = None
         if summary.rejected:
             log.warning("sleuth logger: the collector rejected %d batches: %s", summary.rejected, "; ".join(summary.reasons))
+
+    def _settle_failed(self, window: list[Item], gaps: list[int], error: grpc.RpcError) -> None:
+        """A failed stream: forget what the collector confirmed, drop and count what it refused for
+        good, requeue the rest (with the gap counts they carried and the new loss)."""
+        said = accepted_of(error)
+        confirmed = 0 if said is None else min(said, len(window))
+        if not self._drops(error):
+            refused: list[Item] = []
+        elif said is None:  # the call itself was refused (a token): every message of it would be
+            refused = window
+        else:
+            refused = window[confirmed:confirmed + 1]
+        rest = window[confirmed + len(refused):]
+        lost = sum(count for _, count in refused)
+        with self._cond:
+            self.held_bytes -= sum(len(data) for data, _ in window[:confirmed + len(refused)])
+            self.sent_messages += confirmed
+            self.accepted += confirmed
+            self.refused += len(refused)
+            self.dropped += lost
+            first = bool(refused) and self._refusing != error.code()
+            self._refusing = error.code() if refused else None
+        self._requeue(rest, sum(gaps[confirmed:]) + lost)
+        if first:
+            log.warning("sleuth logger: the collector at %s refused %d messages (%s: %s); dropped %d records "
+                        "(counted, reported in the next batch) and not sending them again",
+                        self.target, len(refused), error.code().name, error.details(), lost)
+
+    def _drops(self, error: grpc.RpcError) -> bool:
+        """Whether what ``error`` refused is dropped rather than sent again."""
+        if retryable(error):
+            return False
+        if error.code() != grpc.StatusCode.FAILED_PRECONDITION:
+            return True
+        now = time.monotonic()
+        with self._cond:
+            if self._unregistered_since is None:
+                self._unregistered_since = now
+            return now - self._unregistered_since >= self.unregistered_grace_s
 
     def _idle(self) -> bool:
         with self._cond:
@@ -310,4 +390,5 @@ class GrpcSink:
             return {
                 "held_bytes": self.held_bytes, "peak_bytes": self.peak_bytes, "spilled_bytes": self.spill.bytes,
                 "sent_messages": self.sent_messages, "accepted": self.accepted, "dropped": self.dropped,
+                "refused": self.refused,
             }

@@ -40,6 +40,11 @@ class BatchRejected(RecordError):
     """The gateway refuses a batch (bad values, sizes, unregistered job); the message names the field."""
 
 
+class NotRegistered(BatchRejected):
+    """A batch of a job the gateway has no spec for (yet): rank 0 registers the job once every rank
+    has shared its groups, so other ranks' first batches may come before it; the message names the job."""
+
+
 class AuthError(SleuthError, PermissionError):
     """A caller may not do what it asked."""
 

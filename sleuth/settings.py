@@ -166,6 +166,12 @@ class Settings:
     gateway_max_strings: int = _setting(
         100_000, "SLEUTH_GATEWAY_MAX_STRINGS", "largest string table accepted in one batch", _positive_int
     )
+    gateway_max_iteration: int = _setting(
+        10**12, "SLEUTH_GATEWAY_MAX_ITERATION",
+        "largest training step number accepted: a step holds at least one collective across GPUs (~10 us at "
+        "the very least), so 10^12 steps take months at that floor and centuries for any real model",
+        _positive_int,
+    )
     gateway_inflight_bytes: int = _setting(
         64 << 20, "SLEUTH_GATEWAY_INFLIGHT_BYTES",
         "bytes sent to Kafka but not yet acknowledged; beyond it clients wait", _positive_int,
@@ -320,6 +326,10 @@ class Settings:
     serve_host: str = _setting("127.0.0.1", "SLEUTH_SERVE_HOST", "address `sleuth serve` (incident reports over HTTP) listens on")
     serve_port: int = _setting(
         18080, "SLEUTH_SERVE_PORT", "HTTP port of `sleuth serve` (0: any free port)", _listen_port
+    )
+    serve_token: str = _setting(
+        "", "SLEUTH_SERVE_TOKEN", "bearer token `sleuth serve` requires on every request (header "
+        "'Authorization: Bearer <token>', at least 16 characters); empty: no authentication"
     )
     serve_url: str = _setting(
         "", "SLEUTH_SERVE_URL", "URL on-call reaches `sleuth serve` at; alerts link to <url>/incidents/<id> "

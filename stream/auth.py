@@ -2,7 +2,9 @@
 
 Tokens come from a JSON file ``{"<job>": "<token>", ...}`` (setting ``SLEUTH_GATEWAY_TOKENS``).
 Callers send ``authorization: Bearer <token>`` as gRPC metadata. With no tokens file the gateway
-runs open, which is meant for a loopback-only development stack.
+runs open, which is meant for a loopback-only development stack. ``sleuth serve`` checks its one
+token (``SLEUTH_SERVE_TOKEN``) in the HTTP ``Authorization`` header with the same two functions,
+``presented_token`` and ``same_token``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,32 @@ from sleuth.errors import ConfigError, Forbidden, Unauthenticated
 
 _HEADER = "authorization"
 _SCHEME = "bearer "
+#: Shortest token accepted: 16 random characters are beyond guessing through a network service.
+MIN_TOKEN_CHARS = 16
+
+
+def check_token(token: object, *, name: str) -> None:
+    """``ConfigError`` naming ``name`` unless ``token`` is a string long enough to be a secret."""
+    if not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(f"{name} needs a token string of at least {MIN_TOKEN_CHARS} characters")
+
+
+def presented_token(headers: Iterable[tuple[str, str | bytes]]) -> str:
+    """The token of an ``authorization: Bearer <token>`` header (gRPC metadata or HTTP headers),
+    or ``Unauthenticated``."""
+    presented = None
+    for key, value in headers:
+        if key.lower() == _HEADER:
+            presented = value.decode() if isinstance(value, bytes) else value
+            break
+    if presented is None or not presented.lower().startswith(_SCHEME):
+        raise Unauthenticated("authorization: expected metadata 'authorization: Bearer <token>'")
+    return presented[len(_SCHEME):].strip()
+
+
+def same_token(presented: str, known: str) -> bool:
+    # Constant-time comparison: response timing must not reveal a token's prefix.
+    return hmac.compare_digest(presented.encode(), known.encode())
 
 
 class TokenBook:
@@ -23,8 +51,9 @@ class TokenBook:
 
     def __init__(self, tokens: Mapping[str, str]) -> None:
         for job, token in tokens.items():
-            if not isinstance(job, str) or not job or not isinstance(token, str) or len(token) < 16:
-                raise ConfigError(f"tokens: job {job!r} needs a token string of at least 16 characters")
+            if not isinstance(job, str) or not job:
+                raise ConfigError(f"tokens: job {job!r} is not a job name")
+            check_token(token, name=f"tokens: job {job!r}")
         if len(set(tokens.values())) != len(tokens):
             raise ConfigError("tokens: two jobs share one token, so neither could be told apart")
         self._tokens = dict(tokens)
@@ -41,17 +70,9 @@ class TokenBook:
 
     def job_of(self, metadata: Iterable[tuple[str, str | bytes]]) -> str:
         """The job whose token the caller presented, or ``Unauthenticated``."""
-        presented = None
-        for key, value in metadata:
-            if key.lower() == _HEADER:
-                presented = value.decode() if isinstance(value, bytes) else value
-                break
-        if presented is None or not presented.lower().startswith(_SCHEME):
-            raise Unauthenticated("authorization: expected metadata 'authorization: Bearer <token>'")
-        token = presented[len(_SCHEME):].strip()
+        token = presented_token(metadata)
         for job, known in self._tokens.items():
-            # Constant-time comparison: response timing must not reveal a token's prefix.
-            if hmac.compare_digest(token.encode(), known.encode()):
+            if same_token(token, known):
                 return job
         raise Unauthenticated("authorization: unknown token")
 

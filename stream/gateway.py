@@ -6,8 +6,9 @@ Kafka acknowledged every batch of it, so an OK answer means the records are dura
 gets UNAVAILABLE resends, and the ReplacingMergeTree tables make the replay harmless.
 
 A batch that fails validation ends its stream with INVALID_ARGUMENT naming the field (the trailing
-metadata ``sleuth-accepted`` says how many batches before it were accepted), is counted and
-dead-lettered to ``sleuth.rejects``; every other stream carries on.
+metadata ``sleuth-accepted`` says how many batches before it Kafka acknowledged: the client
+forgets those, drops the refused one and resends the rest), is counted and dead-lettered to
+``sleuth.rejects``; every other stream carries on.
 """
 
 from __future__ import annotations
@@ -105,6 +106,9 @@ class Collector(pb_grpc.CollectorServicer):
                     reason = f"batch {index}: {error}"
                     self.counters.reject(str(error))
                     self.publisher.reject(reason=reason, payload=_raw(raw), job=caller or "")
+                    # The client forgets the batches before this one and drops this one: confirm
+                    # them only once Kafka has them (a failed wait is UNAVAILABLE: all are resent).
+                    self.publisher.wait(pending)
                     trailing(context, accepted=accepted)
                     raise type(error)(reason) from None
                 if isinstance(batch, RecordBatch):
@@ -179,6 +183,7 @@ def limits_from(settings: Settings) -> validate.Limits:
         max_records=settings.gateway_max_batch_records,
         max_strings=settings.gateway_max_strings,
         max_string_bytes=settings.gateway_max_string_bytes,
+        max_iteration=settings.gateway_max_iteration,
     )
 
 

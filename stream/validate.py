@@ -4,8 +4,11 @@
 whose message names the offending field, so that a logger author can fix the sender. Order of
 checks: cheap size bounds first (a huge batch or string is refused before it is decoded), then
 the columns' types and lengths (``sleuth.proto.codec``), then value ranges
-(``RecordBatch.problems``), then that every job in the batch is registered and, where its spec
-is at hand (a ``JobRegistry``), that every rank lies inside the job's world.
+(``RecordBatch.problems``, then the gateway's own: sizes, issue before start, iteration numbers),
+then that every job in the batch is registered and, where its spec is at hand (a ``JobRegistry``),
+that every rank and every peer lies inside the job's world. A bad record refuses its whole batch
+(the gateway's answer says how many batches before it were accepted); messages name the field,
+the value and the position of the first offending record in the batch.
 """
 
 from __future__ import annotations
@@ -15,15 +18,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sleuth.errors import BatchRejected, RecordError
+from sleuth.errors import BatchRejected, NotRegistered, RecordError
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import IterationBatch, RecordBatch
+from sleuth.settings import Settings
 from sleuth.stream.job_registry import JobRegistry
 
 #: Largest plausible payload of one operator (8 PiB). Also catches sizes that were negative on the
 #: sender and arrive as huge unsigned varints.
 MAX_NBYTES = 1 << 53
+
+#: How far a record's issue time may lie after its start. On GPUs the start is a CUDA event mapped
+#: onto the host clock through a reference taken at the midpoint of a synchronize round trip
+#: (``calibrate`` in logger/_commops.c), so it may read up to half that round trip (microseconds)
+#: early; a millisecond is far above that and flags a clock that is broken, not merely coarse.
+MAX_ISSUE_AFTER_START_NS = 1_000_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +43,7 @@ class Limits:
     max_records: int = 1_000_000
     max_strings: int = 100_000
     max_string_bytes: int = 256
+    max_iteration: int = Settings.gateway_max_iteration
 
 
 def check_message(
@@ -49,6 +60,7 @@ def check_message(
     except RecordError as error:
         raise BatchRejected(f"{kind}.{error}") from None
     found = batch.problems() if isinstance(batch, RecordBatch) else iteration_problems(batch)
+    found += _iteration_cap_problems(batch, limits.max_iteration)
     if isinstance(batch, RecordBatch):
         found += _record_range_problems(batch)
     if found:
@@ -56,7 +68,7 @@ def check_message(
     for code in np.unique(batch["job"]):
         job = batch.strings[code]
         if job not in registered:
-            raise BatchRejected(f"{kind}.job: job {job!r} is not registered (call RegisterJob first)")
+            raise NotRegistered(f"{kind}.job: job {job!r} is not registered (call RegisterJob first)")
         spec = registered.spec(job) if isinstance(registered, JobRegistry) else None
         if spec is not None:
             # The rank keys the Kafka message by its model replica, and names the GPU downstream.
@@ -65,6 +77,14 @@ def check_message(
             if len(outside):
                 raise BatchRejected(f"{kind}.rank: {len(outside)} records of job {job!r} name ranks outside its "
                                     f"world of {spec.world} (first: rank {int(outside[0])})")
+            if isinstance(batch, RecordBatch):
+                # A peer is a global rank too: the localizer follows it to the rank's records and GPU.
+                beyond = np.flatnonzero((batch["job"] == code) & (batch["peer"] >= spec.world))
+                if len(beyond):
+                    first = int(beyond[0])
+                    raise BatchRejected(
+                        f"{kind}.peer: {len(beyond)} records of job {job!r} name peers outside its world of "
+                        f"{spec.world} (first at index {first}: peer {int(batch['peer'][first])})")
     return batch
 
 
@@ -75,30 +95,40 @@ def batch_jobs(batch: RecordBatch | IterationBatch) -> list[str]:
 
 def iteration_problems(batch: IterationBatch) -> list[str]:
     """Like ``RecordBatch.problems`` for iteration records."""
-    found = []
     checks = (
         ("iteration", batch["iteration"] < 0, "negative iteration"),
         ("t_start_ns", batch["t_start_ns"] < 0, "negative time"),
         ("t_end_ns", batch["t_end_ns"] < batch["t_start_ns"], "ends before it starts"),
     )
-    for name, bad, what in checks:
-        if bad.any():
-            first = int(np.flatnonzero(bad)[0])
-            found.append(f"{name}: {what} in {int(bad.sum())} records (first at index {first}: {batch[name][first]})")
+    found = _first_of_each(batch, checks)
     if any(not batch.strings[code] for code in np.unique(batch["job"])):
         found.append("job: empty name")
     return found
 
 
 def _record_range_problems(batch: RecordBatch) -> list[str]:
-    big = batch["nbytes"] > MAX_NBYTES
-    if not big.any():
-        return []
-    first = int(np.flatnonzero(big)[0])
-    return [
-        f"nbytes: above {MAX_NBYTES} (negative on the sender?) in {int(big.sum())} records "
-        f"(first at index {first}: {batch['nbytes'][first]})"
-    ]
+    checks = (
+        ("nbytes", batch["nbytes"] > MAX_NBYTES, f"above {MAX_NBYTES} (negative on the sender?)"),
+        ("t_issue_ns", batch["t_issue_ns"] > batch["t_start_ns"] + MAX_ISSUE_AFTER_START_NS,
+         f"issued more than {MAX_ISSUE_AFTER_START_NS} ns after it starts (t_start_ns)"),
+    )
+    return _first_of_each(batch, checks)
+
+
+def _iteration_cap_problems(batch: RecordBatch | IterationBatch, max_iteration: int) -> list[str]:
+    checks = (("iteration", batch["iteration"] > max_iteration,
+               f"above {max_iteration} (SLEUTH_GATEWAY_MAX_ITERATION)"),)
+    return _first_of_each(batch, checks)
+
+
+def _first_of_each(batch: RecordBatch | IterationBatch, checks: tuple[tuple[str, np.ndarray, str], ...]) -> list[str]:
+    """One message per broken check: the field, how many records, the first one's index and value."""
+    found = []
+    for name, bad, what in checks:
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            found.append(f"{name}: {what} in {int(bad.sum())} records (first at index {first}: {batch[name][first]})")
+    return found
 
 
 def _check_sizes(wire: pb.RecordBatch | pb.IterationBatch, kind: str, limits: Limits) -> None:

@@ -131,7 +131,7 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port {port} is not a TCP port (0-65535)")
     server = make_server(host, port, connect=lambda: connect.clickhouse_client(settings), database=database,
-                         fabric=fabric_from(args.topology))
+                         fabric=fabric_from(args.topology), token=settings.serve_token)
     bound_host, bound_port = server.server_address[:2]
     print(f"serving incident reports of ClickHouse database {database} on http://{bound_host}:{bound_port}/",
           flush=True)

@@ -1,7 +1,9 @@
 """The gRPC sink against a real gRPC server on 127.0.0.1."""
 
+import threading
 import time
 
+import grpc
 import numpy as np
 import pytest
 
@@ -147,5 +149,128 @@ def test_what_a_sender_leaves_behind_replays_in_order_for_the_next_one(tmp_path)
         later = sink_for(port, tmp_path)
         later.close(10)
         assert servicer.all_records()["seq"].tolist() == list(range(5_000))
+    finally:
+        srv.stop(0)
+
+
+# -- what the collector refuses ----------------------------------------------------------------
+
+def _seqs(message) -> set[int]:
+    return set(message.records.seq) if message.HasField("records") else set()
+
+
+PERMANENT = [grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND,
+             grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INTERNAL]
+TRANSIENT = [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED,
+             grpc.StatusCode.ABORTED]
+
+
+@pytest.mark.parametrize("code", PERMANENT, ids=[c.name for c in PERMANENT])
+def test_a_refused_batch_is_dropped_and_counted_and_what_was_confirmed_is_never_resent(tmp_path, code):
+    srv, servicer, port = collector.start(refuse=lambda m: code if 100 in _seqs(m) else None)
+    try:
+        sink = sink_for(port, tmp_path, stream_s=5.0, backoff_s=(0.05, 0.2))
+        sink.records(batch(0, 60), dropped=0)
+        sink.records(batch(60, 40), dropped=0)
+        sink.records(batch(100, 50), dropped=0)  # refused
+        sink.records(batch(150, 50), dropped=0)
+        started = time.monotonic()
+        sink.close(10)
+        assert time.monotonic() - started < 5  # nothing left to retry
+        got = servicer.all_records()["seq"].tolist()
+        assert sorted(got) == list(range(100)) + list(range(150, 200))  # each once: the prefix was not resent
+        assert len(servicer.refused) == 1
+        stats = sink.stats()
+        assert (stats["dropped"], stats["refused"], stats["held_bytes"]) == (50, 1, 0)
+        assert servicer.dropped == 50  # the gap travels in the next batch sent
+        assert not sink.spill
+    finally:
+        srv.stop(0)
+
+
+@pytest.mark.parametrize("code", TRANSIENT, ids=[c.name for c in TRANSIENT])
+def test_a_batch_refused_with_a_code_that_can_clear_is_sent_again(tmp_path, code):
+    refusals = []
+
+    def once(message):
+        if 100 in _seqs(message) and not refusals:
+            refusals.append(message)
+            return code
+        return None
+
+    srv, servicer, port = collector.start(refuse=once)
+    try:
+        sink = sink_for(port, tmp_path, stream_s=5.0, backoff_s=(0.05, 0.2))
+        for start, n in ((0, 60), (60, 40), (100, 50), (150, 50)):
+            sink.records(batch(start, n), dropped=0)
+        sink.close(10)
+        # Once each: what was confirmed before the refusal is not sent again.
+        assert sorted(servicer.all_records()["seq"].tolist()) == list(range(200))
+        assert len(refusals) == 1
+        assert (sink.stats()["dropped"], sink.stats()["refused"], servicer.dropped) == (0, 0, 0)
+    finally:
+        srv.stop(0)
+
+
+def test_a_call_refused_as_a_whole_drops_and_counts_its_records_instead_of_retrying_forever(tmp_path):
+    srv, servicer, port = collector.start(refuse_call=grpc.StatusCode.UNAUTHENTICATED)
+    try:
+        sink = sink_for(port, tmp_path, stream_s=5.0, backoff_s=(0.05, 0.2))
+        sink.records(batch(0, 30), dropped=0)
+        sink.records(batch(30, 20), dropped=0)
+        started = time.monotonic()
+        sink.close(10)
+        assert time.monotonic() - started < 5
+        stats = sink.stats()
+        assert stats["dropped"] == 50 and stats["refused"] >= 1 and stats["held_bytes"] == 0
+        assert not sink.spill and servicer.all_records() == RecordBatch.empty()
+    finally:
+        srv.stop(0)
+
+
+def test_a_refused_job_spec_is_not_registered_again_and_records_still_flow(tmp_path):
+    srv, servicer, port = collector.start(refuse_register=grpc.StatusCode.INVALID_ARGUMENT)
+    try:
+        sink = sink_for(port, tmp_path, backoff_s=(0.05, 0.2))
+        sink.spec(JobSpec.from_layout("job-s", ParallelLayout(world=4, tp=2, pp=1, dp=2)))
+        sink.records(batch(0, 30), dropped=0)
+        sink.close(10)
+        assert servicer.registrations == 1
+        assert servicer.all_records()["seq"].tolist() == list(range(30))
+    finally:
+        srv.stop(0)
+
+
+def test_records_of_a_job_not_registered_yet_are_held_until_it_is(tmp_path):
+    """Rank 0 registers the job; another rank's first batches may come before: they wait."""
+    registered = threading.Event()
+
+    def until_registered(message):
+        return None if registered.is_set() else grpc.StatusCode.FAILED_PRECONDITION
+
+    srv, servicer, port = collector.start(refuse=until_registered)
+    try:
+        sink = sink_for(port, tmp_path, backoff_s=(0.05, 0.2))
+        sink.records(batch(0, 60), dropped=0)
+        sink.records(batch(60, 40), dropped=0)
+        assert wait_for(lambda: len(servicer.refused) >= 3)
+        registered.set()
+        sink.close(10)
+        assert sorted(servicer.all_records()["seq"].tolist()) == list(range(100))
+        assert (sink.stats()["dropped"], sink.stats()["refused"]) == (0, 0)
+    finally:
+        srv.stop(0)
+
+
+def test_records_of_a_job_never_registered_are_dropped_and_counted_after_the_grace(tmp_path):
+    srv, servicer, port = collector.start(refuse=lambda m: grpc.StatusCode.FAILED_PRECONDITION)
+    try:
+        sink = sink_for(port, tmp_path, backoff_s=(0.05, 0.2), unregistered_grace_s=0.5)
+        sink.records(batch(0, 60), dropped=0)
+        sink.records(batch(60, 40), dropped=0)
+        assert wait_for(lambda: sink.stats()["dropped"] == 100, timeout=10)
+        assert len(servicer.refused) > 2  # resent while the grace lasted
+        sink.close(5)
+        assert sink.stats()["held_bytes"] == 0 and not sink.spill
     finally:
         srv.stop(0)
