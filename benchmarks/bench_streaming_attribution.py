@@ -42,11 +42,11 @@ def run(world: int, seed: int, iterations: int) -> dict:
     fault = truth.faults[0]
     settings = Settings()
     watch = SlowdownWatch(interval_s=settings.attribution_interval_s, window=settings.attribution_window,
-                          sustain=settings.attribution_sustain)
+                          sustain=settings.attribution_sustain, warmup=settings.attribution_warmup)
     cache = WindowCache()
     measuring: list[float] = []
     opened = None
-    for landed in range(iterations):
+    for landed in range(settings.attribution_warmup, iterations):
         first, last = watch.window_of(spec.job, landed, float(landed))
         began = time.perf_counter()
         wanted = cache.missing(first, last)

@@ -34,6 +34,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(f"{value} is a negative integer")
+    return value
+
+
 def _collector(text: str) -> str:
     if not text:
         return text
@@ -222,6 +229,11 @@ class Settings:
         2.0, "SLEUTH_ATTRIBUTION_INTERVAL_S",
         "seconds between the streaming localizer's rounds of what-if slowdown over every job's newest landed "
         "iterations: well under the 5 s in which a sustained slowdown should become an incident", _seconds,
+    )
+    attribution_warmup: int = _setting(
+        5, "SLEUTH_ATTRIBUTION_WARMUP",
+        "first iterations of a job the streaming localizer's what-if rounds leave out: process start, "
+        "communicator setup, allocator growth and autotuning make them uneven across ranks by nature", _non_negative_int,
     )
     attribution_window: int = _setting(
         12, "SLEUTH_ATTRIBUTION_WINDOW",

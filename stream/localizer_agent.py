@@ -96,7 +96,7 @@ class LocalizerAgent:
         self.grew = 0  # incidents not raised: they grew the raised one whose episode they continue
         self.rounds = 0  # what-if rounds over the registered jobs
         self.watch = SlowdownWatch(interval_s=settings.attribution_interval_s, window=settings.attribution_window,
-                                   sustain=settings.attribution_sustain)
+                                   sustain=settings.attribution_sustain, warmup=settings.attribution_warmup)
         self._windows: dict[str, WindowCache] = {}
         self._next_round = 0.0
         self.incidents: list[Incident] = []

@@ -4,7 +4,9 @@ A job that is slow from its first step, or slows gradually, makes no iteration Î
 the irregularities topic never names it. The localizer therefore also watches every registered
 job's progress: each round (``SLEUTH_ATTRIBUTION_INTERVAL_S``), a job whose records have landed
 for every rank past the last iteration it measured gets its newest ``SLEUTH_ATTRIBUTION_WINDOW``
-landed iterations replayed (``sleuth.whatif.iteration_slowdowns``). Only when a run of
+landed iterations replayed (``sleuth.whatif.iteration_slowdowns``), past its first
+``SLEUTH_ATTRIBUTION_WARMUP`` (uneven across ranks by nature: a job that starts is not a straggler's
+job). Only when a run of
 ``SLEUTH_ATTRIBUTION_SUSTAIN`` iterations at or above ``SLEUTH_ATTRIBUTION_SLOWDOWN`` is in the
 window does the full attribution (S_t, S_w) and the device search run: the two replays that
 decide cost a fraction of the many that explain.
@@ -47,7 +49,7 @@ class _Progress:
 class SlowdownWatch:
     """Per job: whether its progress is due to be asked, and the window a round measures."""
 
-    def __init__(self, *, interval_s: float, window: int, sustain: int) -> None:
+    def __init__(self, *, interval_s: float, window: int, sustain: int, warmup: int = 0) -> None:
         if not interval_s > 0:
             raise ConfigError(f"interval_s must be a positive number of seconds, got {interval_s!r}")
         if window < sustain:
@@ -55,6 +57,7 @@ class SlowdownWatch:
         self.interval_s = interval_s
         self.window = window
         self.sustain = sustain
+        self.warmup = warmup
         self._jobs: dict[str, _Progress] = {}
 
     def asks(self, job: str, now: float) -> bool:
@@ -69,13 +72,13 @@ class SlowdownWatch:
         """The iterations (first, last) to measure now that ``landed`` is the job's landed-through
         iteration (None: not every rank has records yet), or None when it has not moved."""
         progress = self._jobs.setdefault(job, _Progress())
-        if landed is None or landed <= progress.measured:
+        if landed is None or landed <= max(progress.measured, self.warmup - 1):
             progress.idle_s = min(MAX_IDLE_S, max(self.interval_s, 2 * progress.idle_s))
             progress.next_s = now + progress.idle_s
             return None
         progress.idle_s = 0.0
         progress.next_s = now + self.interval_s
-        return max(0, landed - self.window + 1), landed
+        return max(self.warmup, landed - self.window + 1), landed
 
     def done(self, job: str, through: int) -> None:
         """A round measured ``job`` through ``through``."""

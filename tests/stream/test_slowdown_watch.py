@@ -39,6 +39,14 @@ def test_a_job_that_stands_still_is_asked_less_and_less_often() -> None:
     assert not watch.asks("a", now + 1.9) and watch.asks("a", now + 2.0)
 
 
+def test_a_jobs_warmup_iterations_are_never_measured() -> None:
+    watch = SlowdownWatch(interval_s=2.0, window=12, sustain=3, warmup=5)
+    assert watch.window_of("a", 4, 0.0) is None  # only warm-up iterations have landed
+    assert watch.window_of("a", 5, 2.0) == (5, 5)
+    watch.done("a", 5)
+    assert watch.window_of("a", 30, 4.0) == (19, 30)
+
+
 def test_a_window_shorter_than_a_sustained_run_is_refused() -> None:
     with pytest.raises(ConfigError, match="attribution window \\(2 iterations\\) must hold a sustained run of 3"):
         SlowdownWatch(interval_s=1.0, window=2, sustain=3)
@@ -57,14 +65,14 @@ def test_the_cache_reads_each_iteration_once_and_forgets_the_old_ones() -> None:
     assert cache.missing(0, 1) == [0, 1]  # dropped: older than the window
 
 
-def rounds(em, *, through: int, window: int = 12) -> tuple[list, list[int]]:
+def rounds(em, *, through: int, window: int = 12, warmup: int = 5) -> tuple[list, list[int]]:
     """Run the agent's rounds as each iteration lands; (raised incidents, the round each was opened in)."""
     settings = Settings(attribution_window=window)
-    watch = SlowdownWatch(interval_s=1.0, window=window, sustain=settings.attribution_sustain)
+    watch = SlowdownWatch(interval_s=1.0, window=window, sustain=settings.attribution_sustain, warmup=warmup)
     cache, spec, topology = WindowCache(), em.job_spec(), em.scenario.topology
     raised: dict[str, object] = {}
     opened: list[int] = []
-    for landed in range(through + 1):
+    for landed in range(warmup, through + 1):
         span = watch.window_of(em.scenario.job, landed, float(landed))
         assert span is not None
         wanted = cache.missing(*span)
@@ -81,10 +89,10 @@ def rounds(em, *, through: int, window: int = 12) -> tuple[list, list[int]]:
 
 
 def test_a_gpu_slow_from_the_first_step_is_one_incident_opened_once_sustained_and_grown_a_window_at_a_time() -> None:
-    [incident], opened = rounds(emulation(f"{FAULTY},slow=1.5,start=0", iterations=20), through=19)
+    [incident], opened = rounds(emulation(f"{FAULTY},slow=1.5,start=0", iterations=30), through=29)
     assert incident.suspects[0].device == FAULTY
-    assert opened == [2]  # the round that saw three iterations landed
-    assert incident.iterations[0] == 0 and incident.iterations[-1] == 14  # analysed at 2, then 12 later
+    assert opened == [7]  # the round that saw three iterations landed past the five of warm-up
+    assert incident.iterations[0] == 5 and incident.iterations[-1] == 19  # analysed at 7, then 12 later
     assert incident.attribution is not None and incident.attribution.trigger == "slowdown"
 
 
