@@ -200,7 +200,10 @@ class Emulation:
             if fault.kind is FaultKind.GPU:
                 compute.append((self.ranks_on(fault.device), factor))
             elif fault.kind is FaultKind.HOST:
-                launch.append((self.ranks_on(fault.device), factor))
+                ranks = self.ranks_on(fault.device)
+                # A contended host CPU feeds every GPU on it late: its kernels launch and run slower.
+                compute.append((ranks, factor))
+                launch.append((ranks, factor))
             elif fault.kind is FaultKind.LAST_STAGE:
                 compute.append((plan.stages[-1].ranks, factor))
             elif fault.kind is FaultKind.SEQLEN:
