@@ -13,6 +13,9 @@ dims           3D (tp pp dp), 4D (+cp), 5D (+ep), 6D (+sequence parallel) at 64 
 types          spike, fluctuation and persistent profiles, of a GPU and of a NIC
 network        a degraded nic, link, leaf and spine; a CPU-contended host (slow compute)
 concurrent     two faults at once (gpu+gpu, gpu+nic, link+host)
+ecmp           a congested spine and a congested leaf on a fabric whose routing is ECMP (a
+               localizer is not told which spine a flow hashes onto: it can name the spine
+               layer, and must still name the leaf)
 nonhw          last-stage imbalance, sequence-length imbalance
 clean          fault-free runs (false-alarm measurement), three seeds
 from-start     a slow GPU (x1.5) and a slow NIC (x6) present from the first iteration
@@ -38,7 +41,7 @@ import numpy as np
 
 from sleuth.errors import ConfigError
 from sleuth.layout import ParallelLayout
-from sleuth.topology import DeviceKind, Topology, generate, link_id
+from sleuth.topology import DeviceKind, Routing, Topology, generate, link_id
 
 from sleuth.sim.engine import Timing
 from sleuth.sim.faults import Fault, FaultKind, Profile
@@ -172,6 +175,17 @@ def _network(seed: int) -> list[Scenario]:
     return out
 
 
+def _ecmp(seed: int) -> list[Scenario]:
+    topology = _fabric(128)
+    pick = _Picker(topology, 128, seed, 1400)
+    faults = (Fault(kind=FaultKind.SPINE, device=pick.spine(), slow=4.0, start=20),
+              Fault(kind=FaultKind.LEAF, device=pick.leaf(), slow=4.0, start=20))  # the network suite's x4
+    return [
+        _scenario(f"ecmp-{fault.kind.value}", _base(), seed, (fault,), topology=topology, routing=Routing.ECMP)
+        for fault in faults
+    ]
+
+
 def _concurrent(seed: int) -> list[Scenario]:
     topology = _fabric(128)
     pick = _Picker(topology, 128, seed, 400)
@@ -268,6 +282,7 @@ SUITES: dict[str, Callable[[int], list[Scenario]]] = {
     "types": _types,
     "network": _network,
     "concurrent": _concurrent,
+    "ecmp": _ecmp,
     "nonhw": _nonhw,
     "clean": _clean,
     "from-start": _from_start,
