@@ -1,7 +1,7 @@
 """Benchmark of sleuth.localizer on emulator suites with held-out seeds; prints one JSON object.
 
     python benchmarks/bench_localizer.py [--seeds 201 202] [--scales 1024 2048] [--graph 8192 16384]
-                                         [--suites dims types network concurrent nonhw clean from-start
+                                         [--suites dims types network concurrent ecmp nonhw clean from-start
                                                    moderate two-moderate hiccups ramp]
                                          [--baselines-up-to 4096] [--no-baselines] [--no-attribution]
 
@@ -10,8 +10,9 @@ Figures (sleuth and each baseline: ``earliest``, ``random_walk``, ``nvrx_relativ
   tracemalloc peak while building) at each ``--graph`` size (tp8 pp8); the naive operator x GPU
   graph's edge count for comparison;
 * ``accuracy``: the fraction of faulty scenarios whose every injected device is in the top K=2
-  suspects, over all, per suite, per scenario, per fault ``kind`` (gpu, host, nic, link, leaf,
-  spine; ``concurrent`` for two at once), per ``dims`` (3D-6D) and per ``scale``. The baselines
+  suspects (a spine counts as named by the spine layer that holds it, ``spines:...``), over all,
+  per suite, per scenario, per fault ``kind`` (gpu, host, nic, link, leaf, spine; ``concurrent``
+  for two at once), per ``dims`` (3D-6D) and per ``scale``. The baselines
   name GPUs only, so they score 0 on network faults by construction;
 * ``by_scale``: per world size (the ``scale`` suite's slow GPU and the ``scale-nic`` suite's
   slow NIC), accuracy, also ``by_kind``, ``fetched`` (ranks any record was read of / world: the
@@ -121,7 +122,15 @@ class ReadCounter:
         return int(per_rank.sum()) * iterations
 
 
-def run_scenario(scenario, *, baselines: bool, routing: str = "static", attribution: bool = True,
+def named(device: str, suspects: list[str]) -> bool:
+    """Whether the suspects name ``device``: itself, or for a spine the spine layer holding it (under
+    ECMP the set of equal-cost spines is the finest a localizer can tell a congested spine by)."""
+    from sleuth.topology import spine_set_members
+
+    return device in suspects or any(device in (spine_set_members(s) or ()) for s in suspects)
+
+
+def run_scenario(scenario, *, baselines: bool, routing: str | None = None, attribution: bool = True,
                  forced: bool = True) -> dict:
     from sleuth.localizer import localize
     from sleuth.localizer.baselines import earliest_abnormal, random_walk, read_all, relative_median
@@ -138,7 +147,8 @@ def run_scenario(scenario, *, baselines: bool, routing: str = "static", attribut
     if attribution:
         attributed = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
     began = time.perf_counter()
-    # The emulator routes every GPU pair over one known spine (static ECMP): say so.
+    # The emulator hashes every GPU pair onto one spine; the scenario says whether that route is known.
+    routing = routing or scenario.routing.value
     incidents = localize(counter, irregular_iterations=irregular, topology=scenario.topology, window=window, routing=routing,
                          attribution=attributed)
     latency = time.perf_counter() - began
@@ -153,7 +163,8 @@ def run_scenario(scenario, *, baselines: bool, routing: str = "static", attribut
         "irregular_iterations": sum(t.irregular for t in truth.iterations),
         "suspects": suspects,
         "causes": [i.cause.value for i in incidents],
-        "correct": bool(devices) and all(d in suspects for d in devices),
+        "routing": routing,
+        "correct": bool(devices) and all(named(d, suspects) for d in devices),
         "hardware_alarm": any(i.cause.hardware for i in incidents),
         "fetched": max((i.ranks_fetched for i in incidents), default=0) / scenario.layout.world,
         "read_whole": len(counter.whole) / scenario.layout.world,
@@ -200,14 +211,15 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[201, 202])
     parser.add_argument("--scales", type=int, nargs="*", default=[1024, 2048])
     parser.add_argument("--graph", type=int, nargs="*", default=[8192, 16384])
-    parser.add_argument("--suites", nargs="*", default=["dims", "types", "network", "concurrent", "nonhw", "clean", "from-start",
+    parser.add_argument("--suites", nargs="*", default=["dims", "types", "network", "concurrent", "ecmp", "nonhw", "clean", "from-start",
                                                          "moderate", "two-moderate", "hiccups", "ramp"])
     parser.add_argument("--no-attribution", action="store_true", help="localize from δ-irregular iterations alone")
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--baselines-up-to", type=int, default=4096, metavar="WORLD",
                         help="run the baselines (which read every rank) on scale scenarios up to this world size")
-    parser.add_argument("--routing", choices=("static", "ecmp"), default="static",
-                        help="what the localizer is told of spine routing (the emulator's is static)")
+    parser.add_argument("--routing", choices=("static", "ecmp"), default=None,
+                        help="what the localizer is told of spine routing, for every scenario (default: each "
+                             "scenario's own, static but in the ecmp suite)")
     args = parser.parse_args()
 
     from sleuth.sim import suite
@@ -252,7 +264,7 @@ def main() -> None:
     report = {
         "machine": platform.machine(),
         "seeds": args.seeds,
-        "routing": args.routing,
+        "routing": args.routing or "per scenario",
         "graph": graph_figures(args.graph),
         "accuracy": {
             "all": summary(faulty),

@@ -12,14 +12,17 @@ evidence: the total grows with how many iterations and operators a fault touches
 flapping in 2 iterations of 9 is in few, a slow NIC delays every pipeline send of its GPU), while
 R says how closely each of its delays drives the iteration time.
 
-A switch does not lead a fault when one NIC carries nearly all of its evidence (``dominant``):
-every path through that NIC also crosses its leaf and a spine, so the switches above a slow NIC
-or cable get the NIC's evidence and, from any stray root through them, a little more; the NIC
-(and its cable, which a NIC fault cannot be told from) explains the same delays at one endpoint.
+A switch does not lead a fault when one device below it carries nearly all of its evidence
+(``dominant``): a NIC below a leaf or spine, or a leaf below a spine. Every path through that
+device also crosses the switch above it, so the switches above a slow NIC, cable or leaf get its
+evidence and, from any stray root through them, a little more; the lower device (a NIC with its
+cable, which a NIC fault cannot be told from) explains the same delays at fewer endpoints.
 A faulty switch delays many endpoints: on seeds 101-103 and 201-202 no NIC carried more than
 53% of a faulty leaf's evidence, nor 40% of a faulty spine's, while the leaf above a flapping
 cable (seed 202, beside a slow host) got 97% of its evidence from the cable's NIC and outranked
-the cable by 0.25 of a stray root.
+the cable by 0.25 of a stray root. The spine layer under ECMP (``spines:...``, of kind spine) is
+on every cross-spine path, so a faulty leaf gives it all of the leaf's evidence (a tie on seeds
+101-103); a congested spine's delays spread over several leaves, none with more than 46% of it.
 """
 
 from __future__ import annotations
@@ -77,7 +80,8 @@ def separate(
     return faults
 
 
-_SWITCHES = (DeviceKind.LEAF, DeviceKind.SPINE)
+#: Per switch kind, the kinds of device below it whose every path crosses it.
+_BELOW = {DeviceKind.LEAF: (DeviceKind.NIC,), DeviceKind.SPINE: (DeviceKind.NIC, DeviceKind.LEAF)}
 
 
 def _leading(
@@ -88,13 +92,14 @@ def _leading(
     devices_of: Callable[[Root], Collection[str]],
     dominant: float,
 ) -> Score:
-    """The best device that is not a switch with one NIC carrying ``dominant`` of its evidence
-    (the NIC's evidence on the roots through the switch)."""
+    """The best device that is not a switch with one device below it carrying ``dominant`` of
+    its evidence (that device's evidence on the roots through the switch)."""
     for score in ranking:
-        if score.kind not in _SWITCHES:
+        below = _BELOW.get(score.kind)
+        if below is None:
             return score
         through = [(root, rate) for root, rate in remaining if score.device in devices_of(root)]
-        nic = max((s.evidence for s in ranked(through) if s.kind is DeviceKind.NIC), default=0.0)
-        if nic < dominant * score.evidence:
+        lower = max((s.evidence for s in ranked(through) if s.kind in below), default=0.0)
+        if lower < dominant * score.evidence:
             return score
     return ranking[0]

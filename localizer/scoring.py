@@ -11,7 +11,11 @@ GPUs themselves are not network devices): the ring of the members in group order
 collectives and P2P (NCCL's ring; the emulator's units too), every pair for all-to-all. A
 device on several of those paths still counts once per root, with the largest weight it has on
 any of them (equal-cost spines share a path's evidence: weight 1/n each, unless the fabric's
-routing is declared ``STATIC``: then each pair's one route takes it all).
+routing is declared ``STATIC``: then each pair's one route takes it all). Under ECMP the set of
+equal-cost spines (``topology.spine_layer``, an id ``spines:s0,s1,...`` of kind spine) takes the
+whole of each such path's evidence as well: the flow crossed one of them, nobody knows which, so
+a congested spine whose delays spread over many hosts' NICs is named as the spine layer, which
+is on every slow path, rather than as the NICs at their ends, each on a few.
 
 Topology decay H(d). Holmes: ``H(d) = ln(C(d) + ε - 1) / C(d)`` with C(d) the endpoints below
 the device (``topology.nics_below``: NICs below a switch, GPUs of a host). It is meant to stop a
@@ -42,12 +46,12 @@ from types import MappingProxyType
 
 from sleuth.errors import ConfigError
 from sleuth.records import OpKind
-from sleuth.topology import DeviceKind, Routing, Topology, nics_below, route
+from sleuth.topology import DeviceKind, Routing, Topology, nics_below, route, spine_layer, spine_set_members
 from sleuth.topology.ids import host_id
 
 from sleuth.localizer.search import Cause, Root
 
-__all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay", "map_scores", "root_devices"]
+__all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay", "device_kind", "map_scores", "root_devices"]
 
 EPSILON = 1e-6
 
@@ -184,27 +188,40 @@ def root_devices(
         pairs = list(zip(members, members[1:] + members[:1]))
     out: dict[str, float] = {}
     for a, b in pairs:
-        for device, weight in route(topology, a, b, routing=routing).weighted():
+        found = route(topology, a, b, routing=routing)
+        for device, weight in found.weighted():
             if topology.kind(device) is DeviceKind.GPU:
                 continue
             if weight > out.get(device, 0.0):
                 out[device] = weight
+        layer = spine_layer(topology, found) if found.branches else None
+        if layer is not None:
+            out[layer] = 1.0
     return out
+
+
+def device_kind(topology: Topology, device: str) -> DeviceKind:
+    """The kind of a device with evidence: a spine set counts as a spine."""
+    return DeviceKind.SPINE if spine_set_members(device) is not None else topology.kind(device)
 
 
 def map_scores(evidence: Mapping[str, Evidence], *, topology: Topology, priors: Priors = DEFAULT_PRIORS) -> tuple[Score, ...]:
     """Every device with evidence, scored (MAP with decay), best first; scores sum to 1."""
     numerators: dict[str, float] = {}
+    endpoints: dict[str, int] = {}
     for device, found in evidence.items():
-        kind = topology.kind(device)
-        weight = decay(nics_below(topology, device)) ** priors.decay_power
+        kind = device_kind(topology, device)
+        endpoints[device] = nics_below(topology, device)
+        weight = decay(endpoints[device]) ** priors.decay_power
         numerators[device] = found.total * weight + priors.alpha * priors.p[kind]
     total = sum(numerators.values())
     if total <= 0:
         return ()
     scores = [
-        Score(device, topology.kind(device), value / total, evidence[device].total, len(evidence[device].iterations))
+        Score(device, device_kind(topology, device), value / total, evidence[device].total, len(evidence[device].iterations))
         for device, value in numerators.items()
     ]
-    scores.sort(key=lambda s: (-s.score, s.device))
+    # Equal scores: the device with fewer endpoints below it first, the narrower explanation of
+    # the same delays (a leaf before the spine layer above it, which gets all of its evidence).
+    scores.sort(key=lambda s: (-s.score, endpoints[s.device], s.device))
     return tuple(scores)

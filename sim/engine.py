@@ -10,7 +10,7 @@ Timing rules (the issue's causal model):
 * every operator first pays the rank's launch overhead (``launch_us``; a ``host`` fault scales
   it); a communication operator *starts* after it, at ``t_start``; ``t_issue`` is the host time
   before the launch;
-* compute advances the rank's clock by its cost x GPU slowdown x drift x jitter;
+* compute advances the rank's clock by its cost x GPU (or host) slowdown x drift x jitter;
 * a collective ends at ``max(member starts) + transfer(group)`` (transfers x comm drift x jitter); every member's clock moves to
   the end, and every member's record has that end;
 * P2P: sends do not block the sender (isend); a receive ends at ``max(send start, recv start) +

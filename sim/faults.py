@@ -7,8 +7,9 @@ that says, per iteration, how much of that slowdown is in force. What ``slow`` m
 kind           effect of ``slow = x``
 =============  ====================================================================
 gpu            the GPU's compute takes x times as long
-host           every operator launch on the host's GPUs takes x times as long
-               (CPU contention: the launch overhead, ``launch_us``, grows)
+host           every GPU on the host computes x times as long, and every operator
+               launch on it takes x times as long (CPU contention starves all of the
+               host's GPUs; the launch overhead alone, microseconds, would not show)
 nvswitch       NVLink bandwidth of every path through the host's NVSwitch / x
 nic, link      bandwidth of every path through the device / x
 leaf, spine    every path through the switch is limited to port rate / x (congestion;
@@ -177,7 +178,7 @@ fault spec:  TARGET[,KEY=VALUE]...
 
 TARGET is a device id of the topology or a non-hardware cause:
   gpu:<host>/<i>     slow compute            (slow = x1.05 .. x3)
-  host:<host>        CPU contention: slow launches on all the host's GPUs
+  host:<host>        CPU contention: slow compute and launches on all the host's GPUs
   nvswitch:<host>    NVLink bandwidth / slow
   nic:<host>/<i>     NIC bandwidth / slow
   link:<a>~<b>       cable bandwidth / slow (flapping: profile=fluctuation, large slow)

@@ -20,7 +20,7 @@ from sleuth.errors import ConfigError
 from sleuth.jobspec import JobSpec, RankPlacement
 from sleuth.layout import ParallelLayout
 from sleuth.records import IterationBatch, RecordBatch
-from sleuth.topology import DeviceKind, Topology
+from sleuth.topology import DeviceKind, Routing, Topology
 
 from sleuth.sim.engine import Effects, Timeline, Timing, run
 from sleuth.sim.faults import Fault, FaultKind
@@ -45,7 +45,10 @@ class Scenario:
     ``drift``: the base iteration time creeps up linearly by this fraction over the run (0.07
     for a month); ``comm_drift``: likewise every transfer time (a fabric filling up with other
     jobs' traffic, a library update: the operators' own durations drift, Holmes §4.2.2); ``stride``: recorded iterations are every ``stride``-th step of the run (the
-    job idles in between), so 100 iterations can span a month.
+    job idles in between), so 100 iterations can span a month. ``routing``: what the fabric tells
+    a localizer of how flows pick among equal-cost spines. The emulator hashes every GPU pair onto
+    one spine either way (ECMP hashes a flow onto one path and keeps it there), so it changes no
+    timing: ``ECMP`` says that hash is unknown to the job's readers, ``STATIC`` that it is known.
     """
 
     topology: Topology
@@ -61,8 +64,13 @@ class Scenario:
     seed: int = 0
     job: str = "sim"
     name: str = "scenario"
+    routing: Routing = Routing.STATIC
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "routing", Routing(self.routing))
+        except ValueError:
+            raise ConfigError(f"routing must be one of {', '.join(r.value for r in Routing)}, got {self.routing!r}") from None
         for name in ("microbatches", "iterations", "stride"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -126,6 +134,7 @@ class Scenario:
             "drift": self.drift,
             "comm_drift": self.comm_drift,
             "stride": self.stride,
+            "routing": self.routing.value,
         }
 
 
@@ -200,7 +209,10 @@ class Emulation:
             if fault.kind is FaultKind.GPU:
                 compute.append((self.ranks_on(fault.device), factor))
             elif fault.kind is FaultKind.HOST:
-                launch.append((self.ranks_on(fault.device), factor))
+                ranks = self.ranks_on(fault.device)
+                # A contended host CPU feeds every GPU on it late: its kernels launch and run slower.
+                compute.append((ranks, factor))
+                launch.append((ranks, factor))
             elif fault.kind is FaultKind.LAST_STAGE:
                 compute.append((plan.stages[-1].ranks, factor))
             elif fault.kind is FaultKind.SEQLEN:

@@ -11,8 +11,11 @@ scale          a slow GPU at 1,024, 2,048, 4,096, 8,192 and 16,384 GPUs (tp8, pp
 scale-nic      a NIC at an eighth of its bandwidth at the same scales and shapes
 dims           3D (tp pp dp), 4D (+cp), 5D (+ep), 6D (+sequence parallel) at 64 GPUs
 types          spike, fluctuation and persistent profiles, of a GPU and of a NIC
-network        a degraded nic, link, leaf and spine; a CPU-contended host (slow launches)
+network        a degraded nic, link, leaf and spine; a CPU-contended host (slow compute)
 concurrent     two faults at once (gpu+gpu, gpu+nic, link+host)
+ecmp           a congested spine and a congested leaf on a fabric whose routing is ECMP (a
+               localizer is not told which spine a flow hashes onto: it can name the spine
+               layer, and must still name the leaf)
 nonhw          last-stage imbalance, sequence-length imbalance
 clean          fault-free runs (false-alarm measurement), three seeds
 from-start     a slow GPU (x1.5) and a slow NIC (x6) present from the first iteration
@@ -38,7 +41,7 @@ import numpy as np
 
 from sleuth.errors import ConfigError
 from sleuth.layout import ParallelLayout
-from sleuth.topology import DeviceKind, Topology, generate, link_id
+from sleuth.topology import DeviceKind, Routing, Topology, generate, link_id
 
 from sleuth.sim.engine import Timing
 from sleuth.sim.faults import Fault, FaultKind, Profile
@@ -46,6 +49,10 @@ from sleuth.sim.model import ModelSpec
 from sleuth.sim.scenario import Scenario
 
 __all__ = ["SUITES", "suite"]
+
+#: A contended host slows every GPU's compute on it, as a slow GPU slows its own: the x1.5 the
+#: suites give a slow GPU (concurrent, from-start), so the two compute faults are equally hard.
+HOST_SLOW = 1.5
 
 
 def _fabric(world: int) -> Topology:
@@ -162,11 +169,21 @@ def _network(seed: int) -> list[Scenario]:
     for k, kind in enumerate((FaultKind.NIC, FaultKind.LINK, FaultKind.LEAF, FaultKind.SPINE, FaultKind.HOST)):
         pick = _Picker(topology, 128, seed, 300 + k)
         device = getattr(pick, kind.value)()
-        # A contended host CPU delays every launch on its GPUs: x20 of the 5 us launch overhead,
-        # as in the concurrent suite (the other kinds cut bandwidth to a quarter).
-        fault = Fault(kind=kind, device=device, slow=20.0 if kind is FaultKind.HOST else 4.0, start=20)
+        # A contended host at HOST_SLOW; the other kinds cut bandwidth to a quarter.
+        fault = Fault(kind=kind, device=device, slow=HOST_SLOW if kind is FaultKind.HOST else 4.0, start=20)
         out.append(_scenario(f"network-{kind.value}", _base(), seed, (fault,), topology=topology))
     return out
+
+
+def _ecmp(seed: int) -> list[Scenario]:
+    topology = _fabric(128)
+    pick = _Picker(topology, 128, seed, 1400)
+    faults = (Fault(kind=FaultKind.SPINE, device=pick.spine(), slow=4.0, start=20),
+              Fault(kind=FaultKind.LEAF, device=pick.leaf(), slow=4.0, start=20))  # the network suite's x4
+    return [
+        _scenario(f"ecmp-{fault.kind.value}", _base(), seed, (fault,), topology=topology, routing=Routing.ECMP)
+        for fault in faults
+    ]
 
 
 def _concurrent(seed: int) -> list[Scenario]:
@@ -183,7 +200,7 @@ def _concurrent(seed: int) -> list[Scenario]:
         ("gpu-nic", Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.5, start=20),
          Fault(kind=FaultKind.NIC, device=pick.nic(), slow=4.0, start=30)),
         ("link-host", Fault(kind=FaultKind.LINK, device=pick.link(), slow=6.0, profile=Profile.FLUCTUATION, start=20),
-         Fault(kind=FaultKind.HOST, device=pick.host(), slow=20.0, start=30)),
+         Fault(kind=FaultKind.HOST, device=pick.host(), slow=HOST_SLOW, start=30)),
     )
     return [_scenario(f"concurrent-{name}", _base(), seed, (a, b), topology=topology) for name, a, b in pairs]
 
@@ -265,6 +282,7 @@ SUITES: dict[str, Callable[[int], list[Scenario]]] = {
     "types": _types,
     "network": _network,
     "concurrent": _concurrent,
+    "ecmp": _ecmp,
     "nonhw": _nonhw,
     "clean": _clean,
     "from-start": _from_start,

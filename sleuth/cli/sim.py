@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "with injected faults; write records.parquet, iterations.parquet, job.json and truth.json. "
             "`sleuth sim suite NAME --out DIR` writes a named, seeded set of scenarios."
         ),
-        epilog="suites: scale, scale-nic, dims, types, network, concurrent, nonhw, clean, drift",
+        epilog="suites: scale, scale-nic, dims, types, network, concurrent, ecmp, nonhw, clean, drift",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     # The optional `suite NAME` words: argparse sub-commands would make the direct form need one.

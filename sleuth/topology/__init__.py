@@ -15,10 +15,12 @@ Example files live in ``sleuth/topology/examples/``.
 from __future__ import annotations
 
 from sleuth.topology.generators import GeneratorSpec, generate, parse_spec, rail_optimized, spine_leaf
-from sleuth.topology.ids import DeviceKind, DeviceRef, host_name, kind_of, link_id, parse_device
+from sleuth.topology.ids import (
+    DeviceKind, DeviceRef, host_name, kind_of, link_id, parse_device, spine_set_id, spine_set_members,
+)
 from sleuth.topology.model import DeviceAttributes, FabricDefaults, Topology
 from sleuth.topology.paths import (
-    GpuPath, PathScope, Routing, ecmp_branch, nics_below, nics_below_all, nics_below_by_kind, path, route,
+    GpuPath, PathScope, Routing, ecmp_branch, nics_below, nics_below_all, nics_below_by_kind, path, route, spine_layer,
 )
 from sleuth.topology.summary import TopologySummary, summarize
 from sleuth.topology.yaml_io import dump_topology, load_topology, loads_topology, save_topology
@@ -51,6 +53,9 @@ __all__ = [
     "rail_optimized",
     "route",
     "save_topology",
+    "spine_layer",
     "spine_leaf",
+    "spine_set_id",
+    "spine_set_members",
     "summarize",
 ]

@@ -14,6 +14,12 @@ spine           ``spine:<name>``             ``spine:s7``
 link            ``link:<a>~<b>``             ``link:leaf:p1r3~nic:h0042/3``
 ==============  ===========================  =============================================
 
+One more id names a *set* of devices rather than one: ``spines:<name>,<name>...`` (e.g.
+``spines:s0,s1,s2,s3``), the equal-cost spines a path may cross when flows are hashed onto them
+in a way sleuth never sees (ECMP). It is a suspect's id, not a device of the fabric: evidence
+that crossed one of those spines, nobody knows which, names the set (the spine layer above the
+path's leaves). Spine names are listed in the topology's order.
+
 A link is itself a device (a cable can be the slow part), named after the two devices it
 joins. Canonical order of the two ends: **sorted lexicographically as strings**, so the same
 cable has one id whichever end a caller starts from. Because ``"leaf:" < "nic:"`` and
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sleuth.errors import TopologyError
@@ -47,6 +54,8 @@ __all__ = [
     "nvswitch_id",
     "parse_device",
     "spine_id",
+    "spine_set_id",
+    "spine_set_members",
 ]
 
 
@@ -107,6 +116,24 @@ def leaf_id(name: str) -> str:
 
 def spine_id(name: str) -> str:
     return f"spine:{name}"
+
+
+_SPINE_SET = "spines:"
+
+
+def spine_set_id(spines: Sequence[str]) -> str:
+    """The id of a set of equal-cost spines, from their spine ids in the order given."""
+    names = [parse_device(spine) for spine in spines]
+    if len(names) < 2 or any(ref.kind is not DeviceKind.SPINE for ref in names):
+        raise TopologyError(f"a spine set needs two or more spine ids, got {list(spines)!r}")
+    return _SPINE_SET + ",".join(ref.name for ref in names)
+
+
+def spine_set_members(device: str) -> tuple[str, ...] | None:
+    """The spine ids a spine-set id names, in its order; None when ``device`` is no spine set."""
+    if not isinstance(device, str) or not device.startswith(_SPINE_SET):
+        return None
+    return tuple(spine_id(name) for name in device[len(_SPINE_SET) :].split(","))
 
 
 def link_id(a: str, b: str) -> str:

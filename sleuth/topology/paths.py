@@ -20,6 +20,13 @@ and the rest are the equal-cost ``branches``. Evidence is shared equally between
 :meth:`GpuPath.weighted` gives each device on the single part weight 1 and each device in the
 branches weight ``(number of branches holding it) / (number of branches)``.
 
+The spine layer
+---------------
+Under ECMP a cross-spine path is known to cross *one* of its equal-cost spines, never which;
+:func:`spine_layer` names that set (``spines:s0,s1,...``, :func:`sleuth.topology.ids.spine_set_id`):
+a device every branch holds one member of, so the path's whole evidence is on it (weight 1)
+where each member spine has 1/n.
+
 C(d)
 ----
 Holmes (appendix D) decays a device's irregularity rate by ``H(d) = ln(C(d) + ε - 1) / C(d)``
@@ -28,7 +35,8 @@ where C(d) is the number of downside NICs a network device connects to:
 * NIC: 1; NIC–leaf link: 1;
 * leaf: the NICs linked to it;
 * leaf–spine link: the NICs below its leaf;
-* spine: the distinct NICs below all of its leaves (a multi-homed NIC counts once).
+* spine: the distinct NICs below all of its leaves (a multi-homed NIC counts once);
+* spine set: the distinct NICs below all the leaves of its spines.
 
 Devices inside a host have no NICs below them; there C(d) counts GPUs instead, the endpoints
 below them: GPU 1, NVSwitch and host (CPU) the GPUs of their host.
@@ -44,11 +52,12 @@ from types import MappingProxyType
 import numpy as np
 
 from sleuth.errors import TopologyError
-from sleuth.topology.ids import DeviceKind
+from sleuth.topology.ids import DeviceKind, kind_of, spine_set_id, spine_set_members
 from sleuth.topology.model import Topology
 
 __all__ = [
     "GpuPath", "PathScope", "Routing", "ecmp_branch", "nics_below", "nics_below_all", "nics_below_by_kind", "path", "route",
+    "spine_layer",
 ]
 
 
@@ -259,6 +268,15 @@ def route(topology: Topology, gpu_a: str | int, gpu_b: str | int, *, routing: Ro
     return GpuPath(found.src, found.dst, found.scope, found.head + found.branches[choice] + found.tail)
 
 
+def spine_layer(topology: Topology, found: GpuPath) -> str | None:
+    """The id of the set of equal-cost spines ``found``'s branches cross (see the module
+    docstring), spines in the topology's order; None when they cross fewer than two spines."""
+    spines = {device for branch in found.branches for device in branch if kind_of(device) is DeviceKind.SPINE}
+    if len(spines) < 2:
+        return None
+    return spine_set_id(sorted(spines, key=lambda spine: topology.locate(spine)[1]))
+
+
 def _factor(
     src: str,
     dst: str,
@@ -322,7 +340,15 @@ def _nics_below_by_kind(topology: Topology) -> Mapping[DeviceKind, np.ndarray]:
 
 
 def nics_below(topology: Topology, device: str) -> int:
-    """C(d) of one device (see the module docstring); unknown devices raise TopologyError."""
+    """C(d) of one device or spine set (see the module docstring); unknown devices raise TopologyError."""
+    members = spine_set_members(device)
+    if members is not None:
+        ptr, spine_leaves, _ = topology.spine_leaves
+        under = np.zeros(len(topology.leaves), dtype=bool)
+        for spine in members:
+            s = topology.locate(spine)[1]
+            under[spine_leaves[ptr[s] : ptr[s + 1]]] = True
+        return int(np.unique(topology.nic_leaf[under[topology.nic_leaf[:, 1]], 0]).size)
     kind, i = topology.locate(device)
     return int(nics_below_by_kind(topology)[kind][i])
 

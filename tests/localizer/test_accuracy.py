@@ -14,6 +14,7 @@ import pytest
 from sleuth.localizer import localize
 from sleuth.localizer.shifts import level_shifts, persists
 from sleuth.sim import Emulation, suite
+from sleuth.topology import spine_set_members
 
 
 @lru_cache(maxsize=None)
@@ -61,13 +62,52 @@ def test_a_contended_host_in_the_network_suite_is_named_as_the_host():
     assert not any(s.kind == "gpu" for s in incident.suspects)
 
 
-@pytest.mark.parametrize("routing, singled_out", [("static", True), ("ecmp", False)])
-def test_a_congested_spine_is_the_top_suspect_only_when_routes_are_known(routing, singled_out):
-    emulation = _emulation("network", "network-spine")
+# The network suite runs at 128 GPUs on a fat tree of 4 pods and 4 spines; the emulator hashes
+# every GPU pair onto one spine, which the localizer knows under static routing only.
+_SPINE_LAYER = "spines:s0,s1,s2,s3"
+
+
+@pytest.mark.parametrize("seed", [101, 102, 103])
+def test_a_congested_spine_is_the_top_suspect_when_routes_are_known(seed):
+    emulation = _emulation("network", "network-spine", seed)
     [spine] = (f["device"] for f in emulation.truth().faults)
-    [incident] = _localize(emulation, routing=routing)
-    assert (incident.suspects[0].device == spine) is singled_out
+    [incident] = _localize(emulation, routing="static")
+    assert incident.suspects[0].device == spine
     assert str(incident.cause) == "network"
+
+
+@pytest.mark.parametrize("seed", [101, 102, 103])
+def test_a_congested_spine_under_ecmp_is_named_as_the_spine_layer_not_as_the_nics_it_delays(seed):
+    # ECMP (the default): no single spine can be told from the others, so the set of equal-cost
+    # spines is the suspect (seed 102 named six NICs, cables and leaves, and no switch).
+    emulation = _emulation("network", "network-spine", seed)
+    [spine] = (f["device"] for f in emulation.truth().faults)
+    [incident] = _localize(emulation)
+    top = incident.suspects[0]
+    assert (top.device, top.kind) == (_SPINE_LAYER, "spine") and spine in spine_set_members(top.device)
+    assert len(incident.suspects) == 2  # one fault: the layer and its best neighbour
+    assert str(incident.cause) == "network"
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "static"])
+def test_a_faulty_leaf_stays_the_leaf_though_the_spine_layer_gets_all_its_evidence(routing):
+    emulation = _emulation("network", "network-leaf", 102)
+    [leaf] = (f["device"] for f in emulation.truth().faults)
+    [incident] = _localize(emulation, routing=routing)
+    assert incident.suspects[0].device == leaf
+
+
+@pytest.mark.parametrize("routing", ["ecmp", "static"])
+@pytest.mark.parametrize("scenario", ["network-nic", "network-link"])
+def test_a_slow_nic_or_cable_names_the_nic_and_its_own_cable_as_the_top_two(scenario, routing):
+    # A NIC and its cable lie on exactly the same paths, so they explain the same delays.
+    emulation = _emulation("network", scenario, 101)
+    [device] = (f["device"] for f in emulation.truth().faults)
+    topology = emulation.scenario.topology
+    nic = device if scenario == "network-nic" else next(e for e in topology.link_ends(device) if e.startswith("nic:"))
+    cable = topology.link_between(topology.leaves_of(nic)[0], nic)
+    [incident] = _localize(emulation, routing=routing)
+    assert {s.device for s in incident.suspects[:2]} == {nic, cable}
 
 
 def test_a_slow_last_stage_is_stage_imbalance_with_advice_not_a_gpu():

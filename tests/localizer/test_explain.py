@@ -73,3 +73,48 @@ def test_a_dominant_share_outside_zero_to_one_is_refused():
     rated, devices = _scenario(nic_a=2, stray=0)
     with pytest.raises(ConfigError, match="dominant"):
         separate(rated, ranked=_ranked(devices), devices_of=lambda r: devices[r.key], top_k=2, dominant=1.5)
+
+
+
+def _layer_scenario(leaves: list[str]) -> tuple[dict, list[tuple[Root, float]], dict]:
+    """12 delays spread evenly over ``leaves``, every one crossing the spine layer (``spines``,
+    a spine set under ECMP) and one NIC of its own: kinds, rated roots, devices per root."""
+    kinds = {"spines": DeviceKind.SPINE}
+    devices, rated = {}, []
+    for k in range(12):
+        root = _root(k, (k, 12 + k))
+        leaf, nic = leaves[k % len(leaves)], f"nic:{k}"
+        kinds.update({leaf: DeviceKind.LEAF, nic: DeviceKind.NIC})
+        devices[root.key] = {"spines", leaf, nic}
+        rated.append((root, 1.0))
+    return kinds, rated, devices
+
+
+def _ranked_kinds(kinds: dict, devices: dict):
+    prior = {DeviceKind.NIC: 0.183, DeviceKind.LEAF: 0.048, DeviceKind.SPINE: 0.048}
+
+    def ranked(subset):
+        evidence: dict[str, float] = {}
+        for root, rate in subset:
+            for device in devices[root.key]:
+                evidence[device] = evidence.get(device, 0.0) + rate
+        numerators = {d: e + prior[kinds[d]] for d, e in evidence.items()}
+        total = sum(numerators.values())
+        scores = [Score(d, kinds[d], numerators[d] / total, evidence[d], 2) for d in evidence]
+        return sorted(scores, key=lambda s: (-s.score, s.device))
+
+    return ranked
+
+
+def test_a_spine_layer_whose_delays_spread_over_several_leaves_leads_its_fault():
+    kinds, rated, devices = _layer_scenario(["leaf:a", "leaf:b", "leaf:c"])
+    [fault] = separate(rated, ranked=_ranked_kinds(kinds, devices), devices_of=lambda r: devices[r.key], top_k=2)
+    assert fault[0].device == "spines"
+
+
+def test_a_spine_layer_whose_evidence_is_all_one_leafs_yields_to_that_leaf():
+    # The layer above a faulty leaf gets every one of the leaf's delays and ties with it (sorting
+    # first here by name alone): the leaf below it explains them at fewer endpoints.
+    kinds, rated, devices = _layer_scenario(["zleaf"])
+    [fault] = separate(rated, ranked=_ranked_kinds(kinds, devices), devices_of=lambda r: devices[r.key], top_k=2)
+    assert [s.device for s in fault] == ["zleaf", "spines"]

@@ -51,7 +51,7 @@ def test_a_slow_gpu_is_the_top_suspect_with_compute_cause_and_its_impact():
 
 
 def test_a_contended_host_cpu_names_the_host_not_one_of_its_gpus():
-    emulation = _emulation("host:h0006", 20.0, FaultKind.HOST)  # every launch on h0006's GPUs x20
+    emulation = _emulation("host:h0006", 1.5, FaultKind.HOST)  # every GPU of h0006 computes (and launches) x1.5
     [incident] = localize(emulation, irregular_iterations=_irregular(emulation), topology=emulation.scenario.topology, window=30)
     assert incident.suspects[0].device == "host:h0006"
     assert not any(s.device.startswith("gpu:h0006/") for s in incident.suspects)

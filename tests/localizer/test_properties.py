@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,10 +14,10 @@ from sleuth.layout import ParallelLayout
 from sleuth.localizer import Thresholds, build_graph
 from sleuth.localizer.fetch import Fetcher
 from sleuth.localizer.operators import make_window
-from sleuth.localizer.scoring import Evidence, Priors, accumulate, map_scores
+from sleuth.localizer.scoring import Evidence, Priors, accumulate, map_scores, root_devices
 from sleuth.localizer.search import Cause, Root, search
 from sleuth.sim import Emulation, Fault, FaultKind, Scenario
-from sleuth.topology import DeviceKind, generate
+from sleuth.topology import DeviceKind, Routing, generate
 from sleuth.topology.ids import host_id
 
 
@@ -145,3 +146,19 @@ def test_a_compute_root_splits_its_rate_between_its_gpu_and_its_host_by_the_host
     assert abs(sum(e.total for e in evidence.values()) - rate) < 1e-9  # nothing lost, nothing counted twice
     assert (gpus[rank] in evidence) is (share < 1)
     assert (host in evidence) is (share > 0)
+
+
+@pytest.mark.parametrize("routing", [Routing.ECMP, Routing.STATIC])
+def test_a_cross_spine_root_puts_its_whole_rate_on_the_spine_layer_only_under_ecmp(routing):
+    topology = _topology()  # 2 pods, 2 spines: h0000 and h0002 sit under different leaves
+    gpus = topology.devices(DeviceKind.GPU)
+    a, b = gpus.index("gpu:h0000/0"), gpus.index("gpu:h0002/0")
+    root = Root(5, Cause.NETWORK, a, "pp.0", 1, "send", (a, b), (a, b), (0, 0), ran=5)
+    weights = root_devices(root, topology=topology, gpus=gpus, routing=routing)
+    spines = {d: w for d, w in weights.items() if d.startswith("spine:")}
+    if routing is Routing.ECMP:
+        assert weights["spines:s0,s1"] == 1.0 and spines == {"spine:s0": 0.5, "spine:s1": 0.5}
+    else:
+        assert not any(d.startswith("spines:") for d in weights) and list(spines.values()) == [1.0]
+    scores = map_scores(accumulate([(root, 1.0)], topology=topology, gpus=gpus, routing=routing), topology=topology)
+    assert all(s.kind is DeviceKind.SPINE for s in scores if s.device.startswith("spine"))  # the set too

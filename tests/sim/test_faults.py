@@ -8,6 +8,7 @@ import pytest
 from sleuth.errors import ConfigError
 from sleuth.records import OpKind
 from sleuth.sim import Fault, FaultKind, Profile, parse_fault
+from sleuth.sim.scenario import DELTA
 from sleuth.topology import DeviceKind, generate, link_id
 
 from tests.sim.conftest import emulate
@@ -161,3 +162,28 @@ def test_a_fault_on_a_device_outside_the_topology_fails_before_work() -> None:
     with pytest.raises(ConfigError, match="gpu:h0099/0"):
         emulate(tp=2, pp=1, dp=2, fabric="fattree:hosts=1,gpus=4,pod=1,spines=1",
                 faults=[parse_fault("gpu:h0099/0,slow=2")])
+
+
+def _own_work(timeline, plan) -> np.ndarray:
+    """Per rank, its time outside communication summed over the run: from the end of each
+    collective to the start of the rank's next operator (the rank's clock is the collective's end
+    there; after a send or receive it is not, so those gaps are left out)."""
+    work = np.zeros(plan.layout.world, np.int64)
+    for stage in plan.stages:
+        after_collective = [j for j in range(len(stage.slots) - 1) if not stage.slots[j].peer]
+        for j in after_collective:
+            gaps = timeline.starts[stage.stage][:, j + 1, :] - timeline.ends[stage.stage][:, j, :]
+            work[stage.ranks] += gaps.sum(axis=0)
+    return work
+
+
+def test_a_host_fault_slows_the_compute_of_exactly_its_gpus() -> None:
+    # Issue 35: tp4 pp4 dp6 on 12 hosts of 8 GPUs; host:h0005 holds ranks 40-47. A host fault
+    # that only lengthened the 5 us launch overhead left the iteration time unchanged.
+    emulation = emulate(tp=4, pp=4, dp=6, fabric="fattree:hosts=12", faults=[parse_fault("host:h0005,slow=3")],
+                        iterations=2, microbatches=4)
+    truth = emulation.truth()
+    assert truth.faults[0]["ranks"] == list(range(40, 48))
+    assert all(row.time_ns > DELTA * row.counterfactual_ns for row in truth.iterations)
+    slowed = _own_work(emulation.timeline, emulation.plan) > _own_work(emulation.counterfactual, emulation.plan)
+    assert np.flatnonzero(slowed).tolist() == list(range(40, 48))

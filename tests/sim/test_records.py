@@ -153,3 +153,12 @@ def test_comm_drift_lengthens_transfers_not_compute() -> None:
 def test_drift_outside_zero_to_one_is_refused() -> None:
     with pytest.raises(ConfigError, match="comm_drift must be in"):
         emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=4, comm_drift=1.5)
+
+
+def test_routing_tells_readers_what_is_known_and_changes_no_timing() -> None:
+    static = emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=3)
+    ecmp = emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=3, routing="ecmp")
+    assert ecmp.scenario.describe()["routing"] == "ecmp" and static.scenario.describe()["routing"] == "static"
+    assert np.array_equal(ecmp.records()["t_end_ns"], static.records()["t_end_ns"])
+    with pytest.raises(ConfigError, match="routing must be one of ecmp, static"):
+        emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=3, routing="ospf")

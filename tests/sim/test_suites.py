@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sleuth.sim import SUITES, FaultKind, suite
+from sleuth.topology import Routing
 
 
 def _devices(name: str, seed: int) -> list:
@@ -30,6 +31,9 @@ def test_suites_cover_what_they_promise() -> None:
     assert [sc.faults[0].kind for sc in suite("network")] == [
         FaultKind.NIC, FaultKind.LINK, FaultKind.LEAF, FaultKind.SPINE, FaultKind.HOST]
     assert all(len(sc.faults) == 2 for sc in suite("concurrent"))
+    assert [(sc.faults[0].kind, sc.routing) for sc in suite("ecmp")] == [
+        (FaultKind.SPINE, Routing.ECMP), (FaultKind.LEAF, Routing.ECMP)]
+    assert all(sc.routing is Routing.STATIC for sc in suite("network"))
     assert all(not sc.faults for sc in suite("clean"))
     assert all(sc.drift == 0.07 for sc in suite("drift"))
     assert all(sc.faults[0].start == 0 for sc in suite("from-start"))

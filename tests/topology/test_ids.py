@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from sleuth.errors import TopologyError
-from sleuth.topology.ids import DeviceKind, host_name, kind_of, link_id, parse_device
+from sleuth.topology.ids import DeviceKind, host_name, kind_of, link_id, parse_device, spine_set_id, spine_set_members
 
 
 def test_host_names_have_four_digits_then_grow() -> None:
@@ -45,3 +45,13 @@ def test_parse_device_rejects_bad_ids_naming_them(device: str, fragment: str) ->
     with pytest.raises(TopologyError, match=None) as info:
         parse_device(device)
     assert fragment in str(info.value)
+
+
+def test_a_spine_set_id_lists_its_spines_and_reads_back() -> None:
+    device = spine_set_id(["spine:s2", "spine:s10"])
+    assert device == "spines:s2,s10"
+    assert spine_set_members(device) == ("spine:s2", "spine:s10")
+    assert spine_set_members("spine:s2") is None
+    for bad in (["spine:s0"], ["spine:s0", "leaf:l0"]):
+        with pytest.raises(TopologyError, match="two or more spine ids"):
+            spine_set_id(bad)

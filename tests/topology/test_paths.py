@@ -10,6 +10,7 @@ from sleuth.errors import TopologyError
 from sleuth.topology import (
     DeviceKind,
     PathScope,
+    Routing,
     Topology,
     generate,
     loads_topology,
@@ -17,6 +18,8 @@ from sleuth.topology import (
     nics_below_all,
     nics_below_by_kind,
     path,
+    route,
+    spine_layer,
 )
 
 # ---- exact paths on hand-built fabrics -------------------------------------------------------
@@ -76,6 +79,17 @@ def test_cross_spine_path_lists_each_spine_as_an_alternative(two_leaves: Topolog
         ("nic:h3/0", 1.0),
         ("gpu:h3/0", 1.0),
     )
+
+
+def test_the_spine_layer_of_a_cross_spine_path_is_its_equal_cost_spines(two_leaves: Topology) -> None:
+    assert spine_layer(two_leaves, path(two_leaves, "gpu:h0/1", "gpu:h3/0")) == "spines:s0,s1"
+    # One known route crosses one spine, and a path under one leaf crosses none: no set to name.
+    assert spine_layer(two_leaves, route(two_leaves, "gpu:h0/1", "gpu:h3/0", routing=Routing.STATIC)) is None
+    assert spine_layer(two_leaves, path(two_leaves, "gpu:h0/1", "gpu:h1/0")) is None
+
+
+def test_the_spine_layer_of_multi_homed_nics_holds_the_spines_of_every_branch(multi_homed: Topology) -> None:
+    assert spine_layer(multi_homed, path(multi_homed, "gpu:x/0", "gpu:z/0")) == "spines:s0,s1"
 
 
 def test_paths_accept_global_gpu_indices(two_leaves: Topology) -> None:
@@ -146,6 +160,12 @@ def test_nics_below_counts_a_multi_homed_nic_once(multi_homed: Topology) -> None
     assert [c[f"leaf:{name}"] for name in ("l0", "l1", "l2")] == [3, 2, 1]
     assert c["spine:s0"] == 4  # x, y, w under l0; z under l2
     assert c["spine:s1"] == 3  # x, w under l1; z under l2
+
+
+def test_nics_below_a_spine_set_counts_the_nics_below_any_of_its_spines(multi_homed: Topology) -> None:
+    assert nics_below(multi_homed, "spines:s0,s1") == 4  # x, y, w, z; x and w once each
+    with pytest.raises(TopologyError, match="spine:s9"):
+        nics_below(multi_homed, "spines:s0,s9")
 
 
 def test_nics_below_arrays_align_with_device_ids(two_leaves: Topology) -> None:
