@@ -232,7 +232,7 @@ class Settings:
     )
     attribution_warmup: int = _setting(
         5, "SLEUTH_ATTRIBUTION_WARMUP",
-        "first iterations of a job the streaming localizer's what-if rounds leave out: process start, "
+        "first iterations of a job (numbered from 0) the what-if attribution leaves out: process start, "
         "communicator setup, allocator growth and autotuning make them uneven across ranks by nature", _non_negative_int,
     )
     attribution_window: int = _setting(

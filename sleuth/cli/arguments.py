@@ -22,6 +22,22 @@ def positive_int(name: str) -> Callable[[str], int]:
     return parse
 
 
+def non_negative_int(name: str) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer option that may be 0."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is negative")
+        return value
+
+    parse.__name__ = name
+    return parse
+
+
 def above_one(name: str) -> Callable[[str], float]:
     """An argparse ``type`` for a factor above 1 (a slowdown line)."""
 

@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from sleuth.cli.localize import add_attribution_options, read_job, resolve_attribution_options
+from sleuth.cli.localize import add_attribution_options, past_warmup, read_job, resolve_attribution_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +31,8 @@ def _run(args: argparse.Namespace) -> int:
 
     resolve_attribution_options(args)
     spec, records, iterations = read_job(args)
-    found = attribute(records, spec, iterations=iterations)
+    steady, steady_iterations = past_warmup(records, iterations, args.warmup)
+    found = attribute(steady, spec, iterations=steady_iterations)
     sustained, _ = episodes(found, slowdown=args.slowdown, sustain=args.sustain)
     hiccup = lone_hiccup(found, slowdown=args.slowdown, sustain=args.sustain)
     document = {

@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from sleuth.cli.arguments import above_one, positive_int
+from sleuth.cli.arguments import above_one, non_negative_int, positive_int
 from sleuth.errors import ConfigError, RecordError
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
@@ -59,16 +59,29 @@ def add_attribution_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sustain", type=positive_int("--sustain"), default=None,
                         help=f"consecutive iterations at that S that open it "
                              f"(default SLEUTH_ATTRIBUTION_SUSTAIN, else {declared.attribution_sustain})")
+    parser.add_argument("--warmup", type=non_negative_int("--warmup"), default=None,
+                        help=f"first iterations (numbered from 0) the attribution leaves out "
+                             f"(default SLEUTH_ATTRIBUTION_WARMUP, else {declared.attribution_warmup})")
 
 
 def resolve_attribution_options(args: argparse.Namespace) -> None:
-    """``--slowdown`` and ``--sustain`` not given take their settings' values."""
-    if args.slowdown is None or args.sustain is None:
+    """``--slowdown``, ``--sustain`` and ``--warmup`` not given take their settings' values."""
+    if args.slowdown is None or args.sustain is None or args.warmup is None:
         settings = Settings.from_env()
         if args.slowdown is None:
             args.slowdown = settings.attribution_slowdown
         if args.sustain is None:
             args.sustain = settings.attribution_sustain
+        if args.warmup is None:
+            args.warmup = settings.attribution_warmup
+
+
+def past_warmup(records: RecordBatch, iterations: IterationBatch, warmup: int) -> tuple[RecordBatch, IterationBatch]:
+    """The records and iteration rows of iterations ``warmup`` and later: a starting job's ranks are
+    uneven by nature (process start, communicator setup, allocator growth, autotuning)."""
+    if not warmup:
+        return records, iterations
+    return records.take(records["iteration"] >= warmup), iterations.take(iterations["iteration"] >= warmup)
 
 
 def read_job(args: argparse.Namespace) -> tuple[JobSpec, RecordBatch, IterationBatch]:
@@ -94,7 +107,8 @@ def _run(args: argparse.Namespace) -> int:
     attribution = None
     if not args.no_attribution:
         try:
-            attribution = attribute(records, spec, iterations=iterations)
+            steady, steady_iterations = past_warmup(records, iterations, args.warmup)
+            attribution = attribute(steady, spec, iterations=steady_iterations)
         except RecordError as error:  # records the replay cannot order: the δ rule still stands
             print(f"sleuth localize: what-if attribution skipped: {error}", file=sys.stderr)
     incidents = localize(
