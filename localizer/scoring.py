@@ -74,7 +74,7 @@ class Priors:
 
     p: Mapping[DeviceKind, float] = field(default_factory=lambda: MappingProxyType(dict(_TABLE_1)))
     alpha: float = 1.0
-    decay_power: float = 0.0  # γ: the decay used is H(d)^γ (0: none, 1: Holmes's, floored); see README
+    decay_power: float = 0.0  # γ: the decay used is H(d)^γ (0: none, 1: Holmes's, floored); see docs/localization.md
 
     def __post_init__(self) -> None:
         if not (isinstance(self.alpha, (int, float)) and self.alpha >= 0 and math.isfinite(self.alpha)):

@@ -1,4 +1,4 @@
-"""Blocking and transfer times of one operator across its members (design.md; What-if §3).
+"""Blocking and transfer times of one operator across its members (docs/design.md; What-if §3).
 
 A member's operator starts when that member launches it and ends when the whole group is done,
 so for one instance:

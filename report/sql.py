@@ -3,7 +3,7 @@
 Every statement is complete and runnable as printed (``clickhouse-client --query``): the job and
 incident ids are spliced in as quoted literals, because a reader pastes them, and the driver's
 client-side parameters would not be visible. SQL stays within what ClickHouse 18.16 runs
-(design.md): ``FINAL`` for exact reads of the ReplacingMergeTree tables, ``extract`` (a regular
+(docs/design.md): ``FINAL`` for exact reads of the ReplacingMergeTree tables, ``extract`` (a regular
 expression) rather than the newer JSON functions, no window functions.
 
 The tables are those of ``sleuth.stream.schema``; one query per figure part, so the tests can run

@@ -99,7 +99,7 @@ MAX_ROWS = 24_000
 #: a whole job: on seed 7, whole jobs, the forest of samples alone voted the receives after a slow
 #: GPU at 2,048 GPUs 0.10 (F1 0.919); with these six jobs that cell scores 0.995. Whole slow-NIC
 #: jobs as well lost the slow NIC at 4,096 GPUs and a NIC's spike, before and after the pipeline
-#: pairing fix in features.py. Each forest's figures: docs/detection-notes.md.
+#: pairing fix in features.py. Figures: benchmarks/RESULTS.md (earlier forests: git history of docs/detection-notes.md).
 WHOLE_JOBS = (("scale", TRAINING_SEEDS, (1024, 2048, 4096)),)
 #: Rows per whole job at most: twice MAX_ROWS, since a whole job holds many times a sample's operators.
 WHOLE_MAX_ROWS = 48_000

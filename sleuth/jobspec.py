@@ -1,4 +1,4 @@
-"""The job spec: what sleuth knows about a job besides its records (design.md, "Contracts").
+"""The job spec: what sleuth knows about a job besides its records (docs/design.md, "Contracts").
 
 A job spec names the job and its world size, optionally its parallel layout, where every rank
 runs (rank → host, GPU index) and its communicators (id → kind, member ranks). A records folder

@@ -5,7 +5,7 @@ gateway's validation, the detectors, the ClickHouse sink, the localizer) works a
 time. String fields (job, comm) are stored as ``uint32`` codes into a per-batch string table,
 as on the wire, so that a batch of a million records does not hold a million Python strings.
 
-``RecordBatch`` carries CommOps records (design.md, "CommOps record"); ``IterationBatch`` carries
+``RecordBatch`` carries CommOps records (docs/design.md, "CommOps record"); ``IterationBatch`` carries
 iteration records. Conversions: ``sleuth.proto.codec`` (wire), ``sleuth.recordio`` (Parquet and
 JSON lines).
 """
@@ -266,7 +266,7 @@ class ColumnBatch:
 
 
 class RecordBatch(ColumnBatch):
-    """CommOps records: one per communication operator per rank (design.md)."""
+    """CommOps records: one per communication operator per rank (docs/design.md)."""
 
     FIELDS = _fields(
         ("job", "str"),

@@ -1,6 +1,6 @@
 """CommOps records in ClickHouse: the table layout and columnar insert and select.
 
-SQL stays within what ClickHouse 18.16 runs (design.md): timestamps are Int64 nanoseconds, no
+SQL stays within what ClickHouse 18.16 runs (docs/design.md): timestamps are Int64 nanoseconds, no
 DateTime64, no TTL. The table is a ReplacingMergeTree on the record's natural key, so a replayed
 batch does not double count once merged (queries that must be exact before a merge use FINAL).
 """

@@ -3,7 +3,7 @@
 The key is ``<job>/<unit>``, where the unit is the smallest rank of the rank's model replica
 (``ParallelLayout.replica_of``) when the job was registered with a layout, and the rank itself
 otherwise. Kafka's default partitioner sends equal keys to one partition, so each rank's records
-stay on one partition, in order, as design.md's per-(job, rank) keying promised, and a
+stay on one partition, in order, as docs/design.md's per-(job, rank) keying promised, and a
 replica's ranks land together: the worker that scores an operator holds the records of its tensor
 mates and of its pipeline peers, whose timing the detector's features need (blocking, transfer,
 the mates' same operator). With one key per rank, a job's ranks were spread over the workers at

@@ -1,5 +1,6 @@
 """Settings: declared once, read from the environment only when asked, documented in the README."""
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,7 @@ from sleuth.errors import ConfigError
 from sleuth.settings import Settings
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+SETTINGS_TABLE = Path(__file__).resolve().parents[1] / "scripts" / "settings_table.py"
 
 
 def test_defaults_without_environment():
@@ -36,10 +38,25 @@ def test_bad_values_fail_naming_the_variable(variable, value, why):
         Settings.from_env({variable: value})
 
 
+def _settings_table_script():
+    spec = importlib.util.spec_from_file_location("settings_table", SETTINGS_TABLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_every_setting_is_in_the_readme():
+    # The README's table is exactly what scripts/settings_table.py generates from Settings.describe(),
+    # so a setting added, removed or changed without regenerating the README fails here.
+    script = _settings_table_script()
     text = README.read_text()
+    assert script.BEGIN in text and script.END in text, f"README.md lost its {script.BEGIN} / {script.END} markers"
+    expected = script.table()
+    assert script.between_markers(text) == expected, (
+        "README.md's settings table is not what Settings.describe() gives: regenerate it with "
+        "`.venv/bin/python scripts/settings_table.py --write README.md`")
     for env, _name, default, _help in Settings.describe():
-        assert f"| `{env}` | `{default}` |" in text, env
+        assert f"| `{env}` | `{default}` |" in expected, env
 
 
 def test_alertmanagers_api_in_webhooks_fails_pointing_to_the_right_setting():

@@ -1,6 +1,6 @@
 """Device ids: how every device of a fabric is named, and how a name is read back.
 
-design.md fixes one stable id per device, prefixed by its kind:
+docs/design.md fixes one stable id per device, prefixed by its kind:
 
 ==============  ===========================  =============================================
 kind            id                           example

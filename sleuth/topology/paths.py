@@ -5,7 +5,7 @@ another through its NIC, a leaf of that NIC, and, when the two NICs share no lea
 linked to a leaf of each. That is a handful of set operations per query (microseconds at
 16,384 GPUs), where a shortest-path search over a graph of the whole fabric costs milliseconds.
 
-The path (design.md, "Topology and devices")
+The path (docs/design.md, "Topology and devices")
 --------------------------------------------
 * same GPU: ``[gpu]``;
 * same host: ``[gpu a, nvswitch, gpu b]`` (NVLink through the host's NVSwitch);
@@ -16,7 +16,7 @@ The path (design.md, "Topology and devices")
 Every shortest route is enumerated (for multi-homed NICs that includes every pair of their
 leaves), then the devices common to all routes are factored out into ``head`` and ``tail``
 and the rest are the equal-cost ``branches``. Evidence is shared equally between branches
-(design.md: "Equal-cost spines share a path's evidence equally"), so
+(docs/design.md: "Equal-cost spines share a path's evidence equally"), so
 :meth:`GpuPath.weighted` gives each device on the single part weight 1 and each device in the
 branches weight ``(number of branches holding it) / (number of branches)``.
 
@@ -225,7 +225,7 @@ class Routing(enum.Enum):
     """What is known of how a flow picks among equal-cost spines.
 
     * ``ECMP``: unknown (per-flow hashing on headers sleuth never sees): a path's evidence is
-      shared equally by its equal-cost branches (design.md);
+      shared equally by its equal-cost branches (docs/design.md);
     * ``STATIC``: deterministic, one known branch per GPU pair (:func:`ecmp_branch`), as on an
       InfiniBand fabric whose subnet manager programs fixed routes, or static ECMP. The emulator
       routes this way, so a congested spine slows only the flows routed through it.

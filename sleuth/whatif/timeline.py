@@ -1,6 +1,6 @@
 """The timing rules of a job's operators as a dependency graph, and its replay with other durations.
 
-The rules (design.md, "What a duration means"; What-if §3.2):
+The rules (docs/design.md, "What a duration means"; What-if §3.2):
 
 * each rank runs its operators in start order, a *chain*; an operator starts a *gap* after the
   rank's clock, which is the end of the previous operator, or its start when that operator did

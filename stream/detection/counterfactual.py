@@ -1,10 +1,10 @@
 """Counterfactual replay: how long each operator would have lasted without the slowdowns its chunk shows.
 
 The forest judges an operator by how it compares with its own past and its neighbours. What the
-labels ask (design.md) is different: did the operator run over 5% longer than it would have in the
+labels ask (docs/design.md) is different: did the operator run over 5% longer than it would have in the
 same run without the fault? Where a chunk holds every member of the groups it touches (a whole job
 in one place), that question can be answered by replaying the chunk under the timing rules that
-make records wait for each other (design.md, "blocking and transfer"):
+make records wait for each other (docs/design.md, "blocking and transfer"):
 
 * each rank runs its operators in start order; an operator starts a *gap* after the rank's clock,
   which is the end of the previous operator, or its start when that operator did not hold the rank
@@ -33,7 +33,7 @@ group, which is why the workers run without the replay by default (``stream_dete
 
 The model is the emulator's: compute does not overlap a blocking operator, and a send never holds
 its rank. On real GPUs compute overlaps communication, so on real records the replay is an estimate
-whose error is not measured (README, "Detection").
+whose error is not measured (docs/detection.md).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from sleuth.whatif.timeline import dependencies, downstream, holds_rank, replay
 __all__ = ["EXCESS", "CounterfactualReplay", "Replayed"]
 
 #: An operator is abnormal when it lasts more than this times its fault-free length: the labels'
-#: line (design.md), so the replay answers the labels' own question.
+#: line (docs/design.md), so the replay answers the labels' own question.
 EXCESS = 1.05
 
 _log = logging.getLogger(__name__)

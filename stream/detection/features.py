@@ -240,7 +240,7 @@ class OperatorWindows:
             raise RecordError(f"more than {1 << _ORDINAL_BITS} operators on one communicator in one iteration")
         rows = self._identity_rows(job, rank, comm, ordinal)
 
-        # Blocking and transfer (design.md): from the members' records present in this chunk,
+        # Blocking and transfer (docs/design.md): from the members' records present in this chunk,
         # grouped as the replay groups them (``sleuth.whatif.timeline.member_groups``).
         peer = records["peer"].astype(np.int64)
         p2p = peer >= 0
