@@ -58,7 +58,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[401])
     parser.add_argument("--baseline-up-to", type=int, default=2048, metavar="WORLD")
     args = parser.parse_args()
-    rows = [run(world, seed, args.iterations, world <= args.baseline_up_to) for seed in args.seeds for world in args.scales]
+    from sleuth.progress import track
+
+    runs = [(seed, world) for seed in args.seeds for world in args.scales]
+    rows = [run(world, seed, args.iterations, world <= args.baseline_up_to) for seed, world in track(runs, "attribution runs")]
     print(json.dumps({"machine": platform.machine(), "rows": rows}, indent=1))
 
 

@@ -45,6 +45,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from sleuth.progress import track
 from sleuth.sim import Emulation, Fault, FaultKind, Profile, suite
 from sleuth.stream.detection import AbnormalOperatorForest, DriftTuner, OperatorWindows, load_default_model
 from sleuth.stream.detection.baselines import (
@@ -140,19 +141,18 @@ def scored_ranks(em: Emulation, groups: int | None) -> np.ndarray:
 def operators(scales: list[int], groups: int | None, model, baselines: dict) -> dict:
     rng = np.random.default_rng(0)
     per_scale = {}
-    for name, suffix in (("scale", ""), ("scale-nic", "-nic")):
-        for sc in suite(name, seed=SEED):
-            if sc.layout.world not in scales:
-                continue
-            em = Emulation(sc)
-            key = f"{sc.layout.world}{suffix}"
-            per_scale[key] = score_methods(em, scored_ranks(em, groups), model, baselines, rng)
-            per_scale[key]["world"] = sc.layout.world
-            del em
+    at_scale = [(sc, suffix) for name, suffix in (("scale", ""), ("scale-nic", "-nic"))
+                for sc in suite(name, seed=SEED) if sc.layout.world in scales]
+    for sc, suffix in track(at_scale, "operators at scale"):
+        em = Emulation(sc)
+        key = f"{sc.layout.world}{suffix}"
+        per_scale[key] = score_methods(em, scored_ranks(em, groups), model, baselines, rng)
+        per_scale[key]["world"] = sc.layout.world
+        del em
     per_type = {}
     # Half as many groups for the 128-GPU types suite: it has 32 tensor groups, a scale run 128 or more.
     type_groups = None if groups is None else max(groups // 2, 1)
-    for sc in suite("types", seed=SEED):
+    for sc in track(suite("types", seed=SEED), "operators per fault type"):
         em = Emulation(sc)
         per_type[sc.name.removeprefix("types-")] = score_methods(em, scored_ranks(em, type_groups), model, baselines, rng)
     return {"per_scale": per_scale, "per_type": per_type}
@@ -241,7 +241,7 @@ def iteration_methods(scales: list[int]) -> dict:
     scenarios = suite("types", seed=SEED) + suite("clean", seed=SEED) + suite("drift", seed=SEED) + [
         sc for sc in suite("scale", seed=SEED) if sc.layout.world in scales[:2]]
     counts = {m: np.zeros(4, int) for m in ("delta_monitor", "median_rule", "unverified_change_points")}
-    for sc in scenarios:
+    for sc in track(scenarios, "iteration monitors"):
         em = Emulation(sc)
         truth = em.truth()
         iterations = em.iterations()
@@ -326,7 +326,8 @@ def main() -> None:
     if "iterations" not in skip:
         result["iterations"] = iteration_methods(scales)
     if "operators" not in skip:
-        X, y, _ = emulation_rows(suite("types", seed=101) + suite("network", seed=101), groups=4)
+        X, y, _ = emulation_rows(suite("types", seed=101) + suite("network", seed=101), groups=4,
+                                 progress="baselines' training rows")
         baselines = {"three_sigma": ThreeSigma().fit(X), "knn": KNNDetector().fit(X, y), "svm": SVMDetector().fit(X, y)}
         result["operators"] = operators(scales, args.ranks, model, baselines)
     if "drift" not in skip:

@@ -222,20 +222,22 @@ def main() -> None:
                              "scenario's own, static but in the ecmp suite)")
     args = parser.parse_args()
 
+    from sleuth.progress import track
     from sleuth.sim import suite
 
-    rows: list[dict] = []
+    # (suite, seed, scenario, options) of every run, listed first so that the bar knows how many.
+    runs: list[tuple[str, int, object, dict]] = []
     for seed in args.seeds:
         for name in args.suites:
-            for scenario in suite(name, seed=seed):
-                rows.append({"suite": name, "seed": seed, **run_scenario(
-                    scenario, baselines=not args.no_baselines, routing=args.routing, attribution=not args.no_attribution,
-                    forced=name != "hiccups")})
-        for scenario in (*suite("scale", seed=seed), *suite("scale-nic", seed=seed)):
-            if scenario.layout.world in args.scales:
-                with_baselines = not args.no_baselines and scenario.layout.world <= args.baselines_up_to
-                rows.append({"suite": "scale", "seed": seed, **run_scenario(
-                    scenario, baselines=with_baselines, routing=args.routing, attribution=not args.no_attribution)})
+            runs += [(name, seed, scenario, {"baselines": not args.no_baselines, "forced": name != "hiccups"})
+                     for scenario in suite(name, seed=seed)]
+        runs += [("scale", seed, scenario, {"baselines": not args.no_baselines and scenario.layout.world <= args.baselines_up_to})
+                 for scenario in (*suite("scale", seed=seed), *suite("scale-nic", seed=seed))
+                 if scenario.layout.world in args.scales]
+    rows: list[dict] = []
+    for name, seed, scenario, options in track(runs, "localizer scenarios"):
+        rows.append({"suite": name, "seed": seed, **run_scenario(
+            scenario, routing=args.routing, attribution=not args.no_attribution, **options)})
 
     methods = ("sleuth", "earliest", "random_walk", "nvrx_relative_median")
     key_of = {"sleuth": "correct"}

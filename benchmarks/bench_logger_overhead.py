@@ -63,8 +63,10 @@ def main() -> None:
     args = parser.parse_args()
     wall: dict[str, list[float]] = {"off": [], "on": []}
     cpu: dict[str, list[float]] = {"off": [], "on": []}
+    from sleuth.progress import track
+
     with tempfile.TemporaryDirectory() as tmp:
-        for round_ in range(args.rounds):
+        for round_ in track(range(args.rounds), "rounds (a job without the logger, one with)"):
             order = ("off", "on") if round_ % 2 == 0 else ("on", "off")
             folders = {mode: Path(tmp) / f"{mode}-{round_}" for mode in order}
             if args.together:

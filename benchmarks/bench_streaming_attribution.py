@@ -87,7 +87,10 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=16)
     parser.add_argument("--seeds", type=int, nargs="+", default=[461])
     args = parser.parse_args()
-    rows = [run(world, seed, args.iterations) for world in args.scales for seed in args.seeds]
+    from sleuth.progress import track
+
+    runs = [(world, seed) for world in args.scales for seed in args.seeds]
+    rows = [run(world, seed, args.iterations) for world, seed in track(runs, "streaming attribution runs")]
     print(json.dumps({"benchmark": "streaming_attribution", "machine": platform.machine(), "rows": rows}, indent=2))
 
 

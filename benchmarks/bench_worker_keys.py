@@ -25,6 +25,7 @@ import time
 import numpy as np
 from kafka.partitioner.default import murmur2
 
+from sleuth.progress import track
 from sleuth.sim import Emulation, suite
 from sleuth.stream.detection import load_default_model
 from sleuth.stream.detection.training import streaming_scores
@@ -67,7 +68,7 @@ def main() -> None:
     model = load_default_model()
     started = time.monotonic()
     out = {"seed": SEED, "partitions": args.partitions, "threshold": model.forest.threshold, "scenarios": {}}
-    for suite_name, name in SCENARIOS:
+    for suite_name, name in track(SCENARIOS, "scenarios"):
         scenario = next(sc for sc in suite(suite_name, seed=SEED) if sc.name == name)
         em = Emulation(scenario)
         layout = scenario.layout

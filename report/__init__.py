@@ -5,6 +5,7 @@ Modules, one job each:
 * :mod:`~sleuth.report.evidence` — the data behind each figure, from an incident, a ``RecordSource``
   and the topology;
 * :mod:`~sleuth.report.neighbourhood` — the fabric around the suspects, laid out in tiers;
+* :mod:`~sleuth.report.heatmap` — per-worker slowdown on the DP x PP grid (the what-if replay);
 * :mod:`~sleuth.report.sql` — the ClickHouse SQL printed under each figure;
 * :mod:`~sleuth.report.figures` — matplotlib figures as inline SVG;
 * :mod:`~sleuth.report.render` — the page (Jinja2 template ``templates/report.html.j2``);

@@ -8,7 +8,9 @@ each figure's data with what its SQL (``sql``) returns from ClickHouse.
 * the timeline: every operator of the visited ranks and of the root operators' groups in one
   irregular iteration (the first root's), with the root operators and the operators the search
   examined marked;
-* the neighbourhood of the suspects in the fabric (``neighbourhood``).
+* the neighbourhood of the suspects in the fabric (``neighbourhood``);
+* per-worker slowdown on the job's data-parallel x pipeline grid (``heatmap``: every rank's
+  records of the incident's iterations, replayed by the what-if attribution).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from sleuth.sources import RecordSource
 from sleuth.topology import Topology
 from sleuth.topology.ids import gpu_id
 
+from sleuth.report.heatmap import WorkerHeatmap, worker_heatmap
 from sleuth.report.neighbourhood import Neighbourhood, around
 from sleuth.report.sql import IncidentQueries
 
@@ -75,6 +78,7 @@ class ReportData:
     neighbourhood: Neighbourhood
     queries: dict[str, tuple[str, ...]]  # figure id -> the SQL that reproduces it
     topology_note: str  # where the topology came from
+    heatmap: WorkerHeatmap  # S_w per (dp, pp), or a note why there is none
 
 
 def gather(
@@ -112,7 +116,7 @@ def gather(
         "scores": (q.suspects(),),
         "impact": (q.impact(),),
     }
-    return ReportData(incident, series, timeline, neighbourhood, queries, topology_note)
+    return ReportData(incident, series, timeline, neighbourhood, queries, topology_note, worker_heatmap(incident, source))
 
 
 def iteration_series(incident: Incident, source: RecordSource, *, context: int) -> IterationSeries:

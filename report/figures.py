@@ -12,19 +12,21 @@ import io
 from collections.abc import Sequence
 
 import numpy as np
-from matplotlib import rc_context
+from matplotlib import colormaps, rc_context
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
 from sleuth.localizer.impact import Impact
 from sleuth.localizer.incident import Suspect
 from sleuth.localizer.search import Step
 
 from sleuth.report.evidence import IterationSeries, Role, Timeline
+from sleuth.report.heatmap import WorkerHeatmap
 from sleuth.report.neighbourhood import TIERS, Neighbourhood
 
-__all__ = ["impact_svg", "iterations_svg", "scores_svg", "timeline_svg", "topology_svg", "traversal_svg"]
+__all__ = ["heatmap_svg", "impact_svg", "iterations_svg", "scores_svg", "timeline_svg", "topology_svg", "traversal_svg"]
 
 # Colours (colour-blind safe pairs from the Okabe-Ito palette).
 NORMAL = "#56707f"
@@ -34,6 +36,8 @@ ROOT = "#d55e00"
 MUTED = "#c9d1d6"
 _ACTION_COLOURS = {"pivot": "#009e73", "bfs": "#0072b2", "dfs": "#cc79a7", "back": "#e69f00", "member": "#d55e00"}
 _MAX_TRAVERSAL_STEPS = 400
+#: Cells up to which the heatmap writes each cell's S_w in it.
+_MAX_ANNOTATED_CELLS = 96
 
 
 def _svg(figure: Figure, name: str) -> str:
@@ -210,3 +214,38 @@ def impact_svg(impact: Impact) -> str:
                     f"{impact.gpu_hours_lost:.3g} GPU-hours lost")
     axes.grid(axis="x", alpha=0.3)
     return _svg(figure, "impact")
+
+
+def heatmap_svg(heatmap: WorkerHeatmap) -> str:
+    """S_w per data-parallel replica (x) and pipeline stage (y); the hottest cell outlined."""
+    grid = heatmap.grid
+    if grid is None:
+        figure = Figure(figsize=(7, 1.2))
+        _empty(figure.subplots(), heatmap.note)
+        return _svg(figure, "heatmap")
+    dp, pp = grid.shape
+    figure = Figure(figsize=(min(9.0, 2.5 + 0.55 * dp), 1.3 + 0.45 * min(pp, 16)))
+    axes = figure.subplots()
+    top = max(float(grid.max()), 1.01)
+    # Vector cells, not an image: an <image> would be a data: URL the browser loads (the page loads nothing).
+    # 32 shades: the colour bar is then 32 vector cells, not 256.
+    image = axes.pcolormesh(np.arange(dp + 1) - 0.5, np.arange(pp + 1) - 0.5, grid.T,
+                            cmap=colormaps["Oranges"].resampled(32), vmin=1.0, vmax=top)
+    if dp * pp <= _MAX_ANNOTATED_CELLS:
+        middle = 1.0 + (top - 1.0) / 2
+        for d in range(dp):
+            for p in range(pp):
+                axes.text(d, p, f"{grid[d, p]:.2f}", ha="center", va="center", fontsize=7,
+                          color="white" if grid[d, p] > middle else "#1d2a33")
+    hot = heatmap.hottest
+    axes.add_patch(Rectangle((hot[0] - 0.5, hot[1] - 0.5), 1, 1, fill=False, edgecolor=VISITED, linewidth=2))
+    step = max(1, dp // 16)
+    axes.set_xticks(range(0, dp, step))
+    axes.set_yticks(range(0, pp, max(1, pp // 16)))
+    axes.set_xlabel("data-parallel replica (dp)")
+    axes.set_ylabel("pipeline stage (pp)")
+    bar = figure.colorbar(image, ax=axes, fraction=0.04, pad=0.02)
+    bar.solids.set_rasterized(False)  # matplotlib rasterizes a long colour bar: an image again
+    bar.set_label("S_w", fontsize=8)
+    bar.ax.tick_params(labelsize=7)
+    return _svg(figure, "heatmap")

@@ -48,6 +48,7 @@ def render_html(data: ReportData) -> str:
         "topology": figures.topology_svg(data.neighbourhood),
         "scores": figures.scores_svg(incident.suspects),
         "impact": figures.impact_svg(incident.impact),
+        "heatmap": figures.heatmap_svg(data.heatmap),
     }
     return ENVIRONMENT.get_template("report.html.j2").render(
         incident=incident,

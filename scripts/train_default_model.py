@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sleuth.progress import progress, track
 from sleuth.sim import Emulation, FaultKind, Scenario, suite
 from sleuth.stream.detection.model_file import DetectorModel, save
 from sleuth.stream.detection.training import (
@@ -131,13 +132,14 @@ def stalling(scenario: Scenario) -> Scenario:
 
 
 def stalling_rows(
-    training: list[Scenario], draw_seed: int, jobs: int, *, groups: int | None = GROUPS, max_rows: int = MAX_ROWS
+    training: list[Scenario], draw_seed: int, jobs: int, *, groups: int | None = GROUPS, max_rows: int = MAX_ROWS,
+    description: str = "training rows",
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Rows of ``training`` (``groups`` tensor groups of each, None for every rank), each run with stalls at
     ``TRAINING_HICCUP_RATE``, built ``jobs`` scenarios at once; ``draw_seed`` seeds which rows are kept
     (training.sample_rows)."""
     return emulation_rows([stalling(sc) for sc in training], groups=groups, max_rows=max_rows,
-                          abnormal_share=abnormal_share, seed=draw_seed, jobs=jobs)
+                          abnormal_share=abnormal_share, seed=draw_seed, jobs=jobs, progress=description)
 
 
 def whole_jobs() -> list[Scenario]:
@@ -167,7 +169,7 @@ def held_out_scores(model: DetectorModel, jobs: int) -> dict[str, tuple[np.ndarr
     replayed as bench_detection scores seed 7 (its windows fed by its own votes), ``jobs`` at once."""
     pairs = validation_scenarios()
     with ProcessPoolExecutor(jobs, initializer=_hold_model, initargs=(model,)) as pool:
-        scores = list(pool.map(_held_out, pairs))
+        scores = list(track(pool.map(_held_out, pairs), "held-out scenarios", total=len(pairs)))
     return {f"{sc.name}@{sc.seed}": votes for (_, sc), votes in zip(pairs, scores)}
 
 
@@ -205,9 +207,11 @@ def main() -> None:
     training = [sc for seed in TRAINING_SEEDS for sc in scenarios(seed, SUITES)]
     training += [from_the_start(sc) for seed in TRAINING_SEEDS for sc in scenarios(seed, COLD_START_SUITES)]
     extras = [[sc for seed in EXTRA_SEEDS for sc in scenarios(seed, suites)] for suites in EXTRA_SUITES]
-    parts = [stalling_rows(training, TRAINING_DRAW_SEED, args.jobs)]
-    parts += [stalling_rows(extra, EXTRA_DRAW_SEED, args.jobs) for extra in extras]
-    parts.append(stalling_rows(whole_jobs(), WHOLE_DRAW_SEED, args.jobs, groups=None, max_rows=WHOLE_MAX_ROWS))
+    parts = [stalling_rows(training, TRAINING_DRAW_SEED, args.jobs, description="training scenarios")]
+    parts += [stalling_rows(extra, EXTRA_DRAW_SEED, args.jobs, description=f"extra scenarios ({', '.join(suites)})")
+              for extra, suites in zip(extras, EXTRA_SUITES)]
+    parts.append(stalling_rows(whole_jobs(), WHOLE_DRAW_SEED, args.jobs, groups=None, max_rows=WHOLE_MAX_ROWS,
+                               description="whole jobs"))
     # One stack at the end: stacking batch by batch copied the growing matrix (about 1 GB) each time.
     X, y = np.vstack([part[0] for part in parts]), np.concatenate([part[1] for part in parts])
     summary = {key: reduce(add, (part[2][key] for part in parts)) for key in parts[0][2]}  # lists join, counts add
@@ -220,7 +224,8 @@ def main() -> None:
         abnormal_share={"network": NETWORK_SHARE, "compute": COMPUTE_SHARE}, script="scripts/train_default_model.py",
         whole_jobs=[[name, list(seeds), list(worlds)] for name, seeds, worlds in WHOLE_JOBS], whole_max_rows=WHOLE_MAX_ROWS,
     )
-    model = fit_model(X, y, training=summary, n_estimators=args.trees, max_depth=args.depth, n_jobs=args.jobs)
+    with progress(f"fitting {args.trees} trees on {len(y)} rows"):  # a spinner: the fit reports no steps
+        model = fit_model(X, y, training=summary, n_estimators=args.trees, max_depth=args.depth, n_jobs=args.jobs)
     # Instances voted 0.5 and above stay out of the windows (forest.window_threshold): the
     # benchmark's 4,096 and 8,192 GPU runs lost recall when such slowdowns crept into them. Set
     # before validating, because the streaming votes depend on which instances entered the windows.

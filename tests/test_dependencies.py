@@ -1,10 +1,17 @@
 """Dependencies: ranges in pyproject.toml (so the logger installs beside a training job's own
-packages), exact pins in constraints.txt (so CI and the demo are reproducible), the two in agreement."""
+packages), exact pins in constraints.txt (so CI and the demo are reproducible), the two in agreement;
+and pip itself, offline, on this project's wheel: the logger extra changes nothing in a torch environment."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -82,3 +89,62 @@ def test_every_install_of_the_project_goes_through_the_constraints(path) -> None
             assert "-c constraints.txt" not in line, f"{path}: {line.strip()!r} would pin the training job's packages"
         else:
             assert "-c constraints.txt" in line, f"{path}: {line.strip()!r} installs without -c constraints.txt"
+
+
+# What a training container already holds, and the logger must leave as it is.
+TRAINING_PACKAGES = ("torch", "numpy", "protobuf", "grpcio", "pyarrow", "PyYAML")
+
+
+@pytest.fixture(scope="module")
+def project_wheel(tmp_path_factory) -> Path:
+    """This checkout built as a wheel (no dependencies fetched), from a copy of its tree so the
+    build leaves nothing in the checkout."""
+    root = tmp_path_factory.mktemp("wheel")
+    ignored = [line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()
+               if line.strip() and not line.lstrip().startswith("#")]
+    shutil.copytree(ROOT, root / "src", ignore=shutil.ignore_patterns(".git", *ignored))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+                    "-w", str(root / "wheels"), str(root / "src")], check=True, env=_offline_pip(), capture_output=True)
+    [wheel] = (root / "wheels").glob("sleuth-*.whl")
+    return wheel
+
+
+def _offline_pip() -> dict[str, str]:
+    # No pip configuration from files or PIP_* variables (an index, find-links, constraints) and
+    # no network: --no-index below, and only the folder of the project's wheel to find things in.
+    kept = {name: value for name, value in os.environ.items() if not name.startswith("PIP_")}
+    return {**kept, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+
+
+def _dry_run(wheel: Path, report: Path, *extra: str) -> subprocess.CompletedProcess:
+    """``pip install --dry-run --report`` of ``sleuth[logger]`` from ``wheel`` into this interpreter's
+    environment, offline: anything pip would need beyond what is installed cannot be found."""
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--find-links", str(wheel.parent),
+         "--report", str(report), f"sleuth[logger] @ {wheel.as_uri()}", *extra],
+        env=_offline_pip(), capture_output=True, text=True, timeout=120,
+    )
+
+
+def test_the_logger_extra_installs_beside_a_torch_environment_without_changing_it(project_wheel, tmp_path) -> None:
+    # The environment the tests run in is a training environment: torch and the packages it brings.
+    held = {name: metadata.version(name) for name in TRAINING_PACKAGES}
+    report = tmp_path / "report.json"
+    done = _dry_run(project_wheel, report)
+    assert done.returncode == 0, f"pip cannot install sleuth[logger] beside {held}:\n{done.stderr}"
+    installs = {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
+                for item in json.loads(report.read_text())["install"]}
+    # sleuth itself, and nothing installed, upgraded or downgraded beside it.
+    assert installs == {"sleuth": PROJECT["version"]}, f"pip would also install {installs}, over {held}"
+
+
+def test_the_offline_dry_run_fails_when_a_pin_fights_an_installed_package(project_wheel, tmp_path) -> None:
+    # The check above can fail: pinning grpcio (the logger extra's own dependency) away from the
+    # installed version, as an exact pin in the extra would, leaves pip nothing it may install.
+    installed = metadata.version("grpcio")
+    other = "1.49.1" if installed != "1.49.1" else "1.60.0"
+    pins = tmp_path / "pins.txt"
+    pins.write_text(f"grpcio=={other}\n")
+    done = _dry_run(project_wheel, tmp_path / "report.json", "-c", str(pins))
+    said = done.stdout + done.stderr
+    assert done.returncode != 0 and "ResolutionImpossible" in said and f"grpcio=={other}" in said, said

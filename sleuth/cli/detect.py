@@ -63,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _train(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from sleuth.progress import progress
     from sleuth.stream.detection.model_file import save
     from sleuth.stream.detection.offline import training_set
     from sleuth.stream.detection.training import fit_model, read_labelled, sample_rows
@@ -71,21 +72,27 @@ def _train(args: argparse.Namespace) -> int:
     if len(truths) != len(args.records):
         raise ConfigError(f"--truth given {len(truths)} times for {len(args.records)} --records")
     xs, ys, seen = [], [], 0
-    for k, (folder, truth) in enumerate(zip(args.records, truths)):
-        records, iterations, labels = read_labelled(folder, truth=truth)
-        if args.labels_from_clickhouse:
-            labels = _with_oncall_labels(records, labels, folder)
-        X, y = training_set(records, iterations, labels, window=args.window)
-        seen += len(y)
-        X, y = sample_rows(X, y, seed=args.seed + k)
-        xs.append(X)
-        ys.append(y)
-    X, y = np.vstack(xs), np.concatenate(ys)
-    if not y.any() or y.all():
-        raise ConfigError("the labels hold only one class: training needs normal and abnormal operators")
-    summary = {"records": [str(p) for p in args.records], "operators_seen": seen}
-    model = fit_model(X, y, window=args.window, training=summary, n_estimators=args.trees, max_depth=args.depth,
-                      random_state=args.seed)
+    # One step per folder (read, featurize), then the forest's fit.
+    with progress("detect train", total=len(args.records) + 1) as steps:
+        for k, (folder, truth) in enumerate(zip(args.records, truths)):
+            steps.describe(f"features of {folder}")
+            records, iterations, labels = read_labelled(folder, truth=truth)
+            if args.labels_from_clickhouse:
+                labels = _with_oncall_labels(records, labels, folder)
+            X, y = training_set(records, iterations, labels, window=args.window)
+            seen += len(y)
+            X, y = sample_rows(X, y, seed=args.seed + k)
+            xs.append(X)
+            ys.append(y)
+            steps.advance()
+        X, y = np.vstack(xs), np.concatenate(ys)
+        if not y.any() or y.all():
+            raise ConfigError("the labels hold only one class: training needs normal and abnormal operators")
+        summary = {"records": [str(p) for p in args.records], "operators_seen": seen}
+        steps.describe(f"fitting {args.trees} trees on {len(y)} rows")
+        model = fit_model(X, y, window=args.window, training=summary, n_estimators=args.trees, max_depth=args.depth,
+                          random_state=args.seed)
+        steps.advance()
     metadata = save(model, args.out)
     print(json.dumps({"model": str(args.out), "rows": metadata["training"]["rows"],
                       "abnormal_rows": metadata["training"]["abnormal_rows"], "bytes": args.out.stat().st_size}))
@@ -110,14 +117,18 @@ def _with_oncall_labels(records, labels, folder):
 
 
 def _eval(args: argparse.Namespace) -> int:
+    from sleuth.progress import progress
     from sleuth.stream.detection.iteration_monitor import irregular_iterations
     from sleuth.stream.detection.model_file import load
     from sleuth.stream.detection.offline import abnormal_mask
     from sleuth.stream.detection.training import read_labelled
 
-    records, iterations, labels = read_labelled(args.records, truth=args.truth)
-    model = load(args.model) if args.model else None
-    flags = abnormal_mask(records, iterations, model=model)
+    with progress("detect eval: reading records", total=2) as steps:
+        records, iterations, labels = read_labelled(args.records, truth=args.truth)
+        model = load(args.model) if args.model else None
+        steps.advance(description=f"detect eval: scoring {len(records)} operators")
+        flags = abnormal_mask(records, iterations, model=model)
+        steps.advance()
     tp = int((flags & labels).sum())
     precision = tp / max(int(flags.sum()), 1)
     recall = tp / max(int(labels.sum()), 1)

@@ -96,26 +96,35 @@ def read_job(args: argparse.Namespace) -> tuple[JobSpec, RecordBatch, IterationB
 
 def _run(args: argparse.Namespace) -> int:
     from sleuth.localizer import localize  # the localizer pulls numpy-heavy modules: only when used
+    from sleuth.progress import progress
     from sleuth.stream.detection import irregular_iterations
     from sleuth.whatif.attribution import attribute
 
     resolve_attribution_options(args)
-    spec, records, iterations = read_job(args)
-    topology = load_topology(args.topology) if args.topology else single_leaf(spec)
-    source = MemorySource(spec, records, iterations)
-    irregular = irregular_iterations(iterations)
-    attribution = None
-    if not args.no_attribution:
-        try:
-            steady, steady_iterations = past_warmup(records, iterations, args.warmup)
-            attribution = attribute(steady, spec, iterations=steady_iterations)
-        except RecordError as error:  # records the replay cannot order: the δ rule still stands
-            print(f"sleuth localize: what-if attribution skipped: {error}", file=sys.stderr)
-    incidents = localize(
-        source, irregular_iterations=irregular, topology=topology, top_k=args.top_k, window=args.window,
-        pivots=tuple(args.pivot or (0,)), routing=args.routing, attribution=attribution, slowdown=args.slowdown,
-        sustain=args.sustain,
-    )
+    # Steps of a large folder's run: read, detect, attribute (unless --no-attribution), localize.
+    with progress("localize: reading records", total=3 if args.no_attribution else 4) as steps:
+        spec, records, iterations = read_job(args)
+        topology = load_topology(args.topology) if args.topology else single_leaf(spec)
+        source = MemorySource(spec, records, iterations)
+        steps.advance(description=f"localize: irregular iterations of {spec.world} ranks")
+        irregular = irregular_iterations(iterations)
+        steps.advance()
+        attribution = None
+        if not args.no_attribution:
+            steps.describe(f"localize: what-if attribution of {len(records)} operators")
+            try:
+                steady, steady_iterations = past_warmup(records, iterations, args.warmup)
+                attribution = attribute(steady, spec, iterations=steady_iterations)
+            except RecordError as error:  # records the replay cannot order: the δ rule still stands
+                print(f"sleuth localize: what-if attribution skipped: {error}", file=sys.stderr)
+            steps.advance()
+        steps.describe(f"localize: searching from {len(irregular)} irregular iterations")
+        incidents = localize(
+            source, irregular_iterations=irregular, topology=topology, top_k=args.top_k, window=args.window,
+            pivots=tuple(args.pivot or (0,)), routing=args.routing, attribution=attribution, slowdown=args.slowdown,
+            sustain=args.sustain,
+        )
+        steps.advance()
     if args.json:
         json.dump([incident.to_dict() for incident in incidents], sys.stdout, indent=2)
         sys.stdout.write("\n")

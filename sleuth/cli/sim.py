@@ -101,6 +101,7 @@ def _timing(args: argparse.Namespace):
 
 
 def _suite(args: argparse.Namespace, name: str) -> int:
+    from sleuth.progress import track
     from sleuth.sim.output import write_emulation
     from sleuth.sim.scenario import Emulation
     from sleuth.sim.suites import suite
@@ -110,7 +111,7 @@ def _suite(args: argparse.Namespace, name: str) -> int:
     scenarios = suite(name, seed=args.seed, iterations=args.iterations, timing=_timing(args) if args.no_jitter else None)
     root = Path(args.out)
     index = []
-    for scenario in scenarios:
+    for scenario in track(scenarios, f"suite {name}"):
         folder = root / scenario.name
         write_emulation(Emulation(scenario), folder, labels=not args.no_labels)
         index.append({"name": scenario.name, "folder": scenario.name, "world": scenario.layout.world,

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from sleuth.errors import ConfigError, RecordError
+from sleuth.progress import track
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.recordio import read_parquet
 from sleuth.stream.detection.features import FEATURE_NAMES, OperatorWindows
@@ -82,7 +83,7 @@ def sample_ranks(emulation: Any, groups: int) -> np.ndarray:
 
 def emulation_rows(scenarios: Iterable[Any], *, groups: int | None = None, max_rows: int | None = None,
                    abnormal_share: float | Callable[[Any], float] = 0.5, window: int = 20, min_history: int = 5,
-                   seed: int = 0, jobs: int = 1) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+                   seed: int = 0, jobs: int = 1, progress: str | None = None) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Sampled training rows of each scenario and a summary.
 
     ``groups``: tensor groups per scenario (``sample_ranks``); None takes every rank. Sampling
@@ -90,7 +91,9 @@ def emulation_rows(scenarios: Iterable[Any], *, groups: int | None = None, max_r
     ``max_rows``: rows kept per scenario, of which the abnormal ones take at most
     ``abnormal_share`` (``sample_rows``): a number, or a function of the scenario.
     ``jobs``: scenarios emulated at once, each in a process of its own; the rows are the same
-    whatever the number (scenario k's draw is seeded ``seed + k``).
+    whatever the number (scenario k's draw is seeded ``seed + k``). ``progress``: the
+    description of a bar counting the scenarios done (``sleuth.progress``: on stderr, when it is a
+    terminal), for scripts and benchmarks; None draws none.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ConfigError(f"jobs must be an integer >= 1, got {jobs!r}")
@@ -98,14 +101,15 @@ def emulation_rows(scenarios: Iterable[Any], *, groups: int | None = None, max_r
     rows = partial(_scenario_rows, groups=groups, max_rows=max_rows, abnormal_share=abnormal_share, window=window,
                    min_history=min_history)
     seeds = [seed + k for k in range(len(scenarios))]
+    shown = (lambda parts: track(parts, progress, total=len(scenarios))) if progress is not None else iter
     if jobs == 1 or len(scenarios) < 2:
-        parts = list(map(rows, scenarios, seeds))
+        parts = list(shown(map(rows, scenarios, seeds)))
     else:
         # Processes, not threads: the emulator and the feature pass are Python and numpy on many
         # small arrays, which threads would take turns at under the GIL. Each process holds one
         # scenario at a time (a whole 8,192-GPU job takes about 10 GB while its rows are built).
         with ProcessPoolExecutor(min(jobs, len(scenarios))) as pool:
-            parts = list(pool.map(rows, scenarios, seeds))
+            parts = list(shown(pool.map(rows, scenarios, seeds)))
     summary = {"scenarios": [scenario.name for scenario in scenarios],
                "operators_seen": sum(part[2] for part in parts), "abnormal_seen": sum(part[3] for part in parts)}
     return np.vstack([part[0] for part in parts]), np.concatenate([part[1] for part in parts]), summary

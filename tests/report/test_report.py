@@ -20,7 +20,7 @@ from sleuth.sources import MemorySource
 from .browser import is_local_reference, visit
 from .conftest import SLOW_GPU, Emulated
 
-FIGURES = ("fig-iterations", "fig-timeline", "fig-traversal", "fig-topology", "fig-scores", "fig-impact")
+FIGURES = ("fig-iterations", "fig-timeline", "fig-traversal", "fig-topology", "fig-scores", "fig-impact", "fig-heatmap")
 KEY_IDS = {
     "summary", "incident-id", "job-id", "cause", "top-suspect", "roots-table", "suspects-table", "steps-table",
     *FIGURES, *(f"sql-{name}-0" for name in ("iterations", "timeline", "traversal", "topology", "scores", "impact")),

@@ -1,0 +1,94 @@
+"""Progress bars for the runs a user waits for, on stderr, and only when stderr is a terminal.
+
+The one home of them: ``sleuth sim suite``, ``sleuth detect train`` / ``eval``, ``sleuth localize``,
+the benchmarks and ``scripts/train_default_model.py`` use :func:`track` (a loop) or :func:`progress`
+(steps advanced by hand). On a pipe, a file or under pytest nothing is written, so stderr logs
+read as before and the JSON a command prints on stdout is never touched (the bar does not
+redirect stdout). The bar is transient: it is erased when the work is done.
+
+rich draws it (the ``service`` extra brings rich); where rich is not installed (the logger's
+install in a training container) nothing is shown. ``FORCE_COLOR`` does not turn it on: rich
+would then call a pipe a terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator, Sized
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["Steps", "progress", "track"]
+
+T = TypeVar("T")
+
+
+class Steps:
+    """What :func:`progress` yields: ``advance`` the bar, optionally renaming the step under way.
+    When no bar is shown it does nothing."""
+
+    def __init__(self, bar: Any = None, task: Any = None) -> None:
+        self._bar = bar
+        self._task = task
+
+    @property
+    def shown(self) -> bool:
+        return self._bar is not None
+
+    def advance(self, steps: float = 1, *, description: str | None = None) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, advance=steps, **({} if description is None else {"description": description}))
+
+    def describe(self, description: str) -> None:
+        """Rename the step under way without advancing."""
+        if self._bar is not None:
+            self._bar.update(self._task, description=description)
+
+
+def _stderr_console() -> Console | None:
+    """A console on stderr when stderr is a terminal and rich is installed, else None."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    if isatty is None or not isatty():
+        return None
+    try:
+        from rich.console import Console
+    except ImportError:
+        return None
+    return Console(stderr=True)
+
+
+@contextmanager
+def progress(description: str, *, total: float | None = None, console: Console | None = None) -> Iterator[Steps]:
+    """A bar of ``total`` steps (a spinner when None) for the ``with`` block.
+
+    ``console``: where to draw (tests pass one); by default stderr, only when it is a terminal.
+    A console given is drawn on only when it is a terminal (``Console(force_terminal=True)``)."""
+    if total is not None and total < 0:
+        raise ValueError(f"total must be >= 0 or None, got {total!r}")
+    if console is None:
+        console = _stderr_console()
+    if console is None or not console.is_terminal:
+        yield Steps()
+        return
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    columns = [SpinnerColumn(), TextColumn("[progress.description]{task.description}"), BarColumn(),
+               MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
+    # stdout is not redirected: what a command prints there (JSON) must reach its pipe unchanged.
+    with Progress(*columns, console=console, transient=True, redirect_stdout=False) as bar:
+        yield Steps(bar, bar.add_task(description, total=total))
+
+
+def track(items: Iterable[T], description: str, *, total: float | None = None,
+          console: Console | None = None) -> Iterator[T]:
+    """``items``, advancing a bar after each one (``total``: their count, ``len(items)`` by default)."""
+    if total is None and isinstance(items, Sized):
+        total = len(items)
+    with progress(description, total=total, console=console) as steps:
+        for item in items:
+            yield item
+            steps.advance()
