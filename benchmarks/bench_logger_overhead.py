@@ -30,11 +30,11 @@ import tempfile
 from pathlib import Path
 
 
-def start_job(logged: bool, iters: int, folder: Path) -> subprocess.Popen:
+def start_job(logged: bool, iters: int, folder: Path, capture: str = "auto") -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
     if logged:
         env.update(SLEUTH_LOG_DIR=str(folder / "records"), SLEUTH_JOB="bench-overhead",
-                   SLEUTH_SPILL_DIR=str(folder / "spill"))
+                   SLEUTH_SPILL_DIR=str(folder / "spill"), SLEUTH_CAPTURE=capture)
     return subprocess.Popen(
         [sys.executable, "-m", "sleuth.sim.trainjob", "--iters", str(iters), "--out", str(folder / "out")],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -58,6 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--capture", default="auto", help="SLEUTH_CAPTURE of the logged runs (auto, process-group, functions)")
     parser.add_argument("--together", action="store_true",
                         help="run each round's two jobs at the same time (see the module's docstring)")
     args = parser.parse_args()
@@ -70,10 +71,10 @@ def main() -> None:
             order = ("off", "on") if round_ % 2 == 0 else ("on", "off")
             folders = {mode: Path(tmp) / f"{mode}-{round_}" for mode in order}
             if args.together:
-                jobs = {mode: start_job(mode == "on", args.iters, folders[mode]) for mode in order}
+                jobs = {mode: start_job(mode == "on", args.iters, folders[mode], args.capture) for mode in order}
                 results = {mode: steps_of(jobs[mode], folders[mode]) for mode in order}
             else:
-                results = {mode: steps_of(start_job(mode == "on", args.iters, folders[mode]), folders[mode])
+                results = {mode: steps_of(start_job(mode == "on", args.iters, folders[mode], args.capture), folders[mode])
                            for mode in order}
             for mode, (steps_wall, steps_cpu) in results.items():
                 wall[mode].append(statistics.median(steps_wall))
