@@ -21,6 +21,7 @@ from sleuth.progress import track
 from sleuth.sim.scenario import Emulation, Scenario
 from sleuth.stream.detection.offline import training_set
 from sleuth.stream.detection.training import sample_rows
+from sleuth.validation import integer
 
 __all__ = ["emulation_rows", "sample_ranks"]
 
@@ -58,8 +59,7 @@ def emulation_rows(scenarios: Iterable[Scenario], *, groups: int | None = None, 
     description of a bar counting the scenarios done (``sleuth.progress``: on stderr, when it is a
     terminal), for scripts and benchmarks; None draws none.
     """
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ConfigError(f"jobs must be an integer >= 1, got {jobs!r}")
+    integer("jobs", jobs, low=1)
     scenarios = list(scenarios)
     rows = partial(_scenario_rows, groups=groups, max_rows=max_rows, abnormal_share=abnormal_share, window=window,
                    min_history=min_history)

@@ -26,6 +26,7 @@ from sleuth.stream.detection.features import FEATURE_NAMES, OperatorWindows
 from sleuth.stream.detection.forest import AbnormalOperatorForest
 from sleuth.stream.detection.model_file import DetectorModel
 from sleuth.stream.detection.offline import detector_decisions
+from sleuth.validation import fraction
 
 __all__ = ["THRESHOLD_GRID", "apply_labels", "choose_threshold", "fit_model", "read_labelled", "sample_rows", "streaming_scores"]
 
@@ -42,8 +43,7 @@ def sample_rows(X: np.ndarray, y: np.ndarray, *, seed: int = 0, hard_ratio: floa
     are more) and fills the rest with normal ones. Why not a uniform draw: a slow NIC's scenario
     has a few hundred abnormal rows among 100,000 kept, and a uniform cut to 12,000 left the forest
     61 of them."""
-    if not 0.0 < abnormal_share <= 1.0:
-        raise ConfigError(f"abnormal_share must be in (0, 1], got {abnormal_share!r}")
+    fraction("abnormal_share", abnormal_share)
     rng = np.random.default_rng(seed)
     draw = rng.random(len(y))
     hard = np.nan_to_num(X[:, _RATIO], nan=0.0) > hard_ratio
