@@ -15,7 +15,7 @@ scripts/train_default_model.py), so nothing here was seen in training.
   advantage the forest does not get). ``--ranks all`` (the default) scores every rank of each job,
   which is what a job's workers see together; ``--ranks N`` only a sample, N whole tensor groups per
   scale scenario and N / 2 per type scenario, always including the faulty GPU's or NIC's
-  (``training.sample_ranks``): quicker, but a sample's F1 moves with which ranks it holds (seed 7's
+  (``training_rows.sample_ranks``): quicker, but a sample's F1 moves with which ranks it holds (seed 7's
   NIC spike scored 0.88 to 0.99 on samples of 2 to 16 groups, 0.971 on the whole job). KNN and SVM
   score at most 50,000 rows of each (a uniform sample). ``detectability``: the share of abnormal operators whose duration
   lies inside their own fault-free range, and the F1 of a judge that misses those and gets the
@@ -47,6 +47,7 @@ import numpy as np
 
 from sleuth.progress import track
 from sleuth.sim import Emulation, Fault, FaultKind, Profile, suite
+from sleuth.sim.training_rows import emulation_rows, sample_ranks
 from sleuth.stream.detection import AbnormalOperatorForest, DriftTuner, OperatorWindows, load_default_model
 from sleuth.stream.detection.baselines import (
     KNNDetector, SVMDetector, ThreeSigma, median_rule, unverified_change_points,
@@ -55,7 +56,7 @@ from sleuth.stream.detection.features import DRIFT_PRONE, FEATURE_NAMES
 from sleuth.stream.detection.iteration_monitor import irregular_iterations, job_iteration_times
 from sleuth.stream.detection.counterfactual import CounterfactualReplay
 from sleuth.stream.detection.offline import detector_decisions, iteration_chunks, replay, training_set
-from sleuth.stream.detection.training import THRESHOLD_GRID, emulation_rows, sample_ranks
+from sleuth.stream.detection.training import THRESHOLD_GRID
 from sleuth.topology import DeviceKind
 
 SEED = 7
@@ -134,7 +135,7 @@ def score_methods(em: Emulation, ranks: np.ndarray, model, baselines: dict, rng)
 
 
 def scored_ranks(em: Emulation, groups: int | None) -> np.ndarray:
-    """Every rank of the job when ``groups`` is None, else ``groups`` tensor groups (``training.sample_ranks``)."""
+    """Every rank of the job when ``groups`` is None, else ``groups`` tensor groups (``training_rows.sample_ranks``)."""
     return np.arange(em.scenario.layout.world) if groups is None else sample_ranks(em, groups)
 
 

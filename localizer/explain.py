@@ -34,6 +34,7 @@ from sleuth.topology import DeviceKind
 
 from sleuth.localizer.scoring import Score
 from sleuth.localizer.search import Root
+from sleuth.validation import fraction
 
 __all__ = ["separate"]
 
@@ -57,10 +58,8 @@ def separate(
     """
     if max_faults < 1:
         raise ConfigError(f"max_faults must be >= 1, got {max_faults!r}")
-    if not 0 < min_share <= 1:
-        raise ConfigError(f"min_share must be in (0, 1], got {min_share!r}")
-    if not 0 < dominant <= 1:
-        raise ConfigError(f"dominant must be in (0, 1], got {dominant!r}")
+    fraction("min_share", min_share)
+    fraction("dominant", dominant)
     remaining = [(root, rate) for root, rate in rated if rate > 0]
     faults: list[tuple[Score, ...]] = []
     lead = 0.0

@@ -43,6 +43,7 @@ from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
 
 from sleuth.settings import Settings
+from sleuth.validation import integer, number_above
 from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import complement, diagnose, episodes, lone_hiccup, slowdown_incident, summary, whatif_search
@@ -121,10 +122,8 @@ def localize(
     started = time.perf_counter()
     wanted = sorted({_iteration(item) for item in irregular_iterations})
     _check_options(top_k=top_k, window=window, min_support=min_support, pivot_ops=pivot_ops)
-    if not isinstance(slowdown, (int, float)) or isinstance(slowdown, bool) or not slowdown > 1:
-        raise ConfigError(f"slowdown must be a number above 1, got {slowdown!r}")
-    if isinstance(sustain, bool) or not isinstance(sustain, int) or sustain < 1:
-        raise ConfigError(f"sustain must be an integer >= 1, got {sustain!r}")
+    number_above("slowdown", slowdown, 1, finite=False)
+    integer("sustain", sustain, low=1)
     thresholds = thresholds or Thresholds()
     try:
         routing = Routing(routing)
@@ -447,5 +446,4 @@ def _clusters(iterations: list[int], window: int) -> list[list[int]]:
 
 def _check_options(*, top_k: int, window: int, min_support: int, pivot_ops: int) -> None:
     for name, value, low in (("top_k", top_k, 1), ("window", window, 3), ("min_support", min_support, 1), ("pivot_ops", pivot_ops, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
+        integer(name, value, low=low)

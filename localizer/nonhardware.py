@@ -51,6 +51,7 @@ from sleuth.errors import ConfigError
 
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.peers import PeerShare
+from sleuth.validation import fraction
 
 __all__ = ["ADVICE", "MOVES", "Diagnosis", "Straggler", "classify"]
 
@@ -115,8 +116,7 @@ def classify(
     compute excess stands out of their own noise (None: all); only their evidence can show
     slowness moving, so that the slowest iterations of a healthy job, each late somewhere by
     chance, are not taken for it."""
-    if not 0 < cover <= 1:
-        raise ConfigError(f"cover must be in (0, 1], got {cover!r}")
+    fraction("cover", cover)
     if diffuse_ranks < 2:
         raise ConfigError(f"diffuse_ranks must be >= 2, got {diffuse_ranks!r}")
     if moves < 2:

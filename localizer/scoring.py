@@ -50,6 +50,7 @@ from sleuth.topology import DeviceKind, Routing, Topology, nics_below, route, sp
 from sleuth.topology.ids import host_id
 
 from sleuth.localizer.search import Cause, Root
+from sleuth.validation import fraction
 
 __all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay", "device_kind", "map_scores", "root_devices"]
 
@@ -79,15 +80,13 @@ class Priors:
     def __post_init__(self) -> None:
         if not (isinstance(self.alpha, (int, float)) and self.alpha >= 0 and math.isfinite(self.alpha)):
             raise ConfigError(f"priors.alpha must be a finite number >= 0, got {self.alpha!r}")
-        if not (isinstance(self.decay_power, (int, float)) and 0 <= self.decay_power <= 1):
-            raise ConfigError(f"priors.decay_power must be in [0, 1], got {self.decay_power!r}")
+        fraction("priors.decay_power", self.decay_power, zero=True)
         table = dict(self.p)
         for kind in DeviceKind:
             if kind not in table:
                 raise ConfigError(f"priors: no prior for device kind {kind}")
             value = table[kind]
-            if not (isinstance(value, (int, float)) and 0 < value < 1):
-                raise ConfigError(f"priors: p({kind}) must be in (0, 1), got {value!r}")
+            fraction(f"priors: p({kind})", value, one=False)
         object.__setattr__(self, "p", MappingProxyType(table))
 
     @classmethod

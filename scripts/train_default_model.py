@@ -6,7 +6,7 @@ Training seeds 101 and 102, threshold chosen on seeds 103-106 (training.choose_t
 benchmarks (benchmarks/bench_detection.py) use seed 7, so the shipped model never saw a benchmark scenario.
 Every suite at 128 GPUs plus the scale suites up to 8,192 GPUs (a slow GPU, ``scale``, and a NIC
 at an eighth of its bandwidth, ``scale-nic``), each scenario sampled as whole tensor groups
-(training.sample_ranks: spread over the job, plus those behind the faulty GPU, host or NIC), so
+(training_rows.sample_ranks: spread over the job, plus those behind the faulty GPU, host or NIC), so
 that the scale-free features see many layouts; and the types suite again with its faults active
 from the first iteration, so that the forest learns to judge operators whose windows are still
 cold (against their peers, features.py) as well; and the suites whose faults are subtle (types,
@@ -33,10 +33,9 @@ import numpy as np
 
 from sleuth.progress import progress, track
 from sleuth.sim import Emulation, FaultKind, Scenario, suite
+from sleuth.sim.training_rows import emulation_rows, sample_ranks
 from sleuth.stream.detection.model_file import DetectorModel, save
-from sleuth.stream.detection.training import (
-    choose_threshold, emulation_rows, fit_model, sample_ranks, streaming_scores,
-)
+from sleuth.stream.detection.training import choose_threshold, fit_model, streaming_scores
 
 TRAINING_SEEDS = (101, 102)
 SUITES = ("types", "network", "concurrent", "nonhw", "clean", "dims", "scale", "scale-nic")

@@ -12,6 +12,7 @@ Modules, one job each:
 * :mod:`~sleuth.sim.output` — writing records, iterations, job spec and truth to a folder
 * :mod:`~sleuth.sim.suites` — named, seeded scenario sets
 * :mod:`~sleuth.sim.live` — emulated loggers streaming to the collector over gRPC
+* :mod:`~sleuth.sim.training_rows` — training rows for the abnormal-operator forest from emulated scenarios
 """
 
 from sleuth.sim.engine import Timing

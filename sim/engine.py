@@ -36,6 +36,7 @@ from sleuth.records import OpKind
 
 from sleuth.sim.network import transfer_ns
 from sleuth.sim.plan import COLL, COMPUTE, RECV, RING, SEND, Plan, StagePlan
+from sleuth.validation import non_negative_number
 
 __all__ = ["Effects", "Timeline", "Timing", "run"]
 
@@ -64,9 +65,7 @@ class Timing:
         if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in self.hiccups_at):
             raise ConfigError(f"timing.hiccups_at must be iteration numbers >= 0, got {self.hiccups_at!r}")
         for name in ("launch_us", "compute_jitter", "comm_jitter", "hiccup_rate", "hiccup_ms"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
-                raise ConfigError(f"timing.{name} must be a number >= 0, got {value!r}")
+            non_negative_number(f"timing.{name}", getattr(self, name))
 
     @classmethod
     def exact(cls, *, launch_us: float = 5.0) -> Timing:

@@ -40,6 +40,7 @@ import numpy as np
 
 from sleuth.errors import ConfigError, TopologyError
 from sleuth.topology import Topology, kind_of, parse_device
+from sleuth.validation import fraction, integer, number_above
 
 __all__ = ["FAULT_GRAMMAR", "Fault", "FaultKind", "Profile", "parse_fault"]
 
@@ -103,18 +104,15 @@ class Fault:
             raise ConfigError(f"a {self.kind} fault has no device, got {self.device!r}")
         if self.device is not None and kind_of(self.device).value != self.kind.value:
             raise ConfigError(f"device {self.device!r} is not a {self.kind}")
-        if not (isinstance(self.slow, (int, float)) and math.isfinite(self.slow) and self.slow > 1):
-            raise ConfigError(f"slow must be a number above 1, got {self.slow!r}")
+        number_above("slow", self.slow, 1)
         for name in ("start", "ramp", "duty", "length"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name in ("duty", "length") else 0):
-                raise ConfigError(f"{name} must be an integer >= {1 if name in ('duty', 'length') else 0}, got {value!r}")
+            object.__setattr__(self, name, integer(name, value, low=1 if name in ("duty", "length") else 0))
         if self.end is not None and (not isinstance(self.end, int) or self.end <= self.start):
             raise ConfigError(f"end must be an integer after start={self.start}, got {self.end!r}")
         if self.period is not None and (not isinstance(self.period, int) or self.period <= self.duty):
             raise ConfigError(f"period must be an integer above duty={self.duty}, got {self.period!r}")
-        if not 0 < self.rate <= 1:
-            raise ConfigError(f"rate must be in (0, 1], got {self.rate!r}")
+        fraction("rate", self.rate)
         if not self.alpha > 0:
             raise ConfigError(f"alpha must be positive, got {self.alpha!r}")
 

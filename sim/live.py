@@ -26,6 +26,7 @@ from sleuth.proto import commops_pb2_grpc as pb_grpc
 from sleuth.proto.codec import iterations_to_proto, jobspec_to_proto, records_to_proto
 
 from sleuth.sim.scenario import Emulation
+from sleuth.validation import integer
 
 __all__ = ["LiveSummary", "stream_live"]
 
@@ -56,8 +57,7 @@ def stream_live(
     """Stream ``emulation`` to the collector at ``target`` (``host:port``) from ``loggers`` streams."""
     world = emulation.scenario.layout.world
     loggers = world if loggers is None else loggers
-    if isinstance(loggers, bool) or not isinstance(loggers, int) or not 1 <= loggers <= world:
-        raise ConfigError(f"loggers must be an integer in 1..{world}, got {loggers!r}")
+    integer("loggers", loggers, low=1, high=world)
     if pace < 0:
         raise ConfigError(f"pace must be >= 0, got {pace!r}")
     timeline = emulation.timeline

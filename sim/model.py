@@ -16,10 +16,10 @@ operators all keep their real proportions. Deeper models are one ``layers=`` awa
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 
 from sleuth.errors import ConfigError
+from sleuth.validation import positive_number
 
 __all__ = ["ModelSpec", "StageCosts", "stage_costs"]
 
@@ -56,8 +56,7 @@ class ModelSpec:
                 continue
             if f.name == "ffn_hidden" and value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ConfigError(f"model.{f.name} must be a positive number, got {value!r}")
+            positive_number(f"model.{f.name}", value)
             if f.name not in ("gpu_tflops", "hbm_gbps") and value != int(value):
                 raise ConfigError(f"model.{f.name} must be an integer, got {value!r}")
 

@@ -27,6 +27,7 @@ from sleuth.sim.faults import Fault, FaultKind
 from sleuth.sim.model import ModelSpec, stage_costs
 from sleuth.sim.network import Network
 from sleuth.sim.plan import Plan
+from sleuth.validation import fraction, non_negative_int, positive_int
 
 __all__ = ["ABNORMAL_RATIO", "DELTA", "Emulation", "GroundTruth", "IterationTruth", "Scenario"]
 
@@ -72,15 +73,11 @@ class Scenario:
         except ValueError:
             raise ConfigError(f"routing must be one of {', '.join(r.value for r in Routing)}, got {self.routing!r}") from None
         for name in ("microbatches", "iterations", "stride"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"seed must be a non-negative integer, got {self.seed!r}")
+            object.__setattr__(self, name, positive_int(name, getattr(self, name)))
+        object.__setattr__(self, "seed", non_negative_int("seed", self.seed))
         for name in ("drift", "comm_drift"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-                raise ConfigError(f"{name} must be in [0, 1), got {value!r}")
+            fraction(name, value, zero=True, one=False)
         if not self.job:
             raise ConfigError("job must be a non-empty string")
         object.__setattr__(self, "faults", tuple(self.faults))

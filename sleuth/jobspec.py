@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.errors import ConfigError, LayoutError
-from sleuth.validation import is_int
+from sleuth.validation import is_int, non_negative_int
 from sleuth.layout import CommGroup, ParallelLayout
 from sleuth.topology.ids import host_name
 
@@ -54,12 +54,10 @@ class RankPlacement:
     gpu: int
 
     def __post_init__(self) -> None:
-        if not is_int(self.rank) or self.rank < 0:
-            raise ConfigError(f"rank must be a non-negative integer, got {self.rank!r}")
+        non_negative_int("rank", self.rank)
         if not isinstance(self.host, str) or not self.host:
             raise ConfigError(f"rank {self.rank}: host must be a non-empty string, got {self.host!r}")
-        if not is_int(self.gpu) or self.gpu < 0:
-            raise ConfigError(f"rank {self.rank}: gpu must be a non-negative integer, got {self.gpu!r}")
+        non_negative_int(f"rank {self.rank}: gpu", self.gpu)
         object.__setattr__(self, "rank", int(self.rank))
         object.__setattr__(self, "gpu", int(self.gpu))
 

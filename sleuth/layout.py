@@ -45,7 +45,7 @@ from functools import cached_property
 import numpy as np
 
 from sleuth.errors import LayoutError
-from sleuth.validation import first_duplicate, is_int
+from sleuth.validation import first_duplicate, is_int, non_negative_int, positive_int
 from sleuth.topology.ids import host_name
 
 __all__ = [
@@ -99,12 +99,8 @@ class CommGroup:
         ranks = tuple(self.ranks)
         if not ranks:
             raise LayoutError(f"communicator {self.comm}: has no ranks")
-        for position, rank in enumerate(ranks):
-            if not is_int(rank) or rank < 0:
-                raise LayoutError(
-                    f"communicator {self.comm}: ranks[{position}] must be a non-negative integer, got {rank!r}"
-                )
-        ranks = tuple(int(rank) for rank in ranks)
+        ranks = tuple(non_negative_int(f"communicator {self.comm}: ranks[{position}]", rank, error=LayoutError)
+                      for position, rank in enumerate(ranks))
         twice = first_duplicate(ranks)
         if twice is not None:
             raise LayoutError(f"communicator {self.comm}: rank {twice} is listed twice")
@@ -197,10 +193,7 @@ class ParallelLayout:
 
     def __post_init__(self) -> None:
         for name in ("world", *DIMENSIONS, "gpus_per_host"):
-            value = getattr(self, name)
-            if not is_int(value) or value < 1:
-                raise LayoutError(f"{name} must be a positive integer, got {value!r}")
-            object.__setattr__(self, name, int(value))
+            object.__setattr__(self, name, positive_int(name, getattr(self, name), error=LayoutError))
         sizes = self.sizes
         names = parse_order(self.order, sizes)
         object.__setattr__(self, "order", "-".join(names))

@@ -1,17 +1,35 @@
-"""Small checks shared by the modules that validate user input (layouts, job specs, topologies)."""
+"""Small checks shared by the modules that validate user input (layouts, job specs, topologies,
+the options of detectors, the localizer and the emulator).
+
+The parameter checks each raise ``error`` (``ConfigError`` unless the caller names another, e.g.
+``TopologyError``) with a message that names the setting and shows the value, "``window must be an
+integer >= 2, got 1``", and return the value as a plain ``int`` or ``float``. A bool is never a
+number here, although Python counts ``True`` as 1.
+"""
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Hashable, Iterable
 from typing import TypeVar
 
+from sleuth.errors import ConfigError
+
 _T = TypeVar("_T", bound=Hashable)
+
+__all__ = ["first_duplicate", "fraction", "integer", "is_int", "is_number", "non_negative_int", "non_negative_number",
+           "number_above", "positive_int", "positive_number"]
 
 
 def is_int(value: object) -> bool:
     """An integer of any integral type (numpy's included), but not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> bool:
+    """A real number of any type (numpy's included), but not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def first_duplicate(items: Iterable[_T]) -> _T | None:
@@ -22,3 +40,59 @@ def first_duplicate(items: Iterable[_T]) -> _T | None:
             return item
         seen.add(item)
     return None
+
+
+def integer(name: str, value: object, *, low: int, high: int | None = None, high_shown: str | None = None,
+            error: type[Exception] = ConfigError) -> int:
+    """``value`` as an int when it is an integer (not a bool) in ``low``..``high`` (no upper bound when
+    ``high`` is None). ``high_shown``: how the message writes ``high`` (``"window (20)"``)."""
+    if not is_int(value) or value < low or (high is not None and value > high):  # type: ignore[operator]
+        bounds = f">= {low}" if high is None else f"in {low}..{high_shown or high}"
+        raise error(f"{name} must be an integer {bounds}, got {value!r}")
+    return int(value)  # type: ignore[call-overload]
+
+
+def positive_int(name: str, value: object, *, error: type[Exception] = ConfigError) -> int:
+    """``value`` as an int when it is an integer >= 1 (not a bool)."""
+    if not is_int(value) or value < 1:  # type: ignore[operator]
+        raise error(f"{name} must be a positive integer, got {value!r}")
+    return int(value)  # type: ignore[call-overload]
+
+
+def non_negative_int(name: str, value: object, *, error: type[Exception] = ConfigError) -> int:
+    """``value`` as an int when it is an integer >= 0 (not a bool)."""
+    if not is_int(value) or value < 0:  # type: ignore[operator]
+        raise error(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)  # type: ignore[call-overload]
+
+
+def positive_number(name: str, value: object, *, error: type[Exception] = ConfigError) -> float:
+    """``value`` as a float when it is a finite number above 0 (not a bool)."""
+    if not is_number(value) or not math.isfinite(value) or value <= 0:  # type: ignore[arg-type, operator]
+        raise error(f"{name} must be a positive number, got {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def number_above(name: str, value: object, low: float, *, finite: bool = True,
+                 error: type[Exception] = ConfigError) -> float:
+    """``value`` as a float when it is a number (not a bool) above ``low``; finite unless ``finite`` is False."""
+    if not is_number(value) or not value > low or (finite and not math.isfinite(value)):  # type: ignore[arg-type, operator]
+        raise error(f"{name} must be a number above {low:g}, got {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def fraction(name: str, value: object, *, zero: bool = False, one: bool = True,
+             error: type[Exception] = ConfigError) -> float:
+    """``value`` as a float when it is a number (not a bool) between 0 and 1; ``zero`` and ``one`` say
+    whether the interval holds its ends (by default (0, 1], a share that may be all)."""
+    inside = is_number(value) and (0 <= value if zero else 0 < value) and (value <= 1 if one else value < 1)  # type: ignore[operator]
+    if not inside:
+        raise error(f"{name} must be in {'[' if zero else '('}0, 1{']' if one else ')'}, got {value!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def non_negative_number(name: str, value: object, *, error: type[Exception] = ConfigError) -> float:
+    """``value`` as a float when it is a finite number >= 0 (not a bool)."""
+    if not is_number(value) or not math.isfinite(value) or value < 0:  # type: ignore[arg-type, operator]
+        raise error(f"{name} must be a number >= 0, got {value!r}")
+    return float(value)  # type: ignore[arg-type]

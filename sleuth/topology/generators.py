@@ -38,6 +38,7 @@ import numpy as np
 from sleuth.errors import TopologyError
 from sleuth.topology.ids import host_name
 from sleuth.topology.model import FabricDefaults, Topology
+from sleuth.validation import integer
 
 __all__ = ["GENERATORS", "GeneratorSpec", "generate", "make_spec", "parse_spec", "rail_optimized", "spine_leaf"]
 
@@ -47,9 +48,7 @@ def _check_sizes(**sizes: int | None) -> None:
     for name, value in sizes.items():
         if value is None:
             continue
-        low = 0 if name == "spines" else 1
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise TopologyError(f"{name} must be an integer >= {low}, got {value!r}")
+        integer(name, value, low=0 if name == "spines" else 1, error=TopologyError)
 
 
 def _full_mesh(n_leaves: int, n_spines: int) -> np.ndarray:

@@ -30,7 +30,6 @@ cached on the instance (``functools.cached_property`` or :meth:`Topology.cached`
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import cached_property
@@ -40,7 +39,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from sleuth.errors import TopologyError
-from sleuth.validation import first_duplicate
+from sleuth.validation import first_duplicate, positive_number
 from sleuth.topology.ids import (
     DeviceKind,
     gpu_id,
@@ -78,10 +77,7 @@ class FabricDefaults:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise TopologyError(f"{f.name} must be a positive number, got {value!r}")
-            object.__setattr__(self, f.name, float(value))
+            object.__setattr__(self, f.name, positive_number(f.name, getattr(self, f.name), error=TopologyError))
 
 
 @dataclass(frozen=True)
@@ -96,9 +92,7 @@ class DeviceAttributes:
             value = getattr(self, name)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise TopologyError(f"{name} must be a positive number, got {value!r}")
-            object.__setattr__(self, name, float(value))
+            object.__setattr__(self, name, positive_number(name, value, error=TopologyError))
 
 
 def _names(value: Sequence[str], what: str) -> tuple[str, ...]:

@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sleuth.errors import ConfigError, RecordError
+from sleuth.errors import RecordError
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, OpKind, RecordBatch
+from sleuth.validation import fraction, integer
 from sleuth.whatif.keys import dense_ids, group_spread
 from sleuth.whatif.programs import MIN_PEERS, program_slots
 from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, member_groups, replay
@@ -168,10 +169,8 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
               worker_iterations: int = WORKER_ITERATIONS, top_workers: float = TOP_WORKERS) -> Attribution:
     """The what-if attribution of one job's records (all its ranks; iteration -1 records are left out)."""
     began = time.perf_counter()
-    if isinstance(worker_iterations, bool) or not isinstance(worker_iterations, int) or worker_iterations < 1:
-        raise ConfigError(f"worker_iterations must be an integer >= 1, got {worker_iterations!r}")
-    if not 0 < top_workers <= 1:
-        raise ConfigError(f"top_workers must be in (0, 1], got {top_workers!r}")
+    integer("worker_iterations", worker_iterations, low=1)
+    fraction("top_workers", top_workers)
     job, steps, recorded = _prepare(_one_jobs(records, spec), spec, iterations)
     everything = np.arange(len(steps))
     original, ideal = _as_recorded_and_ideal(job, everything)

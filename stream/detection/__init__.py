@@ -12,7 +12,7 @@ Modules, one algorithm each:
 * :mod:`~sleuth.stream.detection.drift` — drift auto-tuning of the trees' thresholds
 * :mod:`~sleuth.stream.detection.baselines` — 3-sigma, KNN, SVM; median rule, unverified change points
 * :mod:`~sleuth.stream.detection.offline` — replaying a batch; ``abnormal_mask``
-* :mod:`~sleuth.stream.detection.training` — training sets from the emulator or labelled folders
+* :mod:`~sleuth.stream.detection.training` — training sets from labelled folders, fitting, the decision threshold
 * :mod:`~sleuth.stream.detection.model_file` — versioned model files; the shipped default model
 * :mod:`~sleuth.stream.detection.stream_detector` — the workers' ``Detector``
 * :mod:`~sleuth.stream.detection.publish` — irregularities to Kafka

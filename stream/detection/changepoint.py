@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from sleuth.errors import ConfigError
+from sleuth.validation import fraction, positive_int
 
 __all__ = ["BayesianChangePoint"]
 
@@ -27,12 +28,9 @@ class BayesianChangePoint:
 
     def __init__(self, *, hazard: float = 1 / 200, threshold: float = 0.9, lag: int = 5, max_run: int = 400,
                  prior_strength: float = 1.0, prior_scale: float = 0.05) -> None:
-        if not 0 < hazard < 1:
-            raise ConfigError(f"hazard must be in (0, 1), got {hazard!r}")
-        if not 0 < threshold < 1:
-            raise ConfigError(f"threshold must be in (0, 1), got {threshold!r}")
-        if isinstance(lag, bool) or not isinstance(lag, int) or lag < 1:
-            raise ConfigError(f"lag must be a positive integer, got {lag!r}")
+        fraction("hazard", hazard, one=False)
+        fraction("threshold", threshold, one=False)
+        positive_int("lag", lag)
         if isinstance(max_run, bool) or not isinstance(max_run, int) or max_run <= lag:
             raise ConfigError(f"max_run must be an integer above lag ({lag}), got {max_run!r}")
         self.hazard = hazard

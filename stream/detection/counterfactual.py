@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sleuth.errors import ConfigError
 from sleuth.stream.detection.features import FEATURE_NAMES, Chunk
+from sleuth.validation import number_above
 from sleuth.whatif.keys import group_median
 from sleuth.whatif.programs import MIN_PEERS, program_slots
 from sleuth.whatif.timeline import dependencies, downstream, holds_rank, replay
@@ -84,8 +84,7 @@ class CounterfactualReplay:
 
     def __init__(self, *, transfer_cut: float = 2.0, compute_cut: float = 1.03, excess: float = EXCESS) -> None:
         for name, value in (("transfer_cut", transfer_cut), ("compute_cut", compute_cut), ("excess", excess)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value <= 1:
-                raise ConfigError(f"{name} must be a number above 1, got {value!r}")
+            number_above(name, value, 1)
         self.transfer_cut = float(transfer_cut)
         self.compute_cut = float(compute_cut)
         self.excess = float(excess)

@@ -36,8 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sleuth.errors import ConfigError, RecordError
+from sleuth.errors import RecordError
 from sleuth.records import IterationBatch, RecordBatch
+from sleuth.validation import integer
 from sleuth.whatif.keys import dense_ids as _group_ids
 # A program slot needs this many ranks in the chunk before its median stands in for a cold identity's window.
 from sleuth.whatif.programs import MIN_PEERS
@@ -101,10 +102,8 @@ class OperatorWindows:
     """
 
     def __init__(self, *, window: int = 20, min_history: int = 5) -> None:
-        if isinstance(window, bool) or not isinstance(window, int) or window < 2:
-            raise ConfigError(f"window must be an integer >= 2, got {window!r}")
-        if isinstance(min_history, bool) or not isinstance(min_history, int) or not 1 <= min_history <= window:
-            raise ConfigError(f"min_history must be an integer in 1..window ({window}), got {min_history!r}")
+        integer("window", window, low=2)
+        integer("min_history", min_history, low=1, high=window, high_shown=f"window ({window})")
         self.window = window
         self.min_history = min_history
         self._jobs: dict[str, int] = {}

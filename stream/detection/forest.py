@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from sleuth.errors import ConfigError
 from sleuth.stream.detection.features import DRIFT_PRONE, FEATURE_NAMES
+from sleuth.validation import fraction
 
 __all__ = ["AbnormalOperatorForest", "check_features"]
 
@@ -73,12 +74,10 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X: Any, y: Any) -> Self:
-        if not 0.0 < self.threshold < 1.0:
-            raise ConfigError(f"threshold must be in (0, 1), got {self.threshold!r}")
+        fraction("threshold", self.threshold, one=False)
         if not 0.0 < self.window_threshold <= self.threshold:
             raise ConfigError(f"window_threshold must be in (0, threshold={self.threshold}], got {self.window_threshold!r}")
-        if not 0.0 <= self.peer_dropout < 1.0:
-            raise ConfigError(f"peer_dropout must be in [0, 1), got {self.peer_dropout!r}")
+        fraction("peer_dropout", self.peer_dropout, zero=True, one=False)
         X = check_features(X)
         y = np.asarray(y).astype(bool)
         if y.shape != (len(X),):

@@ -30,6 +30,7 @@ import numpy as np
 from sleuth.errors import ConfigError
 from sleuth.records import IterationBatch
 from sleuth.stream.detection.changepoint import BayesianChangePoint
+from sleuth.validation import fraction, positive_int
 
 __all__ = ["IrregularityKind", "Irregularity", "IterationMonitor", "irregular_iterations", "job_iteration_times"]
 
@@ -94,10 +95,8 @@ class IterationMonitor:
             raise ConfigError(f"delta must be > 1, got {delta!r}")
         for name, value in (("window", window), ("verify", verify), ("before", before),
                             ("periodic_max_gap", periodic_max_gap), ("history", history)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        if not 0 < min_change < 1:
-            raise ConfigError(f"min_change must be in (0, 1), got {min_change!r}")
+            positive_int(name, value)
+        fraction("min_change", min_change, one=False)
         self.delta = delta
         self.window = window
         self.min_change = min_change

@@ -1,8 +1,9 @@
-"""Training sets and training: from the emulator, or from a folder of records and labels.
+"""Training sets and training: from a folder of records and labels, or rows the emulator gave.
 
 A labelled folder is what ``sleuth sim run`` / ``sleuth sim suite`` writes (``records.parquet``,
 ``iterations.parquet``, ``labels/abnormal.parquet`` aligned row for row with the records); on-call
-verdicts later arrive in the same shape.
+verdicts later arrive in the same shape. Rows from emulated scenarios come from
+``sleuth.sim.training_rows``, the emulator's side, so that the service never imports the emulator.
 
 Most operator instances are normal and easy; the set keeps every abnormal row, the normal rows
 that look suspicious (longer than ``hard_ratio`` × their window median) with probability
@@ -11,9 +12,7 @@ that look suspicious (longer than ``hard_ratio`` × their window median) with pr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ProcessPoolExecutor
-from functools import partial
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +20,15 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from sleuth.errors import ConfigError, RecordError
-from sleuth.progress import track
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.recordio import read_parquet
 from sleuth.stream.detection.features import FEATURE_NAMES, OperatorWindows
 from sleuth.stream.detection.forest import AbnormalOperatorForest
 from sleuth.stream.detection.model_file import DetectorModel
-from sleuth.stream.detection.offline import detector_decisions, training_set
+from sleuth.stream.detection.offline import detector_decisions
+from sleuth.validation import fraction
 
-__all__ = ["THRESHOLD_GRID", "apply_labels", "choose_threshold", "emulation_rows", "fit_model", "read_labelled", "sample_ranks", "sample_rows",
-           "streaming_scores"]
+__all__ = ["THRESHOLD_GRID", "apply_labels", "choose_threshold", "fit_model", "read_labelled", "sample_rows", "streaming_scores"]
 
 _RATIO = FEATURE_NAMES.index("ratio")
 
@@ -45,8 +43,7 @@ def sample_rows(X: np.ndarray, y: np.ndarray, *, seed: int = 0, hard_ratio: floa
     are more) and fills the rest with normal ones. Why not a uniform draw: a slow NIC's scenario
     has a few hundred abnormal rows among 100,000 kept, and a uniform cut to 12,000 left the forest
     61 of them."""
-    if not 0.0 < abnormal_share <= 1.0:
-        raise ConfigError(f"abnormal_share must be in (0, 1], got {abnormal_share!r}")
+    fraction("abnormal_share", abnormal_share)
     rng = np.random.default_rng(seed)
     draw = rng.random(len(y))
     hard = np.nan_to_num(X[:, _RATIO], nan=0.0) > hard_ratio
@@ -59,76 +56,6 @@ def sample_rows(X: np.ndarray, y: np.ndarray, *, seed: int = 0, hard_ratio: floa
         normal = rng.choice(normal, min(len(normal), max_rows - len(abnormal)), replace=False)
         keep = np.sort(np.concatenate([abnormal, normal]))
     return X[keep], y[keep]
-
-
-def sample_ranks(emulation: Any, groups: int) -> np.ndarray:
-    """``groups`` whole tensor groups spread over the job, plus the groups of its faulty GPUs,
-    hosts and NICs (``Emulation.ranks_on``).
-
-    Whole groups, because an operator's blocking and transfer need its peers' records; spread,
-    so that a sample of a large job sees every pipeline stage.
-    """
-    if groups < 1:
-        raise ConfigError(f"groups must be >= 1, got {groups!r}")
-    tp = emulation.scenario.layout.tp
-    world = emulation.scenario.layout.world
-    starts = set((np.linspace(0, world - tp, groups).astype(int) // tp * tp).tolist())
-    for fault in emulation.scenario.faults:
-        # NICs too: without them a slow NIC's own ranks entered a sample only by chance (never on
-        # seeds 103-104's types suite), so training and the benchmark saw only the operators of its
-        # peers that waited for it, not the slow transfers of the NIC's own operators.
-        starts.update((emulation.ranks_on(fault.device) // tp * tp).tolist())
-    return np.unique(np.concatenate([np.arange(s, s + tp) for s in sorted(starts)]))
-
-
-def emulation_rows(scenarios: Iterable[Any], *, groups: int | None = None, max_rows: int | None = None,
-                   abnormal_share: float | Callable[[Any], float] = 0.5, window: int = 20, min_history: int = 5,
-                   seed: int = 0, jobs: int = 1, progress: str | None = None) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """Sampled training rows of each scenario and a summary.
-
-    ``groups``: tensor groups per scenario (``sample_ranks``); None takes every rank. Sampling
-    groups rather than a share of ranks lets one set mix 128 GPUs with 8,192 at a similar cost.
-    ``max_rows``: rows kept per scenario, of which the abnormal ones take at most
-    ``abnormal_share`` (``sample_rows``): a number, or a function of the scenario.
-    ``jobs``: scenarios emulated at once, each in a process of its own; the rows are the same
-    whatever the number (scenario k's draw is seeded ``seed + k``). ``progress``: the
-    description of a bar counting the scenarios done (``sleuth.progress``: on stderr, when it is a
-    terminal), for scripts and benchmarks; None draws none.
-    """
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ConfigError(f"jobs must be an integer >= 1, got {jobs!r}")
-    scenarios = list(scenarios)
-    rows = partial(_scenario_rows, groups=groups, max_rows=max_rows, abnormal_share=abnormal_share, window=window,
-                   min_history=min_history)
-    seeds = [seed + k for k in range(len(scenarios))]
-    shown = (lambda parts: track(parts, progress, total=len(scenarios))) if progress is not None else iter
-    if jobs == 1 or len(scenarios) < 2:
-        parts = list(shown(map(rows, scenarios, seeds)))
-    else:
-        # Processes, not threads: the emulator and the feature pass are Python and numpy on many
-        # small arrays, which threads would take turns at under the GIL. Each process holds one
-        # scenario at a time (a whole 8,192-GPU job takes about 10 GB while its rows are built).
-        with ProcessPoolExecutor(min(jobs, len(scenarios))) as pool:
-            parts = list(shown(pool.map(rows, scenarios, seeds)))
-    summary = {"scenarios": [scenario.name for scenario in scenarios],
-               "operators_seen": sum(part[2] for part in parts), "abnormal_seen": sum(part[3] for part in parts)}
-    return np.vstack([part[0] for part in parts]), np.concatenate([part[1] for part in parts]), summary
-
-
-def _scenario_rows(scenario: Any, seed: int, *, groups: int | None, max_rows: int | None,
-                   abnormal_share: float | Callable[[Any], float], window: int,
-                   min_history: int) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """One scenario's kept rows, and how many operators and abnormal ones it had before the draw."""
-    from sleuth.sim import Emulation
-
-    emulation = Emulation(scenario)
-    ranks = np.arange(scenario.layout.world) if groups is None else sample_ranks(emulation, groups)
-    labels, _ = emulation.abnormal(ranks)
-    X, y = training_set(emulation.ranks_records(ranks), emulation.iterations(ranks=ranks), labels, window=window,
-                        min_history=min_history)
-    share = abnormal_share(scenario) if callable(abnormal_share) else abnormal_share
-    kept_X, kept_y = sample_rows(X, y, seed=seed, max_rows=max_rows, abnormal_share=share)
-    return kept_X, kept_y, len(y), int(y.sum())
 
 
 def read_labelled(folder: str | Path, *, truth: str | Path | None = None) -> tuple[RecordBatch, IterationBatch, np.ndarray]:

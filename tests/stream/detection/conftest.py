@@ -9,7 +9,8 @@ import numpy as np
 from sleuth.layout import ParallelLayout
 from sleuth.sim import Emulation, Scenario, parse_fault
 from sleuth.stream.detection import DetectorModel
-from sleuth.stream.detection.training import emulation_rows, fit_model
+from sleuth.sim.training_rows import emulation_rows
+from sleuth.stream.detection.training import fit_model
 from sleuth.topology import generate
 
 from tests.sim.conftest import SMALL

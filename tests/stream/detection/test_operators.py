@@ -10,6 +10,7 @@ from sleuth.errors import ConfigError
 from sleuth.records import OpKind, RecordBatch
 from sleuth.layout import KINDS, ParallelLayout
 from sleuth.sim import Emulation, Scenario
+from sleuth.sim.training_rows import emulation_rows, sample_ranks
 from sleuth.stream.detection import (
     FEATURE_NAMES, AbnormalOperatorForest, DriftTuner, OperatorWindows, StreamDetector, abnormal_mask, load, save,
 )
@@ -18,9 +19,7 @@ from sleuth.stream.detection.drift import shift_thresholds
 from sleuth.stream.detection.features import COMM_KINDS
 from sleuth.stream.detection.model_file import read_metadata
 from sleuth.stream.detection.offline import training_set
-from sleuth.stream.detection.training import (
-    choose_threshold, emulation_rows, sample_ranks, sample_rows, streaming_scores,
-)
+from sleuth.stream.detection.training import choose_threshold, sample_rows, streaming_scores
 from sleuth.stream.rank_state import RankState
 from sleuth.topology import DeviceKind, generate, link_id
 from tests.sim.conftest import SMALL
