@@ -86,6 +86,16 @@ def test_identity_from_launcher_variables():
     assert job_id({"TORCHELASTIC_RUN_ID": "none", "SLURM_JOB_ID": "9"}, "") == "9"
     assert job_id({"SLURM_JOB_ID": "9"}, "mine") == "mine"
     assert job_id({"MASTER_ADDR": "m", "MASTER_PORT": "1"}, "") == "job-m-1"
+
+
+def test_a_restarted_attempt_is_a_job_of_its_own() -> None:
+    # torchelastic restarts the worker group under the same run id; Slurm requeues under the same job id.
+    assert job_id({"TORCHELASTIC_RUN_ID": "r1", "TORCHELASTIC_RESTART_COUNT": "0"}, "") == "r1"
+    assert job_id({"TORCHELASTIC_RUN_ID": "r1", "TORCHELASTIC_RESTART_COUNT": "2"}, "") == "r1.r2"
+    assert job_id({"SLURM_JOB_ID": "9", "SLURM_RESTART_COUNT": "1"}, "") == "9.r1"
+    assert job_id({"SLURM_RESTART_COUNT": "3"}, "mine") == "mine.r3"
+    assert job_id({"TORCHELASTIC_RESTART_COUNT": "1", "SLURM_RESTART_COUNT": "4"}, "mine") == "mine.r1"
+    assert job_id({"TORCHELASTIC_RESTART_COUNT": "", "SLURM_RESTART_COUNT": "x"}, "mine") == "mine"
     assert local_gpu({"LOCAL_RANK": "3"}) == 3 and local_gpu({}) is None
 
 

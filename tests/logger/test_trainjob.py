@@ -175,3 +175,23 @@ def test_the_function_wrappers_record_what_the_process_group_hooks_record(logged
         return Counter(zip(*columns))
 
     assert keys(tmp_path / "records") == keys(logged[0])
+
+
+def test_a_restarted_attempt_under_the_same_job_id_keeps_both_attempts(tmp_path):
+    """torchelastic restarts a worker group under the same run id, and its iterations start at 0
+    again: each attempt is registered and streamed as a job of its own, and neither loses a step."""
+    server, servicer, port = collector.start(0)
+    try:
+        for restart in (0, 1):
+            env = {"SLEUTH_COLLECTOR": f"127.0.0.1:{port}", "TORCHELASTIC_RUN_ID": "elastic-7",
+                   "TORCHELASTIC_RESTART_COUNT": str(restart)}
+            run_job(env, tmp_path / f"attempt-{restart}")
+        assert {spec.job for spec in servicer.specs} == {"elastic-7", "elastic-7.r1"}
+        iterations = servicer.all_iterations()
+        for job in ("elastic-7", "elastic-7.r1"):
+            mine = iterations.take(iterations.decoded("job") == job)
+            assert sorted(Counter(mine["iteration"].tolist()).items()) == [(i, WORLD) for i in range(ITERS)], job
+        records = servicer.all_records()
+        assert set(records.decoded("job")) == {"elastic-7", "elastic-7.r1"}
+    finally:
+        server.stop(0)
