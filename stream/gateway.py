@@ -120,9 +120,7 @@ class Collector(pb_grpc.CollectorServicer):
                 accepted += 1
                 self.counters.accept(len(batch), kind="records" if isinstance(batch, RecordBatch) else "iterations")
                 if len(pending) >= _PRUNE_EVERY:
-                    done = [f for f in pending if f.is_done]
-                    self.publisher.wait(done)  # raises on a failed one: the client must resend
-                    pending = [f for f in pending if not f.is_done]
+                    pending = _wait_done(self.publisher, pending)
             self.publisher.wait(pending)
             return pb.StreamSummary(accepted=accepted, rejected=0)
 
@@ -143,6 +141,20 @@ class Collector(pb_grpc.CollectorServicer):
             serving = self.publisher.connected()
             status = pb.HealthReply.SERVING if serving else pb.HealthReply.NOT_SERVING
             return pb.HealthReply(status=status, version=sleuth.__version__)
+
+
+def _wait_done(publisher: Publisher, futures: list[Any]) -> list[Any]:
+    """Wait on the futures already done (raises on a failed one: the client must resend); the others.
+
+    Each future is looked at once: with two looks (done ones, then not-done ones) a send that
+    finished between them, failed perhaps, would be in neither list and confirmed unchecked.
+    """
+    done: list[Any] = []
+    left: list[Any] = []
+    for future in futures:
+        (done if future.is_done else left).append(future)
+    publisher.wait(done)
+    return left
 
 
 def _parse(raw: bytes | pb.StreamMessage) -> pb.StreamMessage:
