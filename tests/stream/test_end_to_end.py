@@ -46,8 +46,12 @@ def assert_exactly_once(settings, client, sent) -> None:
 
 
 def run_worker_thread(settings, client_settings=None):
+    return worker_thread(Worker(settings, client=connect.clickhouse_client(client_settings or settings)))
+
+
+def worker_thread(worker: Worker):
+    """``worker`` running in a thread: (worker, its stop event, the thread)."""
     stop = threading.Event()
-    worker = Worker(settings, client=connect.clickhouse_client(client_settings or settings))
     thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
     thread.start()
     return worker, stop, thread
