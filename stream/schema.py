@@ -141,6 +141,12 @@ MIGRATIONS: tuple[Migration, ...] = (
         "alerts keep the incident's advice, so notifications after an alerter restart still carry it",
         (AddColumn("alerts", "advice", "String DEFAULT ''"),),
     ),
+    Migration(
+        10,
+        "alerts remember whether their latest change was announced, so a restart announces what a crash did not",
+        # Rows from before were written after their announcement: announced.
+        (AddColumn("alerts", "announced", "UInt8 DEFAULT 1"),),
+    ),
 )
 
 #: Every table the migrations create, for tools and tests.

@@ -23,14 +23,15 @@ class MemoryStore:
     """The alerter's store, in memory: what ClickHouse's alerts table holds."""
 
     def __init__(self) -> None:
-        self.saved = []
+        self.saved = []  # (alert, announced)
 
-    def save(self, alerts) -> None:
-        self.saved.extend(alerts)
+    def save(self, alerts, *, announced=True) -> None:
+        self.saved.extend((a, announced) for a in alerts)
 
-    def load(self, *, status=None, job=None):
-        latest = {a.key: a for a in self.saved}
-        return [a for a in latest.values() if status is None or a.status is status]
+    def load(self, *, status=None, job=None, announced=None):
+        latest = {a.key: (a, told) for a, told in self.saved}
+        return [a for a, told in latest.values()
+                if (status is None or a.status is status) and (announced is None or told is announced)]
 
 
 def value(name: str, **labels: str) -> float:
