@@ -31,7 +31,7 @@ from sleuth.proto import commops_pb2 as pb
 from sleuth.proto import commops_pb2_grpc as pb_grpc
 from sleuth.records import RecordBatch
 from sleuth.settings import Settings
-from sleuth.stream import auth, validate
+from sleuth.stream import auth, kafka_records, validate
 from sleuth.stream.grpc_status import status_from_errors, trailing
 from sleuth.stream.job_registry import JobRegistry, load_registered
 from sleuth.stream.publisher import Publisher
@@ -66,7 +66,9 @@ class Counters:
 
 
 def _count_dropped(batch: RecordBatch, dropped: int) -> None:
-    """A logger reports the records it lost in the batch after the gap; a logger sends one job's records."""
+    """A logger reports the records it lost in the batch after the gap; a logger sends one job's records.
+    (Counted when the batch arrives: a stream the logger must resend counts its drops again here,
+    while ``logger_drops`` in ClickHouse folds the resend.)"""
     jobs = validate.batch_jobs(batch)
     metrics.LOGGER_DROPPED.labels(training_job=jobs[0] if len(jobs) == 1 else "+".join(jobs)).inc(dropped)
 
@@ -115,6 +117,8 @@ class Collector(pb_grpc.CollectorServicer):
                     pending += self.publisher.records(batch, layout_of=self.jobs.layout_of)
                     if message.records.dropped:
                         _count_dropped(batch, message.records.dropped)
+                        # Confirmed, like the records, only once Kafka has it.
+                        pending += self.publisher.drop(kafka_records.drop_of(batch, message.records.dropped))
                 else:
                     pending += self.publisher.iterations(batch, layout_of=self.jobs.layout_of)
                 accepted += 1

@@ -53,6 +53,7 @@ class Decoded:
     records: RecordBatch
     iterations: IterationBatch
     jobs: list[JobSpec]
+    drops: list[kafka_records.Drop]
 
 
 @dataclass
@@ -67,7 +68,7 @@ def decode(messages: Sequence[Any]) -> Decoded:
     A message that cannot be decoded (the gateway validated it, so this means a foreign producer
     or a bug) is logged and skipped: stopping the partition forever on it would lose everything after.
     """
-    records, iterations, jobs = [], [], []
+    records, iterations, jobs, drops = [], [], [], []
     for message in messages:
         kind = kafka_records.kind_of(message.headers)
         try:
@@ -77,11 +78,13 @@ def decode(messages: Sequence[Any]) -> Decoded:
                 iterations.append(kafka_records.iterations_from_message(message.value))
             elif kind == kafka_records.JOB:
                 jobs.append(kafka_records.job_from_message(message.value))
+            elif kind == kafka_records.DROPS:
+                drops.append(kafka_records.drop_from_message(message.value))
             else:
                 _log.warning("skipping message of unknown kind %r at %s:%s", kind, message.partition, message.offset)
         except Exception as error:
             _log.error("skipping undecodable message at %s:%s: %s", message.partition, message.offset, error)
-    return Decoded(RecordBatch.concat(records), IterationBatch.concat(iterations), jobs)
+    return Decoded(RecordBatch.concat(records), IterationBatch.concat(iterations), jobs, drops)
 
 
 class Worker:
@@ -183,7 +186,7 @@ class Worker:
 
         def insert() -> Awaitable[None]:
             return loop.run_in_executor(None, self.sink.write, decoded.records, decoded.iterations, decoded.jobs,
-                                        detected.abnormal)
+                                        detected.abnormal, [d.as_row() for d in decoded.drops])
 
         def reconnect() -> None:
             try:
