@@ -13,10 +13,13 @@ which arrive as soon as detection sees them, before any localization. How far th
 from ClickHouse ``iterations`` (``progress.completed_iterations``): the iteration every rank has
 finished, so a rank that lags does not resolve an alert early.
 
-Every change is saved (``AlertStore``) before it is announced (``notify``), so a restart reloads
-the open alerts and announces nothing twice that it had not saved. ``reannounce`` hands the open
-alerts to ``refresh`` for receivers that forget an alert they have not heard of for a while
-(Alertmanager).
+Every change is saved (``AlertStore``) as unannounced before it is announced (``notify``), and saved
+again as announced after: a restart reloads the open alerts and the changes not yet announced, and
+``announce_pending`` (the service calls it on every tick) announces those, so a crash or a failed
+``notify`` between saving and announcing delays an announcement but never loses it (at least once: a
+crash after ``notify`` and before the second save announces the change again, with the same
+fingerprint). ``reannounce`` hands the open alerts to ``refresh`` for receivers that forget an
+alert they have not heard of for a while (Alertmanager).
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ class Alerter:
         self.clock = clock
         self.refresh = refresh
         self.open: dict[tuple[str, str], Alert] = {a.key: a for a in store.load(status=AlertStatus.FIRING)}
+        # Saved but not announced yet, by the alert's identity (job, device, starts_ns): the latest version.
+        self.unannounced: dict[tuple[str, str, int], Alert] = {_identity(a): a for a in store.load(announced=False)}
         self._count_open()
 
     def _count_open(self) -> None:
@@ -62,7 +67,7 @@ class Alerter:
         # An incident that only grew (its episode lasts on) postpones resolution, as an irregular iteration does.
         quiet = [alert for before, alert in absorbed if alert is not None and before is not None
                  and (before.severity, before.cause, before.incidents) == (alert.severity, alert.cause, alert.incidents)]
-        self.store.save(quiet)
+        self._save_quietly(quiet)
         self.open.update((a.key, a) for a in quiet)
         return quiet + self._commit([a for a in changed if a not in quiet])
 
@@ -70,7 +75,7 @@ class Alerter:
         """An irregular iteration of ``job``: it postpones the resolution of the job's open alerts."""
         changed = [a.replace(last_irregular=iteration) for a in self.open.values()
                    if a.job == job and iteration > a.last_irregular]
-        self.store.save(changed)  # not announced: nothing a receiver shows changed
+        self._save_quietly(changed)  # not announced: nothing a receiver shows changed
         self.open.update((a.key, a) for a in changed)
         return changed
 
@@ -83,6 +88,17 @@ class Alerter:
         done = [a.replace(status=AlertStatus.RESOLVED, ends_ns=now) for a in self.open.values()
                 if a.job in completed and completed[a.job] - a.last_irregular >= self.resolve_after]
         return self._commit(done)
+
+    def announce_pending(self) -> list[Alert]:
+        """Announce the changes saved but not announced yet (a crash or a failed ``notify``); those announced."""
+        pending = list(self.unannounced.values())
+        if not pending:
+            return []
+        self.notify(pending)
+        self.store.save(pending, announced=True)
+        for alert in pending:
+            del self.unannounced[_identity(alert)]
+        return pending
 
     def reannounce(self) -> None:
         """The open alerts, unchanged, to ``refresh`` (which decides what is due)."""
@@ -112,12 +128,25 @@ class Alerter:
     def _commit(self, changed: list[Alert]) -> list[Alert]:
         if not changed:
             return []
-        self.store.save(changed)
+        self.store.save(changed, announced=False)
+        self.unannounced.update((_identity(a), a) for a in changed)
         for alert in changed:
             if alert.status is AlertStatus.FIRING:
                 self.open[alert.key] = alert
             else:
                 self.open.pop(alert.key, None)
         self._count_open()
-        self.notify(changed)
+        self.announce_pending()
         return changed
+
+    def _save_quietly(self, alerts: list[Alert]) -> None:
+        """Save changes that announce nothing; an alert with an announcement pending keeps it pending, now of this version."""
+        pending = [a for a in alerts if _identity(a) in self.unannounced]
+        self.unannounced.update((_identity(a), a) for a in pending)
+        self.store.save(pending, announced=False)
+        self.store.save([a for a in alerts if _identity(a) not in self.unannounced])
+
+
+def _identity(alert: Alert) -> tuple[str, str, int]:
+    """An alert's row key: a new alert for the same job and device after a resolution starts later."""
+    return alert.job, alert.device, alert.starts_ns

@@ -8,8 +8,10 @@ Two agents and a timer, in one consumer group (``SLEUTH_ALERTER_GROUP``):
   and the open alerts are reannounced to Alertmanager when due (``SLEUTH_ALERT_RESEND_S``).
 
 All three hand their work to one thread (``Alerter`` is not thread-safe, and its ClickHouse and
-HTTP calls block), which keeps the event loop free to heartbeat the group. faust acknowledges an
-event after the agent's loop body returns, i.e. after the alert change was saved and announced.
+HTTP calls block), which keeps the event loop free to heartbeat the group. An alert change is saved,
+marked unannounced, before it is announced; the timer announces what a failed announcement or a
+crash of the previous process left unannounced (``Alerter.announce_pending``), so an incident
+acknowledged once its change was saved still reaches the receivers.
 """
 
 from __future__ import annotations
@@ -119,6 +121,10 @@ class AlerterService:
                 await self._call(self.check_resolutions)
             except Exception as error:  # ClickHouse away: try again on the next tick
                 _log.warning("resolution check failed: %s", error)
+            try:
+                await self._call(self.alerter.announce_pending)  # what a crash or a failed notify left unannounced
+            except Exception as error:
+                _log.warning("announcing pending alert changes failed: %s", error)
             await self._call(self.alerter.reannounce)
 
         app.agent(incidents, name=f"{settings.alerter_group}.incidents")(on_incidents)

@@ -14,7 +14,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from sleuth import __version__
 
 __all__ = [
-    "ALERTMANAGER_FAILURES", "ALERTS_SENT", "BUILD_INFO", "CONSUMER_LAG", "DETECTION_SECONDS", "LOCALIZATION_SECONDS",
+    "ALERTMANAGER_FAILURES", "ALERTS_SENT", "BUILD_INFO", "CONSUMER_LAG", "DETECTION_FAILURES", "DETECTION_SECONDS",
+    "LOCALIZATION_SECONDS",
     "LOGGER_DROPPED", "OPEN_INCIDENTS", "RECORDS_IN", "RECORDS_REJECTED", "WEBHOOK_FAILURES", "WORKER_RECORDS", "serve",
 ]
 
@@ -29,6 +30,8 @@ CONSUMER_LAG = Gauge("sleuth_consumer_lag", "messages of a partition not yet con
                      ["topic", "partition"])
 DETECTION_SECONDS = Histogram("sleuth_detection_seconds", "time to run the detectors on one consumed batch",
                               buckets=_SECONDS)
+DETECTION_FAILURES = Counter("sleuth_detection_failures",
+                             "detector runs that raised on a consumed batch (the batch was inserted all the same)")
 LOCALIZATION_SECONDS = Histogram("sleuth_localization_seconds", "from an irregularity's arrival at the streaming localizer to its incident written",
                                  buckets=_SECONDS)
 # Labelled training_job, not job: Prometheus's own `job` label names the scraped service.

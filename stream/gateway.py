@@ -31,7 +31,7 @@ from sleuth.proto import commops_pb2 as pb
 from sleuth.proto import commops_pb2_grpc as pb_grpc
 from sleuth.records import RecordBatch
 from sleuth.settings import Settings
-from sleuth.stream import auth, validate
+from sleuth.stream import auth, kafka_records, validate
 from sleuth.stream.grpc_status import status_from_errors, trailing
 from sleuth.stream.job_registry import JobRegistry, load_registered
 from sleuth.stream.publisher import Publisher
@@ -66,7 +66,9 @@ class Counters:
 
 
 def _count_dropped(batch: RecordBatch, dropped: int) -> None:
-    """A logger reports the records it lost in the batch after the gap; a logger sends one job's records."""
+    """A logger reports the records it lost in the batch after the gap; a logger sends one job's records.
+    (Counted when the batch arrives: a stream the logger must resend counts its drops again here,
+    while ``logger_drops`` in ClickHouse folds the resend.)"""
     jobs = validate.batch_jobs(batch)
     metrics.LOGGER_DROPPED.labels(training_job=jobs[0] if len(jobs) == 1 else "+".join(jobs)).inc(dropped)
 
@@ -115,14 +117,14 @@ class Collector(pb_grpc.CollectorServicer):
                     pending += self.publisher.records(batch, layout_of=self.jobs.layout_of)
                     if message.records.dropped:
                         _count_dropped(batch, message.records.dropped)
+                        # Confirmed, like the records, only once Kafka has it.
+                        pending += self.publisher.drop(kafka_records.drop_of(batch, message.records.dropped))
                 else:
                     pending += self.publisher.iterations(batch, layout_of=self.jobs.layout_of)
                 accepted += 1
                 self.counters.accept(len(batch), kind="records" if isinstance(batch, RecordBatch) else "iterations")
                 if len(pending) >= _PRUNE_EVERY:
-                    done = [f for f in pending if f.is_done]
-                    self.publisher.wait(done)  # raises on a failed one: the client must resend
-                    pending = [f for f in pending if not f.is_done]
+                    pending = _wait_done(self.publisher, pending)
             self.publisher.wait(pending)
             return pb.StreamSummary(accepted=accepted, rejected=0)
 
@@ -143,6 +145,20 @@ class Collector(pb_grpc.CollectorServicer):
             serving = self.publisher.connected()
             status = pb.HealthReply.SERVING if serving else pb.HealthReply.NOT_SERVING
             return pb.HealthReply(status=status, version=sleuth.__version__)
+
+
+def _wait_done(publisher: Publisher, futures: list[Any]) -> list[Any]:
+    """Wait on the futures already done (raises on a failed one: the client must resend); the others.
+
+    Each future is looked at once: with two looks (done ones, then not-done ones) a send that
+    finished between them, failed perhaps, would be in neither list and confirmed unchecked.
+    """
+    done: list[Any] = []
+    left: list[Any] = []
+    for future in futures:
+        (done if future.is_done else left).append(future)
+    publisher.wait(done)
+    return left
 
 
 def _parse(raw: bytes | pb.StreamMessage) -> pb.StreamMessage:

@@ -13,7 +13,10 @@ The value is a serialized ``commops.proto`` ``RecordBatch``, the same columnar f
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -75,7 +78,7 @@ def from_message(value: bytes) -> RecordBatch:
 # a value holds; messages without it are record batches (the format above).
 
 KIND_HEADER = "sleuth-kind"
-RECORDS, ITERATIONS, JOB = b"records", b"iterations", b"job"
+RECORDS, ITERATIONS, JOB, DROPS = b"records", b"iterations", b"job", b"drops"
 
 
 def iteration_messages(batch: IterationBatch, *, max_records: int = 10_000,
@@ -86,6 +89,40 @@ def iteration_messages(batch: IterationBatch, *, max_records: int = 10_000,
 
 def job_message(spec: JobSpec) -> tuple[bytes, bytes]:
     return spec.job.encode(), codec.jobspec_to_proto(spec).SerializeToString()
+
+
+@dataclass(frozen=True)
+class Drop:
+    """Records a logger lost before a batch it sent (the batch's ``dropped``), reported by the batch's
+    earliest record: its job and rank, and ``before_ns``, its start. The same batch sent again reports
+    the same drop, which the ``logger_drops`` table then folds into one row."""
+
+    job: str
+    rank: int
+    before_ns: int
+    dropped: int
+
+    def as_row(self) -> tuple[str, int, int, int]:
+        return self.job, self.rank, self.before_ns, self.dropped
+
+
+def drop_of(batch: RecordBatch, dropped: int) -> Drop:
+    """The drop a non-empty batch reports (``dropped`` > 0 records lost just before it)."""
+    first = int(np.argmin(batch["t_start_ns"]))
+    return Drop(job=str(batch.decoded("job")[first]), rank=int(batch["rank"][first]),
+                before_ns=int(batch["t_start_ns"][first]), dropped=dropped)
+
+
+def drop_message(drop: Drop) -> tuple[bytes, bytes]:
+    """Keyed by the reporting rank, JSON (``Drop``'s fields)."""
+    return (message_key(drop.job, drop.rank),
+            json.dumps(dataclasses.asdict(drop), separators=(",", ":")).encode())
+
+
+def drop_from_message(value: bytes) -> Drop:
+    fields = json.loads(value)
+    return Drop(job=str(fields["job"]), rank=int(fields["rank"]), before_ns=int(fields["before_ns"]),
+                dropped=int(fields["dropped"]))
 
 
 def kind_of(headers: list[tuple[str, bytes]] | dict[str, bytes] | None) -> bytes:

@@ -83,6 +83,10 @@ class Publisher:
     def iterations(self, batch: IterationBatch, *, layout_of: kafka_records.LayoutOf | None = None) -> list[Any]:
         return self._send(kafka_records.iteration_messages(batch, layout_of=layout_of), kafka_records.ITERATIONS)
 
+    def drop(self, drop: kafka_records.Drop) -> list[Any]:
+        """Records a logger lost (a batch's ``dropped``), to the workers, who keep them in ``logger_drops``."""
+        return self._send([kafka_records.drop_message(drop)], kafka_records.DROPS)
+
     def job(self, spec: JobSpec) -> list[Any]:
         """The spec to the workers (records topic) and to the compacted jobs topic the gateway reloads."""
         message = kafka_records.job_message(spec)

@@ -141,12 +141,28 @@ MIGRATIONS: tuple[Migration, ...] = (
         "alerts keep the incident's advice, so notifications after an alerter restart still carry it",
         (AddColumn("alerts", "advice", "String DEFAULT ''"),),
     ),
+    Migration(
+        10,
+        "alerts remember whether their latest change was announced, so a restart announces what a crash did not",
+        # Rows from before were written after their announcement: announced.
+        (AddColumn("alerts", "announced", "UInt8 DEFAULT 1"),),
+    ),
+    Migration(
+        11,
+        "logger_drops: records the loggers lost before sending, per job, rank and the batch that reported them",
+        (
+            # before_ns: the start of the reporting batch's earliest record, so a resent batch folds.
+            "CREATE TABLE IF NOT EXISTS {db}.logger_drops (\n"
+            "    job String, rank UInt32, before_ns Int64, dropped UInt64, reported_ns Int64\n"
+            ") ENGINE = ReplacingMergeTree(reported_ns)\nORDER BY (job, rank, before_ns)",
+        ),
+    ),
 )
 
 #: Every table the migrations create, for tools and tests.
 TABLES = (
     "records", "iterations", "jobs", "abnormal_ops", "incidents", "suspects", "labels", "incident_details", "traversals",
-    "alerts",
+    "alerts", "logger_drops",
 )
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

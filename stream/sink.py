@@ -26,9 +26,15 @@ class ClickHouseSink:
         self.database = database
 
     def write(self, records: RecordBatch, iterations: IterationBatch, jobs: list[JobSpec],
-              abnormal: list[tuple] = ()) -> None:
-        """Insert everything; raises whatever the driver raises (the caller retries)."""
+              abnormal: list[tuple] = (), drops: list[tuple] = ()) -> None:
+        """Insert everything; raises whatever the driver raises (the caller retries).
+
+        ``drops``: (job, rank, before_ns, dropped) rows of ``logger_drops`` (``kafka_records.Drop``)."""
         db = self.database
+        if drops:
+            now = time.time_ns()
+            self.client.execute(f"INSERT INTO {db}.logger_drops (job, rank, before_ns, dropped, reported_ns) VALUES",
+                                [(*row, now) for row in drops])
         if jobs:
             now = time.time_ns()
             rows = [(s.job, s.world, json.dumps(s.to_dict(), separators=(",", ":")), now) for s in jobs]

@@ -4,14 +4,20 @@ Delivery: at least once into ClickHouse, exactly once in query results. The agen
 Kafka messages in batches (``Stream.take_events``) and for each batch does
 
     decode into one columnar batch per kind -> update per-rank state -> run the detectors
-    -> insert into ClickHouse (retrying until it is acknowledged) -> acknowledge the events
+    -> insert into ClickHouse (retrying until it is acknowledged)
+    -> publish the irregular iterations found (retrying until Kafka acknowledged them)
+    -> acknowledge the events
 
 and faust commits only acknowledged offsets (on its commit timer, at a rebalance and at stop).
 ``take_events`` acknowledges a batch when the agent asks for the next one, and also when the
 generator is closed under it (a stop in the middle of a retry); a batch that is abandoned before
-ClickHouse acknowledged it is therefore marked so that faust never counts it as processed. A crash
-anywhere before the acknowledgement replays those messages to whichever worker owns the partition
-next, and the ReplacingMergeTree tables fold the replay into the rows already there.
+ClickHouse and Kafka acknowledged it is therefore marked so that faust never counts it as processed.
+A crash anywhere before the acknowledgement replays those messages to whichever worker owns the
+partition next, and the ReplacingMergeTree tables fold the replay into the rows already there.
+
+Detection never costs records: a detector that raises is logged and counted
+(``sleuth_detection_failures_total``) and the batch is inserted all the same, with what the other
+detectors found.
 
 Several workers with the same ``SLEUTH_WORKER_GROUP`` share the topic's partitions (one Kafka
 consumer group, faust's assignor).
@@ -22,9 +28,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sleuth import metrics
 from sleuth.jobspec import JobSpec
@@ -36,6 +42,9 @@ from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
 from sleuth.stream.rank_state import RankState
 from sleuth.stream.sink import ClickHouseSink
 
+if TYPE_CHECKING:
+    from sleuth.stream.detection.iteration_monitor import Irregularity
+
 _log = logging.getLogger(__name__)
 
 
@@ -44,6 +53,13 @@ class Decoded:
     records: RecordBatch
     iterations: IterationBatch
     jobs: list[JobSpec]
+    drops: list[kafka_records.Drop]
+
+
+@dataclass
+class Detected:
+    abnormal: list[tuple]  # ``abnormal_ops`` rows
+    irregularities: list[Irregularity]
 
 
 def decode(messages: Sequence[Any]) -> Decoded:
@@ -52,7 +68,7 @@ def decode(messages: Sequence[Any]) -> Decoded:
     A message that cannot be decoded (the gateway validated it, so this means a foreign producer
     or a bug) is logged and skipped: stopping the partition forever on it would lose everything after.
     """
-    records, iterations, jobs = [], [], []
+    records, iterations, jobs, drops = [], [], [], []
     for message in messages:
         kind = kafka_records.kind_of(message.headers)
         try:
@@ -62,26 +78,34 @@ def decode(messages: Sequence[Any]) -> Decoded:
                 iterations.append(kafka_records.iterations_from_message(message.value))
             elif kind == kafka_records.JOB:
                 jobs.append(kafka_records.job_from_message(message.value))
+            elif kind == kafka_records.DROPS:
+                drops.append(kafka_records.drop_from_message(message.value))
             else:
                 _log.warning("skipping message of unknown kind %r at %s:%s", kind, message.partition, message.offset)
         except Exception as error:
             _log.error("skipping undecodable message at %s:%s: %s", message.partition, message.offset, error)
-    return Decoded(RecordBatch.concat(records), IterationBatch.concat(iterations), jobs)
+    return Decoded(RecordBatch.concat(records), IterationBatch.concat(iterations), jobs, drops)
 
 
 class Worker:
-    """One member of the workers' faust app; ``run`` until ``stop`` is set."""
+    """One member of the workers' faust app; ``run`` until ``stop`` is set.
+
+    ``publish``: sends irregular iterations to Kafka and returns once they are acknowledged
+    (``IrregularityPublisher``); without it they are not sent anywhere.
+    """
 
     def __init__(self, settings: Settings, *, client: Any, detectors: Sequence[Detector] = (),
-                 retry_max_s: float = 5.0) -> None:
+                 publish: Callable[[list[Irregularity]], None] | None = None, retry_max_s: float = 5.0) -> None:
         self.settings = settings
         self.sink = ClickHouseSink(client, settings.clickhouse_database)
         self.detectors = list(detectors)
+        self.publish = publish
         self.state = RankState()
         self.retry_max_s = retry_max_s
         self.inserted_records = 0
         self.batches = 0
         self.batches_retried = 0  # batches whose first insert failed
+        self.detection_failures = 0  # detector runs that raised (their batch was inserted all the same)
         self._app: Any = None
 
     def assignment(self) -> frozenset[int]:
@@ -124,15 +148,23 @@ class Worker:
         app.agent(topic, name=f"{settings.worker_group}.ingest")(ingest)
         return app
 
-    def _prepare(self, messages: list[Any]) -> tuple[Decoded, list[tuple]]:
+    def _prepare(self, messages: list[Any]) -> tuple[Decoded, Detected]:
         decoded = decode(messages)
         self.state.update(decoded.records)
         self.state.update_iterations(decoded.iterations)
-        abnormal: list[tuple] = []
+        detected = Detected([], [])
         with metrics.DETECTION_SECONDS.time():
             for detector in self.detectors:
-                abnormal += detector.update(decoded.records, decoded.iterations, self.state)
-        return decoded, abnormal
+                try:
+                    detected.abnormal += detector.update(decoded.records, decoded.iterations, self.state)
+                except Exception:
+                    self.detection_failures += 1
+                    metrics.DETECTION_FAILURES.inc()
+                    _log.exception("detector %s failed on a batch of %d records; inserting the batch without its rows",
+                                   type(detector).__name__, len(decoded.records))
+                # What it found before it failed, too.
+                detected.irregularities += detector.take_irregularities()
+        return decoded, detected
 
     def _record_lag(self, events: Sequence[Any]) -> None:
         """Consumer lag of the partitions of a processed batch: messages behind the newest one."""
@@ -146,32 +178,57 @@ class Worker:
                 metrics.CONSUMER_LAG.labels(topic=tp.topic, partition=str(tp.partition)).set(max(highwater - offset - 1, 0))
 
     async def _process(self, events: Sequence[Any], stop: threading.Event) -> bool:
-        """Decode, detect and insert one batch; False when stopping before ClickHouse acknowledged."""
+        """Decode, detect, insert and publish one batch; False when stopping before all was acknowledged."""
         loop = asyncio.get_running_loop()
         # Decoding and detection are CPU work, and the inserts block on I/O: both run off the event
         # loop, which must keep heartbeating the group (aiokafka heartbeats from the loop) meanwhile.
-        decoded, abnormal = await loop.run_in_executor(None, self._prepare, [event.message for event in events])
-        delay, attempt = 0.2, 0
-        while True:
-            attempt += 1
+        decoded, detected = await loop.run_in_executor(None, self._prepare, [event.message for event in events])
+
+        def insert() -> Awaitable[None]:
+            return loop.run_in_executor(None, self.sink.write, decoded.records, decoded.iterations, decoded.jobs,
+                                        detected.abnormal, [d.as_row() for d in decoded.drops])
+
+        def reconnect() -> None:
             try:
-                await loop.run_in_executor(None, self.sink.write, decoded.records, decoded.iterations,
-                                           decoded.jobs, abnormal)
-                break
-            except Exception as error:
-                if attempt == 1:
-                    self.batches_retried += 1
-                _log.warning("insert failed, retrying in %.1fs: %s", delay, error)
-                try:
-                    self.sink.client.disconnect()  # reconnect cleanly on the next attempt
-                except Exception:
-                    pass
-            if stop.is_set():
+                self.sink.client.disconnect()  # reconnect cleanly on the next attempt
+            except Exception:
+                pass
+
+        if not await self._until_done(insert, stop, what="insert", on_failure=reconnect, first_failure=self._retried):
+            return False
+        publish = self.publish
+        if publish is not None and detected.irregularities:
+            def send() -> Awaitable[None]:
+                return loop.run_in_executor(None, publish, detected.irregularities)
+
+            # After the insert: the localizer fetches the records an irregularity names.
+            if not await self._until_done(send, stop, what="publishing irregularities"):
                 return False
-            await asyncio.sleep(delay)
-            delay = min(self.retry_max_s, delay * 2)
         self.inserted_records += len(decoded.records)
         self.batches += 1
         metrics.WORKER_RECORDS.inc(len(decoded.records))
         self._record_lag(events)
         return True
+
+    def _retried(self) -> None:
+        self.batches_retried += 1
+
+    async def _until_done(self, action: Callable[[], Awaitable[None]], stop: threading.Event, *, what: str,
+                          on_failure: Callable[[], None] = lambda: None,
+                          first_failure: Callable[[], None] = lambda: None) -> bool:
+        """Run ``action`` until it succeeds (True), backing off between attempts; False once ``stop`` is set."""
+        delay, attempt = 0.2, 0
+        while True:
+            attempt += 1
+            try:
+                await action()
+                return True
+            except Exception as error:
+                if attempt == 1:
+                    first_failure()
+                _log.warning("%s failed, retrying in %.1fs: %s", what, delay, error)
+                on_failure()
+            if stop.is_set():
+                return False
+            await asyncio.sleep(delay)
+            delay = min(self.retry_max_s, delay * 2)

@@ -23,14 +23,15 @@ class MemoryStore:
     """The alerter's store, in memory: what ClickHouse's alerts table holds."""
 
     def __init__(self) -> None:
-        self.saved = []
+        self.saved = []  # (alert, announced)
 
-    def save(self, alerts) -> None:
-        self.saved.extend(alerts)
+    def save(self, alerts, *, announced=True) -> None:
+        self.saved.extend((a, announced) for a in alerts)
 
-    def load(self, *, status=None, job=None):
-        latest = {a.key: a for a in self.saved}
-        return [a for a in latest.values() if status is None or a.status is status]
+    def load(self, *, status=None, job=None, announced=None):
+        latest = {a.key: (a, told) for a, told in self.saved}
+        return [a for a, told in latest.values()
+                if (status is None or a.status is status) and (announced is None or told is announced)]
 
 
 def value(name: str, **labels: str) -> float:
@@ -57,9 +58,14 @@ class Publisher:
 
     def __init__(self) -> None:
         self.batches = []
+        self.drops = []
 
     def records(self, batch, *, layout_of=None):
         self.batches.append(batch)
+        return []
+
+    def drop(self, drop):
+        self.drops.append(drop)
         return []
 
     def iterations(self, batch, *, layout_of=None):
@@ -83,5 +89,7 @@ def test_records_a_logger_lost_are_counted_by_training_job() -> None:
     messages = [pb.StreamMessage(records=codec.records_to_proto(batch, dropped=n)) for n in (17, 0, 3)]
     summary = gateway.Stream(iter(m.SerializeToString() for m in messages), context=None)
     assert summary.accepted == 3 and len(publisher.batches) == 3
+    # ... and go on to the workers (logger_drops), reported by the batch's earliest record.
+    assert [d.as_row() for d in publisher.drops] == [("llama", 0, 2, 17), ("llama", 0, 2, 3)]
     assert value("sleuth_logger_dropped_records_total", training_job="llama") == before + 20
     assert metrics.LOGGER_DROPPED._labelnames == ("training_job",)  # never `job`: Prometheus's own label

@@ -33,9 +33,9 @@ def _run(args: argparse.Namespace) -> int:
     # Load the model before joining the group: a bad model file fails here, naming the setting.
     model = load(settings.detect_model) if settings.detect_model else load_default_model()
     publisher = IrregularityPublisher(settings)
-    detector = StreamDetector(model, publish=publisher)
+    detector = StreamDetector(model)
     stop = stop_on_signals()
-    worker = Worker(settings, client=client, detectors=[detector])
+    worker = Worker(settings, client=client, detectors=[detector], publish=publisher)
     port = metrics.serve(settings.worker_metrics_port)
     print(f"worker consuming {settings.records_topic} as {settings.worker_group}"
           + (f"; metrics on :{port}" if port else ""), flush=True)

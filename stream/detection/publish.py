@@ -18,7 +18,7 @@ __all__ = ["IrregularityPublisher", "decode", "encode"]
 
 
 class IrregularityPublisher:
-    """A callable for ``StreamDetector(publish=...)``; sends and waits for the broker's acknowledgement."""
+    """A callable for ``Worker(publish=...)``; sends and waits for the broker's acknowledgement."""
 
     def __init__(self, settings: Settings, *, producer: Any = None) -> None:
         self.topic = settings.irregularities_topic

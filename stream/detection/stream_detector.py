@@ -1,8 +1,8 @@
 """The detector the ingest workers run (``sleuth.stream.detect.Detector``).
 
 Per batch a worker takes from Kafka: the iteration monitor judges the iterations the batch
-finished (irregularities are kept for ``take_irregularities`` and handed to ``publish`` when one
-was given), and the forest scores every operator instance of the batch against its identity's
+finished (irregularities are kept for ``take_irregularities``, which the worker publishes once the
+batch is written), and the forest scores every operator instance of the batch against its identity's
 window, which persists across batches (per job, rank, communicator and ordinal). Operators judged
 abnormal become ``abnormal_ops`` rows (``score``: the forest's vote).
 
@@ -49,14 +49,12 @@ class StreamDetector:
 
     def __init__(self, model: DetectorModel | None = None, *, delta: float = 1.1, iteration_window: int = 10,
                  tune_interval_ns: int = WEEK_NS, drift_bound: float = 0.05, counterfactual: bool = False,
-                 publish: Callable[[list[Irregularity]], None] | None = None,
                  clock: Callable[[], int] = time.time_ns) -> None:
         self.model = model or load_default_model()
         self.windows = OperatorWindows(window=self.model.window, min_history=self.model.min_history)
         self.monitor = IterationMonitor(delta=delta, window=iteration_window)
         self.tuner = DriftTuner(self.model.forest, interval_ns=tune_interval_ns, bound=drift_bound)
         self.counterfactual = CounterfactualReplay() if counterfactual else None
-        self.publish = publish
         self.clock = clock
         self.scored = 0
         self.flagged = 0
@@ -64,11 +62,7 @@ class StreamDetector:
 
     def update(self, records: RecordBatch, iterations: IterationBatch, state: RankState) -> list[tuple]:
         """``abnormal_ops`` rows of this batch's abnormal operators (the ``Detector`` protocol)."""
-        found = self.monitor.update(iterations)
-        if found:
-            self._irregularities.extend(found)
-            if self.publish is not None:
-                self.publish(found)
+        self._irregularities.extend(self.monitor.update(iterations))
         if not len(records):
             self.windows.push(None, None, iterations)
             return []

@@ -125,6 +125,34 @@ def test_resolves_after_n_regular_iterations_and_survives_a_restart(oncall_setti
     assert bodies[-1]["alerts"][0]["fingerprint"] != bodies[0]["alerts"][0]["fingerprint"]
 
 
+def test_a_crash_between_saving_and_announcing_is_announced_after_the_restart(oncall_settings, receiver,
+                                                                              emulated_run) -> None:
+    settings, client = oncall_settings
+    settings = dataclasses.replace(settings, alert_webhooks=receiver.url)
+    incident = emulated_run.incidents[0]
+    crashing = build_alerter(settings, client=client)
+
+    def crash(alerts) -> None:
+        raise RuntimeError("killed between saving and announcing")
+
+    crashing.notify = crash
+    with pytest.raises(RuntimeError):
+        crashing.on_incident(incident.to_dict())
+    store = AlertStore(client, settings.clickhouse_database)
+    assert {a.device for a in store.load(announced=False)} == {s.device for s in incident.suspects}
+    restarted = build_alerter(settings, client=client)  # a new process, the same ClickHouse
+    assert restarted.on_incident(incident.to_dict()) == []  # Kafka redelivers the incident: nothing new
+    announced = restarted.announce_pending()
+    assert {a.device for a in announced} == {s.device for s in incident.suspects}
+    [body] = receiver.wait_for(1)
+    assert body["status"] == "firing" and {a["labels"]["device"] for a in body["alerts"]} == {
+        s.device for s in incident.suspects}
+    assert store.load(announced=False) == []
+    assert build_alerter(settings, client=client).announce_pending() == []  # announced once
+    time.sleep(0.5)
+    assert len(receiver.bodies) == 1
+
+
 def test_the_service_consumes_incidents_from_kafka(oncall_settings, receiver, emulated_run, services) -> None:
     from kafka import KafkaProducer
 

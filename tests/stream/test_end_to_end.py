@@ -46,8 +46,12 @@ def assert_exactly_once(settings, client, sent) -> None:
 
 
 def run_worker_thread(settings, client_settings=None):
+    return worker_thread(Worker(settings, client=connect.clickhouse_client(client_settings or settings)))
+
+
+def worker_thread(worker: Worker):
+    """``worker`` running in a thread: (worker, its stop event, the thread)."""
     stop = threading.Event()
-    worker = Worker(settings, client=connect.clickhouse_client(client_settings or settings))
     thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
     thread.start()
     return worker, stop, thread
@@ -72,6 +76,26 @@ def test_10k_records_and_iterations_exactly_once(pipeline) -> None:
         assert int(worker.state.records.sum()) == N
         row = worker.state.row("job-a", 3)
         assert worker.state.iterations_done[row] == 5
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+def test_records_the_loggers_lost_reach_clickhouse_once_even_from_a_resent_stream(pipeline) -> None:
+    settings, client, gateway = pipeline
+    sent = training_records(2_000, seed=24)
+    logger = sent.take(np.flatnonzero((sent["rank"] == 3) & (sent.decoded("job") == "job-a")))  # one rank's logger
+    halves = np.array_split(np.arange(len(logger)), 2)
+    messages = [pb.StreamMessage(records=codec.records_to_proto(logger.take(part).compact(), dropped=lost))
+                for part, lost in zip(halves, (5, 7))]
+    worker, stop, thread = run_worker_thread(settings)
+    try:
+        for _ in range(2):  # the logger resends a stream whose answer it did not get
+            assert gateway.Stream(iter(messages)).accepted == 2
+        db = settings.clickhouse_database
+        assert wait_for_count(client, f"{db}.logger_drops", 2) == 2
+        assert client.execute(f"SELECT job, rank, sum(dropped), min(before_ns) FROM {db}.logger_drops FINAL "
+                              "GROUP BY job, rank") == [("job-a", 3, 12, int(logger["t_start_ns"].min()))]
     finally:
         stop.set()
         thread.join(timeout=30)

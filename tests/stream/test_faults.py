@@ -1,4 +1,5 @@
-"""Service faults mid-stream: a Kafka broker restart and ClickHouse down for 30 s lose nothing."""
+"""Service faults mid-stream: a Kafka broker restart, ClickHouse down for 30 s, a detector that
+raises and a publish that fails lose nothing."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import threading
 import time
 
 import pytest
+from prometheus_client import REGISTRY
 
+from sleuth.stream import connect
+from sleuth.stream.detection.iteration_monitor import Irregularity, IrregularityKind
+from sleuth.stream.worker import Worker
 
 from ..conftest import Services
 from .harness import registered_pipeline, wait_for_count
-from .test_end_to_end import assert_exactly_once, run_worker_thread, send_in_streams
+from .test_end_to_end import assert_exactly_once, run_worker_thread, send_in_streams, worker_thread
 from .test_records_pipeline import training_records
 
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -114,3 +119,61 @@ def test_kafka_restart_mid_stream_gateway_and_worker_recover(pipeline, services)
         stop.set()
         thread.join(timeout=60)
         sender.join(timeout=5)
+
+
+class FailingDetector:
+    """Raises on its first ``failures`` batches; finds one irregular iteration (numbered 1, 2 ...) in every batch."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.batches = 0
+        self.found: list[Irregularity] = []
+
+    def update(self, records, iterations, state) -> list[tuple]:
+        self.batches += 1
+        self.found.append(Irregularity(job="job-a", iteration=self.batches, kind=IrregularityKind.SPIKE,
+                                       duration_ns=2_000, baseline_ns=1_000))
+        if self.batches <= self.failures:
+            raise RuntimeError("a detector bug")
+        return []
+
+    def take_irregularities(self) -> list[Irregularity]:
+        found, self.found = self.found, []
+        return found
+
+
+class FailingPublish:
+    """Kafka refusing the first ``failures`` publications, then taking them."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+        self.published: list[Irregularity] = []
+
+    def __call__(self, irregularities: list[Irregularity]) -> None:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise TimeoutError("Kafka did not acknowledge")
+        self.published += irregularities
+
+
+def test_a_detector_that_raises_and_a_publish_that_fails_lose_neither_records_nor_irregularities(pipeline) -> None:
+    settings, client, gateway = pipeline
+    sent = training_records(N, seed=47)
+    failures_before = REGISTRY.get_sample_value("sleuth_detection_failures_total") or 0.0
+    detector, publish = FailingDetector(failures=1), FailingPublish(failures=2)
+    worker, stop, thread = worker_thread(Worker(settings, client=connect.clickhouse_client(settings),
+                                                detectors=[detector], publish=publish, retry_max_s=0.5))
+    try:
+        send_in_streams(gateway, sent, streams=4)
+        assert_exactly_once(settings, client, sent)  # the batch whose detection raised too
+        deadline = time.monotonic() + 30
+        while len(publish.published) < detector.batches:
+            assert time.monotonic() < deadline, "irregularities were lost"
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert sorted(i.iteration for i in publish.published) == list(range(1, detector.batches + 1))
+    assert publish.calls > 2 and worker.detection_failures == 1
+    assert (REGISTRY.get_sample_value("sleuth_detection_failures_total") or 0.0) == failures_before + 1

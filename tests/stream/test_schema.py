@@ -79,11 +79,19 @@ def test_migration_9_adds_the_alerts_advice_column_once_even_if_a_racing_migrate
     schema.migrate(client, name, migrations=tuple(m for m in schema.MIGRATIONS if m.version < 9))
     client.execute(f"INSERT INTO {name}.alerts (job, device, starts_ns, updated_ns) VALUES", [("j", "gpu:h0/1", 5, 6)])
     client.execute(f"ALTER TABLE {name}.alerts ADD COLUMN advice String DEFAULT ''")  # the other migrate won
-    assert schema.migrate(client, name) == [9]
+    assert schema.migrate(client, name, migrations=tuple(m for m in schema.MIGRATIONS if m.version <= 9)) == [9]
     assert client.execute(f"SELECT job, advice FROM {name}.alerts") == [("j", "")]
     columns = [c for (c,) in client.execute(f"SELECT name FROM system.columns WHERE database = '{name}' "
                                             "AND table = 'alerts' AND name = 'advice'")]
     assert columns == ["advice"]
+
+
+def test_migration_10_takes_the_alerts_from_before_it_as_announced(database) -> None:
+    client, name = database
+    schema.migrate(client, name, migrations=tuple(m for m in schema.MIGRATIONS if m.version < 10))
+    client.execute(f"INSERT INTO {name}.alerts (job, device, starts_ns, updated_ns) VALUES", [("j", "gpu:h0/1", 5, 6)])
+    assert 10 in schema.migrate(client, name)
+    assert client.execute(f"SELECT job, announced FROM {name}.alerts") == [("j", 1)]
 
 
 def test_a_failing_added_column_is_reported_and_the_migration_stays_pending(database) -> None:

@@ -69,7 +69,7 @@ def streamed(services: Services, tmp_path_factory):
     connect.ensure_topics(settings, {settings.irregularities_topic: 2, settings.incidents_topic: 1})
     publisher = IrregularityPublisher(settings)
     worker = Worker(settings, client=connect.clickhouse_client(settings),
-                    detectors=[StreamDetector(small_model(), publish=publisher)])
+                    detectors=[StreamDetector(small_model())], publish=publisher)
     called = []
     agent = LocalizerAgent(settings, client=connect.clickhouse_client(settings), topology=cluster_topology(settings),
                            on_incident=lambda incident, latency: called.append((incident, latency)))

@@ -30,9 +30,9 @@ def test_worker_writes_abnormal_ops_and_publishes_the_change_point(services: Ser
     connect.ensure_topics(settings, {settings.records_topic: settings.records_partitions,
                                      settings.rejects_topic: 1, settings.irregularities_topic: 1})
     publisher = IrregularityPublisher(settings)
-    detector = StreamDetector(small_model(), publish=publisher)
+    detector = StreamDetector(small_model())
     stop = threading.Event()
-    worker = Worker(settings, client=connect.clickhouse_client(settings), detectors=[detector])
+    worker = Worker(settings, client=connect.clickhouse_client(settings), detectors=[detector], publish=publisher)
     thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
     thread.start()
     try:
