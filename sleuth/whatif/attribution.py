@@ -204,6 +204,9 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
         times = _run_variants(job, keep, keep, chosen).sum(axis=0)
         if lost > 0:
             worker_share, host_share = (float((original[chosen].sum() - t) / lost) for t in times[:2])
+            if len(set(hosts.tolist())) == 1:
+                # One host holds the whole job: fixing it fixes everything, which names no host.
+                host_share = 0.0
             if stage is not None:
                 last_share = float((original[chosen].sum() - times[2]) / lost)
     return Attribution(

@@ -111,3 +111,16 @@ def test_records_whose_order_contradicts_their_groups_are_refused() -> None:
     )
     with pytest.raises(RecordError, match="contradicts"):
         attribute(records, spec)
+
+
+def test_a_job_on_one_host_names_no_host() -> None:
+    # Fixing the one host that holds every rank fixes the whole job, whatever the cause: no evidence for a host.
+    from sleuth.jobspec import RankPlacement
+
+    em = emulation(GPU)
+    spec = em.job_spec()
+    one_host = replace(spec, placements=tuple(RankPlacement(p.rank, "h0000", p.rank) for p in spec.placements))
+    spread = attributed(GPU)
+    together = attribute(em.records(), one_host, iterations=em.iterations())
+    assert spread.host_share > 0.5 and together.host_share == 0.0
+    assert together.worker_share == pytest.approx(spread.worker_share)
