@@ -12,6 +12,7 @@ Modules, one job each:
 * :mod:`~sleuth.localizer.nonhardware` — stage and sequence-length imbalance
 * :mod:`~sleuth.localizer.impact` — slowdown and GPU-hours lost
 * :mod:`~sleuth.localizer.incident` — the ``Incident`` and its JSON and ClickHouse rows
+* :mod:`~sleuth.localizer.episodes` — one episode, one incident: which incidents continue which
 * :mod:`~sleuth.localizer.localize` — :func:`localize`, all of the above end to end
 * :mod:`~sleuth.localizer.baselines` — earliest abnormal operator, random walk, NVRx relative median
 """

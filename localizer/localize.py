@@ -48,6 +48,7 @@ from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import complement, diagnose, episodes, lone_hiccup, slowdown_incident, summary, whatif_search
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
+from sleuth.localizer.episodes import one_per_episode
 from sleuth.localizer.explain import separate
 from sleuth.localizer.fetch import AbnormalFn, Fetcher
 from sleuth.localizer.graph import OperatorGraph, build_graph
@@ -118,6 +119,9 @@ def localize(
     non-hardware reading the attribution contradicts gives way to the episode's incident, and
     an irregular cluster inside the job's one lone short run (a benign pause, nothing sustained)
     is recorded, not reported.
+
+    Incidents of one episode (``episodes``: less than ``window`` iterations apart, naming the same
+    device first or second) are returned as one, grown over both.
     """
     started = time.perf_counter()
     wanted = sorted({_iteration(item) for item in irregular_iterations})
@@ -149,12 +153,12 @@ def localize(
         )
         if incident is not None:
             incidents.append(incident)
-    if attribution is None:
-        return incidents
-    return _with_attribution(
-        source, incidents, attribution, graph=graph, topology=topology, routing=routing, priors=priors, top_k=top_k,
-        min_support=min_support, started=started, slowdown=slowdown, sustain=sustain,
-    )
+    if attribution is not None:
+        incidents = _with_attribution(
+            source, incidents, attribution, graph=graph, topology=topology, routing=routing, priors=priors, top_k=top_k,
+            min_support=min_support, started=started, slowdown=slowdown, sustain=sustain,
+        )
+    return one_per_episode(incidents, window=window)
 
 
 def _with_attribution(

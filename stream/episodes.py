@@ -12,28 +12,22 @@ holds across restarts and replays):
 
 * an irregular iteration inside an incident's iterations was localized already (a replay, or a
   worker republishing after a crash): it is dropped before localizing;
-* a new incident less than ``window`` iterations from a raised one that names the same device
-  first or second (or, naming no device, the same non-hardware cause) is the same episode going
-  on (a persistent fault keeps producing irregular iterations, a slow job keeps paying): the
-  raised incident *grows* (``grown``) and is written again under its own id, never raised
-  twice. A first analysis of three iterations may read ``mixed`` where ten read ``compute``: the
-  fault is one, and so is its incident.
+* a new incident that continues a raised one's episode (``sleuth.localizer.episodes``: near, and
+  naming the same device first or second) makes that incident *grow*, written again under its own
+  id, never raised twice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from sleuth.errors import ConfigError
-from sleuth.localizer import Incident
-from sleuth.localizer.impact import Impact
+from sleuth.localizer.episodes import Raised
 
-__all__ = ["Gatherer", "Pending", "Raised", "episode_of", "grown", "not_localized"]
+__all__ = ["Gatherer", "Pending", "not_localized"]
 
-#: Suspects of an incident that can tie it to another: a NIC and its own cable, a GPU and its
-#: host, explain the same delays, so either may rank first in one analysis and second in the next.
-TIED_SUSPECTS = 2
+
 
 
 @dataclass
@@ -98,64 +92,7 @@ class Gatherer:
         return len(self._pending)
 
 
-@dataclass(frozen=True)
-class Raised:
-    """What de-duplication needs to know of an incident already raised."""
-
-    incident: str
-    first: int
-    last: int
-    cause: str
-    tops: tuple[str, ...]  # the first ``TIED_SUSPECTS`` suspects' devices, () for a non-hardware diagnosis
-
-    @property
-    def top(self) -> str:
-        return self.tops[0] if self.tops else ""
-
-    @classmethod
-    def of(cls, incident: Incident) -> Raised:
-        tops = tuple(s.device for s in incident.suspects[:TIED_SUSPECTS])
-        return cls(incident.incident, min(incident.iterations), max(incident.iterations), incident.cause.value, tops)
-
-
 def not_localized(iterations: Iterable[int], raised: Iterable[Raised]) -> list[int]:
     """The iterations no raised incident spans already."""
     spans = [(r.first, r.last) for r in raised]
     return [i for i in iterations if not any(first <= i <= last for first, last in spans)]
-
-
-def episode_of(incident: Incident, raised: Iterable[Raised], *, window: int) -> Raised | None:
-    """The raised incident whose episode ``incident`` continues (see the module docstring), if any."""
-    new = Raised.of(incident)
-    for old in raised:
-        gap = max(new.first - old.last, old.first - new.last, 0)
-        if gap >= window:
-            continue
-        if new.tops and old.tops and (new.top in old.tops or old.top in new.tops):
-            return old
-        if not new.tops and not old.tops and new.cause == old.cause:
-            return old
-    return None
-
-
-def grown(old: Incident, new: Incident) -> Incident | None:
-    """``old`` grown by ``new``, the same episode analysed again (None when ``new`` adds no iteration).
-
-    The newer analysis saw more, so its cause, suspects, roots and slowdown lead; the devices only
-    ``old`` named stay listed after them (on-call was told of them); the GPU-hours lost add up over
-    the iterations each covers alone, ``new``'s counted pro rata.
-    """
-    added = sorted(set(new.iterations) - set(old.iterations))
-    if not added:
-        return None
-    named = {s.device for s in new.suspects}
-    suspects = new.suspects + tuple(s for s in old.suspects if s.device not in named)
-    iterations = tuple(sorted(set(old.iterations) | set(new.iterations)))
-    share = len(added) / len(new.iterations)
-    impact = Impact(new.impact.slowdown, new.impact.baseline_ns, new.impact.actual_ns,
-                    old.impact.gpu_hours_lost + share * new.impact.gpu_hours_lost, len(iterations))
-    # The longer search record is kept: ClickHouse replaces rows by key, so a shorter one would leave stale steps.
-    steps, traversal = (old.steps, old.traversal) if len(old.steps) >= len(new.steps) else (new.steps, new.traversal)
-    return replace(new, incident=old.incident, t_from_ns=min((t for t in (old.t_from_ns, new.t_from_ns) if t), default=0),
-                   t_to_ns=max(old.t_to_ns, new.t_to_ns), iterations=iterations, suspects=suspects, impact=impact,
-                   steps=steps, traversal=traversal)

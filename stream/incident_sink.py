@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from sleuth.localizer import Incident
-from sleuth.stream.episodes import TIED_SUSPECTS, Raised
+from sleuth.localizer.episodes import TIED_SUSPECTS, Raised
 from sleuth.stream.schema import check_database_name
 
 __all__ = ["MAX_MESSAGE_BYTES", "IncidentSink", "kafka_value"]

@@ -47,7 +47,8 @@ from sleuth.stream import connect
 from sleuth.stream.clickhouse_source import ClickHouseSource, landed_through, registered_jobs
 from sleuth.stream.detection.publish import decode
 from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
-from sleuth.stream.episodes import Gatherer, Pending, Raised, episode_of, grown, not_localized
+from sleuth.localizer.episodes import Raised, episode_of, grown
+from sleuth.stream.episodes import Gatherer, Pending, not_localized
 from sleuth.stream.incident_sink import IncidentSink
 from sleuth.stream.slowdown_watch import SlowdownWatch, WindowCache, slowdown_incidents
 from sleuth.topology import Topology, load_topology

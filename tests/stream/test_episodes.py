@@ -7,7 +7,8 @@ import pytest
 from sleuth.errors import ConfigError
 from sleuth.localizer import Incident, IncidentCause, Suspect
 from sleuth.localizer.impact import Impact
-from sleuth.stream.episodes import Gatherer, Raised, episode_of, grown, not_localized
+from sleuth.localizer.episodes import Raised, episode_of, grown, one_per_episode
+from sleuth.stream.episodes import Gatherer, not_localized
 
 
 def incident(first: int, last: int, *, top: str = "gpu:h0003/1", cause: IncidentCause = IncidentCause.COMPUTE,
@@ -97,3 +98,13 @@ def test_a_grown_incident_keeps_its_id_spans_both_and_leads_with_the_newer_readi
 
 def test_an_analysis_adding_no_iteration_does_not_grow_an_incident() -> None:
     assert grown(incident(15, 25), incident(18, 22)) is None
+
+
+def test_localize_returns_one_incident_per_episode() -> None:
+    ramp_start = incident(21, 25, cause=IncidentCause.MIXED, second="nic:h0001/0")
+    ramp_rest = incident(26, 40)
+    elsewhere = incident(30, 33, top="nic:h0007/0", cause=IncidentCause.NETWORK)
+    much_later = incident(200, 205)
+    merged = one_per_episode([ramp_rest, elsewhere, much_later, ramp_start], window=100)
+    assert [(i.incident, i.iterations[0], i.iterations[-1]) for i in merged] == [
+        ("job-21-25", 21, 40), ("job-30-33", 30, 33), ("job-200-205", 200, 205)]

@@ -7,7 +7,7 @@ import pytest
 
 from sleuth.errors import ConfigError
 from sleuth.settings import Settings
-from sleuth.stream.episodes import Raised, episode_of, grown
+from sleuth.localizer.episodes import Raised, episode_of, grown
 from sleuth.stream.slowdown_watch import MAX_IDLE_S, SlowdownWatch, WindowCache, slowdown_incidents
 
 from .detection.conftest import emulation
