@@ -10,6 +10,7 @@ Set ``SLEUTH_KEEP_SERVICES=1`` to leave them running after the session as well.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -54,3 +55,14 @@ def services() -> Iterator[Services]:
         started_here = [name for name, was_up in running_before.items() if not was_up]
         if started_here and os.environ.get("SLEUTH_KEEP_SERVICES") != "1":
             local_services.stop_services(REPO_ROOT, started_here)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def module_caches_end_with_their_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The functools caches a test module uses (emulated runs, their localizations, trained models)
+    are emptied when its tests are done: the suite then holds one module's runs at a time, not all."""
+    yield
+    for value in list(vars(request.module).values()):
+        if callable(getattr(value, "cache_clear", None)) and hasattr(value, "cache_info"):
+            value.cache_clear()
+    gc.collect()
