@@ -1,0 +1,132 @@
+"""The job spec's gathering through the torch.distributed store at 16,384 ranks (tp8 pp8 dp256):
+the size of one rank's entry and the store reads of rank 0, with the change log and member runs
+(``logger/groups.py``) against the same-run baseline of the scheme before issue 32 (every member
+list in full, and rank 0 reading every rank's entry whenever any rank published), and the size of
+the merged spec on the wire (``RegisterJob`` and the jobs topic, against Kafka's 1 MiB cap).
+
+A dictionary store counts the reads; the ranks' pumps (``Pump._share_groups``) run round after
+round as their flush timers would: first every rank with its world, tp, pp and dp groups, then
+one new group over 8 ranks (a tensor-parallel sub-group created late).
+
+    .venv/bin/python benchmarks/bench_spec_registration.py --world 16384
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from types import SimpleNamespace
+
+from sleuth.jobspec import JobSpec
+from sleuth.layout import ParallelLayout
+from sleuth.logger.groups import GroupInfo, comm_id, rank_entry, version_key
+from sleuth.logger.identity import Identity
+from sleuth.logger.pump import Pump
+from sleuth.proto import codec
+from sleuth.stream import kafka_records
+
+
+class CountingStore:
+    """The calls of torch's ``Store`` that the pump makes, on a dictionary; reads and bytes read counted."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.reads = 0
+        self.bytes_read = 0
+
+    def set(self, key: str, value: bytes) -> None:
+        self.data[key] = value
+
+    def get(self, key: str) -> bytes:
+        value = self.data[key]
+        self.reads += 1
+        self.bytes_read += len(value)
+        return value
+
+    def multi_get(self, keys: list[str]) -> list[bytes]:
+        return [self.get(key) for key in keys]
+
+    def add(self, key: str, amount: int) -> int:
+        value = int(self.data.get(key, b"0")) + amount
+        self.data[key] = str(value).encode()
+        return value
+
+    def check(self, keys: list[str]) -> bool:
+        return all(key in self.data for key in keys)
+
+
+def _baseline_entry(host: str, gpu: int, groups: list[GroupInfo]) -> bytes:
+    # The entry before issue 32: every member list in full.
+    return json.dumps({"host": host, "gpu": gpu, "groups": [[g.comm, g.kind, list(g.ranks)] for g in groups]}).encode()
+
+
+def _baseline_merge_reads(world: int, merges: int) -> int:
+    # Before issue 32 rank 0 read every rank's entry at each merge after any rank published.
+    return world * merges
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world", type=int, default=16384)
+    args = parser.parse_args()
+    world = args.world
+    layout = ParallelLayout(world, 8, 8, world // 64)
+    groups_of: list[list[GroupInfo]] = [[GroupInfo(0, "world", "world", tuple(range(world)))] for _ in range(world)]
+    for group in layout.groups():
+        if group.kind in ("tp", "pp", "dp"):
+            for rank in group.ranks:
+                groups_of[rank].append(GroupInfo(len(groups_of[rank]), comm_id(group.ranks), group.kind, tuple(group.ranks)))
+
+    store, sent = CountingStore(), []
+    sink = SimpleNamespace(spec=sent.append)
+    pumps = []
+    for rank in range(world):
+        session = SimpleNamespace(identity=Identity("job", rank, world, f"h{rank // 8:05d}", rank % 8),
+                                  groups=groups_of[rank], groups_version=1)
+        pump = Pump(session, lambda identity: sink, store=lambda: store)
+        pump.sink = sink
+        pumps.append(pump)
+
+    # Round 1: the ranks publish in four waves between two of rank 0's flushes (timers drift apart).
+    began = time.perf_counter()
+    merges = 0
+    for wave in range(4):
+        for pump in pumps[1:][wave::4]:
+            pump._share_groups(final=False)
+        pumps[0]._share_groups(final=False)
+        merges += 1
+    first_reads, first_bytes = store.reads, store.bytes_read
+    first_s = time.perf_counter() - began
+
+    # Round 2: a new group over the 8 ranks of one host appears.
+    late = tuple(range(8, 16))
+    for rank in late:
+        session = pumps[rank].session
+        session.groups.append(GroupInfo(len(session.groups), comm_id(late, qualifier="late"), "tp", late))
+        session.groups_version += 1
+        pumps[rank]._share_groups(final=False)
+    pumps[0]._share_groups(final=False)
+    merges += 1
+    change_reads = store.reads - first_reads
+
+    entry = rank_entry("h00000", 0, groups_of[0])
+    baseline_entry = _baseline_entry("h00000", 0, groups_of[0])
+    spec: JobSpec = sent[-1]
+    wire = codec.jobspec_to_proto(spec).SerializeToString()
+    _, message = kafka_records.job_message(spec)
+    print(json.dumps({
+        "world": world, "layout": "tp8 pp8 dp%d" % (world // 64), "communicators": len(spec.communicators),
+        "entry_bytes": len(entry), "baseline_entry_bytes": len(baseline_entry),
+        "rank0_reads_registration": first_reads, "rank0_bytes_read_registration": first_bytes,
+        "baseline_rank0_reads_registration": _baseline_merge_reads(world, 1),
+        "baseline_rank0_bytes_read_registration": _baseline_merge_reads(world, 1) * len(baseline_entry),
+        "rank0_reads_new_group_on_8_ranks": change_reads,
+        "baseline_rank0_reads_new_group_on_8_ranks": _baseline_merge_reads(world, 1),
+        "registration_s": round(first_s, 2), "version": int(store.data[version_key("job")]),
+        "spec_wire_bytes": len(wire), "spec_kafka_message_bytes": len(message), "kafka_cap_bytes": 1 << 20,
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()
