@@ -4,7 +4,7 @@ the size of one rank's entry and the store reads of rank 0, with the change log 
 list in full, and rank 0 reading every rank's entry whenever any rank published), and the size of
 the merged spec on the wire (``RegisterJob`` and the jobs topic, against Kafka's 1 MiB cap).
 
-A dictionary store counts the reads; the ranks' pumps (``Pump._share_groups``) run round after
+A dictionary store (``tests/logger/store.py``) counts the reads; the ranks' pumps (``Pump._share_groups``) run round after
 round as their flush timers would: first every rank with its world, tp, pp and dp groups, then
 one new group over 8 ranks (a tensor-parallel sub-group created late).
 
@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 from sleuth.jobspec import JobSpec
@@ -26,34 +28,8 @@ from sleuth.logger.pump import Pump
 from sleuth.proto import codec
 from sleuth.stream import kafka_records
 
-
-class CountingStore:
-    """The calls of torch's ``Store`` that the pump makes, on a dictionary; reads and bytes read counted."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
-        self.reads = 0
-        self.bytes_read = 0
-
-    def set(self, key: str, value: bytes) -> None:
-        self.data[key] = value
-
-    def get(self, key: str) -> bytes:
-        value = self.data[key]
-        self.reads += 1
-        self.bytes_read += len(value)
-        return value
-
-    def multi_get(self, keys: list[str]) -> list[bytes]:
-        return [self.get(key) for key in keys]
-
-    def add(self, key: str, amount: int) -> int:
-        value = int(self.data.get(key, b"0")) + amount
-        self.data[key] = str(value).encode()
-        return value
-
-    def check(self, keys: list[str]) -> bool:
-        return all(key in self.data for key in keys)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' counting store
+from tests.logger.store import DictStore  # noqa: E402
 
 
 def _baseline_entry(host: str, gpu: int, groups: list[GroupInfo]) -> bytes:
@@ -78,7 +54,7 @@ def main() -> None:
             for rank in group.ranks:
                 groups_of[rank].append(GroupInfo(len(groups_of[rank]), comm_id(group.ranks), group.kind, tuple(group.ranks)))
 
-    store, sent = CountingStore(), []
+    store, sent = DictStore(), []
     sink = SimpleNamespace(spec=sent.append)
     pumps = []
     for rank in range(world):

@@ -14,31 +14,7 @@ from sleuth.logger.groups import GroupInfo, merge_spec, rank_entry
 from sleuth.logger.identity import Identity
 from sleuth.logger.pump import Pump
 
-
-class DictStore:
-    """The part of torch's ``Store`` the pump uses; ``reads`` counts the values it handed out."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
-        self.reads = 0
-        self.hold_changes = False  # a rank counted its change but has not logged it yet
-
-    def set(self, key: str, value: bytes) -> None:
-        if self.hold_changes and "/change/" in key:
-            return
-        self.data[key] = value
-
-    def get(self, key: str) -> bytes:
-        self.reads += 1
-        return self.data[key]
-
-    def add(self, key: str, amount: int) -> int:
-        value = int(self.data.get(key, b"0")) + amount
-        self.data[key] = str(value).encode()
-        return value
-
-    def check(self, keys: list[str]) -> bool:
-        return all(key in self.data for key in keys)
+from tests.logger.store import DictStore
 
 
 class Specs:
