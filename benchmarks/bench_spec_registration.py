@@ -20,12 +20,15 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from google.protobuf import json_format
+
 from sleuth.jobspec import JobSpec
 from sleuth.layout import ParallelLayout
 from sleuth.logger.groups import GroupInfo, comm_id, rank_entry, version_key
 from sleuth.logger.identity import Identity
 from sleuth.logger.pump import Pump
 from sleuth.proto import codec
+from sleuth.proto import commops_pb2 as pb
 from sleuth.stream import kafka_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' counting store
@@ -35,6 +38,11 @@ from tests.logger.store import DictStore  # noqa: E402
 def _baseline_entry(host: str, gpu: int, groups: list[GroupInfo]) -> bytes:
     # The entry before issue 32: every member list in full.
     return json.dumps({"host": host, "gpu": gpu, "groups": [[g.comm, g.kind, list(g.ranks)] for g in groups]}).encode()
+
+
+def _baseline_wire(spec: JobSpec) -> bytes:
+    # The wire form before issue 32: every placement and member one by one.
+    return json_format.ParseDict({k: v for k, v in spec.to_dict().items() if v is not None}, pb.JobSpec()).SerializeToString()
 
 
 def _baseline_merge_reads(world: int, merges: int) -> int:
@@ -100,7 +108,7 @@ def main() -> None:
         "rank0_reads_new_group_on_8_ranks": change_reads,
         "baseline_rank0_reads_new_group_on_8_ranks": _baseline_merge_reads(world, 1),
         "registration_s": round(first_s, 2), "version": int(store.data[version_key("job")]),
-        "spec_wire_bytes": len(wire), "spec_kafka_message_bytes": len(message), "kafka_cap_bytes": 1 << 20,
+        "spec_wire_bytes": len(wire), "baseline_spec_wire_bytes": len(_baseline_wire(spec)), "spec_kafka_message_bytes": len(message), "kafka_cap_bytes": 1 << 20,
     }, indent=1))
 
 
