@@ -106,8 +106,9 @@ class Collector(pb_grpc.CollectorServicer):
                 try:
                     message = _parse(raw)
                     batch = validate.check_message(message, limits=self.limits, registered=self.jobs)
-                    auth.check_jobs(caller, validate.batch_jobs(batch))
-                    self.jobs.seen(validate.batch_jobs(batch))
+                    jobs = validate.batch_jobs(batch)
+                    auth.check_jobs(caller, jobs)
+                    self.jobs.seen(jobs)
                 except (BatchRejected, AuthError) as error:
                     reason = f"batch {index}: {error}"
                     self.counters.reject(str(error))

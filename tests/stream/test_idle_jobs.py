@@ -132,3 +132,42 @@ def test_the_worker_drops_the_state_of_jobs_idle_for_the_setting_on_its_clock() 
     clock.now = 200.0
     worker._prepare([])
     assert detector.forgotten[1:] == [{"busy", "idle"}] and len(worker.state) == 0
+
+
+def test_the_gateway_refuses_a_job_dropped_as_idle_until_it_registers_again() -> None:
+    import grpc
+
+    from sleuth.proto import codec
+    from sleuth.proto import commops_pb2 as pb
+    from sleuth.stream import gateway
+    from sleuth.stream.publisher import Publisher
+    from sleuth.stream.validate import Limits
+
+    from .test_gateway_confirm import Aborted, Context, Send
+
+    class Producer:
+        def send(self, topic, *, key, value, headers) -> Send:
+            return Send(fails=False)
+
+    clock = Clock()
+    specs = [JobSpec.from_layout(job, ParallelLayout(8, 8, 1, 1)) for job in ("llama", "other")]
+    collector = gateway.Collector(Publisher(Settings(), producer=Producer()), tokens=None, limits=Limits(),
+                                  registered=specs, job_idle_s=60.0, clock=clock)
+
+    def stream(job: str) -> Context:
+        batch = records(job, [0, 1], 3)
+        message = pb.StreamMessage(records=codec.records_to_proto(batch)).SerializeToString()
+        context = Context()
+        try:
+            collector.Stream(iter([message]), context)
+        except Aborted:
+            pass
+        return context
+
+    clock.now = 30.0
+    assert stream("llama").code is None
+    clock.now = 100.0
+    assert stream("other").code is None and "llama" not in collector.jobs  # idle 70 s > 60 s
+    assert stream("llama").code == grpc.StatusCode.FAILED_PRECONDITION
+    collector.RegisterJob(codec.jobspec_to_proto(specs[0]), Context())
+    assert stream("llama").code is None
