@@ -6,7 +6,11 @@ may create a gloo and an NCCL group over one set of ranks) are told apart by tor
 which ``new_group`` assigns identically on every rank.
 
 The job spec needs every rank's host and every rank's groups. Each rank publishes its own
-placement and the groups it has seen in the torch.distributed store; rank 0 merges them.
+placement and the groups it has seen in the torch.distributed store; rank 0 merges them. An entry
+is small (member lists as runs, ``sleuth.rank_runs``: the world group of 16,384 ranks is one run),
+and each publication appends the rank to a change log (``change_key(job, n)`` for the n-th, n from
+the counter ``version_key``), so that rank 0 reads only the entries that changed since its last
+merge: a new group costs rank 0 a read per rank that saw it, not one per rank of the job.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from dataclasses import dataclass, field
 
 from sleuth.jobspec import Communicator, JobSpec, RankPlacement
 from sleuth.logger.naming import infer_layout
+from sleuth.rank_runs import expand, runs
 
-#: Store keys: one per rank, and a counter bumped whenever any rank publishes.
+#: Store keys: one per rank, a counter bumped whenever any rank publishes, and the change log.
 KEY_PREFIX = "sleuth/logger"
 
 
@@ -56,10 +61,16 @@ def version_key(job: str) -> str:
     return f"{KEY_PREFIX}/{job}/version"
 
 
+def change_key(job: str, number: int) -> str:
+    """The change log's ``number``-th entry (from 1): the rank that published then."""
+    return f"{KEY_PREFIX}/{job}/change/{number}"
+
+
 def rank_entry(host: str, gpu: int | None, groups: Iterable[GroupInfo]) -> bytes:
-    """What one rank publishes: its placement and the communicators it has seen."""
+    """What one rank publishes: its placement and the communicators it has seen (members as runs)."""
     return json.dumps(
-        {"host": host, "gpu": gpu, "groups": [[g.comm, g.kind, list(g.ranks)] for g in groups]}
+        {"host": host, "gpu": gpu, "groups": [[g.comm, g.kind, runs(g.ranks)] for g in groups]},
+        separators=(",", ":"),
     ).encode()
 
 
@@ -84,8 +95,9 @@ def merge_spec(job: str, world: int, entries: Sequence[bytes]) -> JobSpec:
         placements.append(RankPlacement(rank, item["host"], gpu))
     communicators: dict[str, Communicator] = {}
     for item in decoded:
-        for comm, kind, ranks in item["groups"]:
-            communicators.setdefault(comm, Communicator(comm, kind, tuple(ranks)))
+        for comm, kind, members in item["groups"]:
+            if comm not in communicators:
+                communicators[comm] = Communicator(comm, kind, expand(members, below=world, where=f"group {comm}"))
     per_host = Counter(placement.host for placement in placements)
     layout = infer_layout(
         [(c.kind, c.ranks) for c in communicators.values()], world, max(per_host.values())

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from sleuth.logger.groups import merge_spec, rank_entry, rank_key, version_key
+from sleuth.logger.groups import change_key, merge_spec, rank_entry, rank_key, version_key
 from sleuth.logger.period import find_period, signatures
 from sleuth.logger.session import Session, to_iteration_batch, to_record_batch
 from sleuth.logger.sinks import Sink
@@ -57,7 +57,8 @@ class Pump:
         self._index = 0  # operators seen so far on this rank, for period-derived iterations
         self._dropped_reported = 0
         self._published = -1
-        self._merged = -1
+        self._merged = 0  # the change log's entries read (rank 0)
+        self._entries: dict[int, bytes] = {}  # rank -> its latest entry (rank 0)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._finished = False
@@ -189,7 +190,8 @@ class Pump:
         try:
             if self.session.groups_version != self._published:
                 store.set(rank_key(identity.job, identity.rank), self._entry())
-                store.add(version_key(identity.job), 1)
+                number = store.add(version_key(identity.job), 1)
+                store.set(change_key(identity.job, number), str(identity.rank).encode())
                 self._published = self.session.groups_version
             if final:
                 store.set(rank_key(identity.job, identity.rank) + "/final", b"1")
@@ -199,18 +201,26 @@ class Pump:
             self._once("sharing the job spec through the torch.distributed store", error)
 
     def _merge(self, store: Any, final: bool) -> None:
+        """Read the entries that changed since the last merge (the change log); once every rank's
+        is in, send the merged spec whenever one changed."""
         identity = self.session.identity
-        keys = [rank_key(identity.job, r) for r in range(identity.world)]
         if final:
             from datetime import timedelta
 
-            store.wait([k + "/final" for k in keys], timedelta(seconds=self._final_wait_s))
+            keys = [rank_key(identity.job, r) + "/final" for r in range(identity.world)]
+            store.wait(keys, timedelta(seconds=self._final_wait_s))
         version = store.add(version_key(identity.job), 0)
-        if version == self._merged or not store.check(keys):
+        if version == self._merged:
             return
-        entries = [store.get(k) for k in keys]
-        self.sink.spec(merge_spec(identity.job, identity.world, entries))
-        self._merged = version
+        changes = [change_key(identity.job, n) for n in range(self._merged + 1, version + 1)]
+        if not store.check(changes):  # a rank counted its change and has not logged it yet
+            changes = changes[: next(i for i, key in enumerate(changes) if not store.check([key]))]
+        changed = sorted({int(rank) for rank in _get(store, changes)})
+        for rank, entry in zip(changed, _get(store, [rank_key(identity.job, r) for r in changed])):
+            self._entries[rank] = entry
+        self._merged += len(changes)
+        if len(changes) and len(self._entries) == identity.world:
+            self.sink.spec(merge_spec(identity.job, identity.world, [self._entries[r] for r in range(identity.world)]))
 
     # -- the end -----------------------------------------------------------------------------
 
@@ -233,3 +243,11 @@ class Pump:
                 self.sink.close(timeout)
             except Exception as error:
                 self._once("closing the sink", error)
+
+
+def _get(store: Any, keys: list[str]) -> list[bytes]:
+    """The values of ``keys``, in one round trip where the store can (torch >= 2.5)."""
+    if not keys:
+        return []
+    multi_get = getattr(store, "multi_get", None)
+    return list(multi_get(keys)) if multi_get is not None else [store.get(key) for key in keys]

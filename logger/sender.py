@@ -18,7 +18,8 @@ depends on its status code (``sleuth.stream.grpc_status.RETRYABLE``):
   records counted in ``dropped`` (and in the gap the next batch reports). A refusal that names no
   message (a token refused for the whole call) drops every message of the stream;
 * FAILED_PRECONDITION (the job is not registered yet: rank 0 registers it once every rank has
-  shared its groups) is retried for ``unregistered_grace_s``, then dropped like the others.
+  shared its groups) is retried for ``unregistered_grace_s``, then dropped like the others; the
+  rank that holds the spec sends it again first (a gateway drops a job idle for ``SLEUTH_JOB_IDLE_S``).
 
 Either way the messages the collector confirmed before the refused one (trailing metadata
 ``sleuth-accepted``, sent once Kafka has them) are forgotten, never resent, and those after it
@@ -347,6 +348,11 @@ class GrpcSink:
         good, requeue the rest (with the gap counts they carried and the new loss)."""
         said = accepted_of(error)
         confirmed = 0 if said is None else min(said, len(window))
+        if error.code() == grpc.StatusCode.FAILED_PRECONDITION:
+            with self._cond:
+                # The collector does not know the job (it restarted, or dropped the job as idle):
+                # the rank that holds the spec registers it again before the next stream.
+                self._spec_sent = None
         if not self._drops(error):
             refused: list[Item] = []
         elif said is None:  # the call itself was refused (a token): every message of it would be

@@ -108,29 +108,55 @@ class RankPlacement(_message.Message):
     gpu: int
     def __init__(self, rank: _Optional[int] = ..., host: _Optional[str] = ..., gpu: _Optional[int] = ...) -> None: ...
 
+class HostRun(_message.Message):
+    __slots__ = ("host", "first_rank", "count", "first_gpu")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    FIRST_RANK_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    FIRST_GPU_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    first_rank: int
+    count: int
+    first_gpu: int
+    def __init__(self, host: _Optional[str] = ..., first_rank: _Optional[int] = ..., count: _Optional[int] = ..., first_gpu: _Optional[int] = ...) -> None: ...
+
+class RankRun(_message.Message):
+    __slots__ = ("start", "count", "step")
+    START_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    start: int
+    count: int
+    step: int
+    def __init__(self, start: _Optional[int] = ..., count: _Optional[int] = ..., step: _Optional[int] = ...) -> None: ...
+
 class Communicator(_message.Message):
-    __slots__ = ("comm", "kind", "ranks")
+    __slots__ = ("comm", "kind", "ranks", "runs")
     COMM_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     RANKS_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
     comm: str
     kind: str
     ranks: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, comm: _Optional[str] = ..., kind: _Optional[str] = ..., ranks: _Optional[_Iterable[int]] = ...) -> None: ...
+    runs: _containers.RepeatedCompositeFieldContainer[RankRun]
+    def __init__(self, comm: _Optional[str] = ..., kind: _Optional[str] = ..., ranks: _Optional[_Iterable[int]] = ..., runs: _Optional[_Iterable[_Union[RankRun, _Mapping]]] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("job", "world", "layout", "ranks", "communicators")
+    __slots__ = ("job", "world", "layout", "ranks", "communicators", "host_runs")
     JOB_FIELD_NUMBER: _ClassVar[int]
     WORLD_FIELD_NUMBER: _ClassVar[int]
     LAYOUT_FIELD_NUMBER: _ClassVar[int]
     RANKS_FIELD_NUMBER: _ClassVar[int]
     COMMUNICATORS_FIELD_NUMBER: _ClassVar[int]
+    HOST_RUNS_FIELD_NUMBER: _ClassVar[int]
     job: str
     world: int
     layout: ParallelLayout
     ranks: _containers.RepeatedCompositeFieldContainer[RankPlacement]
     communicators: _containers.RepeatedCompositeFieldContainer[Communicator]
-    def __init__(self, job: _Optional[str] = ..., world: _Optional[int] = ..., layout: _Optional[_Union[ParallelLayout, _Mapping]] = ..., ranks: _Optional[_Iterable[_Union[RankPlacement, _Mapping]]] = ..., communicators: _Optional[_Iterable[_Union[Communicator, _Mapping]]] = ...) -> None: ...
+    host_runs: _containers.RepeatedCompositeFieldContainer[HostRun]
+    def __init__(self, job: _Optional[str] = ..., world: _Optional[int] = ..., layout: _Optional[_Union[ParallelLayout, _Mapping]] = ..., ranks: _Optional[_Iterable[_Union[RankPlacement, _Mapping]]] = ..., communicators: _Optional[_Iterable[_Union[Communicator, _Mapping]]] = ..., host_runs: _Optional[_Iterable[_Union[HostRun, _Mapping]]] = ...) -> None: ...
 
 class StreamMessage(_message.Message):
     __slots__ = ("records", "iterations")

@@ -240,6 +240,12 @@ class Settings:
         "newest iterations the streaming localizer replays per job and round: a sustained run with three "
         "times as many around it, whose lengths the peers' medians rest on", _positive_int,
     )
+    job_idle_s: float = _setting(
+        3600.0, "SLEUTH_JOB_IDLE_S",
+        "seconds without a record after which the gateway, workers and localizer drop a job's state (a job "
+        "that comes back is registered or read again): an hour outlasts checkpoint saves and evaluation pauses",
+        _seconds,
+    )
     detect_model: str = _setting(
         "", "SLEUTH_DETECT_MODEL", "abnormal-operator model file the workers load (empty: the shipped default)"
     )

@@ -24,3 +24,7 @@ class Detector(Protocol):
     def take_irregularities(self) -> list[Irregularity]:
         """The irregular iterations found since the last call (oldest first), also by an ``update`` that raised."""
         ...
+
+    def forget(self, jobs: set[str]) -> None:
+        """Drop what is kept of ``jobs``, idle for ``SLEUTH_JOB_IDLE_S``: one that comes back starts afresh."""
+        ...

@@ -88,6 +88,12 @@ class Gatherer:
             pending.not_before = not_before
         self._pending[pending.job] = pending
 
+    def stale(self, now: float, *, idle_s: float) -> list[Pending]:
+        """Take the gatherings whose first iteration arrived over ``idle_s`` before ``now`` and that
+        are still not localized (retried all that time): given up, for the caller to log and acknowledge."""
+        old = [job for job, p in self._pending.items() if now - p.first_arrival > idle_s]
+        return [self._pending.pop(job) for job in old]
+
     def __len__(self) -> int:
         return len(self._pending)
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
+from collections.abc import Callable
 from concurrent import futures as _futures
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,12 +78,13 @@ def _count_dropped(batch: RecordBatch, dropped: int) -> None:
 class Collector(pb_grpc.CollectorServicer):
     def __init__(
         self, publisher: Publisher, *, tokens: auth.TokenBook | None, limits: validate.Limits,
-        registered: list[JobSpec] = (),
+        registered: list[JobSpec] = (), job_idle_s: float = Settings().job_idle_s,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.publisher = publisher
         self.tokens = tokens
         self.limits = limits
-        self.jobs = JobRegistry(registered)
+        self.jobs = JobRegistry(registered, idle_s=job_idle_s, clock=clock)
         self.counters = Counters()
 
     def _caller(self, context: grpc.ServicerContext) -> str | None:
@@ -103,7 +106,9 @@ class Collector(pb_grpc.CollectorServicer):
                 try:
                     message = _parse(raw)
                     batch = validate.check_message(message, limits=self.limits, registered=self.jobs)
-                    auth.check_jobs(caller, validate.batch_jobs(batch))
+                    jobs = validate.batch_jobs(batch)
+                    auth.check_jobs(caller, jobs)
+                    self.jobs.seen(jobs)
                 except (BatchRejected, AuthError) as error:
                     reason = f"batch {index}: {error}"
                     self.counters.reject(str(error))
@@ -231,7 +236,7 @@ def create(settings: Settings) -> tuple[grpc.Server, int, Collector]:
     """The gateway for ``settings``: server, bound port and servicer (tokens read, producer made)."""
     tokens = auth.TokenBook.read(settings.gateway_tokens_file) if settings.gateway_tokens_file else None
     collector = Collector(Publisher(settings), tokens=tokens, limits=limits_from(settings),
-                          registered=load_registered(settings))
+                          registered=load_registered(settings), job_idle_s=settings.job_idle_s)
     if len(collector.jobs):
         _log.info("%d jobs registered earlier, from %s", len(collector.jobs), settings.jobs_topic)
     server, port = build_server(settings, collector)

@@ -11,26 +11,50 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 
 from sleuth.errors import ServiceError
 from sleuth.jobspec import JobSpec
 from sleuth.layout import ParallelLayout
 from sleuth.settings import Settings
 from sleuth.stream import kafka_records
+from sleuth.stream.idle_jobs import IdleJobs
 
 _log = logging.getLogger(__name__)
 
 
 class JobRegistry:
-    """Jobs registered through ``RegisterJob``, by name."""
+    """Jobs registered through ``RegisterJob``, by name.
 
-    def __init__(self, specs: list[JobSpec] = ()) -> None:
+    A job no batch named for ``idle_s`` (``SLEUTH_JOB_IDLE_S``, on ``clock``) is dropped: its spec
+    is the largest thing the gateway holds per job. Its loggers' next batches are then refused as
+    unregistered, and the logger that holds the spec registers it again (``logger.sender``).
+    """
+
+    def __init__(self, specs: list[JobSpec] = (), *, idle_s: float = Settings().job_idle_s,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._jobs: dict[str, JobSpec] = {spec.job: spec for spec in specs}
         self._lock = threading.Lock()
+        self._clock = clock
+        self._idle = IdleJobs(idle_s=idle_s)
+        self._idle.seen(self._jobs, clock())
 
     def add(self, spec: JobSpec) -> None:
         with self._lock:
             self._jobs[spec.job] = spec
+            self._idle.seen([spec.job], self._clock())
+
+    def seen(self, jobs: Iterable[str]) -> list[str]:
+        """Note that batches of ``jobs`` arrived now; drops the jobs idle too long (and returns them)."""
+        with self._lock:
+            now = self._clock()
+            self._idle.seen((job for job in jobs if job in self._jobs), now)
+            gone = self._idle.expired(now)
+            for job in gone:
+                del self._jobs[job]
+        if gone:
+            _log.info("dropped %d jobs idle for over %.0f s: %s", len(gone), self._idle.idle_s, ", ".join(gone))
+        return gone
 
     def spec(self, job: str) -> JobSpec | None:
         """The job's spec, or None if it is not registered."""

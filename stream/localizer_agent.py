@@ -97,7 +97,8 @@ class LocalizerAgent:
         self.grew = 0  # incidents not raised: they grew the raised one whose episode they continue
         self.rounds = 0  # what-if rounds over the registered jobs
         self.watch = SlowdownWatch(interval_s=settings.attribution_interval_s, window=settings.attribution_window,
-                                   sustain=settings.attribution_sustain, warmup=settings.attribution_warmup)
+                                   sustain=settings.attribution_sustain, warmup=settings.attribution_warmup,
+                                   idle_s=settings.job_idle_s)
         self._windows: dict[str, WindowCache] = {}
         self._next_round = 0.0
         self.incidents: list[Incident] = []
@@ -144,6 +145,12 @@ class LocalizerAgent:
 
     async def _localize_due(self) -> None:
         loop = asyncio.get_running_loop()
+        for pending in self.gatherer.stale(self.clock(), idle_s=self.settings.job_idle_s):
+            _log.error("job %s: giving up %d irregular iterations not localized for over %.0f s (SLEUTH_JOB_IDLE_S)",
+                       pending.job, len(pending.arrivals), self.settings.job_idle_s)
+            for event in pending.tokens:
+                await self._stream.ack(event)
+            self.handled += len(pending.tokens)
         for job in self.gatherer.due(self.clock()):
             pending = self.gatherer.take(job)
             try:
@@ -211,8 +218,8 @@ class LocalizerAgent:
         started, db = self.clock(), self.settings.clickhouse_database
         jobs = registered_jobs(self.client, db)
         self.watch.forget(set(jobs))
-        for job in set(self._windows) - set(jobs):
-            del self._windows[job]
+        for job in (set(self._windows) - set(jobs)) | set(self.watch.idle(started)):
+            self._windows.pop(job, None)
         for job, world in jobs.items():
             if not self.watch.asks(job, started):
                 continue

@@ -45,6 +45,19 @@ class RankState:
         np.add.at(self.iterations_done, rows, 1)
         np.maximum.at(self.iteration, rows, iterations["iteration"])
 
+    def forget(self, jobs: set[str]) -> None:
+        """Drop the rows of ``jobs`` (idle ones); the rows left keep their values, renumbered."""
+        gone = {self._jobs.pop(job) for job in jobs if job in self._jobs}
+        if not gone:
+            return
+        renumber = {old: new for new, old in enumerate(sorted(self._jobs.values()))}
+        self._jobs = {job: renumber[old] for job, old in self._jobs.items()}
+        kept = sorted((row, key) for key, row in self._rows.items() if key >> 32 not in gone)
+        keep = np.array([row for row, _ in kept], np.int64)
+        self._rows = {(renumber[key >> 32] << 32) | (key & 0xFFFFFFFF): new for new, (_, key) in enumerate(kept)}
+        for name in ("records", "iteration", "t_end_ns", "iterations_done"):
+            setattr(self, name, getattr(self, name)[keep])
+
     def _rows_of(self, batch: RecordBatch | IterationBatch) -> np.ndarray:
         job_ids = np.array([self._jobs.setdefault(j, len(self._jobs)) for j in batch.strings], np.uint64)
         keys = (job_ids[batch["job"]] << np.uint64(32)) | batch["rank"].astype(np.uint64)

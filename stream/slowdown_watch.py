@@ -14,6 +14,9 @@ decide cost a fraction of the many that explain.
 The window's records are kept between rounds (``WindowCache``), so each round reads from
 ClickHouse only the iterations that landed since the last one. A job whose progress stood still
 is asked again after twice as long each time, up to ``MAX_IDLE_S``: finished jobs cost nothing.
+One whose progress stood still for ``SLEUTH_JOB_IDLE_S`` is handed back by ``idle`` once, for the
+localizer to drop its window; the few numbers of its progress stay (as long as it is registered),
+so that a finished job is not measured again, and a job that resumes reads its window afresh.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
 from sleuth.sources import MemorySource
 from sleuth.topology import Topology
+from sleuth.validation import number_above
 from sleuth.whatif.attribution import attribute, iteration_slowdowns
 
 __all__ = ["MAX_IDLE_S", "SlowdownWatch", "WindowCache", "slowdown_incidents"]
@@ -44,12 +48,15 @@ class _Progress:
     measured: int = -1  # the last landed iteration a round measured
     idle_s: float = 0.0  # the current wait between two progress queries of a job that stood still
     next_s: float = 0.0  # when its progress is asked next
+    moved_s: float | None = None  # when its landed iteration last moved (None: not yet asked)
+    parked: bool = False  # handed back by ``idle``: its window is dropped until it moves again
 
 
 class SlowdownWatch:
     """Per job: whether its progress is due to be asked, and the window a round measures."""
 
-    def __init__(self, *, interval_s: float, window: int, sustain: int, warmup: int = 0) -> None:
+    def __init__(self, *, interval_s: float, window: int, sustain: int, warmup: int = 0,
+                 idle_s: float = float("inf")) -> None:
         if not interval_s > 0:
             raise ConfigError(f"interval_s must be a positive number of seconds, got {interval_s!r}")
         if window < sustain:
@@ -58,6 +65,7 @@ class SlowdownWatch:
         self.window = window
         self.sustain = sustain
         self.warmup = warmup
+        self.idle_s = number_above("idle_s", idle_s, 0, finite=False)
         self._jobs: dict[str, _Progress] = {}
 
     def asks(self, job: str, now: float) -> bool:
@@ -72,17 +80,28 @@ class SlowdownWatch:
         """The iterations (first, last) to measure now that ``landed`` is the job's landed-through
         iteration (None: not every rank has records yet), or None when it has not moved."""
         progress = self._jobs.setdefault(job, _Progress())
+        if progress.moved_s is None:
+            progress.moved_s = now
         if landed is None or landed <= max(progress.measured, self.warmup - 1):
             progress.idle_s = min(MAX_IDLE_S, max(self.interval_s, 2 * progress.idle_s))
             progress.next_s = now + progress.idle_s
             return None
         progress.idle_s = 0.0
         progress.next_s = now + self.interval_s
+        progress.moved_s, progress.parked = now, False
         return max(self.warmup, landed - self.window + 1), landed
 
     def done(self, job: str, through: int) -> None:
         """A round measured ``job`` through ``through``."""
         self._jobs.setdefault(job, _Progress()).measured = through
+
+    def idle(self, now: float) -> list[str]:
+        """The jobs whose progress stood still for over ``idle_s`` since the last call that named them."""
+        gone = [job for job, p in self._jobs.items()
+                if not p.parked and p.moved_s is not None and now - p.moved_s > self.idle_s]
+        for job in gone:
+            self._jobs[job].parked = True
+        return gone
 
     def forget(self, jobs: set[str]) -> None:
         """Drop the state of jobs no longer registered."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,9 @@ from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
 from sleuth.stream import kafka_records
+from sleuth.stream.validate import batch_jobs
 from sleuth.stream.detect import Detector
+from sleuth.stream.idle_jobs import IdleJobs
 from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
 from sleuth.stream.rank_state import RankState
 from sleuth.stream.sink import ClickHouseSink
@@ -95,8 +98,11 @@ class Worker:
     """
 
     def __init__(self, settings: Settings, *, client: Any, detectors: Sequence[Detector] = (),
-                 publish: Callable[[list[Irregularity]], None] | None = None, retry_max_s: float = 5.0) -> None:
+                 publish: Callable[[list[Irregularity]], None] | None = None, retry_max_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
+        self.clock = clock
+        self.idle = IdleJobs(idle_s=settings.job_idle_s)
         self.sink = ClickHouseSink(client, settings.clickhouse_database)
         self.detectors = list(detectors)
         self.publish = publish
@@ -150,6 +156,7 @@ class Worker:
 
     def _prepare(self, messages: list[Any]) -> tuple[Decoded, Detected]:
         decoded = decode(messages)
+        self._forget_idle(decoded)
         self.state.update(decoded.records)
         self.state.update_iterations(decoded.iterations)
         detected = Detected([], [])
@@ -165,6 +172,19 @@ class Worker:
                 # What it found before it failed, too.
                 detected.irregularities += detector.take_irregularities()
         return decoded, detected
+
+    def _forget_idle(self, decoded: Decoded) -> None:
+        """Note the jobs of this batch; drop the state of the jobs no batch named for ``SLEUTH_JOB_IDLE_S``."""
+        now = self.clock()
+        self.idle.seen(batch_jobs(decoded.records) + batch_jobs(decoded.iterations), now)
+        gone = set(self.idle.expired(now))
+        if not gone:
+            return
+        self.state.forget(gone)
+        for detector in self.detectors:
+            detector.forget(gone)
+        _log.info("dropped the state of %d jobs idle for over %.0f s: %s", len(gone), self.idle.idle_s,
+                  ", ".join(sorted(gone)))
 
     def _record_lag(self, events: Sequence[Any]) -> None:
         """Consumer lag of the partitions of a processed batch: messages behind the newest one."""

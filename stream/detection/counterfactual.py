@@ -168,6 +168,15 @@ class CounterfactualReplay:
         restored_ranks = len(np.unique(np.stack([r[slow_rank], chunk.iteration[order][slow_rank]]), axis=1).T)
         return Replayed(duration, ~uncertain[inverse], int(len(np.unique(group[slowed]))), restored_ranks, levels)
 
+    def renumber(self, rank_map: np.ndarray) -> None:
+        """Follow ``OperatorWindows.forget``: the rank rows it dropped (-1) go, the others move."""
+        kept = np.flatnonzero(rank_map[: len(self._known)] >= 0)
+        for name in ("_observed_clock", "_replayed_clock", "_known"):
+            old = getattr(self, name)
+            new = np.zeros(int(rank_map.max(initial=-1)) + 1, old.dtype)
+            new[rank_map[kept]] = old[kept]
+            setattr(self, name, new)
+
     def _grow(self, size: int) -> None:
         if size > len(self._known):
             grown = max(size, 2 * len(self._known), 64)

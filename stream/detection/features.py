@@ -133,6 +133,62 @@ class OperatorWindows:
 
     # -- identities ----------------------------------------------------------------------------
 
+    def forget(self, jobs: set[str]) -> np.ndarray:
+        """Drop the identities, ranks and communicators of ``jobs`` (idle ones) and number the rest
+        afresh, compactly, their windows kept. Returns the new row of each old rank row (-1: dropped),
+        for state kept per rank row elsewhere (``CounterfactualReplay.renumber``)."""
+        n_ranks = len(self._ranks)
+        gone = {self._jobs.pop(job) for job in jobs if job in self._jobs}
+        if not gone:
+            return np.arange(n_ranks)
+        job_map = {old: new for new, old in enumerate(sorted(self._jobs.values()))}
+        self._jobs = {name: job_map[old] for name, old in self._jobs.items()}
+
+        comm_map = np.full(len(self._comms), -1, np.int64)
+        comms: dict[tuple[int, str], int] = {}
+        for (job, name), old in sorted(self._comms.items(), key=lambda item: item[1]):
+            if job in job_map:
+                comm_map[old] = comms[(job_map[job], name)] = len(comms)
+        kept = np.flatnonzero(comm_map >= 0)
+        self._comms = comms
+        self._comm_kind = [self._comm_kind[c] for c in kept.tolist()]
+        self._comm_members = self._comm_members[kept]
+
+        stream_map = np.full(len(self._streams), -1, np.int64)
+        streams: dict[int, int] = {}
+        for key, old in sorted(self._streams.items(), key=lambda item: item[1]):
+            if key >> 44 in job_map:
+                rank, comm = (key >> 24) & (_RANK_LIMIT - 1), key & ((1 << 24) - 1)
+                new_key = (job_map[key >> 44] << 44) | (rank << 24) | int(comm_map[comm])
+                stream_map[old] = streams[new_key] = len(streams)
+        self._streams = streams
+
+        stream = stream_map[(self._keys >> np.uint64(_ORDINAL_BITS)).astype(np.int64)]
+        alive = stream >= 0
+        ordinal = self._keys[alive] & np.uint64((1 << _ORDINAL_BITS) - 1)
+        keys = (stream[alive].astype(np.uint64) << np.uint64(_ORDINAL_BITS)) | ordinal
+        old_rows = self._key_rows[alive]
+        kept = np.sort(old_rows)
+        row_map = np.full(self._n, -1, np.int64)
+        row_map[kept] = np.arange(len(kept))
+        order = np.argsort(keys, kind="stable")
+        self._keys, self._key_rows, self._n = keys[order], row_map[old_rows][order], len(kept)
+        for name in ("_ring", "_transfer_ring", "_filled", "_tfilled", "_stats", "_last_ratio"):
+            setattr(self, name, getattr(self, name)[kept])
+
+        rank_map = np.full(n_ranks, -1, np.int64)
+        ranks: dict[int, int] = {}
+        for key, old in sorted(self._ranks.items(), key=lambda item: item[1]):
+            if key >> 32 in job_map:
+                rank_map[old] = ranks[(job_map[key >> 32] << 32) | (key & 0xFFFFFFFF)] = len(ranks)
+        self._ranks = ranks
+        kept = np.flatnonzero(rank_map >= 0)
+        for name in ("_rank_iter", "_rank_iter_filled", "_rank_last_iter", "_rank_iter_mean"):
+            setattr(self, name, getattr(self, name)[kept])
+        tensor = self._rank_tensor[kept]
+        self._rank_tensor = np.where(tensor >= 0, comm_map[np.maximum(tensor, 0)], -1)
+        return rank_map
+
     def _job_ids(self, batch: RecordBatch | IterationBatch) -> np.ndarray:
         return np.array([self._jobs.setdefault(s, len(self._jobs)) for s in batch.strings], np.int64)
 

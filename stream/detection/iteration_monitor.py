@@ -141,6 +141,11 @@ class IterationMonitor:
             found += self._finish(name, state, sorted(state.pending))
         return found
 
+    def forget(self, jobs: set[str]) -> None:
+        """Drop the state of ``jobs`` (idle ones): one that comes back is judged afresh."""
+        for job in jobs:
+            self._jobs.pop(job, None)
+
     def times(self, job: str) -> tuple[np.ndarray, np.ndarray]:
         """(iterations, times ns) the monitor finished for ``job`` (the last ``history``)."""
         state = self._jobs.get(job)

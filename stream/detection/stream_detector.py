@@ -78,6 +78,13 @@ class StreamDetector:
         self.flagged += int(abnormal.sum())
         return self._rows(records, chunk.index[abnormal], scores[abnormal])
 
+    def forget(self, jobs: set[str]) -> None:
+        """Drop the windows and iteration state of ``jobs`` (idle ones; the ``Detector`` protocol)."""
+        self.monitor.forget(jobs)
+        rank_map = self.windows.forget(jobs)
+        if self.counterfactual is not None:
+            self.counterfactual.renumber(rank_map)
+
     def take_irregularities(self) -> list[Irregularity]:
         """The irregularities found since the last call (oldest first)."""
         found, self._irregularities = self._irregularities, []

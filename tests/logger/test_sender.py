@@ -274,3 +274,26 @@ def test_records_of_a_job_never_registered_are_dropped_and_counted_after_the_gra
         assert sink.stats()["held_bytes"] == 0 and not sink.spill
     finally:
         srv.stop(0)
+
+
+def test_a_collector_that_forgot_the_job_gets_its_spec_again_and_the_records_flow(tmp_path):
+    """A gateway drops a job idle for SLEUTH_JOB_IDLE_S: the rank that holds the spec registers it again."""
+    known_after = [0]  # the job is known once more registrations than this arrived
+
+    def unless_known(message):
+        return None if servicer.registrations > known_after[0] else grpc.StatusCode.FAILED_PRECONDITION
+
+    srv, servicer, port = collector.start(refuse=unless_known)
+    try:
+        sink = sink_for(port, tmp_path, backoff_s=(0.05, 0.2))
+        sink.spec(JobSpec.from_layout("job-s", ParallelLayout(world=4, tp=2, pp=1, dp=2)))
+        sink.records(batch(0, 30), dropped=0)
+        assert wait_for(lambda: len(servicer.all_records()) == 30)
+        known_after[0] = servicer.registrations  # the collector forgets the job
+        sink.records(batch(30, 20), dropped=0)
+        sink.close(10)
+        assert servicer.registrations == 2
+        assert sorted(servicer.all_records()["seq"].tolist()) == list(range(50))
+        assert (sink.stats()["dropped"], sink.stats()["refused"]) == (0, 0)
+    finally:
+        srv.stop(0)

@@ -78,7 +78,7 @@ def test_merge_spec_places_ranks_without_a_gpu_by_position_on_their_host():
     spec = merge_spec("j", 4, entries)
     assert [(p.host, p.gpu) for p in spec.placements] == [("a", 1), ("a", 2), ("b", 3), ("a", 0)]
     assert [c.comm for c in spec.communicators] == ["c2-x"]
-    assert json.loads(entries[0])["groups"] == [["c2-x", "group", [0, 1]]]
+    assert json.loads(entries[0])["groups"] == [["c2-x", "group", [[0, 2, 1]]]]  # members as runs
 
 
 def test_identity_from_launcher_variables():

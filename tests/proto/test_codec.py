@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from google.protobuf import json_format
 
 from sleuth.errors import ConfigError, RecordError
 from sleuth.jobspec import JobSpec
@@ -84,8 +85,48 @@ def test_job_spec_round_trips_with_and_without_layout():
     assert codec.jobspec_from_proto(message) == discovered
 
 
+def list_form(spec: JobSpec) -> pb.JobSpec:
+    """The wire form writers sent before issue 32: every placement and member one by one."""
+    return json_format.ParseDict({k: v for k, v in spec.to_dict().items() if v is not None}, pb.JobSpec())
+
+
 def test_bad_job_spec_on_the_wire_names_the_field():
-    message = codec.jobspec_to_proto(JobSpec.from_layout("job-7", ParallelLayout(4, 2, 1, 2)))
+    message = list_form(JobSpec.from_layout("job-7", ParallelLayout(4, 2, 1, 2)))
     message.communicators[0].ranks.append(99)
     with pytest.raises(ConfigError, match=r"RegisterJob: communicators\[0\]\.ranks\[2\]: rank 99 is outside the world of 4"):
+        codec.jobspec_from_proto(message)
+
+
+def test_a_spec_of_16384_ranks_fits_a_kafka_message_with_room_and_round_trips():
+    spec = JobSpec.from_layout("big", ParallelLayout(16384, 8, 8, 256))
+    wire = codec.jobspec_to_proto(spec).SerializeToString()
+    assert len(list_form(spec).SerializeToString()) > 400_000  # the lists, as before
+    assert len(wire) < 256 * 1024  # a quarter of Kafka's default 1 MiB cap
+    message = pb.JobSpec.FromString(wire)
+    assert len(message.host_runs) == 16384 // 8 and not message.ranks
+    assert all(len(c.runs) == 1 and not c.ranks for c in message.communicators)
+    assert codec.jobspec_from_proto(message) == spec
+
+
+def test_the_list_form_is_still_read_and_irregular_placements_and_members_round_trip():
+    spec = JobSpec.from_layout("job-7", ParallelLayout(16, 2, 2, 4))
+    assert codec.jobspec_from_proto(list_form(spec)) == spec
+    data = spec.to_dict()
+    data["ranks"] = [{"rank": r, "host": "ab"[r % 2], "gpu": 15 - r} for r in range(16)]
+    data["communicators"][0]["ranks"] = [5, 3, 9, 0]
+    odd = JobSpec.from_dict(data)
+    assert codec.jobspec_from_proto(pb.JobSpec.FromString(codec.jobspec_to_proto(odd).SerializeToString())) == odd
+
+
+@pytest.mark.parametrize("spoil, problem", [
+    (lambda m: m.communicators[0].runs.add(start=0, count=10**9, step=1),
+     r"communicators\[0\]\.runs\[1\]: run .* outside the world of 4"),
+    (lambda m: m.communicators[0].ranks.append(1), r"communicators\[0\]: ranks and runs"),
+    (lambda m: m.host_runs.add(host="x", first_rank=3, count=2, first_gpu=0), r"host_runs\[2\]: 2 ranks from 3"),
+    (lambda m: m.ranks.add(rank=0, host="x", gpu=0), r"ranks and host_runs"),
+])
+def test_a_bad_compact_spec_on_the_wire_names_the_field(spoil, problem):
+    message = codec.jobspec_to_proto(JobSpec.from_layout("job-7", ParallelLayout(4, 2, 1, 2, gpus_per_host=2)))
+    spoil(message)
+    with pytest.raises(ConfigError, match=rf"^RegisterJob: {problem}"):
         codec.jobspec_from_proto(message)

@@ -141,6 +141,9 @@ class FailingDetector:
         found, self.found = self.found, []
         return found
 
+    def forget(self, jobs: set[str]) -> None:
+        pass
+
 
 class FailingPublish:
     """Kafka refusing the first ``failures`` publications, then taking them."""

@@ -99,3 +99,52 @@ def test_a_gpu_slow_from_the_first_step_is_one_incident_opened_once_sustained_an
 def test_a_clean_job_raises_nothing() -> None:
     incidents, _ = rounds(emulation(iterations=20), through=19)
     assert incidents == []
+
+
+def test_a_job_whose_progress_stood_still_for_the_idle_time_is_handed_back_once_and_resumes() -> None:
+    watch = SlowdownWatch(interval_s=2.0, window=12, sustain=3, idle_s=100.0)
+    assert watch.window_of("a", 10, 0.0) == (0, 10) and watch.window_of("b", 10, 0.0) == (0, 10)
+    watch.done("a", 10)
+    watch.done("b", 10)
+    assert watch.window_of("a", 10, 60.0) is None and watch.window_of("b", 20, 60.0) == (9, 20)
+    assert watch.idle(100.0) == []
+    assert watch.idle(101.0) == ["a"] and watch.idle(500.0) == ["b"]  # each handed back once
+    assert watch.idle(900.0) == [] and watch.measured("a") == 10  # a finished job is not measured again
+    assert watch.window_of("a", 11, 950.0) == (0, 11)  # it resumed: measured again, idle from now on
+    assert watch.idle(1000.0) == [] and watch.idle(1051.0) == ["a"]
+
+
+class FakeClickHouse:
+    """Answers the two queries of a round: the registered jobs, and each rank's newest iteration."""
+
+    def __init__(self) -> None:
+        self.newest = 11
+
+    def execute(self, query: str, params=None):
+        if ".jobs FINAL" in query:
+            return [("a", 1)]
+        assert "max(iteration)" in query, query
+        return [(0, self.newest)]
+
+
+def test_the_localizer_drops_an_idle_jobs_window_and_a_gathering_never_localized() -> None:
+    from sleuth.stream.localizer_agent import LocalizerAgent
+
+    now = [0.0]
+    agent = LocalizerAgent(Settings(job_idle_s=100.0), client=FakeClickHouse(), producer=object(),
+                           clock=lambda: now[0])
+    agent.watch.window_of("a", 10, 0.0)
+    agent.watch.done("a", 10)
+    agent._windows["a"] = WindowCache()
+    for now[0] in (50.0, 100.0):
+        agent._measure_round()
+        assert "a" in agent._windows  # idle, but not for long enough yet
+    now[0] = 161.0  # asked every MAX_IDLE_S at most: this round finds it idle over 100 s
+    agent._measure_round()
+    assert "a" not in agent._windows
+
+    agent.gatherer.add("a", 12, now=200.0)
+    agent.gatherer.add("b", 3, now=250.0)
+    assert agent.gatherer.stale(300.0, idle_s=100.0) == [] and len(agent.gatherer) == 2
+    [given_up] = agent.gatherer.stale(301.0, idle_s=100.0)
+    assert given_up.job == "a" and list(agent.gatherer.due(1000.0)) == ["b"]
