@@ -19,7 +19,8 @@ as a spike, a step, a ramp or was there from the first iteration. Per episode:
 An episode an irregular iteration's incident covers gets no incident of its own; that incident
 takes the what-if suspects of a side (compute, network) its own search left without one, or
 named none of (``complement``: a second, moderate fault that never made an iteration irregular,
-or a search from one irregular iteration that the whole job's attribution contradicts). A lone short
+or a search from one irregular iteration that the whole job's attribution contradicts), and the
+side the job pays most for (S_t) leads its list, the what-if's own suspects first (``lead``). A lone short
 run with nothing sustained (one benign pause) is a *hiccup*: recorded, never paged.
 """
 
@@ -43,7 +44,7 @@ from sleuth.localizer.nonhardware import ADVICE, MOVES, Straggler
 from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
-__all__ = ["Episode", "complement", "diagnose", "episodes", "lone_hiccup", "runs", "slowdown_incident", "summary", "whatif_search"]
+__all__ = ["Episode", "complement", "diagnose", "episodes", "lead", "lone_hiccup", "runs", "slowdown_incident", "summary", "whatif_search"]
 
 #: A share of the slowdown "most" of it is: the paper's line for workers and for the last stage (§5.1, §5.2).
 MAJORITY = 0.5
@@ -178,6 +179,21 @@ def complement(incident: Incident, suspects: Sequence[Suspect]) -> Incident:
         return incident
     merged = incident.suspects + added
     return replace(incident, suspects=merged, cause=_cause(merged) or incident.cause)
+
+
+def lead(incident: Incident, attribution: Attribution, whatif: Sequence[Suspect] = ()) -> Incident:
+    """``incident`` with the suspects of the side (compute, network) that carries most of what the
+    job pays (S_t over every rank and iteration) first; within a side, those the what-if search
+    also names (``whatif``, in its order), then the rest in the incident's order. An irregular
+    iteration's search sees the delays of a few iterations, which on a noisy machine include
+    transfers the whole job's replay puts at jitter, and ranks waiting on the slow one whose host
+    then looks contended; the incident's first suspect is the one that explains what the job
+    pays. Nothing is dropped: a short second fault stays listed."""
+    compute_first = _compute_led(attribution)
+    named = {s.device: k for k, s in enumerate(whatif)}
+    ordered = tuple(sorted(incident.suspects,
+                           key=lambda s: (_is_compute(s) != compute_first, named.get(s.device, len(named)))))
+    return incident if ordered == incident.suspects else replace(incident, suspects=ordered)
 
 
 def _is_compute(suspect: Suspect) -> bool:

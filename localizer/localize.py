@@ -46,7 +46,9 @@ from sleuth.settings import Settings
 from sleuth.validation import integer, number_above
 from sleuth.whatif.attribution import Attribution
 
-from sleuth.localizer.attributed import complement, diagnose, episodes, lone_hiccup, slowdown_incident, summary, whatif_search
+from sleuth.localizer.attributed import (
+    complement, diagnose, episodes, lead, lone_hiccup, slowdown_incident, summary, whatif_search,
+)
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.episodes import one_per_episode
 from sleuth.localizer.explain import separate
@@ -182,7 +184,7 @@ def _with_attribution(
             if hardware:
                 _, suspects = whatif_search(attribution, graph=graph, topology=topology, routing=routing, priors=priors,
                                             top_k=top_k, min_support=min_support)
-                kept[covering[0]] = complement(kept[covering[0]], suspects)
+                kept[covering[0]] = lead(complement(kept[covering[0]], suspects), attribution, suspects)
             continue
         # No cluster covers the episode, or the one that does reads hardware where the attribution,
         # which saw every rank and iteration, does not (or the reverse): the episode's own incident.

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from sleuth.sim.trainjob import free_port, write_ground_truth, write_result
+from sleuth.sim.trainjob import free_port, slowdown_at, write_ground_truth, write_result
 
 MODES = ("ddp", "fsdp", "functional")
 WIDTH = 64
@@ -56,12 +56,9 @@ class FrameworkJobOptions:
 
     def factor(self, rank: int, iteration: int) -> float:
         """The slowdown of ``rank``'s compute in ``iteration`` (1: none)."""
-        a, b = self.slow_iters
-        if rank != self.slow_rank or not a <= iteration < b:
+        if rank != self.slow_rank:
             return 1.0
-        if not self.ramp or b - a < 2:
-            return self.slow_factor
-        return 1.0 + (self.slow_factor - 1.0) * (iteration - a) / (b - 1 - a)
+        return slowdown_at(iteration, slow_iters=self.slow_iters, factor=self.slow_factor, ramp=self.ramp)
 
 
 def _model() -> torch.nn.Sequential:

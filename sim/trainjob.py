@@ -10,6 +10,14 @@ reduce, and barrier at the start and end.
 
 Faults: ``--slow-rank R --slow-factor F --slow-iters A:B --slow-kind compute|send`` makes rank R's
 compute (or its sends) F times slower in iterations A..B-1: the ground truth for the localizer.
+``--slow-iters 0:N`` slows it from the first iteration on; ``--ramp`` grows the factor linearly
+from 1 at A to F at B-1. A rank's compute is ``base_delay_s`` per micro-batch (CPU compute is
+tiny), a factor F adds ``(F - 1) x base_delay_s`` of sleep to it. Two non-hardware shapes:
+``--uneven-stages F`` makes every rank of the last pipeline stage compute F times as long in every
+iteration (a stage partitioning imbalance, What-if §5.2); ``--seqlen-jitter F`` scales each
+data-parallel replica's compute, per iteration, by a factor drawn from ``--seed`` (the same on
+every rank of the replica) between 1 and F, so that the slowest replica moves between iterations
+as batches of long sequences do (What-if §5.3).
 
 Run: ``python -m sleuth.sim.trainjob --iters 20`` (spawns 8 processes) or under torchrun
 (``python -m torch.distributed.run --nproc-per-node 8 -m sleuth.sim.trainjob``). It knows nothing
@@ -37,6 +45,17 @@ MICRO_BATCHES = 2
 MICRO_ROWS = 4
 
 
+def slowdown_at(iteration: int, *, slow_iters: tuple[int, int], factor: float, ramp: bool) -> float:
+    """A fault's factor in ``iteration``: ``factor`` in iterations A..B-1 of ``slow_iters`` (1 outside),
+    or with ``ramp`` growing linearly from 1 at A to ``factor`` at B-1."""
+    a, b = slow_iters
+    if not a <= iteration < b:
+        return 1.0
+    if not ramp or b - a < 2:
+        return factor
+    return 1.0 + (factor - 1.0) * (iteration - a) / (b - 1 - a)
+
+
 @dataclass(frozen=True)
 class JobOptions:
     iters: int = 20
@@ -48,12 +67,37 @@ class JobOptions:
     slow_factor: float = 1.0
     slow_iters: tuple[int, int] = (0, 0)
     slow_kind: str = "compute"  # or "send"
+    ramp: bool = False  # the factor grows linearly from 1 at A to slow_factor at B-1
+    uneven_stages: float = 1.0  # the last pipeline stage's compute over the others'
+    seqlen_jitter: float = 1.0  # the largest per-iteration compute factor a replica draws
     base_delay_s: float = 0.002  # the time a slowdown factor multiplies (compute is tiny on CPU)
     progress: bool = False  # rank 0 prints "iteration K done" after each step
 
     @property
     def world(self) -> int:
         return self.tp * self.pp * self.dp
+
+    def factor(self, iteration: int) -> float:
+        """The slowed rank's compute (or send) factor in ``iteration``: 1 outside A..B-1."""
+        return slowdown_at(iteration, slow_iters=self.slow_iters, factor=self.slow_factor, ramp=self.ramp)
+
+    def work_factor(self, iteration: int, *, stage: int, replica: int) -> float:
+        """The job's own uneven work on a rank of ``stage`` and data-parallel ``replica`` (no fault):
+        the last stage's extra layers (``uneven_stages``) times its replica's batch (``seqlen_jitter``)."""
+        last = self.uneven_stages if self.pp > 1 and stage == self.pp - 1 else 1.0
+        return last * self.replica_factors(iteration)[replica]
+
+    def replica_factors(self, iteration: int) -> list[float]:
+        """Each data-parallel replica's compute factor in ``iteration`` (``seqlen_jitter`` F): drawn
+        from a long tail, 1 + (F - 1) u^4 with u uniform (most batches are short, attention cost
+        grows with the square of a document's length), and the replica that drew the largest
+        computes F: each batch has its one long document, on a replica that moves per iteration."""
+        if self.seqlen_jitter <= 1.0:
+            return [1.0] * self.dp
+        draw = torch.Generator().manual_seed(self.seed * 1_000_003 + iteration)
+        factors = 1.0 + (self.seqlen_jitter - 1.0) * torch.rand(self.dp, generator=draw) ** 4
+        factors[int(torch.argmax(factors))] = self.seqlen_jitter
+        return [float(f) for f in factors]
 
 
 class _CopyToTP(torch.autograd.Function):
@@ -117,9 +161,12 @@ def run_rank(rank: int, world: int, options: JobOptions) -> dict:
     dist.barrier()
 
     def slow(iteration: int, kind: str) -> None:
-        a, b = options.slow_iters
-        if rank == options.slow_rank and options.slow_kind == kind and a <= iteration < b:
-            time.sleep(options.base_delay_s * (options.slow_factor - 1))
+        if rank == options.slow_rank and options.slow_kind == kind:
+            time.sleep(options.base_delay_s * (options.factor(iteration) - 1))
+
+    def own_work(iteration: int) -> None:
+        factor = options.work_factor(iteration, stage=stage, replica=coords.dp)
+        time.sleep(options.base_delay_s * (factor - 1))
 
     # Wall time per step, and the process's CPU time per step (all its threads: the logger's
     # drainer and writer too), which other processes on a shared machine do not inflate.
@@ -142,6 +189,7 @@ def run_rank(rank: int, world: int, options: JobOptions) -> dict:
             x.requires_grad_(stage > 0)
             h = torch.relu(_CopyToTP.apply(x, tp_group) @ w1)
             y = _ReduceFromTP.apply(h @ w2, tp_group)
+            own_work(iteration)
             slow(iteration, "compute")
             if stage < last:
                 slow(iteration, "send")
@@ -245,6 +293,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
     parser.add_argument("--slow-factor", type=float, default=1.0)
     parser.add_argument("--slow-iters", default="0:0", help="A:B, iterations A..B-1")
     parser.add_argument("--slow-kind", choices=("compute", "send"), default="compute")
+    parser.add_argument("--ramp", action="store_true", help="grow the slowdown from 1 at A to F at B-1")
+    parser.add_argument("--uneven-stages", type=float, default=1.0, metavar="F",
+                        help="the last pipeline stage computes F times as long as the others (every iteration)")
+    parser.add_argument("--seqlen-jitter", type=float, default=1.0, metavar="F",
+                        help="each iteration, each dp replica's compute is scaled by a factor in [1, F] drawn from --seed")
     parser.add_argument("--progress", action="store_true", help='rank 0 prints "iteration K done" per step')
     parser.add_argument("--out", help="folder for per-rank results (step times) and the ground truth")
     args = parser.parse_args(argv)
@@ -252,10 +305,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
     options = JobOptions(
         iters=args.iters, tp=args.tp, pp=args.pp, dp=args.dp, seed=args.seed, slow_rank=args.slow_rank,
         slow_factor=args.slow_factor, slow_iters=(int(a), int(b or a)), slow_kind=args.slow_kind,
-        progress=args.progress,
+        ramp=args.ramp, uneven_stages=args.uneven_stages, seqlen_jitter=args.seqlen_jitter, progress=args.progress,
     )
     if options.pp != 2 and options.pp != 1:
         parser.error("--pp must be 1 or 2")
+    for name, value in (("--slow-factor", options.slow_factor), ("--uneven-stages", options.uneven_stages),
+                        ("--seqlen-jitter", options.seqlen_jitter)):
+        if value < 1.0:
+            parser.error(f"{name} must be >= 1 (a factor on the compute time), got {value}")
     return options, args.out
 
 

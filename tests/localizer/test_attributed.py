@@ -124,3 +124,20 @@ def test_a_side_the_irregular_search_left_unexplained_is_complemented_by_the_wha
     assert complement(agreed, whatif) == agreed
     stage = _incident("stage_imbalance")
     assert complement(stage, whatif) == stage
+
+
+def test_the_side_the_job_pays_most_for_leads_the_incident_and_the_other_stays_listed() -> None:
+    from sleuth.localizer.attributed import lead
+
+    mixed = _incident("mixed", ("nvswitch:h0", "nvswitch"), ("gpu:h0/5", "gpu"), ("gpu:h0/2", "gpu"))
+    compute_led = attribution((1.6,) * 10, by_type={COMPUTE: 1.59, "tp.broadcast": 1.005, "dp.all_reduce": 1.006})
+    assert [s.device for s in lead(mixed, compute_led).suspects] == ["gpu:h0/5", "gpu:h0/2", "nvswitch:h0"]
+    network_led = attribution((1.3,) * 10, by_type={COMPUTE: 1.01, "dp.all_reduce": 1.3})
+    assert lead(mixed, network_led) == mixed
+    assert [s.device for s in lead(lead(mixed, compute_led), network_led).suspects] == ["nvswitch:h0", "gpu:h0/5", "gpu:h0/2"]
+    # Within the leading side, what the what-if search also names comes first, in its order.
+    from sleuth.localizer.incident import Suspect
+
+    contended = _incident("mixed", ("host:h0", "host"), ("gpu:h0/5", "gpu"), ("nvswitch:h0", "nvswitch"), ("gpu:h0/1", "gpu"))
+    whatif = (Suspect("gpu:h0/5", "gpu", 0.9), Suspect("gpu:h0/3", "gpu", 0.1))
+    assert [s.device for s in lead(contended, compute_led, whatif).suspects] == ["gpu:h0/5", "host:h0", "gpu:h0/1", "nvswitch:h0"]

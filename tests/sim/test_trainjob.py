@@ -1,0 +1,52 @@
+"""The demo job's fault and workload shapes (sleuth.sim.trainjob), as the ranks compute them:
+a ramp, a fault from the first iteration, uneven stages and per-batch sequence-length jitter."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from sleuth.sim.trainjob import JobOptions, parse_args  # noqa: E402
+
+
+def test_a_fault_from_iteration_0_slows_every_iteration_of_its_range_and_no_other():
+    options, _ = parse_args(["--slow-rank", "5", "--slow-factor", "200", "--slow-iters", "0:30"])
+    assert [options.factor(i) for i in (0, 1, 29)] == [200.0] * 3 and options.factor(30) == 1.0
+
+
+def test_a_ramp_grows_linearly_from_1_at_the_first_slow_iteration_to_f_at_the_last():
+    options, _ = parse_args(["--slow-rank", "5", "--slow-factor", "201", "--slow-iters", "5:30", "--ramp"])
+    assert options.factor(4) == 1.0 and options.factor(5) == 1.0 and options.factor(29) == 201.0
+    steps = [options.factor(i + 1) - options.factor(i) for i in range(5, 29)]
+    assert steps == pytest.approx([200 / 24] * 24)  # the same growth every iteration
+    assert options.factor(30) == 1.0
+
+
+def test_uneven_stages_make_every_rank_of_the_last_stage_compute_f_times_as_long_every_iteration():
+    options, _ = parse_args(["--uneven-stages", "3"])
+    assert {options.work_factor(i, stage=1, replica=r) for i in range(30) for r in range(2)} == {3.0}
+    assert {options.work_factor(i, stage=0, replica=r) for i in range(30) for r in range(2)} == {1.0}
+    flat, _ = parse_args(["--uneven-stages", "3", "--pp", "1", "--dp", "4"])  # one stage: nothing uneven
+    assert flat.work_factor(0, stage=0, replica=0) == 1.0
+
+
+def test_sequence_length_jitter_is_the_same_on_every_rank_and_moves_between_replicas():
+    options = JobOptions(tp=2, pp=1, dp=4, seed=3, seqlen_jitter=200)
+    draws = [options.replica_factors(i) for i in range(30)]
+    # Every rank draws from the seed alone: the ranks of a replica, and a rerun, agree.
+    assert draws == [JobOptions(tp=2, pp=1, dp=4, seed=3, seqlen_jitter=200).replica_factors(i) for i in range(30)]
+    assert all(max(d) == 200 and min(d) >= 1 for d in draws)
+    slowest = [d.index(200) for d in draws]
+    assert set(slowest) == {0, 1, 2, 3}  # the long batch lands on every replica in turn
+    assert sum(a != b for a, b in zip(slowest, slowest[1:])) >= 15  # and moves between most iterations
+    assert draws != [JobOptions(tp=2, pp=1, dp=4, seed=4, seqlen_jitter=200).replica_factors(i) for i in range(30)]
+    assert JobOptions(dp=4).replica_factors(7) == [1.0] * 4
+    assert options.work_factor(5, stage=0, replica=2) == draws[5][2]  # one stage: the batch alone
+
+
+@pytest.mark.parametrize("option", ["--slow-factor", "--uneven-stages", "--seqlen-jitter"])
+def test_a_factor_below_1_fails_before_the_job_starts(option, capsys):
+    with pytest.raises(SystemExit):
+        parse_args([option, "0.5"])
+    assert option in capsys.readouterr().err
