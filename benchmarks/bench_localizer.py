@@ -28,7 +28,8 @@ Figures (sleuth and each baseline: ``earliest``, ``random_walk``, ``nvrx_relativ
   ``hiccup_alarm_rate``: the same over the ``hiccups`` suite's runs (whose only events are benign
   pauses), localized on their δ-irregular iterations alone;
 * ``slowdown``: with the what-if attribution (the default; ``--no-attribution`` leaves it out),
-  per scenario its S against the emulator's truth (actual / fault-free twin time), the largest
+  per scenario its S against the emulator's truth (actual / balanced twin time: faults off, the
+  pipeline's work split evenly over its stages), the largest
   relative error and how many scenarios are within 5%; the attribution's seconds are in each row.
 
 Irregular iterations are the emulator's ground-truth δ-irregular iterations (the detector is
@@ -172,7 +173,7 @@ def run_scenario(scenario, *, baselines: bool, routing: str | None = None, attri
         "latency_s": round(latency, 3),
     }
     if attributed is not None:
-        actual = sum(t.time_ns for t in truth.iterations) / sum(t.counterfactual_ns for t in truth.iterations)
+        actual = sum(t.time_ns for t in truth.iterations) / sum(t.balanced_ns for t in truth.iterations)
         row.update({
             "slowdown": round(attributed.slowdown, 4), "slowdown_truth": round(actual, 4),
             "slowdown_error": round(attributed.slowdown / actual - 1, 4), "attribution_s": round(attributed.seconds, 3),

@@ -5,11 +5,12 @@ how much longer the job ran than with every operator at its peers' length (S); a
 ``sustain`` iterations at or above ``slowdown`` is an *episode* the job pays for, whether it came
 as a spike, a step, a ramp or was there from the first iteration. Per episode:
 
-* a non-hardware cause is named and no device is blamed (What-if §5.2, §5.3), only when compute
-  carries all but ``MINOR`` of the slowdown (both are compute's): *stage imbalance*
-  when the last pipeline stage explains most of the slowdown (``M_S``), most of its workers pay
-  alike (``last_stage_evenness``) and neither a few workers (``M_W``) nor the top worker's host do; *sequence-length imbalance* when neither do and the
-  replica that costs most moves between iterations (on at least ``nonhardware.MOVES`` replicas);
+* a non-hardware cause is named and no device is blamed (What-if §5.2, §5.3): *stage imbalance*
+  when evening out the pipeline's split explains most of the slowdown (``split_slowdown``, in
+  the log: S is the product of the split's part and the stragglers'); *sequence-length
+  imbalance* when compute carries all but ``MINOR`` of it, neither a few workers (``M_W``) nor
+  the top worker's host explain most of it, and the replica that costs most moves between
+  iterations (on at least ``nonhardware.MOVES`` replicas);
 * otherwise the device search (``whatif_search``) starts from the ranks the worker slowdowns name: per rank, the
   slowdown of everything fixed but that rank (compute roots, split with the host when its host's
   other GPUs are as slow), and the groups whose transfers were put back (network roots), each
@@ -26,6 +27,7 @@ run with nothing sustained (one benign pause) is a *hiccup*: recorded, never pag
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -44,7 +46,8 @@ from sleuth.localizer.nonhardware import ADVICE, MOVES, Straggler
 from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
-__all__ = ["Episode", "complement", "diagnose", "episodes", "lead", "lone_hiccup", "runs", "slowdown_incident", "summary", "whatif_search"]
+__all__ = ["Episode", "complement", "diagnose", "episodes", "hardware_slowdown", "lead", "lone_hiccup", "runs", "slowdown_incident",
+           "split_led", "summary", "whatif_search"]
 
 #: A share of the slowdown "most" of it is: the paper's line for workers and for the last stage (§5.1, §5.2).
 MAJORITY = 0.5
@@ -89,15 +92,27 @@ def lone_hiccup(attribution: Attribution, *, slowdown: float, sustain: int) -> E
 
 def diagnose(attribution: Attribution) -> Straggler:
     """Hardware, or a non-hardware cause the paper names, from the attribution alone."""
-    # Both imbalances are compute's; transfers carrying a tenth or more put a device on a path in play.
+    if split_led(attribution):
+        return Straggler.STAGE_IMBALANCE
+    # Sequence lengths are compute's; transfers carrying a tenth or more put a device on a path in play.
     if max(attribution.worker_share, attribution.host_share) >= MAJORITY or _compute_share(attribution) < 1 - MINOR:
         return Straggler.HARDWARE
-    if (attribution.last_stage_share is not None and attribution.last_stage_share >= MAJORITY
-            and attribution.last_stage_evenness >= MAJORITY):
-        return Straggler.STAGE_IMBALANCE
     if len(set(attribution.slowest_replica)) >= MOVES:
         return Straggler.SEQLEN_IMBALANCE
     return Straggler.HARDWARE
+
+
+def split_led(attribution: Attribution) -> bool:
+    """Whether an even pipeline split explains most of what the job pays (S = S_split x the rest)."""
+    s = attribution.slowdown
+    return s > 1.0 and math.log(attribution.split_slowdown) >= MAJORITY * math.log(s)
+
+
+def hardware_slowdown(attribution: Attribution, iterations: Sequence[int]) -> float:
+    """What the stragglers alone cost over ``iterations``: recorded over the ideal that keeps the split."""
+    at = np.isin(np.asarray(attribution.iterations), np.asarray(iterations))
+    ideal = np.asarray(attribution.hardware_ideal_ns)[at].sum()
+    return float(np.asarray(attribution.original_ns)[at].sum() / ideal) if ideal > 0 else 1.0
 
 
 def summary(attribution: Attribution, trigger: str) -> AttributionSummary:

@@ -47,7 +47,7 @@ from sleuth.validation import integer, number_above
 from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import (
-    complement, diagnose, episodes, lead, lone_hiccup, slowdown_incident, summary, whatif_search,
+    complement, diagnose, episodes, hardware_slowdown, lead, lone_hiccup, slowdown_incident, summary, whatif_search,
 )
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.episodes import one_per_episode
@@ -192,7 +192,9 @@ def _with_attribution(
             source, attribution, episode, graph=graph, topology=topology, routing=routing, priors=priors,
             top_k=top_k, min_support=min_support, started=started,
         )
-        if covering:
+        # An uneven split beside stragglers that cost the job enough on their own: both stand.
+        beside = not hardware and hardware_slowdown(attribution, episode.iterations) >= slowdown
+        if covering and not beside:
             kept[covering[0]] = incident
         else:
             kept.append(incident)

@@ -5,11 +5,14 @@ materializes CommOps records only for the ranks and iterations asked for, so it 
 :class:`sleuth.sources.RecordSource` a localizer can read 50 ranks of without paying for 8,192.
 Ground truth (:meth:`Emulation.truth`, :meth:`Emulation.abnormal`) compares against the
 fault-free counterfactual: the same scenario and seed with the faults off (drift, jitter and
-hiccups stay), run on first use.
+hiccups stay), run on first use; the slowdown's truth is the *balanced* one, which also spreads
+each iteration's pipeline compute evenly over the stages (What-if §3.2: the job as it would run
+without stragglers and with an even split of its work).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -26,7 +29,7 @@ from sleuth.sim.engine import Effects, Timeline, Timing, run
 from sleuth.sim.faults import Fault, FaultKind
 from sleuth.sim.model import ModelSpec, stage_costs
 from sleuth.sim.network import Network
-from sleuth.sim.plan import Plan
+from sleuth.sim.plan import COMPUTE, Plan
 from sleuth.validation import fraction, non_negative_int, positive_int
 
 __all__ = ["ABNORMAL_RATIO", "DELTA", "Emulation", "GroundTruth", "IterationTruth", "Scenario"]
@@ -144,6 +147,7 @@ class IterationTruth:
     counterfactual_ns: int
     irregular: bool  # δ-irregular: longer than δ x the mean of the previous WINDOW iterations
     faults_active: tuple[int, ...]  # indices of faults in force
+    balanced_ns: int = 0  # without faults and with the pipeline's work split evenly (S's truth)
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,7 @@ class GroundTruth:
                     "counterfactual_ns": t.counterfactual_ns,
                     "irregular": t.irregular,
                     "faults_active": list(t.faults_active),
+                    "balanced_ns": t.balanced_ns,
                 }
                 for t in self.iterations
             ],
@@ -246,6 +251,25 @@ class Emulation:
         if not sc.faults:
             return self.timeline
         return run(self.plan, self._effects(False), sc.timing, seed=sc.seed, iterations=sc.iterations, gap=sc.stride)
+
+    @cached_property
+    def balanced(self) -> Timeline:
+        """The counterfactual with each iteration's pipeline compute split evenly over the stages:
+        every stage's compute scaled by the mean stage's work over its own (an uneven split,
+        natural or injected, is a straggler by the What-if paper's definition)."""
+        sc, plan = self.scenario, self.plan
+        work = np.array([sum(step[1] for block in st.blocks for step in block if step[0] == COMPUTE)
+                         for st in plan.stages], dtype=np.float64)[:, None] * np.ones(sc.iterations)
+        for k, fault in enumerate(sc.faults):
+            if fault.kind is FaultKind.LAST_STAGE:
+                work[-1] *= self._factors[k]
+        factor = work.mean(axis=0) / work
+        if np.allclose(factor, 1.0):
+            return self.counterfactual
+        effects = self._effects(False)
+        spread = tuple((st.ranks, factor[s]) for s, st in enumerate(plan.stages))
+        effects = dataclasses.replace(effects, compute=effects.compute + spread)
+        return run(plan, effects, sc.timing, seed=sc.seed, iterations=sc.iterations, gap=sc.stride)
 
     # -- lookups ----------------------------------------------------------------------------
 
@@ -456,12 +480,13 @@ class Emulation:
             faults.append(entry)
         time = self._spans(self.timeline)
         base = self._spans(self.counterfactual)
+        balanced = self._spans(self.balanced)
         rows = []
         for i in range(sc.iterations):
             window = time[max(0, i - WINDOW) : i]
             irregular = bool(len(window)) and bool(time[i] > DELTA * window.mean())
             active = tuple(k for k in range(len(sc.faults)) if self._factors[k][i] > 1.0)
-            rows.append(IterationTruth(int(self._ids[i]), int(time[i]), int(base[i]), irregular, active))
+            rows.append(IterationTruth(int(self._ids[i]), int(time[i]), int(base[i]), irregular, active, int(balanced[i])))
         return GroundTruth(tuple(faults), tuple(rows))
 
     @staticmethod

@@ -11,7 +11,10 @@ From a job's records (every rank, many iterations) the replay (``timeline``) run
   takes the lower such median, so that a slow link present from the first iteration and one
   slowing a whole program are both put back. Lengths within their peers' spread stay as recorded:
   the paper equalizes them too, which counts the job's jitter as stragglers (S 1.044 on a
-  fault-free 8,192-GPU emulated run, whose twin is itself).
+  fault-free 8,192-GPU emulated run, whose twin is itself). Then each iteration's compute is
+  spread evenly over the pipeline stages (``_rebalanced``): the paper averages compute over
+  stages too, which amounts to rebalancing the split (§3.2, §5.2). The ideal without that step
+  (``hardware_ideal_ns``) is what S_w, M_W and the host's share are measured against.
 
 Then, following the paper's definitions, ``S = T_orig / T_ideal`` (eq. 1), the same per iteration,
 ``S_t = T_(all but type t fixed) / T_ideal`` per operator type (eq. 2), ``S_w`` per worker (eq. 4)
@@ -32,7 +35,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -40,7 +43,7 @@ from sleuth.errors import RecordError
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, OpKind, RecordBatch
 from sleuth.validation import fraction, integer
-from sleuth.whatif.keys import dense_ids, group_spread
+from sleuth.whatif.keys import dense_ids, group_median, group_spread
 from sleuth.whatif.programs import MIN_PEERS, program_slots
 from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, member_groups, replay
 
@@ -79,6 +82,9 @@ class Attribution:
     iterations: tuple[int, ...]
     original_ns: tuple[float, ...]  # each iteration replayed as recorded
     ideal_ns: tuple[float, ...]  # each iteration replayed with every operator at its peers' length
+    #: each iteration replayed with the stragglers put back but the pipeline's split as recorded:
+    #: S_w, M_W and the host's share are measured against it, so an uneven split blames no worker
+    hardware_ideal_ns: tuple[float, ...]
     recorded_ns: tuple[float, ...]  # each iteration as recorded (first start to last end of any rank)
     by_type: dict[str, float]  # S_t
     by_worker: tuple[float, ...]  # S_w per rank (1.0 where not measured)
@@ -98,6 +104,12 @@ class Attribution:
         """S: the job's replayed time as recorded over its ideal time."""
         ideal = sum(self.ideal_ns)
         return sum(self.original_ns) / ideal if ideal > 0 else 1.0
+
+    @property
+    def split_slowdown(self) -> float:
+        """What an even pipeline split saves beyond putting the stragglers back (1.0: nothing)."""
+        ideal = sum(self.ideal_ns)
+        return sum(self.hardware_ideal_ns) / ideal if ideal > 0 else 1.0
 
     @property
     def per_iteration(self) -> tuple[float, ...]:
@@ -126,6 +138,7 @@ class Attribution:
             "job": self.job,
             "world": self.world,
             "slowdown": round(self.slowdown, 4),
+            "split_slowdown": round(self.split_slowdown, 4),
             "gpu_hours_lost": self.gpu_hours_lost,
             "iterations": list(self.iterations),
             "per_iteration": [round(s, 4) for s in self.per_iteration],
@@ -156,7 +169,8 @@ class _Job:
     gap: np.ndarray
     transfer: np.ndarray
     own: np.ndarray
-    ideal_gap: np.ndarray
+    ideal_gap: np.ndarray  # put back to its program's median, then the stages' work evened out
+    hardware_gap: np.ndarray  # put back to its program's median only
     ideal_transfer: np.ndarray
     comm: np.ndarray  # index into comms
     comms: tuple[str, ...]
@@ -174,6 +188,8 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     job, steps, recorded = _prepare(_one_jobs(records, spec), spec, iterations)
     everything = np.arange(len(steps))
     original, ideal = _as_recorded_and_ideal(job, everything)
+    hardware = _hardware(job)
+    hardware_ideal = _as_recorded_and_ideal(hardware, everything)[1] if hardware is not job else ideal
 
     # S_t: everything fixed but one type (compute gaps, or one communicator kind's op's transfers).
     types = (COMPUTE, *job.kinds)
@@ -187,9 +203,15 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     # S_w on the slowest iterations, and the shares of the slowdown the top workers and last stage explain.
     chosen = np.sort(np.argsort(-(original / np.where(ideal > 0, ideal, np.nan)), kind="stable")[:worker_iterations])
     stage, replica = _stage_replica(spec)
-    unit, by_worker, slowest = _workers(job, spec, stage, replica, chosen, ideal, top_workers)
-    lost = original[chosen].sum() - ideal[chosen].sum()
+    unit, by_worker, slowest = _workers(hardware, spec, stage, replica, chosen, hardware_ideal, top_workers)
+    lost = original[chosen].sum() - hardware_ideal[chosen].sum()
     worker_share = host_share = last_share = 0.0
+    if stage is not None and stage.max() > 0:
+        # M_S against the whole ideal: the last stage's stragglers and its share of an uneven split.
+        last = stage[job.rank] == stage.max()
+        fixed_last = _run_variants(job, ~last[:, None], ~last[:, None], chosen)[:, 0].sum()
+        whole_lost = original[chosen].sum() - ideal[chosen].sum()
+        last_share = float((original[chosen].sum() - fixed_last) / whole_lost) if whole_lost > 0 else 0.0
     if unit:
         count = max(1, math.ceil(top_workers * spec.world))
         # Workers tied with the last of the top share are in it too: the replica x stage
@@ -198,24 +220,21 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
         # The top worker's host too: its CPU or NVSwitch slows all its GPUs, more than 3% of a small job.
         hosts = np.array([p.host for p in spec.placements])
         fixed = [(by_worker >= cutoff)[job.rank], (hosts == hosts[int(np.argmax(by_worker))])[job.rank]]
-        if stage is not None:
-            fixed.append(stage[job.rank] == stage.max())
         keep = ~np.stack(fixed, axis=1)
-        times = _run_variants(job, keep, keep, chosen).sum(axis=0)
+        times = _run_variants(hardware, keep, keep, chosen).sum(axis=0)
         if lost > 0:
             worker_share, host_share = (float((original[chosen].sum() - t) / lost) for t in times[:2])
             if len(set(hosts.tolist())) == 1:
                 # One host holds the whole job: fixing it fixes everything, which names no host.
                 host_share = 0.0
-            if stage is not None:
-                last_share = float((original[chosen].sum() - times[2]) / lost)
     return Attribution(
         job=spec.job, world=spec.world, iterations=tuple(int(i) for i in steps),
         original_ns=tuple(float(t) for t in original), ideal_ns=tuple(float(t) for t in ideal),
+        hardware_ideal_ns=tuple(float(t) for t in hardware_ideal),
         recorded_ns=tuple(float(t) for t in recorded), by_type=by_type,
         by_worker=tuple(float(s) for s in by_worker), worker_unit=unit, worker_share=worker_share, host_share=host_share,
         worker_iterations=tuple(int(i) for i in steps[chosen]), slowest_replica=slowest,
-        replayable=job,
+        replayable=hardware,
         last_stage_share=None if stage is None or stage.max() == 0 else last_share,
         last_stage_evenness=_evenness(by_worker, stage) if unit and stage is not None else 0.0,
         wall_ns=float(records["t_end_ns"].max() - records["t_start_ns"].min()),
@@ -309,7 +328,8 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
 
     slots = program_slots(op, records["nbytes"][order].astype(np.int64), rank, it, first)
     enough = slots.peers >= MIN_PEERS
-    ideal_gap = _put_back(gap, slots.slot, enough)
+    hardware_gap = _put_back(gap, slots.slot, enough)
+    ideal_gap = _rebalanced(hardware_gap, first, rank, it, _stage_replica(spec)[0])
     # A transfer's peers: the same slot on the ranks running its program, and its own other iterations.
     spatial = _put_back(transfer, slots.slot, enough & complete)
     temporal = _put_back(transfer, dense_ids(rank, slots.position, comm, op), complete)
@@ -332,8 +352,8 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     np.minimum.at(span_start, it, start)
     np.maximum.at(span_end, it, end)
     seq = records["seq"][order].astype(np.uint64)
-    job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, ideal_transfer,
-               comm, tuple(records.strings), seq, steps)
+    job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, hardware_gap,
+               ideal_transfer, comm, tuple(records.strings), seq, steps)
     return job, steps, (span_end - span_start).astype(np.float64)
 
 
@@ -343,6 +363,32 @@ def _put_back(values: np.ndarray, group: np.ndarray, usable: np.ndarray) -> np.n
     spread is a length they show too, jitter the fault-free run has as well."""
     median, spread = group_spread(group, values)
     return np.where(usable & (values > median + SPREAD_K * spread), median, values)
+
+
+def _rebalanced(gap: np.ndarray, first: np.ndarray, rank: np.ndarray, it: np.ndarray,
+                stage: np.ndarray | None) -> np.ndarray:
+    """The compute gaps with each iteration's work spread evenly over the pipeline stages (What-if
+    §3.2, §5.2): compute lengths take their average over stages too, which amounts to rebalancing
+    the partition.
+
+    A stage's work in an iteration is the median over its ranks of their interior gaps (a run's
+    first gap also holds data loading and the previous step's tail); each stage's interior gaps are
+    scaled by the mean stage work over its own, so the iteration's work stays and every stage gets
+    an equal share. Gaps already put back to their program's median go in, so that one slow rank
+    does not make its stage look heavy."""
+    if stage is None or stage.max() == 0 or not len(gap):
+        return gap
+    interior = ~first
+    run = np.cumsum(first) - 1
+    work = np.bincount(run, weights=np.where(interior, gap, 0.0))
+    run_stage, run_it = stage[rank[first]], it[first]
+    stages = int(stage.max()) + 1
+    per_stage = group_median(run_it * stages + run_stage, work, size=(int(it.max()) + 1) * stages).reshape(-1, stages)
+    present = np.isfinite(per_stage) & (per_stage > 0)
+    mean = np.nansum(np.where(present, per_stage, np.nan), axis=1) / np.maximum(present.sum(axis=1), 1)
+    # An iteration with fewer than two stages seen has nothing to rebalance.
+    factor = np.where(present & (present.sum(axis=1, keepdims=True) >= 2), mean[:, None] / np.where(present, per_stage, 1.0), 1.0)
+    return np.where(interior, gap * factor[run_it, run_stage][run], gap)
 
 
 def _op_label(code: int) -> str:
@@ -394,8 +440,16 @@ def _restricted(job: _Job, keep: np.ndarray) -> _Job:
     deps = dependencies(job.deps.first[keep], job.deps.holds[keep], group, job.deps.complete[keep])
     _, iteration = np.unique(job.iteration[keep], return_inverse=True)
     return _Job(deps, job.rank[keep], iteration, job.kind[keep], job.kinds, job.gap[keep], job.transfer[keep],
-                job.own[keep], job.ideal_gap[keep], job.ideal_transfer[keep], job.comm[keep], job.comms, job.seq[keep],
-                job.steps[np.unique(job.iteration[keep])])
+                job.own[keep], job.ideal_gap[keep], job.hardware_gap[keep], job.ideal_transfer[keep], job.comm[keep],
+                job.comms, job.seq[keep], job.steps[np.unique(job.iteration[keep])])
+
+
+def _hardware(job: _Job) -> _Job:
+    """The job whose ideal puts the stragglers back but keeps the stage split as recorded (itself
+    when the split is even or there are no stages)."""
+    if job.hardware_gap is job.ideal_gap:
+        return job
+    return replace(job, ideal_gap=job.hardware_gap, subsets={})
 
 
 def _evenness(by_worker: np.ndarray, stage: np.ndarray) -> float:

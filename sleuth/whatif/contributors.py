@@ -49,7 +49,7 @@ def rank_slowdowns(attribution: Attribution, ranks: list[int]) -> np.ndarray:
         return np.zeros((len(chosen), 0))
     keep = job.rank[:, None] == np.asarray(ranks, np.int64)[None, :]
     times = _run_variants(job, keep, keep, chosen)
-    ideal = np.asarray(attribution.ideal_ns)[chosen]
+    ideal = np.asarray(attribution.hardware_ideal_ns)[chosen]
     return times / ideal[:, None]
 
 

@@ -14,12 +14,13 @@ from sleuth.whatif.attribution import COMPUTE, Attribution
 
 
 def attribution(per_iteration=(1.0,) * 10, *, by_type=None, worker_share=0.0, host_share=0.0, last_stage_share=0.0,
-                last_stage_evenness=0.0, slowest_replica=()) -> Attribution:
-    """An attribution with the given per-iteration slowdowns (ideal 100 ns each)."""
+                last_stage_evenness=0.0, slowest_replica=(), split=1.0) -> Attribution:
+    """An attribution with the given per-iteration slowdowns (ideal 100 ns each), of which an even
+    pipeline split would save ``split``."""
     n = len(per_iteration)
     return Attribution(
         job="j", world=8, iterations=tuple(range(n)), original_ns=tuple(100.0 * s for s in per_iteration),
-        ideal_ns=(100.0,) * n, recorded_ns=(100.0,) * n, by_type=by_type or {COMPUTE: 1.2, "dp.all_reduce": 1.0},
+        ideal_ns=(100.0,) * n, hardware_ideal_ns=(100.0 * split,) * n, recorded_ns=(100.0,) * n, by_type=by_type or {COMPUTE: 1.2, "dp.all_reduce": 1.0},
         by_worker=(1.0,) * 8, worker_unit="replica x stage", worker_share=worker_share, host_share=host_share,
         last_stage_share=last_stage_share, last_stage_evenness=last_stage_evenness, wall_ns=1e9,
         slowest_replica=slowest_replica,
@@ -40,15 +41,16 @@ def test_one_short_run_and_nothing_else_is_a_hiccup_and_two_are_not() -> None:
 
 
 @pytest.mark.parametrize("shares, expected", [
-    (dict(worker_share=0.1, last_stage_share=0.8, last_stage_evenness=0.9), Straggler.STAGE_IMBALANCE),
-    (dict(worker_share=0.1, last_stage_share=0.8, last_stage_evenness=0.1), Straggler.HARDWARE),  # a few of it pay
+    (dict(worker_share=0.1, last_stage_share=0.8, split=1.15), Straggler.STAGE_IMBALANCE),  # ln 1.15 / ln 1.2 = 0.77
+    (dict(worker_share=0.1, last_stage_share=0.8, split=1.05), Straggler.HARDWARE),  # the stragglers pay most
+    (dict(worker_share=0.9, split=1.15), Straggler.STAGE_IMBALANCE),  # workers explain the rest, the split most
     (dict(worker_share=0.1, last_stage_share=0.2, slowest_replica=(0, 3, 5)), Straggler.SEQLEN_IMBALANCE),
     (dict(worker_share=0.1, last_stage_share=0.2, slowest_replica=(3, 3, 3)), Straggler.HARDWARE),
     (dict(worker_share=0.7, last_stage_share=0.9), Straggler.HARDWARE),  # a few workers explain it
     (dict(worker_share=0.4, host_share=0.9, last_stage_share=0.9), Straggler.HARDWARE),  # one host does
     (dict(worker_share=0.1, last_stage_share=0.9, by_type={COMPUTE: 1.01, "dp.all_reduce": 1.3}), Straggler.HARDWARE),
-    (dict(worker_share=0.1, last_stage_share=0.9, last_stage_evenness=0.9, by_type={COMPUTE: 1.1, "dp.all_reduce": 1.08}),
-     Straggler.HARDWARE),  # transfers carry too much of it for an imbalance
+    (dict(worker_share=0.1, last_stage_share=0.2, slowest_replica=(0, 3, 5), by_type={COMPUTE: 1.1, "dp.all_reduce": 1.08}),
+     Straggler.HARDWARE),  # transfers carry too much of it for sequence lengths
 ])
 def test_non_hardware_causes_follow_the_papers_shares(shares: dict, expected: Straggler) -> None:
     assert diagnose(attribution((1.2,) * 10, **shares)) is expected
@@ -61,7 +63,7 @@ def _sim(tmp_path, *words: str) -> None:
 
 def _truth_slowdown(folder) -> float:
     rows = json.loads((folder / "truth.json").read_text())["iterations"]
-    return sum(r["time_ns"] for r in rows) / sum(r["counterfactual_ns"] for r in rows)
+    return sum(r["time_ns"] for r in rows) / sum(r["balanced_ns"] for r in rows)
 
 
 def test_localize_names_a_gpu_slow_from_the_first_iteration(tmp_path, capsys) -> None:

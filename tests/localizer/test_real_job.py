@@ -102,3 +102,20 @@ def ramp(tmp_path_factory):
 def test_a_rank_slowing_gradually_is_found_with_its_gpu_on_top(ramp, capsys):
     assert top_suspect_of_the_slowed_iterations(ramp, set(range(5, 30)), capsys) == slowed_gpu(ramp)
 
+
+
+@pytest.fixture(scope="module")
+def uneven(tmp_path_factory):
+    # The last stage computes 100 times the others' base work in every iteration (0.2 s per micro-batch).
+    return logged_job(tmp_path_factory.mktemp("unevenjob"), "uneven-stages", "0:0", "--uneven-stages", "100")
+
+
+def test_an_uneven_pipeline_split_is_named_as_such_and_blames_no_device(uneven, capsys):
+    assert main(["attribute", "--records", str(uneven), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    # An even split of the same work saves most of what the job pays (What-if §5.2).
+    assert found["slowdown"] > 1.2 and found["split_slowdown"] > found["slowdown"] ** 0.5, found
+    assert main(["localize", "--records", str(uneven), "--json"]) == 0
+    incidents = json.loads(capsys.readouterr().out)
+    assert any(i["cause"] == "stage_imbalance" for i in incidents), incidents
+    assert not any(i["suspects"] for i in incidents if i["attribution"]["trigger"] == "slowdown"), incidents
