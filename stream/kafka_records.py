@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from sleuth.layout import ParallelLayout
-from sleuth.proto import codec
+from sleuth.proto import codec, wire
 from sleuth.proto import commops_pb2 as pb
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
@@ -84,8 +84,8 @@ def to_messages(batch: RecordBatch, *, max_records: int = 10_000,
 
 
 def from_message(value: bytes) -> RecordBatch:
-    """The records of one message value."""
-    return codec.records_from_proto(pb.RecordBatch.FromString(value))
+    """The records of one message value (decoded by numpy: ``proto.wire``)."""
+    return wire.records_from_bytes(value)
 
 
 # -- other payloads on the records topic ------------------------------------------------------
@@ -151,7 +151,7 @@ def kind_of(headers: list[tuple[str, bytes]] | dict[str, bytes] | None) -> bytes
 
 
 def iterations_from_message(value: bytes) -> IterationBatch:
-    return codec.iterations_from_proto(pb.IterationBatch.FromString(value))
+    return wire.iterations_from_bytes(value)
 
 
 def job_from_message(value: bytes) -> JobSpec:
