@@ -1,157 +1,337 @@
-"""Ingest throughput and latency on this machine: loggers over gRPC -> gateway -> Kafka -> worker -> ClickHouse.
+"""Ingest as deployed, on this machine: loggers over gRPC -> gateway -> Kafka -> workers (with their
+detectors) -> ClickHouse.
 
 Needs the local services (``deploy/services.sh up``, ports from the usual SLEUTH_* variables).
-Prints one JSON object: records/s of each stage alone and end to end, p50/p99 seconds from a
-batch's send to when a ClickHouse query sees all of it, and the ratio of each rate to a same-run
-baseline (encoding the records into protobuf, the cheapest step every record goes through).
+The records are an emulated job's (``ingest_job``: tp 8, pp 4, data-parallel the rest; every rank,
+consecutive iterations, each block of ``--ranks-per-batch`` ranks one logger batch per iteration).
+Prints one JSON object:
 
-    python benchmarks/bench_ingest.py [--records 200000] [--batch 10000]
+* ``stages``: records/s of each stage alone: the gateway's protobuf decode and validation; the
+  gateway (``sleuth gateway``, its own process) into Kafka, acknowledged; a worker's Kafka consume
+  and decode (its faust app, inserts discarded); the deployed detectors
+  (``stream.detection.deployed.worker_detectors``, what ``sleuth worker`` runs) on worker-sized
+  batches; the ClickHouse inserts of those batches.
+* ``end_to_end``, per ``--workers`` count: ``sleuth gateway`` and N ``sleuth worker`` processes
+  sharing ``--partitions`` partitions; records/s from the first send until ClickHouse answers
+  every record; then p50/p99 seconds from a batch's send to when a query sees all of it, sent at
+  ``--latency-load`` of that rate; then ``--overload-s`` seconds offered at twice that rate: the
+  rate the gateway let the clients send and the peak resident memory of the gateway and workers.
+* ``ratios_to_baseline``: each rate over the same run's protobuf encoding of the records.
+
+    python benchmarks/bench_ingest.py [--world 512] [--iterations 24] [--workers 1 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import numpy as np
 
+import ingest_job
+import ingest_procs
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
-from sleuth.proto import commops_pb2_grpc as pb_grpc
-from sleuth.records import OpKind, RecordBatch
 from sleuth.settings import Settings
-from sleuth.stream import clickhouse_records, connect, gateway, kafka_records, schema
-from sleuth.stream.worker import Worker, decode
-
-
-def records(n: int, *, iteration: int, seed: int) -> RecordBatch:
-    rng = np.random.default_rng(seed)
-    rank = rng.integers(0, 512, n)
-    start = 1_763_700_000 * 10**9 + np.sort(rng.integers(0, 10**11, n))
-    return RecordBatch.from_columns(
-        job="bench", rank=rank, comm=[f"tp.{r // 8}" for r in rank], seq=np.arange(n) + iteration * n,
-        op=np.full(n, int(OpKind.ALL_REDUCE)), peer=np.full(n, -1), nbytes=rng.integers(1, 1 << 28, n),
-        iteration=np.full(n, iteration), t_issue_ns=start, t_start_ns=start, t_end_ns=start + 10**6,
-    )
+from sleuth.stream import connect, gateway, kafka_records, schema, validate
+from sleuth.stream.detection.deployed import worker_detectors
+from sleuth.stream.job_registry import JobRegistry
+from sleuth.stream.sink import ClickHouseSink
+from sleuth.stream.worker import Decoded, Worker, decode
 
 
 def rate(n: int, seconds: float) -> float:
     return round(n / seconds, 1) if seconds > 0 else float("inf")
 
 
+def timed(n: int, work: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    work()
+    return rate(n, time.perf_counter() - t)
+
+
+@dataclasses.dataclass
+class _Message:  # what ``decode`` reads of a Kafka message
+    value: bytes
+    headers: list
+    partition: int = 0
+    offset: int = 0
+
+
+class _Discard:
+    """A ClickHouse client that drops every insert: the worker's consume and decode, measured alone."""
+
+    def execute(self, *args: object, **kwargs: object) -> list:
+        return []
+
+    def disconnect(self) -> None:
+        pass
+
+
+def worker_batches(batches: list[ingest_job.Batch], settings: Settings, world: int) -> list[Decoded]:
+    """What a worker takes from Kafka: the gateway's messages, ``worker_max_records`` messages at a time, decoded."""
+    layout = ingest_job.layout_for(world)
+    messages = []
+    for b in batches:
+        messages += [_Message(v, [(kafka_records.KIND_HEADER, kafka_records.RECORDS)])
+                     for _, v in kafka_records.to_messages(b.records, layout_of=lambda _: layout)]
+        messages += [_Message(v, [(kafka_records.KIND_HEADER, kafka_records.ITERATIONS)])
+                     for _, v in kafka_records.iteration_messages(b.iterations, layout_of=lambda _: layout)]
+    size = settings.worker_max_records
+    return [decode(messages[i:i + size]) for i in range(0, len(messages), size)]
+
+
+class Clients:
+    """``n`` loggers' streams into the gateway at ``port``; each batch's send time, by (iteration, block)."""
+
+    def __init__(self, port: int, n: int) -> None:
+        import grpc
+
+        self.channels = [grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 1 << 30)])
+                         for _ in range(n)]
+        self.sent_at: dict[tuple[int, int], float] = {}
+        self.sent_records = 0
+
+    def register(self, spec: object) -> None:
+        from sleuth.proto import commops_pb2_grpc as pb_grpc
+
+        pb_grpc.CollectorStub(self.channels[0]).RegisterJob(codec.jobspec_to_proto(spec))
+
+    def send(self, items: list[tuple[tuple[int, int], int, list[bytes]]], *, rps: float | None = None,
+             until: float | None = None) -> None:
+        """Stream ``items`` ((iteration, block), records, messages), split over the clients, each
+        paced to its share of ``rps`` (None: as fast as the gateway takes them); cycling over them
+        until ``until`` (a perf_counter time) when given."""
+        start = time.perf_counter()
+        shares = [items[k::len(self.channels)] for k in range(len(self.channels))]
+
+        def messages(share: list) -> object:
+            done = 0
+            for key, n, wire in (itertools.cycle(share) if until is not None else share):
+                if until is not None and time.perf_counter() >= until:
+                    return
+                if rps is not None:
+                    wait = start + done * len(self.channels) / rps - time.perf_counter()
+                    if wait > 0:
+                        time.sleep(wait)
+                self.sent_at.setdefault(key, time.perf_counter())
+                yield from wire
+                done += n
+                self.sent_records += n
+
+        def stream(channel: object, share: list) -> None:
+            call = channel.stream_unary("/sleuth.v1.Collector/Stream", request_serializer=None,
+                                        response_deserializer=pb.StreamSummary.FromString)
+            call(messages(share))
+
+        threads = [threading.Thread(target=stream, args=(c, s)) for c, s in zip(self.channels, shares)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def close(self) -> None:
+        for channel in self.channels:
+            channel.close()
+
+
+class Watcher:
+    """Polls ClickHouse for when each (iteration, block) of ``job`` has all its records."""
+
+    def __init__(self, settings: Settings, job: str, expected: dict[tuple[int, int], int], ranks_per_batch: int) -> None:
+        self.client = connect.clickhouse_client(settings)
+        self.query = (f"SELECT iteration, intDiv(rank, {ranks_per_batch}) AS block, count() "
+                      f"FROM {settings.clickhouse_database}.records WHERE job = %(job)s GROUP BY iteration, block")
+        self.job, self.expected = job, expected
+        self.seen_at: dict[tuple[int, int], float] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            now = time.perf_counter()
+            for iteration, block, count in self.client.execute(self.query, {"job": self.job}):
+                key = (iteration, block)
+                if key not in self.seen_at and count >= self.expected.get(key, 1 << 62):
+                    self.seen_at[key] = now
+            time.sleep(0.1)
+
+    def wait(self, keys: list[tuple[int, int]], timeout: float) -> float:
+        """When the last of ``keys`` was seen (NaN when not all were by ``timeout`` seconds)."""
+        deadline = time.perf_counter() + timeout
+        while not all(k in self.seen_at for k in keys) and time.perf_counter() < deadline:
+            time.sleep(0.05)
+        return max((self.seen_at[k] for k in keys if k in self.seen_at), default=float("nan")) \
+            if all(k in self.seen_at for k in keys) else float("nan")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+        self.client.disconnect()
+
+
+def service_env(settings: Settings, tag: str, partitions: int) -> dict[str, str]:
+    return {"SLEUTH_RECORDS_TOPIC": f"bench-records-{tag}", "SLEUTH_REJECTS_TOPIC": f"bench-rejects-{tag}",
+            "SLEUTH_JOBS_TOPIC": f"bench-jobs-{tag}", "SLEUTH_WORKER_GROUP": f"bench-{tag}",
+            "SLEUTH_IRREGULARITIES_TOPIC": f"bench-irregularities-{tag}",
+            "SLEUTH_CLICKHOUSE_DB": settings.clickhouse_database, "SLEUTH_RECORDS_PARTITIONS": str(partitions)}
+
+
+def stages(settings: Settings, batches: list[ingest_job.Batch], world: int, tag: str, partitions: int) -> dict:
+    total = sum(len(b.records) for b in batches)
+    out: dict = {}
+    wire = [m for b in batches for m in ingest_job.wire(b, "bench")]
+    registry = JobRegistry([ingest_job.spec("bench", world)])
+    limits = gateway.limits_from(settings)
+    out["gateway_decode_validate_rps"] = timed(total, lambda: [
+        validate.check_message(gateway._parse(m), limits=limits, registered=registry) for m in wire])
+
+    decoded = worker_batches(batches, settings, world)
+    worker = Worker(settings, client=None, detectors=worker_detectors(settings))
+    found = []
+    out["detection_rps"] = timed(total, lambda: found.extend(worker.detect(d) for d in decoded))
+    client = connect.clickhouse_client(settings)
+    sink = ClickHouseSink(client, settings.clickhouse_database)
+    out["clickhouse_insert_rps"] = timed(total, lambda: [
+        sink.write(d.records, d.iterations, [], f.abnormal) for d, f in zip(decoded, found)])
+    client.disconnect()
+
+    env = service_env(settings, f"{tag}-stages", partitions)
+    service, port = ingest_procs.gateway(env)
+    clients = Clients(port, 4)
+    try:
+        clients.register(ingest_job.spec("bench", world))
+        items = [((b.iteration, b.block), len(b.records), ingest_job.wire(b, "bench")) for b in batches]
+        out["gateway_to_kafka_rps"] = timed(total, lambda: clients.send(items))
+    finally:
+        clients.close()
+        service.stop()
+
+    # The worker's faust app drains what the gateway wrote, inserts discarded, no detectors; timed
+    # from when it holds its partitions, so that joining the consumer group is not counted.
+    consumer_settings = dataclasses.replace(settings, records_topic=env["SLEUTH_RECORDS_TOPIC"],
+                                            worker_group=env["SLEUTH_WORKER_GROUP"])
+    consumer = Worker(consumer_settings, client=_Discard())
+    stop = threading.Event()
+    thread = threading.Thread(target=consumer.run, args=(stop,), daemon=True)
+    thread.start()
+    deadline = time.perf_counter() + 300
+    while not consumer.assignment() and time.perf_counter() < deadline:
+        time.sleep(0.005)
+    t, first = time.perf_counter(), consumer.inserted_records
+    while consumer.inserted_records < total and time.perf_counter() < deadline:
+        time.sleep(0.005)
+    out["kafka_consume_decode_rps"] = rate(consumer.inserted_records - first, time.perf_counter() - t)
+    stop.set()
+    thread.join(timeout=30)
+    return out
+
+
+def end_to_end(settings: Settings, batches: list[ingest_job.Batch], world: int, n_workers: int, args: argparse.Namespace,
+               tag: str) -> dict:
+    job = f"bench-{tag}-w{n_workers}"
+    env = service_env(settings, f"{tag}-w{n_workers}", args.partitions)
+    items = [((b.iteration, b.block), len(b.records), ingest_job.wire(b, job)) for b in batches]
+    iterations = sorted({b.iteration for b in batches})
+    warm = [i for i in items if i[0][0] == iterations[0]]
+    latency_from = iterations[-args.latency_iterations]
+    flat = [i for i in items if iterations[0] < i[0][0] < latency_from]
+    paced = [i for i in items if i[0][0] >= latency_from]
+    service, port = ingest_procs.gateway(env)
+    workers = ingest_procs.workers(env, n_workers)
+    watcher = Watcher(settings, job, {i[0]: i[1] for i in items}, args.ranks_per_batch)
+    clients = Clients(port, args.clients)
+    out: dict = {"workers": n_workers}
+    try:
+        clients.register(ingest_job.spec(job, world))
+        clients.send(warm)  # the group has settled once the first iteration is queryable
+        if np.isnan(watcher.wait([i[0] for i in warm], 300)):
+            raise RuntimeError("the warm-up iteration never became queryable")
+        t = time.perf_counter()
+        clients.send(flat)
+        out["gateway_accepted_rps"] = rate(sum(i[1] for i in flat), time.perf_counter() - t)
+        done = watcher.wait([i[0] for i in flat], 600)
+        e2e = rate(sum(i[1] for i in flat), done - t)
+        out["rps"] = e2e
+
+        clients.send(paced, rps=args.latency_load * e2e)
+        watcher.wait([i[0] for i in paced], 300)
+        latencies = np.array([watcher.seen_at[k] - clients.sent_at[k] for k, _, _ in paced if k in watcher.seen_at])
+        out["latency_load_rps"] = round(args.latency_load * e2e, 1)
+        out["latency_p50_s"] = round(float(np.percentile(latencies, 50)), 3)
+        out["latency_p99_s"] = round(float(np.percentile(latencies, 99)), 3)
+
+        # Twice what the path carries, offered for a while (resending: the tables fold the copies).
+        peaks = {"gateway": 0, **{f"worker{k}": 0 for k in range(n_workers)}}
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.is_set():
+                for name, proc in zip(peaks, [service, *workers]):
+                    peaks[name] = max(peaks[name], proc.memory_kib()["VmRSS"])
+                time.sleep(0.2)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        before = clients.sent_records
+        t = time.perf_counter()
+        clients.send(flat, rps=2 * e2e, until=t + args.overload_s)
+        elapsed = time.perf_counter() - t
+        stop.set()
+        sampler.join()
+        out["overload"] = {"offered_rps": round(2 * e2e, 1), "seconds": round(elapsed, 1),
+                           "accepted_rps": rate(clients.sent_records - before, elapsed),
+                           "peak_rss_mib": {k: round(v / 1024, 1) for k, v in peaks.items()},
+                           "peak_rss_since_start_mib": {name: round(p.memory_kib()["VmHWM"] / 1024, 1)
+                                                        for name, p in zip(peaks, [service, *workers])}}
+    finally:
+        clients.close()
+        watcher.close()
+        for proc in [*workers, service]:
+            proc.stop()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--batch", type=int, default=10_000)
+    parser.add_argument("--world", type=int, default=512, help="ranks of the emulated job (a multiple of 32)")
+    parser.add_argument("--iterations", type=int, default=24)
+    parser.add_argument("--ranks-per-batch", type=int, default=64, help="ranks in one logger batch of an iteration")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker processes, one run per count")
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--clients", type=int, default=4, help="concurrent logger streams")
+    parser.add_argument("--latency-iterations", type=int, default=4)
+    parser.add_argument("--latency-load", type=float, default=0.5, help="share of the measured rate the latency run offers")
+    parser.add_argument("--overload-s", type=float, default=20.0)
+    parser.add_argument("--no-stages", action="store_true")
     args = parser.parse_args()
     tag = uuid.uuid4().hex[:8]
-    settings = dataclasses.replace(
-        Settings.from_env(), records_topic=f"bench-records-{tag}", rejects_topic=f"bench-rejects-{tag}",
-        jobs_topic=f"bench-jobs-{tag}", worker_group=f"bench-{tag}", clickhouse_database=f"bench_{tag}", gateway_port=0,
-    )
-    batches = [records(args.batch, iteration=i, seed=i) for i in range(args.records // args.batch)]
-    total = sum(map(len, batches))
-    out: dict = {"records": total, "batch": args.batch}
-
-    # Baseline: protobuf encoding of every batch.
-    t = time.perf_counter()
-    wire = [codec.records_to_proto(b) for b in batches]
-    out["baseline_encode_rps"] = rate(total, time.perf_counter() - t)
-
-    # Stage: Kafka message split + decode (the worker's CPU part), no I/O.
-    messages = [m for b in batches for m in kafka_records.to_messages(b)]
-    t = time.perf_counter()
-    _ = [kafka_records.from_message(v) for _, v in messages]
-    out["stage_kafka_decode_rps"] = rate(total, time.perf_counter() - t)
-
+    settings = dataclasses.replace(Settings.from_env(), clickhouse_database=f"bench_{tag}")
+    records, iterations = ingest_job.emulate(args.world, args.iterations)
+    batches = ingest_job.batches(records, iterations, ranks_per_batch=args.ranks_per_batch)
+    out: dict = {"world": args.world, "layout": ingest_job.layout_for(args.world).to_dict(),
+                 "records_per_iteration": len(records) // args.iterations, "batches": len(batches)}
+    out["baseline_encode_rps"] = timed(len(records), lambda: [codec.records_to_proto(b.records) for b in batches])
     client = connect.clickhouse_client(settings)
     schema.migrate(client, settings.clickhouse_database)
     try:
-        # Stage: ClickHouse columnar inserts alone (into a scratch table).
-        scratch = f"{settings.clickhouse_database}.scratch"
-        client.execute(clickhouse_records.records_table_ddl(scratch))
-        t = time.perf_counter()
-        for b in batches:
-            clickhouse_records.insert_records(client, scratch, b)
-        out["stage_clickhouse_insert_rps"] = rate(total, time.perf_counter() - t)
-
-        # Stage: gateway alone (gRPC in, Kafka acks=all out), no worker running.
-        connect.ensure_gateway_topics(settings)
-        server, port, collector = gateway.create(settings)
-        server.start()
-        import grpc
-
-        stub = pb_grpc.CollectorStub(grpc.insecure_channel(f"127.0.0.1:{port}",
-                                                           options=[("grpc.max_send_message_length", 1 << 30)]))
-        from sleuth.jobspec import JobSpec
-        from sleuth.layout import ParallelLayout
-
-        stub.RegisterJob(codec.jobspec_to_proto(JobSpec.from_layout("bench", ParallelLayout(512, 8, 1, 64))))
-        t = time.perf_counter()
-        stub.Stream(pb.StreamMessage(records=w) for w in wire)
-        out["stage_gateway_to_kafka_rps"] = rate(total, time.perf_counter() - t)
-
-        # Stage: worker alone, draining what the gateway just wrote (from its first insert on, so
-        # that joining the consumer group is not counted).
-        stop = threading.Event()
-        worker = Worker(settings, client=connect.clickhouse_client(settings))
-        thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
-        thread.start()
-        deadline = time.perf_counter() + 300
-        while worker.batches == 0 and time.perf_counter() < deadline:
-            time.sleep(0.005)
-        t, first = time.perf_counter(), worker.inserted_records
-        while worker.inserted_records < total and time.perf_counter() < deadline:
-            time.sleep(0.005)
-        out["stage_worker_kafka_to_clickhouse_rps"] = rate(worker.inserted_records - first, time.perf_counter() - t)
-
-        # End to end, worker running: resend as a fresh iteration range; latency per batch.
-        offset = len(batches)
-        fresh = [records(args.batch, iteration=offset + i, seed=i) for i in range(len(batches))]
-        sent_at: dict[int, float] = {}
-        seen_at: dict[int, float] = {}
-        table = f"{settings.clickhouse_database}.records"
-        watcher_client = connect.clickhouse_client(settings)
-
-        def watch() -> None:
-            while len(seen_at) < len(fresh) and not stop.is_set():
-                rows = watcher_client.execute(
-                    f"SELECT iteration, count() FROM {table} WHERE iteration >= %(lo)s GROUP BY iteration",
-                    {"lo": offset})
-                now = time.perf_counter()
-                for iteration, count in rows:
-                    if count >= args.batch and iteration not in seen_at:
-                        seen_at[iteration] = now
-                time.sleep(0.05)
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        t = time.perf_counter()
-        for b in fresh:
-            sent_at[int(b["iteration"][0])] = time.perf_counter()
-            stub.Stream(iter([pb.StreamMessage(records=codec.records_to_proto(b))]))
-        watcher.join(timeout=300)
-        elapsed = max(seen_at.values()) - t if seen_at else float("nan")
-        out["end_to_end_rps"] = rate(sum(map(len, fresh)), elapsed)
-        latencies = np.array([seen_at[i] - sent_at[i] for i in seen_at])
-        out["latency_p50_s"] = round(float(np.percentile(latencies, 50)), 3)
-        out["latency_p99_s"] = round(float(np.percentile(latencies, 99)), 3)
-        stop.set()
-        thread.join(timeout=30)
-        server.stop(grace=5).wait()
-        collector.publisher.close()
-        watcher_client.disconnect()
+        if not args.no_stages:
+            out["stages"] = stages(settings, batches, args.world, tag, args.partitions)
+        out["end_to_end"] = [end_to_end(settings, batches, args.world, n, args, tag) for n in args.workers]
     finally:
         client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
         client.disconnect()
     base = out["baseline_encode_rps"]
-    out["ratios_to_baseline"] = {k: round(v / base, 4) for k, v in out.items()
-                                 if k.endswith("_rps") and k != "baseline_encode_rps"}
-    out["moonshot_rps"] = 1_000_000
+    rates = {**{f"stage_{k}": v for k, v in out.get("stages", {}).items()},
+             **{f"end_to_end_{r['workers']}w_rps": r["rps"] for r in out["end_to_end"]}}
+    out["ratios_to_baseline"] = {k: round(v / base, 4) for k, v in rates.items()}
     print(json.dumps(out, indent=2))
 
 

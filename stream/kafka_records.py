@@ -1,4 +1,4 @@
-"""CommOps records as Kafka messages: one message per (job, rank) slice of a batch.
+"""CommOps records as Kafka messages: one message per (job, unit) slice of a batch.
 
 The key is ``<job>/<unit>``, where the unit is the smallest rank of the rank's model replica
 (``ParallelLayout.replica_of``) when the job was registered with a layout, and the rank itself
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from sleuth.layout import ParallelLayout
-from sleuth.proto import codec
+from sleuth.proto import codec, wire
 from sleuth.proto import commops_pb2 as pb
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
@@ -35,41 +35,57 @@ def message_key(job: str, unit: int) -> bytes:
     return f"{job}/{unit}".encode()
 
 
+def _units(batch: RecordBatch | IterationBatch, layout_of: LayoutOf | None) -> np.ndarray:
+    """Each record's unit (module docstring): its replica's smallest rank under its job's layout, else its rank."""
+    ranks = batch["rank"]
+    units = ranks.astype(np.uint64)
+    if layout_of is None:
+        return units
+    for code in np.unique(batch["job"]).tolist():
+        layout = layout_of(batch.strings[code])
+        if layout is not None:
+            mine = batch["job"] == code
+            units[mine] = layout.replica_of(ranks[mine].astype(np.int64))
+    return units
+
+
 def _keyed_messages(batch: RecordBatch | IterationBatch, max_records: int, layout_of: LayoutOf | None,
                     encode: Callable[[Any], Any]) -> list[tuple[bytes, bytes]]:
-    """(key, value) pairs: ``batch`` split by (job, rank), each slice at most ``max_records`` in
-    batch order, keyed by the rank's unit (module docstring), encoded by ``encode``."""
+    """(key, value) pairs: ``batch`` split by (job, unit), each slice at most ``max_records`` in
+    batch order, keyed by the unit (module docstring), encoded by ``encode``."""
     if max_records < 1:
         raise ValueError(f"max_records must be positive, got {max_records}")
     if not len(batch):
         return []
-    group = (batch["job"].astype(np.uint64) << np.uint64(32)) | batch["rank"].astype(np.uint64)
-    order = np.argsort(group, kind="stable")
+    group = (batch["job"].astype(np.uint64) << np.uint64(32)) | _units(batch, layout_of)
+    order = np.argsort(group, kind="stable")  # stable: each rank's records keep their order
+    ordered = batch.take(order)  # one gather; every message below is then a slice of it
+    group = group[order]
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    ends = np.r_[starts[1:], len(group)]
     messages = []
-    for indices in np.split(order, np.flatnonzero(np.diff(group[order])) + 1):
-        first = int(indices[0])
-        job, rank = batch.strings[batch["job"][first]], int(batch["rank"][first])
-        layout = layout_of(job) if layout_of is not None else None
-        key = message_key(job, int(layout.replica_of(np.array([rank]))[0]) if layout is not None else rank)
-        for start in range(0, len(indices), max_records):
-            part = batch.take(indices[start : start + max_records]).compact()
+    for first, end in zip(starts.tolist(), ends.tolist()):
+        key = message_key(ordered.strings[int(ordered["job"][first])], int(group[first] & np.uint64(0xFFFFFFFF)))
+        for start in range(first, end, max_records):
+            part = ordered.take(slice(start, min(start + max_records, end))).compact()
             messages.append((key, encode(part).SerializeToString()))
     return messages
 
 
 def to_messages(batch: RecordBatch, *, max_records: int = 10_000,
                 layout_of: LayoutOf | None = None) -> list[tuple[bytes, bytes]]:
-    """(key, value) pairs for ``batch``: split by (job, rank), each slice at most ``max_records``.
+    """(key, value) pairs for ``batch``: split by (job, unit), each slice at most ``max_records``.
 
-    Within a slice the records keep their order in ``batch``. ``layout_of``: the jobs' layouts,
+    A message holds the records of every rank of one unit (fewer, larger messages: Kafka's cost is
+    per message); each rank's records keep their order in ``batch``. ``layout_of``: the jobs' layouts,
     for the replica keys (module docstring); a rank outside its layout's world raises ``LayoutError``.
     """
     return _keyed_messages(batch, max_records, layout_of, codec.records_to_proto)
 
 
 def from_message(value: bytes) -> RecordBatch:
-    """The records of one message value."""
-    return codec.records_from_proto(pb.RecordBatch.FromString(value))
+    """The records of one message value (decoded by numpy: ``proto.wire``)."""
+    return wire.records_from_bytes(value)
 
 
 # -- other payloads on the records topic ------------------------------------------------------
@@ -135,7 +151,7 @@ def kind_of(headers: list[tuple[str, bytes]] | dict[str, bytes] | None) -> bytes
 
 
 def iterations_from_message(value: bytes) -> IterationBatch:
-    return codec.iterations_from_proto(pb.IterationBatch.FromString(value))
+    return wire.iterations_from_bytes(value)
 
 
 def job_from_message(value: bytes) -> JobSpec:

@@ -70,6 +70,8 @@ class Publisher:
             max_in_flight_requests_per_connection=5,  # the most idempotence keeps in order
             linger_ms=5,
             batch_size=1 << 20,
+            # Record columns compress about 3x; lz4 costs ~60 ns a record, the bytes saved more.
+            compression_type="lz4",
             max_request_size=1 << 20,
             # Long enough to ride out a broker restart; the budget above bounds what piles up.
             delivery_timeout_ms=180_000,

@@ -157,6 +157,10 @@ class Worker:
     def _prepare(self, messages: list[Any]) -> tuple[Decoded, Detected]:
         decoded = decode(messages)
         self._forget_idle(decoded)
+        return decoded, self.detect(decoded)
+
+    def detect(self, decoded: Decoded) -> Detected:
+        """Fold a decoded batch into the per-rank state and run every detector on it."""
         self.state.update(decoded.records)
         self.state.update_iterations(decoded.iterations)
         detected = Detected([], [])
@@ -171,7 +175,7 @@ class Worker:
                                    type(detector).__name__, len(decoded.records))
                 # What it found before it failed, too.
                 detected.irregularities += detector.take_irregularities()
-        return decoded, detected
+        return detected
 
     def _forget_idle(self, decoded: Decoded) -> None:
         """Note the jobs of this batch; drop the state of the jobs no batch named for ``SLEUTH_JOB_IDLE_S``."""

@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from sleuth import metrics
     from sleuth.stream import connect, schema
-    from sleuth.stream.detection import StreamDetector, load, load_default_model
+    from sleuth.stream.detection.deployed import worker_detectors
     from sleuth.stream.detection.publish import IrregularityPublisher
     from sleuth.stream.worker import Worker
 
@@ -31,11 +31,10 @@ def _run(args: argparse.Namespace) -> int:
     connect.ensure_topics(settings, {settings.records_topic: settings.records_partitions,
                                      settings.irregularities_topic: settings.records_partitions})
     # Load the model before joining the group: a bad model file fails here, naming the setting.
-    model = load(settings.detect_model) if settings.detect_model else load_default_model()
+    detectors = worker_detectors(settings)
     publisher = IrregularityPublisher(settings)
-    detector = StreamDetector(model)
     stop = stop_on_signals()
-    worker = Worker(settings, client=client, detectors=[detector], publish=publisher)
+    worker = Worker(settings, client=client, detectors=detectors, publish=publisher)
     port = metrics.serve(settings.worker_metrics_port)
     print(f"worker consuming {settings.records_topic} as {settings.worker_group}"
           + (f"; metrics on :{port}" if port else ""), flush=True)

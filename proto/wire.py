@@ -1,0 +1,133 @@
+"""Columnar batches straight from their ``commops.proto`` bytes, with numpy: no per-record Python.
+
+protobuf's parser fills repeated fields that Python then copies value by value (``codec``,
+about 2 M records/s). A packed column is one length-delimited run of varints or of 8-byte
+little-endian values, so numpy decodes it whole: the fixed-width times are views of the bytes
+(zero-copy), the varints are found by their stop bits and assembled in a few array passes.
+
+Only the canonical encoding (what protobuf and sleuth's gateway write: packed columns, no unknown
+fields) takes this path; anything else (unpacked repeated fields, unknown fields, an op number
+beyond the column, a truncated message) goes to ``codec`` and protobuf, which decide and word
+the error exactly as before.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sleuth.proto import codec
+from sleuth.proto import commops_pb2 as pb
+from sleuth.records import ColumnBatch, IterationBatch, RecordBatch
+
+# How each packed field number is encoded on the wire (commops.proto).
+_RECORDS = {2: ("job", "u32"), 3: ("rank", "u32"), 4: ("comm", "u32"), 5: ("seq", "u64"), 6: ("op", "enum"),
+            7: ("peer", "s32"), 8: ("nbytes", "u64"), 9: ("iteration", "s64"), 10: ("t_issue_ns", "f64"),
+            11: ("t_start_ns", "f64"), 12: ("t_end_ns", "f64")}
+_ITERATIONS = {2: ("job", "u32"), 3: ("rank", "u32"), 4: ("iteration", "s64"), 5: ("t_start_ns", "f64"),
+               6: ("t_end_ns", "f64")}
+_DROPPED = 13  # RecordBatch.dropped, a plain varint
+
+
+class _NotCanonical(Exception):
+    """The bytes need protobuf's general parser."""
+
+
+def records_from_bytes(data: bytes) -> RecordBatch:
+    """The records of a serialized ``RecordBatch`` (as ``codec.records_from_proto`` of its parse)."""
+    try:
+        return _decode(data, _RECORDS, RecordBatch)
+    except _NotCanonical:
+        return codec.records_from_proto(pb.RecordBatch.FromString(data))
+
+
+def iterations_from_bytes(data: bytes) -> IterationBatch:
+    try:
+        return _decode(data, _ITERATIONS, IterationBatch)
+    except _NotCanonical:
+        return codec.iterations_from_proto(pb.IterationBatch.FromString(data))
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise _NotCanonical
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        pos += 1
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _decode(data: bytes, layout: dict[int, tuple[str, str]], kind: type[ColumnBatch]) -> ColumnBatch:
+    strings: list[str] = []
+    spans: dict[int, list[tuple[int, int]]] = {number: [] for number in layout}
+    pos = 0
+    while pos < len(data):
+        tag, pos = _varint(data, pos)
+        number, wire_type = tag >> 3, tag & 7
+        if wire_type == 2:
+            length, pos = _varint(data, pos)
+            if pos + length > len(data):
+                raise _NotCanonical
+            if number == 1:
+                try:
+                    strings.append(data[pos : pos + length].decode("utf-8"))
+                except UnicodeDecodeError:
+                    raise _NotCanonical from None
+            elif number in spans:
+                spans[number].append((pos, pos + length))
+            else:
+                raise _NotCanonical
+            pos += length
+        elif wire_type == 0 and number == _DROPPED and kind is RecordBatch:
+            _, pos = _varint(data, pos)
+        else:
+            raise _NotCanonical
+    buffer = np.frombuffer(data, np.uint8)
+    columns = {name: _column(buffer, spans[number], encoding) for number, (name, encoding) in layout.items()}
+    return kind(columns, strings)
+
+
+def _column(buffer: np.ndarray, spans: list[tuple[int, int]], encoding: str) -> np.ndarray:
+    raw = buffer[spans[0][0] : spans[0][1]] if len(spans) == 1 else (
+        np.concatenate([buffer[a:b] for a, b in spans]) if spans else buffer[:0])
+    if encoding == "f64":
+        if len(raw) % 8:
+            raise _NotCanonical
+        return raw.view("<i8").astype(np.int64, copy=False)
+    values = _varints(raw)
+    if encoding == "u64":
+        return values
+    if encoding == "u32":
+        return values.astype(np.uint32)  # protobuf keeps the low 32 bits of a longer varint too
+    if encoding == "s64":  # zigzag
+        return (values >> np.uint64(1)).view(np.int64) ^ -(values & np.uint64(1)).view(np.int64)
+    low = values.astype(np.uint32)
+    if encoding == "s32":
+        return (low >> np.uint32(1)).view(np.int32) ^ -(low & np.uint32(1)).view(np.int32)
+    numbers = low.view(np.int32)  # enum: an int32
+    if len(numbers) and (int(numbers.min()) < 0 or int(numbers.max()) > 255):
+        raise _NotCanonical  # codec names the column and the value
+    return numbers.astype(np.uint8)
+
+
+def _varints(raw: np.ndarray) -> np.ndarray:
+    """The uint64 values of a run of packed varints."""
+    if not len(raw):
+        return np.zeros(0, np.uint64)
+    if raw[-1] >= 0x80:
+        raise _NotCanonical  # the last value is cut off
+    ends = np.flatnonzero(raw < 0x80)
+    if len(ends) == len(raw):
+        return raw.astype(np.uint64)  # every value a single byte
+    starts = np.empty(len(ends), np.int64)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    lengths = ends - starts + 1
+    if int(lengths.max()) > 10:
+        raise _NotCanonical
+    shift = (np.arange(len(raw)) - np.repeat(starts, lengths)) * 7
+    parts = (raw & 0x7F).astype(np.uint64) << shift.astype(np.uint64)
+    return np.bitwise_or.reduceat(parts, starts)

@@ -1,0 +1,73 @@
+"""Batches decoded by numpy from their bytes (``proto.wire``) equal protobuf's decoding, bit for bit."""
+
+import numpy as np
+import pytest
+from google.protobuf.message import DecodeError
+
+from sleuth.errors import RecordError
+from sleuth.proto import codec, wire
+from sleuth.proto import commops_pb2 as pb
+from sleuth.records import IterationBatch, RecordBatch
+
+from ..record_factory import random_records
+
+
+def _same(a, b) -> None:
+    assert a.strings == b.strings
+    for field in a.FIELDS:
+        assert a[field.name].dtype == b[field.name].dtype
+        assert a[field.name].tobytes() == b[field.name].tobytes(), field.name
+
+
+def test_full_range_records_decode_as_protobuf_does():
+    data = codec.records_to_proto(random_records(20_000, seed=5), dropped=3).SerializeToString()
+    _same(wire.records_from_bytes(data), codec.records_from_proto(pb.RecordBatch.FromString(data)))
+
+
+def test_negative_peers_and_iterations_and_extreme_varints():
+    batch = RecordBatch.from_columns(
+        job="j", rank=[0, 2**32 - 1, 5], comm=["a", "b", "a"], seq=[0, 2**64 - 1, 127], op=[1, 11, 7],
+        peer=[-1, 2**31 - 1, 0], nbytes=[128, 2**63, 0], iteration=[-1, 2**63 - 1, 0],
+        t_issue_ns=[-(2**63), 0, 2**63 - 1], t_start_ns=[1, 2, 3], t_end_ns=[4, 5, 6])
+    _same(wire.records_from_bytes(codec.records_to_proto(batch).SerializeToString()), batch)
+
+
+def test_iterations_and_empty_batches():
+    its = IterationBatch.from_columns(job=["a", "b"], rank=[0, 4_000_000_000], iteration=[-1, 2**62],
+                                      t_start_ns=[-(2**63), 0], t_end_ns=[2**63 - 1, 1])
+    _same(wire.iterations_from_bytes(codec.iterations_to_proto(its).SerializeToString()), its)
+    _same(wire.records_from_bytes(b""), RecordBatch.empty())
+
+
+def test_unpacked_columns_and_unknown_fields_take_protobufs_path():
+    batch = random_records(5, seed=1)
+    packed = codec.records_to_proto(batch).SerializeToString()
+    # rank (field 3) once more, unpacked: one varint with its own tag, which appends a sixth value.
+    unpacked = packed + bytes([3 << 3 | 0, 9])
+    with pytest.raises(RecordError, match="'rank' has 6 values"):
+        wire.records_from_bytes(unpacked)
+    unknown = packed + bytes([15 << 3 | 0, 1])  # field 15: protobuf keeps it as unknown
+    _same(wire.records_from_bytes(unknown), batch)
+
+
+def test_a_column_that_does_not_fit_is_refused_naming_it():
+    message = codec.records_to_proto(random_records(3, seed=3))
+    message.op[1] = 300
+    with pytest.raises(RecordError, match="column 'op'"):
+        wire.records_from_bytes(message.SerializeToString())
+    message.op[1] = -5
+    with pytest.raises(RecordError, match="column 'op'"):
+        wire.records_from_bytes(message.SerializeToString())
+
+
+def test_cut_off_bytes_are_a_decode_error():
+    data = codec.records_to_proto(random_records(50, seed=4)).SerializeToString()
+    with pytest.raises(DecodeError):
+        wire.records_from_bytes(data[: len(data) // 2])
+
+
+def test_unequal_columns_are_refused_naming_the_column():
+    message = codec.records_to_proto(random_records(10, seed=2))
+    message.seq.append(5)
+    with pytest.raises(RecordError, match="'seq' has 11 values"):
+        wire.records_from_bytes(message.SerializeToString())
