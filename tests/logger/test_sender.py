@@ -11,6 +11,7 @@ from sleuth.jobspec import JobSpec
 from sleuth.layout import ParallelLayout
 from sleuth.logger.sender import GrpcSink
 from sleuth.logger.spill import Spill
+from sleuth.proto import commops_pb2 as pb
 from sleuth.records import IterationBatch, RecordBatch
 
 from tests.logger import collector
@@ -295,5 +296,29 @@ def test_a_collector_that_forgot_the_job_gets_its_spec_again_and_the_records_flo
         assert servicer.registrations == 2
         assert sorted(servicer.all_records()["seq"].tolist()) == list(range(50))
         assert (sink.stats()["dropped"], sink.stats()["refused"]) == (0, 0)
+    finally:
+        srv.stop(0)
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAVAILABLE], ids=lambda c: c.name)
+def test_on_confirmed_hands_over_each_message_the_collector_confirmed_once_and_no_other(tmp_path, code):
+    refusals = []
+
+    def once(message):
+        if 100 in _seqs(message) and not refusals:
+            refusals.append(message)
+            return code
+        return None
+
+    confirmed = []
+    srv, servicer, port = collector.start(refuse=once)
+    try:
+        sink = sink_for(port, tmp_path, stream_s=5.0, backoff_s=(0.05, 0.2), on_confirmed=confirmed.extend)
+        for start, n in ((0, 60), (60, 40), (100, 50), (150, 50)):
+            sink.records(batch(start, n), dropped=0)
+        sink.close(10)
+        seqs = sorted(s for data in confirmed for s in _seqs(pb.StreamMessage.FromString(data)))
+        assert seqs == sorted(servicer.all_records()["seq"].tolist())
+        assert (100 in seqs) == (code == grpc.StatusCode.UNAVAILABLE)  # a refused batch is never confirmed
     finally:
         srv.stop(0)
