@@ -160,6 +160,16 @@ def _seqs(message) -> set[int]:
     return set(message.records.seq) if message.HasField("records") else set()
 
 
+def refuse_once(code, refusals):
+    """A refusal with ``code`` of the first message carrying seq 100 (kept in ``refusals``), then none."""
+    def once(message):
+        if 100 in _seqs(message) and not refusals:
+            refusals.append(message)
+            return code
+        return None
+    return once
+
+
 PERMANENT = [grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND,
              grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INTERNAL]
 TRANSIENT = [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -192,12 +202,7 @@ def test_a_refused_batch_is_dropped_and_counted_and_what_was_confirmed_is_never_
 @pytest.mark.parametrize("code", TRANSIENT, ids=[c.name for c in TRANSIENT])
 def test_a_batch_refused_with_a_code_that_can_clear_is_sent_again(tmp_path, code):
     refusals = []
-
-    def once(message):
-        if 100 in _seqs(message) and not refusals:
-            refusals.append(message)
-            return code
-        return None
+    once = refuse_once(code, refusals)
 
     srv, servicer, port = collector.start(refuse=once)
     try:
@@ -303,12 +308,7 @@ def test_a_collector_that_forgot_the_job_gets_its_spec_again_and_the_records_flo
 @pytest.mark.parametrize("code", [grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAVAILABLE], ids=lambda c: c.name)
 def test_on_confirmed_hands_over_each_message_the_collector_confirmed_once_and_no_other(tmp_path, code):
     refusals = []
-
-    def once(message):
-        if 100 in _seqs(message) and not refusals:
-            refusals.append(message)
-            return code
-        return None
+    once = refuse_once(code, refusals)
 
     confirmed = []
     srv, servicer, port = collector.start(refuse=once)
