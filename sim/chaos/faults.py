@@ -42,6 +42,7 @@ class FaultInjector:
         self.counts: collections.Counter[str] = collections.Counter({kind: 0 for kind in KINDS})
         self.log: list[tuple[str, str]] = []  # (kind, detail) in order
         self.errors: list[str] = []
+        self.down: set[str] = set()  # held down by a fault now: the supervisor leaves these alone
         self._stop = threading.Event()
         self._round: list[str] = []
         self._thread = threading.Thread(target=self._run, name="chaos-faults", daemon=True)
@@ -82,8 +83,12 @@ class FaultInjector:
             return self._while(lambda: self.stack.signal("kafka", signal.SIGSTOP), down,
                                lambda: self.stack.signal("kafka", signal.SIGCONT), f"kafka paused {down:.1f}s")
         name = _KILLED[kind]
-        return self._while(lambda: self.stack.signal(name, signal.SIGKILL), down, lambda: self.stack.restart(name),
-                           f"{name} killed, back after {down:.1f}s")
+        self.down.add(name)
+        try:
+            return self._while(lambda: self.stack.signal(name, signal.SIGKILL), down, lambda: self.stack.restart(name),
+                               f"{name} killed, back after {down:.1f}s")
+        finally:
+            self.down.discard(name)
 
     def _while(self, fault: Callable[[], bool], down_s: float, undo: Callable[[], object], detail: str) -> str | None:
         if not fault():

@@ -29,6 +29,7 @@ def run_chaos(repo_root: Path, state_dir: Path, *, seconds: float, seed: int = 0
     stack = PrivateStack.create(repo_root, state_dir, alert_webhooks=receiver.url, alert_resend_s=10.0,
                                 alert_backoff_s=0.2)
     started = time.monotonic()
+    injector: FaultInjector | None = None
     try:
         stack.up()
         ledger = Ledger()
@@ -36,9 +37,11 @@ def run_chaos(repo_root: Path, state_dir: Path, *, seconds: float, seed: int = 0
                       iterations=iterations, iteration_s=iteration_s, seed=seed)
         injector = FaultInjector(stack, fleet, seed=seed, gap_s=gap_s)
         injector.start()
-        # Past ``seconds`` until every kind came once: a run that asks for all of them gets all of them.
-        while time.monotonic() - started < seconds or not all(injector.counts.values()):
+        # Past ``seconds`` until every kind came once (a run that asks for all of them gets all of them), within reason.
+        while time.monotonic() - started < seconds or not all(injector.counts.values()) and \
+                time.monotonic() - started < 3 * seconds:
             fleet.tick()
+            _supervise(stack, injector)
             time.sleep(0.5)
         injector.stop()
         for name in SERVICES + PROCESSES:  # the supervisor brings back whatever is still down
@@ -57,8 +60,19 @@ def run_chaos(repo_root: Path, state_dir: Path, *, seconds: float, seed: int = 0
             "seconds": round(time.monotonic() - started, 1),
         }
     finally:
+        if injector is not None:
+            injector.stop()  # no fault may restart a service after the stack is down
         stack.down()
         receiver.close()
+
+
+def _supervise(stack: PrivateStack, injector: FaultInjector) -> None:
+    """What systemd's Restart=always does: a stack process that exited (one that found Kafka down as it started
+    exits) is started again, unless a fault holds it down now."""
+    for name in PROCESSES:
+        if name not in injector.down and stack.pid(name) is None:
+            _log.warning("%s is not running; starting it again", name)
+            stack.restart(name)
 
 
 def _settle(stack: PrivateStack, ledger: Ledger, receiver: WebhookReceiver, *, settle_s: float,
