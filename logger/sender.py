@@ -23,7 +23,8 @@ depends on its status code (``sleuth.stream.grpc_status.RETRYABLE``):
 
 Either way the messages the collector confirmed before the refused one (trailing metadata
 ``sleuth-accepted``, sent once Kafka has them) are forgotten, never resent, and those after it
-are sent again.
+are sent again. ``on_confirmed`` (optional) is handed each confirmed message, as queued, once:
+what a checker compares with the store downstream (``sleuth.sim.chaos``).
 
 Reconnection backs off exponentially. Every failure is logged once with its cause; nothing here
 raises into the caller.
@@ -36,6 +37,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -81,8 +83,10 @@ class GrpcSink:
         token: str = "",
         tls_ca: bytes | None = None,
         unregistered_grace_s: float = UNREGISTERED_GRACE_S,
+        on_confirmed: Callable[[list[bytes]], None] | None = None,
     ) -> None:
         self.target = target
+        self.on_confirmed = on_confirmed
         # Per-call metadata rather than call credentials: gRPC sends those over TLS only, and a
         # gateway on a trusted network may check tokens without TLS.
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
@@ -340,6 +344,7 @@ class GrpcSink:
             self.accepted += summary.accepted
             self._refusing = None
             self._unregistered_since = None
+        self._confirmed(window)
         if summary.rejected:
             log.warning("sleuth logger: the collector rejected %d batches: %s", summary.rejected, "; ".join(summary.reasons))
 
@@ -369,11 +374,16 @@ class GrpcSink:
             self.dropped += lost
             first = bool(refused) and self._refusing != error.code()
             self._refusing = error.code() if refused else None
+        self._confirmed(window[:confirmed])
         self._requeue(rest, sum(gaps[confirmed:]) + lost)
         if first:
             log.warning("sleuth logger: the collector at %s refused %d messages (%s: %s); dropped %d records "
                         "(counted, reported in the next batch) and not sending them again",
                         self.target, len(refused), error.code().name, error.details(), lost)
+
+    def _confirmed(self, items: list[Item]) -> None:
+        if self.on_confirmed is not None and items:
+            self.on_confirmed([data for data, _ in items])
 
     def _drops(self, error: grpc.RpcError) -> bool:
         """Whether what ``error`` refused is dropped rather than sent again."""

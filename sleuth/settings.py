@@ -148,6 +148,15 @@ class Settings:
     jobs_topic: str = _setting(
         "sleuth.jobs", "SLEUTH_JOBS_TOPIC", "compacted Kafka topic of registered job specs (the gateway reloads it)"
     )
+    # One broker here; a cluster sets 3 and 2, so that acks=all survives a broker lost with nothing lost.
+    kafka_replication: int = _setting(
+        1, "SLEUTH_KAFKA_REPLICATION", "replicas of each topic sleuth creates (at most the brokers in the cluster)",
+        _positive_int,
+    )
+    kafka_min_insync: int = _setting(
+        1, "SLEUTH_KAFKA_MIN_INSYNC_REPLICAS", "min.insync.replicas of each topic sleuth creates: replicas that must "
+        "have a message before acks=all confirms it (at most SLEUTH_KAFKA_REPLICATION)", _positive_int,
+    )
     records_partitions: int = _setting(
         4, "SLEUTH_RECORDS_PARTITIONS", "partitions of the records topic when sleuth creates it", _positive_int
     )

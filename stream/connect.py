@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from sleuth.errors import ConfigError
 from sleuth.settings import Settings
 
 
@@ -35,6 +36,16 @@ def ensure_gateway_topics(settings: Settings) -> None:
                              settings.jobs_topic: 1}, compacted={settings.jobs_topic})
 
 
+def topic_configs(settings: Settings, compacted: bool) -> dict[str, str]:
+    """A new topic's configs: acks=all waits for ``SLEUTH_KAFKA_MIN_INSYNC_REPLICAS`` replicas; job specs keep the last per key."""
+    if settings.kafka_min_insync > settings.kafka_replication:
+        # Kafka would take the topic and then refuse every acks=all send to it.
+        raise ConfigError(f"SLEUTH_KAFKA_MIN_INSYNC_REPLICAS ({settings.kafka_min_insync}) exceeds "
+                          f"SLEUTH_KAFKA_REPLICATION ({settings.kafka_replication})")
+    configs = {"min.insync.replicas": str(settings.kafka_min_insync)}
+    return configs | ({"cleanup.policy": "compact"} if compacted else {})
+
+
 def ensure_topics(settings: Settings, topics: dict[str, int], *, compacted: Iterable[str] = ()) -> None:
     """Create the named topics (topic -> partitions) unless they exist; ``compacted`` keep the last value per key."""
     from kafka import KafkaAdminClient
@@ -46,11 +57,8 @@ def ensure_topics(settings: Settings, topics: dict[str, int], *, compacted: Iter
         missing = {t: n for t, n in topics.items() if t not in set(admin.list_topics())}
         if missing:
             try:
-                admin.create_topics(
-                    [NewTopic(t, n, 1, topic_configs={"cleanup.policy": "compact"} if t in set(compacted) else {})
-                     for t, n in missing.items()],
-                    wait_for_metadata=True,
-                )
+                admin.create_topics([NewTopic(t, n, settings.kafka_replication, topic_configs=topic_configs(settings, t in set(compacted)))
+                                     for t, n in missing.items()], wait_for_metadata=True)
             except TopicAlreadyExistsError:
                 pass  # another process created it between list and create
     finally:

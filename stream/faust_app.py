@@ -28,7 +28,7 @@ def create_app(settings: Settings, group: str, *, loop: asyncio.AbstractEventLoo
         datadir=datadir,
         store="memory://",  # no tables: state is rebuilt from the stream, or replayed from unacknowledged events
         web_enabled=False,
-        topic_replication_factor=1,
+        topic_replication_factor=settings.kafka_replication,
         topic_allow_declare=False,  # our topics (``connect.ensure_topics``)
         consumer_auto_offset_reset="earliest",
         broker_commit_interval=1.0,

@@ -55,18 +55,25 @@ def up(repo_root: Path, settings: Settings) -> dict[str, int | None]:
     finally:
         client.disconnect()
     connect.ensure_gateway_topics(settings)
-    folder = _folder(repo_root)
     for name, pid in running(repo_root).items():
-        if pid is not None:
-            continue
-        log = open(folder / f"{name}.log", "ab")
+        if pid is None:
+            start(repo_root, settings, name)
+    time.sleep(1.0)
+    return running(repo_root)
+
+
+def start(repo_root: Path, settings: Settings, name: str) -> int:
+    """Start one stack process detached (what ``up`` does for each, and a supervisor for one that died); its PID."""
+    if name not in PROCESSES:
+        raise ValueError(f"unknown stack process {name!r}; known: {list(PROCESSES)}")
+    folder = _folder(repo_root)
+    with open(folder / f"{name}.log", "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "sleuth", name], cwd=repo_root, env=dict(os.environ) | settings.to_env(),
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
         )
-        (folder / f"{name}.pid").write_text(str(process.pid))
-    time.sleep(1.0)
-    return running(repo_root)
+    (folder / f"{name}.pid").write_text(str(process.pid))
+    return process.pid
 
 
 def down(repo_root: Path, *, timeout_s: float = 30.0, services_too: bool = True) -> None:

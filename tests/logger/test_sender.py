@@ -11,6 +11,7 @@ from sleuth.jobspec import JobSpec
 from sleuth.layout import ParallelLayout
 from sleuth.logger.sender import GrpcSink
 from sleuth.logger.spill import Spill
+from sleuth.proto import commops_pb2 as pb
 from sleuth.records import IterationBatch, RecordBatch
 
 from tests.logger import collector
@@ -159,6 +160,16 @@ def _seqs(message) -> set[int]:
     return set(message.records.seq) if message.HasField("records") else set()
 
 
+def refuse_once(code, refusals):
+    """A refusal with ``code`` of the first message carrying seq 100 (kept in ``refusals``), then none."""
+    def once(message):
+        if 100 in _seqs(message) and not refusals:
+            refusals.append(message)
+            return code
+        return None
+    return once
+
+
 PERMANENT = [grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND,
              grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INTERNAL]
 TRANSIENT = [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -191,12 +202,7 @@ def test_a_refused_batch_is_dropped_and_counted_and_what_was_confirmed_is_never_
 @pytest.mark.parametrize("code", TRANSIENT, ids=[c.name for c in TRANSIENT])
 def test_a_batch_refused_with_a_code_that_can_clear_is_sent_again(tmp_path, code):
     refusals = []
-
-    def once(message):
-        if 100 in _seqs(message) and not refusals:
-            refusals.append(message)
-            return code
-        return None
+    once = refuse_once(code, refusals)
 
     srv, servicer, port = collector.start(refuse=once)
     try:
@@ -295,5 +301,24 @@ def test_a_collector_that_forgot_the_job_gets_its_spec_again_and_the_records_flo
         assert servicer.registrations == 2
         assert sorted(servicer.all_records()["seq"].tolist()) == list(range(50))
         assert (sink.stats()["dropped"], sink.stats()["refused"]) == (0, 0)
+    finally:
+        srv.stop(0)
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAVAILABLE], ids=lambda c: c.name)
+def test_on_confirmed_hands_over_each_message_the_collector_confirmed_once_and_no_other(tmp_path, code):
+    refusals = []
+    once = refuse_once(code, refusals)
+
+    confirmed = []
+    srv, servicer, port = collector.start(refuse=once)
+    try:
+        sink = sink_for(port, tmp_path, stream_s=5.0, backoff_s=(0.05, 0.2), on_confirmed=confirmed.extend)
+        for start, n in ((0, 60), (60, 40), (100, 50), (150, 50)):
+            sink.records(batch(start, n), dropped=0)
+        sink.close(10)
+        seqs = sorted(s for data in confirmed for s in _seqs(pb.StreamMessage.FromString(data)))
+        assert seqs == sorted(servicer.all_records()["seq"].tolist())
+        assert (100 in seqs) == (code == grpc.StatusCode.UNAVAILABLE)  # a refused batch is never confirmed
     finally:
         srv.stop(0)
