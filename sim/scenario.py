@@ -258,12 +258,14 @@ class Emulation:
         every stage's compute scaled by the mean stage's work over its own (an uneven split,
         natural or injected, is a straggler by the What-if paper's definition)."""
         sc, plan = self.scenario, self.plan
-        work = np.array([sum(step[1] for block in st.blocks for step in block if step[0] == COMPUTE)
+        base = np.array([sum(step[1] for block in st.blocks for step in block if step[0] == COMPUTE)
                          for st in plan.stages], dtype=np.float64)[:, None] * np.ones(sc.iterations)
+        work = base.copy()
         for k, fault in enumerate(sc.faults):
             if fault.kind is FaultKind.LAST_STAGE:
                 work[-1] *= self._factors[k]
-        factor = work.mean(axis=0) / work
+        # The faults are off in the run below, so each stage's factor is over its fault-free work.
+        factor = work.mean(axis=0) / base
         if np.allclose(factor, 1.0):
             return self.counterfactual
         effects = self._effects(False)
