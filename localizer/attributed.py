@@ -17,6 +17,11 @@ as a spike, a step, a ramp or was there from the first iteration. Per episode:
   weighted by its share of the iteration's slowdown and by the share of compute or transfers in
   S_t; the evidence is scored as the search's is (``scoring``).
 
+S is the product of the stragglers' part and the pipeline split's (``Part``): each part that
+costs the job the slowdown line on its own gets its own incident (an uneven split and a broken
+GPU are two things to fix), else the whole episode gets one. A split's incident stands beside an
+irregular iteration's (the split is the same in every iteration and explains none of them).
+
 An episode an irregular iteration's incident covers gets no incident of its own; that incident
 takes the what-if suspects of a side (compute, network) its own search left without one, or
 named none of (``complement``: a second, moderate fault that never made an iteration irregular,
@@ -27,6 +32,7 @@ run with nothing sustained (one benign pause) is a *hiccup*: recorded, never pag
 
 from __future__ import annotations
 
+import enum
 import math
 import time
 from collections.abc import Sequence
@@ -46,7 +52,7 @@ from sleuth.localizer.nonhardware import ADVICE, MOVES, Straggler
 from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
-__all__ = ["Episode", "complement", "diagnose", "episodes", "hardware_slowdown", "lead", "lone_hiccup", "runs", "slowdown_incident",
+__all__ = ["Episode", "Part", "complement", "diagnose", "episodes", "lead", "lone_hiccup", "parts", "runs", "slowdown_incident",
            "split_led", "summary", "whatif_search"]
 
 #: A share of the slowdown "most" of it is: the paper's line for workers and for the last stage (§5.1, §5.2).
@@ -90,9 +96,10 @@ def lone_hiccup(attribution: Attribution, *, slowdown: float, sustain: int) -> E
     return short[0] if not sustained and len(short) == 1 else None
 
 
-def diagnose(attribution: Attribution) -> Straggler:
-    """Hardware, or a non-hardware cause the paper names, from the attribution alone."""
-    if split_led(attribution):
+def diagnose(attribution: Attribution, *, split: bool = True) -> Straggler:
+    """Hardware, or a non-hardware cause the paper names, from the attribution alone (``split``
+    False: of what the stragglers cost beside the pipeline's split)."""
+    if split and split_led(attribution):
         return Straggler.STAGE_IMBALANCE
     # Sequence lengths are compute's; transfers carrying a tenth or more put a device on a path in play.
     if max(attribution.worker_share, attribution.host_share) >= MAJORITY or _compute_share(attribution) < 1 - MINOR:
@@ -108,11 +115,30 @@ def split_led(attribution: Attribution) -> bool:
     return s > 1.0 and math.log(attribution.split_slowdown) >= MAJORITY * math.log(s)
 
 
-def hardware_slowdown(attribution: Attribution, iterations: Sequence[int]) -> float:
-    """What the stragglers alone cost over ``iterations``: recorded over the ideal that keeps the split."""
-    at = np.isin(np.asarray(attribution.iterations), np.asarray(iterations))
-    ideal = np.asarray(attribution.hardware_ideal_ns)[at].sum()
-    return float(np.asarray(attribution.original_ns)[at].sum() / ideal) if ideal > 0 else 1.0
+class Part(enum.Enum):
+    """Which part of what the job pays an incident is of: S = stragglers' part x split's part."""
+
+    WHOLE = "whole"  # all of it, diagnosed as one
+    STRAGGLERS = "stragglers"  # recorded over the ideal that keeps the split
+    SPLIT = "split"  # that ideal over the whole ideal: what an even pipeline split saves
+
+    def times(self, attribution: Attribution, iterations: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(slower, faster) replayed times of ``iterations`` whose ratio is this part's slowdown."""
+        at = np.isin(np.asarray(attribution.iterations), np.asarray(iterations))
+        slower = attribution.hardware_ideal_ns if self is Part.SPLIT else attribution.original_ns
+        faster = attribution.hardware_ideal_ns if self is Part.STRAGGLERS else attribution.ideal_ns
+        return np.asarray(slower)[at], np.asarray(faster)[at]
+
+    def slowdown(self, attribution: Attribution, iterations: Sequence[int]) -> float:
+        slower, faster = self.times(attribution, iterations)
+        return float(slower.sum() / faster.sum()) if faster.sum() > 0 else 1.0
+
+
+def parts(attribution: Attribution, iterations: Sequence[int], *, slowdown: float) -> tuple[Part, ...]:
+    """The parts of an episode that get an incident: each that costs the job the slowdown line on
+    its own (an uneven split and a broken GPU are two things to fix), else the whole, as one."""
+    found = tuple(p for p in (Part.SPLIT, Part.STRAGGLERS) if p.slowdown(attribution, iterations) >= slowdown)
+    return found or (Part.WHOLE,)
 
 
 def summary(attribution: Attribution, trigger: str) -> AttributionSummary:
@@ -124,10 +150,11 @@ def summary(attribution: Attribution, trigger: str) -> AttributionSummary:
 
 def slowdown_incident(
     source: RecordSource, attribution: Attribution, episode: Episode, *, graph: OperatorGraph, topology: Topology,
-    routing: Routing, priors: Priors, top_k: int, min_support: int, started: float,
+    routing: Routing, priors: Priors, top_k: int, min_support: int, started: float, part: Part = Part.WHOLE,
 ) -> Incident:
-    """The incident of one sustained episode (see the module docstring)."""
-    diagnosis = diagnose(attribution)
+    """The incident of one sustained episode, or of one ``part`` of what it costs (see the module docstring)."""
+    diagnosis = (Straggler.STAGE_IMBALANCE if part is Part.SPLIT
+                 else diagnose(attribution, split=part is Part.WHOLE))
     candidates = _candidates(attribution, graph)
     rated: list[tuple[Root, float]] = []
     suspects: tuple[Suspect, ...] = ()
@@ -137,14 +164,12 @@ def slowdown_incident(
         cause = _cause(suspects) or (IncidentCause.COMPUTE if _compute_led(attribution) else IncidentCause.NETWORK)
     else:
         cause = IncidentCause(diagnosis.value)
-    at = np.isin(np.asarray(attribution.iterations), episode.iterations)
-    original = np.asarray(attribution.original_ns)[at]
-    ideal = np.asarray(attribution.ideal_ns)[at]
+    original, ideal = part.times(attribution, episode.iterations)
     span = source.iterations(ranks=candidates[:1] or [0], iterations=[episode.iterations[0], episode.iterations[-1]])
     lost = float(np.clip(original - ideal, 0, None).sum()) * graph.world / _NS_PER_HOUR
     return Incident(
         job=graph.job,
-        incident=f"{graph.job}-s{episode.iterations[0]}-{episode.iterations[-1]}",
+        incident=f"{graph.job}-s{episode.iterations[0]}-{episode.iterations[-1]}" + ("-split" if part is Part.SPLIT else ""),
         t_from_ns=int(span["t_start_ns"].min()) if len(span) else 0,
         t_to_ns=int(span["t_end_ns"].max()) if len(span) else 0,
         iterations=episode.iterations,

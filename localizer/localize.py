@@ -47,7 +47,7 @@ from sleuth.validation import integer, number_above
 from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import (
-    complement, diagnose, episodes, hardware_slowdown, lead, lone_hiccup, slowdown_incident, summary, whatif_search,
+    Part, complement, diagnose, episodes, lead, lone_hiccup, parts, slowdown_incident, summary, whatif_search,
 )
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.episodes import one_per_episode
@@ -179,25 +179,32 @@ def _with_attribution(
     sustained, _ = episodes(attribution, slowdown=slowdown, sustain=sustain)
     for episode in sustained:
         covering = [k for k, incident in enumerate(kept) if set(episode.iterations) & set(incident.iterations)]
-        hardware = diagnose(attribution) is Straggler.HARDWARE
-        if covering and kept[covering[0]].cause.hardware == hardware:
-            if hardware:
-                _, suspects = whatif_search(attribution, graph=graph, topology=topology, routing=routing, priors=priors,
-                                            top_k=top_k, min_support=min_support)
-                kept[covering[0]] = lead(complement(kept[covering[0]], suspects), attribution, suspects)
-            continue
-        # No cluster covers the episode, or the one that does reads hardware where the attribution,
-        # which saw every rank and iteration, does not (or the reverse): the episode's own incident.
-        incident = slowdown_incident(
-            source, attribution, episode, graph=graph, topology=topology, routing=routing, priors=priors,
-            top_k=top_k, min_support=min_support, started=started,
-        )
-        # An uneven split beside stragglers that cost the job enough on their own: both stand.
-        beside = not hardware and hardware_slowdown(attribution, episode.iterations) >= slowdown
-        if covering and not beside:
-            kept[covering[0]] = incident
-        else:
-            kept.append(incident)
+        for part in parts(attribution, episode.iterations, slowdown=slowdown):
+            if part is Part.SPLIT:
+                # The split is the same in every iteration: it explains no irregular iteration, so a
+                # cluster's incident stays beside it.
+                kept.append(slowdown_incident(
+                    source, attribution, episode, graph=graph, topology=topology, routing=routing, priors=priors,
+                    top_k=top_k, min_support=min_support, started=started, part=part,
+                ))
+                continue
+            hardware = diagnose(attribution, split=part is Part.WHOLE) is Straggler.HARDWARE
+            if covering and kept[covering[0]].cause.hardware == hardware:
+                if hardware:
+                    _, suspects = whatif_search(attribution, graph=graph, topology=topology, routing=routing,
+                                                priors=priors, top_k=top_k, min_support=min_support)
+                    kept[covering[0]] = lead(complement(kept[covering[0]], suspects), attribution, suspects)
+                continue
+            # No cluster covers the episode, or the one that does reads hardware where the attribution,
+            # which saw every rank and iteration, does not (or the reverse): the episode's own incident.
+            incident = slowdown_incident(
+                source, attribution, episode, graph=graph, topology=topology, routing=routing, priors=priors,
+                top_k=top_k, min_support=min_support, started=started, part=part,
+            )
+            if covering:
+                kept[covering[0]] = incident
+            else:
+                kept.append(incident)
     return kept
 
 

@@ -329,7 +329,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     slots = program_slots(op, records["nbytes"][order].astype(np.int64), rank, it, first)
     enough = slots.peers >= MIN_PEERS
     hardware_gap = _put_back(gap, slots.slot, enough)
-    ideal_gap = _rebalanced(hardware_gap, first, rank, it, _stage_replica(spec)[0])
+    ideal_gap = _rebalanced(hardware_gap, first, rank, it, *_stage_replica(spec))
     # A transfer's peers: the same slot on the ranks running its program, and its own other iterations.
     spatial = _put_back(transfer, slots.slot, enough & complete)
     temporal = _put_back(transfer, dense_ids(rank, slots.position, comm, op), complete)
@@ -366,29 +366,47 @@ def _put_back(values: np.ndarray, group: np.ndarray, usable: np.ndarray) -> np.n
 
 
 def _rebalanced(gap: np.ndarray, first: np.ndarray, rank: np.ndarray, it: np.ndarray,
-                stage: np.ndarray | None) -> np.ndarray:
-    """The compute gaps with each iteration's work spread evenly over the pipeline stages (What-if
+                stage: np.ndarray | None, replica: np.ndarray | None) -> np.ndarray:
+    """The compute gaps with the work spread evenly over the pipeline stages (What-if
     §3.2, §5.2): compute lengths take their average over stages too, which amounts to rebalancing
     the partition.
 
-    A stage's work in an iteration is the median over its ranks of their interior gaps (a run's
-    first gap also holds data loading and the previous step's tail); each stage's interior gaps are
-    scaled by the mean stage work over its own, so the iteration's work stays and every stage gets
-    an equal share. Gaps already put back to their program's median go in, so that one slow rank
-    does not make its stage look heavy."""
-    if stage is None or stage.max() == 0 or not len(gap):
+    A replica's work on a stage in an iteration is the median over its ranks there of their
+    interior gaps (a run's first gap also holds data loading and the previous step's tail); a
+    stage's work in an iteration is its least replica's, since waiting hidden in a gap (an
+    asynchronous receive waited on later) only ever adds to it; and its work is the median of
+    that over the iterations, since a partition does not change between steps (the paper averages
+    over steps too) and a per-step split would count the job's jitter as imbalance. Each stage's
+    interior gaps are scaled by the mean stage work over its own, so the work stays and every
+    stage gets an equal share, unless no stage's work lies beyond ``SPREAD_K`` standard errors of
+    its median from that mean (jitter, not a split). Gaps already put back to their program's median go in, so one
+    slow rank does not weigh either."""
+    if stage is None or replica is None or stage.max() == 0 or not len(gap):
         return gap
     interior = ~first
     run = np.cumsum(first) - 1
     work = np.bincount(run, weights=np.where(interior, gap, 0.0))
-    run_stage, run_it = stage[rank[first]], it[first]
-    stages = int(stage.max()) + 1
-    per_stage = group_median(run_it * stages + run_stage, work, size=(int(it.max()) + 1) * stages).reshape(-1, stages)
+    run_rank, run_it = rank[first], it[first]
+    run_stage = stage[run_rank]
+    stages, replicas, iterations = int(stage.max()) + 1, int(replica.max()) + 1, int(it.max()) + 1
+    cell = (run_it * stages + run_stage) * replicas + replica[run_rank]
+    per_replica = group_median(cell, work, size=iterations * stages * replicas).reshape(iterations, stages, replicas)
+    per_iteration = np.min(np.where(np.isfinite(per_replica), per_replica, np.inf), axis=2)
+    per_iteration = np.where(np.isfinite(per_iteration), per_iteration, np.nan)
+    with np.errstate(all="ignore"):
+        per_stage = np.nanmedian(per_iteration, axis=0)
+        quartiles = np.nanpercentile(per_iteration, [25, 75], axis=0)
     present = np.isfinite(per_stage) & (per_stage > 0)
-    mean = np.nansum(np.where(present, per_stage, np.nan), axis=1) / np.maximum(present.sum(axis=1), 1)
-    # An iteration with fewer than two stages seen has nothing to rebalance.
-    factor = np.where(present & (present.sum(axis=1, keepdims=True) >= 2), mean[:, None] / np.where(present, per_stage, 1.0), 1.0)
-    return np.where(interior, gap * factor[run_it, run_stage][run], gap)
+    if present.sum() < 2:
+        return gap  # fewer than two stages seen: nothing to rebalance
+    # A median's standard error (1.2533 sigma / sqrt n, sigma from the interquartile range): stages
+    # within SPREAD_K of them from their mean differ by the job's jitter, not by its split.
+    error = 1.2533 * (quartiles[1] - quartiles[0]) / 1.349 / np.sqrt(np.maximum((~np.isnan(per_iteration)).sum(axis=0), 1))
+    if (np.abs(per_stage - per_stage[present].mean()) <= SPREAD_K * error)[present].all():
+        return gap
+    factor = np.ones(stages)
+    factor[present] = per_stage[present].mean() / per_stage[present]
+    return np.where(interior, gap * factor[run_stage][run], gap)
 
 
 def _op_label(code: int) -> str:

@@ -83,6 +83,22 @@ def test_localize_names_a_gpu_slow_from_the_first_iteration(tmp_path, capsys) ->
     assert json.loads(capsys.readouterr().out) == []
 
 
+def test_an_uneven_split_and_a_gpu_slow_from_the_first_iteration_are_two_incidents(tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    # h0009/2 holds a last-stage rank: on the first stage, waiting on the heavy last one anyway,
+    # the same GPU costs the job 3%, under the line (its part is measured, and small).
+    _sim(tmp_path, "--fault", "last_stage,slow=1.5", "--fault", "gpu:h0009/2,slow=1.5", "--out", str(out))
+    capsys.readouterr()
+    assert main(["localize", "--records", str(out), "--routing", "static", "--json"]) == 0
+    incidents = json.loads(capsys.readouterr().out)
+    split = [i for i in incidents if i["cause"] == "stage_imbalance"]
+    gpu = [i for i in incidents if i["suspects"] and i["suspects"][0]["device"] == "gpu:h0009/2"]
+    assert len(split) == 1 and not split[0]["suspects"] and len(gpu) == 1, incidents
+    # Each costs its own part: together about what the job pays against its balanced twin.
+    together = split[0]["impact"]["slowdown"] * gpu[0]["impact"]["slowdown"]
+    assert together == pytest.approx(_truth_slowdown(out), rel=0.05)
+
+
 def test_a_clean_run_with_one_hiccup_pages_nothing(tmp_path, capsys) -> None:
     out = tmp_path / "suite"
     assert main(["sim", "suite", "hiccups", "--seed", "5", "--iterations", "40", "--out", str(out), "--no-labels"]) == 0
