@@ -14,6 +14,7 @@ and threads, and ``ranks_vs_one_stream`` (batches/s over the rank streams / batc
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import json
 import os
@@ -69,14 +70,20 @@ class Sampler(threading.Thread):
             self.rss_kb, self.threads = max(self.rss_kb, status["VmRSS"]), max(self.threads, status["Threads"])
 
 
-def _gateway(settings: Settings) -> subprocess.Popen:
+def _gateway(settings: Settings, problems: list[str]) -> subprocess.Popen:
+    """``sleuth gateway`` with ``settings``; its first lines that say ERROR or WARNING go to ``problems``."""
     env = dict(os.environ) | settings.to_env()
     process = subprocess.Popen([sys.executable, "-m", "sleuth", "gateway"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
+
+    def drain() -> None:  # a chatty gateway must never block on a full pipe
+        for line in process.stdout:
+            if ("ERROR" in line or "WARNING" in line) and len(problems) < 5:
+                problems.append(line.strip()[:300])
+
     for line in process.stdout:
         if "gateway listening" in line:
-            # Keep draining its output so that a chatty gateway never blocks on a full pipe.
-            threading.Thread(target=lambda: [None for _ in process.stdout], daemon=True).start()
+            threading.Thread(target=drain, daemon=True).start()
             return process
     raise RuntimeError(f"the gateway exited ({process.wait()}) before listening")
 
@@ -108,7 +115,8 @@ def main() -> None:
     load = rank_streams.Load(target=target, job=job, comm=spec.communicators[0].comm, batches=args.batches,
                              records=args.records, stream_s=args.stream_s, channels=args.channels,
                              give_up_s=args.give_up_s)
-    gateway = _gateway(settings)
+    problems: list[str] = []
+    gateway = _gateway(settings, problems)
     sampler = Sampler(gateway.pid)
     sampler.start()
     try:
@@ -140,6 +148,7 @@ def main() -> None:
     confirmed = [r.confirmed_after_s for r in served]
     streams = [r.stream_s for r in served]
     errors = sorted({r.error for r in results if r.error})
+    retried = collections.Counter(r.retried for r in results if r.retried)
     all_s = max(confirmed) if len(served) == args.world else None
     rate = len(served) / (all_s if all_s else wall_s)
     print(json.dumps({
@@ -151,7 +160,8 @@ def main() -> None:
         "all_ranks_confirmed_s": round(all_s, 2) if all_s else None,
         "confirmed_after_s_p50": _pct(confirmed, 50), "confirmed_after_s_p99": _pct(confirmed, 99),
         "stream_s_p50": _pct(streams, 50), "stream_s_p99": _pct(streams, 99),
-        "attempts_mean": round(float(np.mean([r.attempts for r in results])), 2), "errors": errors[:5],
+        "attempts_mean": round(float(np.mean([r.attempts for r in results])), 2), "errors": errors[:5], "retried_last_code": dict(retried.most_common(5)),
+        "ranks_failed": len(results) - len(served), "gateway_log_problems": problems,
         "gateway_rss_before_mb": round(rss_before_kb / 1024, 1),
         "gateway_peak_rss_mb_during_ranks": round(max(sampler.rss_kb, peak["VmRSS"]) / 1024, 1),
         "gateway_peak_rss_mb_whole_run": round(peak["VmHWM"] / 1024, 1),

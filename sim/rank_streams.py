@@ -64,11 +64,12 @@ class RankResult:
     stream_s: float | None  # the successful attempt's open-to-summary time
     attempts: int
     error: str = ""
+    retried: str = ""  # the code of the last refusal retried, if any
 
 
 async def _one_rank(load: Load, rank: int, messages: list[bytes], call, t0: float) -> RankResult:
     gap = load.stream_s / load.batches if load.batches else 0.0
-    attempts, backoff = 0, load.backoff_s[0]
+    attempts, backoff, retried = 0, load.backoff_s[0], ""
 
     async def requests():
         # Batch i goes at i * gap, and the stream closes at stream_s, as the logger's does.
@@ -84,6 +85,7 @@ async def _one_rank(load: Load, rank: int, messages: list[bytes], call, t0: floa
         except grpc.aio.AioRpcError as error:
             if not retryable(error):
                 return RankResult(rank, None, None, attempts, f"{error.code().name}: {error.details()}")
+            retried = f"{error.code().name}: {error.details()}"[:200]
             # Jittered, so that refused ranks do not come back in one wave.
             await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
             backoff = min(backoff * 2, load.backoff_s[1])
@@ -91,8 +93,8 @@ async def _one_rank(load: Load, rank: int, messages: list[bytes], call, t0: floa
         now = time.monotonic()
         if summary.accepted != len(messages):
             return RankResult(rank, None, None, attempts, f"accepted {summary.accepted} of {len(messages)}")
-        return RankResult(rank, now - t0, now - began, attempts)
-    return RankResult(rank, None, None, attempts, "gave up")
+        return RankResult(rank, now - t0, now - began, attempts, retried=retried)
+    return RankResult(rank, None, None, attempts, "gave up", retried)
 
 
 async def drive(load: Load, ranks: list[int], *, start=None) -> list[RankResult]:

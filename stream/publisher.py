@@ -115,6 +115,11 @@ class Publisher:
             except Exception as error:
                 raise ServiceError(f"Kafka did not acknowledge a batch: {error}") from None
 
+    @property
+    def wait_timeout_s(self) -> float:
+        """How long a caller waits for Kafka's acknowledgements (or the in-flight budget) before giving up."""
+        return self._wait_timeout_s
+
     def connected(self) -> bool:
         """Whether the broker accepts connections now (a TCP connect, at most one second)."""
         # kafka-python 3 has no public "connected to the cluster" check (bootstrap_connected()
