@@ -67,6 +67,14 @@ class RankResult:
     retried: str = ""  # the code of the last refusal retried, if any
 
 
+def _worth_retrying(error: grpc.aio.AioRpcError) -> bool:
+    # gRPC's asyncio client reports a call the server refused while a message was being written
+    # (RESOURCE_EXHAUSTED at the streams bound) as this INTERNAL, hiding the server's own status;
+    # the logger's synchronous client sees the refusal itself and retries it.
+    masked = error.code() == grpc.StatusCode.INTERNAL and error.details() == "Internal error from Core"
+    return masked or retryable(error)
+
+
 async def _one_rank(load: Load, rank: int, messages: list[bytes], call, t0: float) -> RankResult:
     gap = load.stream_s / load.batches if load.batches else 0.0
     attempts, backoff, retried = 0, load.backoff_s[0], ""
@@ -83,7 +91,7 @@ async def _one_rank(load: Load, rank: int, messages: list[bytes], call, t0: floa
         try:
             summary = await call(requests(), timeout=load.stream_s + 120)
         except grpc.aio.AioRpcError as error:
-            if not retryable(error):
+            if not _worth_retrying(error):
                 return RankResult(rank, None, None, attempts, f"{error.code().name}: {error.details()}")
             retried = f"{error.code().name}: {error.details()}"[:200]
             # Jittered, so that refused ranks do not come back in one wave.
