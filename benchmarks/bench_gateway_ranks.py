@@ -137,7 +137,7 @@ def main() -> None:
         sampler.rss_kb = sampler.threads = 0
 
         began = time.perf_counter()
-        results = rank_streams.run_processes(load, args.world, args.processes)
+        results, client_rss_kb = rank_streams.run_processes(load, args.world, args.processes)
         wall_s = time.perf_counter() - began
         peak = _status(gateway.pid)
     finally:
@@ -165,6 +165,7 @@ def main() -> None:
         "gateway_rss_before_mb": round(rss_before_kb / 1024, 1),
         "gateway_peak_rss_mb_during_ranks": round(max(sampler.rss_kb, peak["VmRSS"]) / 1024, 1),
         "gateway_peak_rss_mb_whole_run": round(peak["VmHWM"] / 1024, 1),
+        "client_peak_rss_mb": [round(kb / 1024, 1) for kb in client_rss_kb],
         "gateway_peak_threads": max(sampler.threads, peak["Threads"]),
         "baseline_one_stream_s": round(one_stream_s, 3),
         "baseline_one_stream_batches_per_s": round(args.world * args.batches / one_stream_s, 1),

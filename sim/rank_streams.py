@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import random
+import resource
 import time
 from dataclasses import dataclass
 
@@ -132,11 +133,13 @@ def _process(load: Load, ranks: list[int], ready, go, results) -> None:
     async def main():
         return await drive(load, ranks, start=start)
 
-    results.put([r.__dict__ for r in asyncio.run(main())])
+    ranks = [r.__dict__ for r in asyncio.run(main())]
+    results.put((ranks, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
 
 
-def run_processes(load: Load, world: int, processes: int) -> list[RankResult]:
-    """Ranks 0 .. world-1 spread over ``processes`` spawned processes that start together."""
+def run_processes(load: Load, world: int, processes: int) -> tuple[list[RankResult], list[int]]:
+    """Ranks 0 .. world-1 spread over ``processes`` spawned processes that start together: each
+    rank's result and each process's peak RSS (KiB)."""
     context = multiprocessing.get_context("spawn")  # gRPC does not survive fork
     results = context.Queue()
     shares = [list(range(p, world, processes)) for p in range(processes)]
@@ -152,8 +155,11 @@ def run_processes(load: Load, world: int, processes: int) -> list[RankResult]:
     for go in gos:
         go.put(start_at)
     out: list[RankResult] = []
+    rss_kb: list[int] = []
     for _ in workers:
-        out += [RankResult(**r) for r in results.get(timeout=load.give_up_s + 300)]
+        ranks, rss = results.get(timeout=load.give_up_s + 300)
+        out += [RankResult(**r) for r in ranks]
+        rss_kb.append(rss)
     for worker in workers:
         worker.join(30)
-    return out
+    return out, rss_kb

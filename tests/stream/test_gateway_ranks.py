@@ -31,7 +31,7 @@ def test_every_rank_of_a_16k_rank_job_streams_at_once_and_each_batch_is_confirme
         stub(target).RegisterJob(codec.jobspec_to_proto(spec), timeout=120)
         load = rank_streams.Load(target=target, job="big", comm=spec.communicators[0].comm, batches=1, records=2,
                                  channels=16, give_up_s=300)
-        results = rank_streams.run_processes(load, WORLD, processes=2)
+        results, _ = rank_streams.run_processes(load, WORLD, processes=2)
         assert [r.error for r in results if r.confirmed_after_s is None] == []
         assert sorted(r.rank for r in results) == list(range(WORLD))
         assert collector.counters.accepted_batches == WORLD
@@ -53,7 +53,7 @@ def test_streams_beyond_the_gateways_bound_are_refused_retryably_and_all_get_thr
         # Each stream stays open half a second, so 1,024 ranks at once cannot all fit under 64.
         load = rank_streams.Load(target=target, job="bounded", comm=spec.communicators[0].comm, stream_s=0.5,
                                  channels=8, backoff_s=(0.05, 0.5), give_up_s=300)
-        results = rank_streams.run_processes(load, 1024, processes=1)
+        results, _ = rank_streams.run_processes(load, 1024, processes=1)
         assert [r.error for r in results if r.confirmed_after_s is None] == []
         assert any(r.retried.startswith(("RESOURCE_EXHAUSTED", "CANCELLED")) for r in results)
         assert collector.counters.accepted_batches == 1024
