@@ -18,6 +18,13 @@ def _settle(signal: asyncio.Future) -> None:
         signal.set_result(None)
 
 
+def _wake(loop: asyncio.AbstractEventLoop, signal: asyncio.Future) -> None:
+    try:
+        loop.call_soon_threadsafe(_settle, signal)
+    except RuntimeError:  # the loop closed (the gateway stopped): no one waits any more
+        pass
+
+
 async def acknowledged(futures: list[Any], *, timeout_s: float) -> None:
     """Return once Kafka acknowledged every future, or raise ``ServiceError`` (a failure, or ``timeout_s``)."""
     loop = asyncio.get_running_loop()
@@ -26,7 +33,7 @@ async def acknowledged(futures: list[Any], *, timeout_s: float) -> None:
         if not future.is_done:
             signal = loop.create_future()
             # kafka-python calls this at once when the send finished in between: no wake-up is lost.
-            future.add_both(lambda _outcome, signal=signal: loop.call_soon_threadsafe(_settle, signal))
+            future.add_both(lambda _outcome, signal=signal: _wake(loop, signal))
             waiting.append(signal)
     if waiting:
         try:
