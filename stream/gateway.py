@@ -43,6 +43,8 @@ from sleuth.stream.publisher import Publisher
 
 _log = logging.getLogger(__name__)
 
+# How long a call may wait for the servicer to take it (gRPC's default: 30 s); the streams bound holds memory.
+_UNREQUESTED_S = 600
 # Futures of a long-lived stream are pruned once this many pile up, so memory stays bounded.
 _PRUNE_EVERY = 1024
 
@@ -247,6 +249,8 @@ async def build_server(settings: Settings, collector: Collector) -> tuple[grpc.a
             # 16k-rank job connecting at once would be refused and retried; the streams bound holds memory.
             ("grpc.server.max_pending_requests", settings.gateway_max_streams),
             ("grpc.server.max_pending_requests_hard_limit", settings.gateway_max_streams),
+            # Nor cancel those that waited 30 s for it while a burst is served: the logger would resend them.
+            ("grpc.server_max_unrequested_time_in_server", _UNREQUESTED_S),
         ],
     )
     _add_to_server(collector, server)
