@@ -165,7 +165,14 @@ class Settings:
         50151, "SLEUTH_GATEWAY_PORT", "port of the gRPC gateway (0: any free port)", _listen_port
     )
     gateway_threads: int = _setting(
-        16, "SLEUTH_GATEWAY_THREADS", "gRPC worker threads: streams served at once", _positive_int
+        16, "SLEUTH_GATEWAY_THREADS",
+        "gateway threads that parse, validate and hand batches to Kafka (streams wait on the event loop, not on these)",
+        _positive_int,
+    )
+    gateway_max_streams: int = _setting(
+        32768, "SLEUTH_GATEWAY_MAX_STREAMS",
+        "streams the gateway serves at once (two 16,384-rank jobs); beyond it a stream is refused with "
+        "RESOURCE_EXHAUSTED and the logger retries", _positive_int,
     )
     gateway_tokens_file: str = _setting(
         "", "SLEUTH_GATEWAY_TOKENS", "JSON file mapping job -> bearer token; empty: no authentication"

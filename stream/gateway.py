@@ -13,7 +13,9 @@ forgets those, drops the refused one and resends the rest), is counted and dead-
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import functools
 import logging
 import threading
 import time
@@ -33,13 +35,16 @@ from sleuth.proto import commops_pb2 as pb
 from sleuth.proto import commops_pb2_grpc as pb_grpc
 from sleuth.records import RecordBatch
 from sleuth.settings import Settings
-from sleuth.stream import auth, kafka_records, validate
+from sleuth.stream import acks, auth, kafka_records, validate
 from sleuth.stream.grpc_status import status_from_errors, trailing
 from sleuth.stream.job_registry import JobRegistry, load_registered
+from sleuth.stream.loop_thread import LoopThread
 from sleuth.stream.publisher import Publisher
 
 _log = logging.getLogger(__name__)
 
+# How long a call may wait for the servicer to take it (gRPC's default: 30 s); the streams bound holds memory.
+_UNREQUESTED_S = 600
 # Futures of a long-lived stream are pruned once this many pile up, so memory stays bounded.
 _PRUNE_EVERY = 1024
 
@@ -76,78 +81,101 @@ def _count_dropped(batch: RecordBatch, dropped: int) -> None:
 
 
 class Collector(pb_grpc.CollectorServicer):
+    """The servicer, on gRPC's asyncio server: a stream waiting for its next message or for Kafka
+    holds no thread, so thousands of ranks stream at once. The blocking work of a message (parse,
+    validate, hand to kafka-python, which may wait for the in-flight budget) runs on ``threads``
+    threads, so the event loop never blocks on Kafka; a stream awaiting that work reads no further,
+    and HTTP/2 flow control holds its logger back."""
+
     def __init__(
         self, publisher: Publisher, *, tokens: auth.TokenBook | None, limits: validate.Limits,
         registered: list[JobSpec] = (), job_idle_s: float = Settings().job_idle_s,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.monotonic, threads: int = Settings().gateway_threads,
     ) -> None:
         self.publisher = publisher
         self.tokens = tokens
         self.limits = limits
         self.jobs = JobRegistry(registered, idle_s=job_idle_s, clock=clock)
         self.counters = Counters()
+        self.ack_timeout_s = publisher.wait_timeout_s
+        self._pool = _futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="collector")
 
-    def _caller(self, context: grpc.ServicerContext) -> str | None:
+    async def _blocking(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(function, *args, **kwargs))
+
+    def close(self) -> None:
+        """Stop the threads (after the server stopped) and flush what Kafka still holds."""
+        self._pool.shutdown(wait=True)
+        self.publisher.close()
+
+    def _caller(self, context: grpc.aio.ServicerContext) -> str | None:
         if self.tokens is None:
             return None
         try:
-            return self.tokens.job_of(context.invocation_metadata())
+            return self.tokens.job_of(context.invocation_metadata() or ())
         except AuthError as error:
             self.counters.reject(str(error))
             raise
 
-    def Stream(self, request_iterator: Any, context: grpc.ServicerContext) -> pb.StreamSummary:
+    def _take(self, raw: bytes | pb.StreamMessage, caller: str | None) -> tuple[list[Any], int, str]:
+        """One message, on a pool thread: its Kafka futures, records and kind, or the refusal."""
+        message = _parse(raw)
+        batch = validate.check_message(message, limits=self.limits, registered=self.jobs)
+        jobs = validate.batch_jobs(batch)
+        auth.check_jobs(caller, jobs)
+        self.jobs.seen(jobs)
+        if not isinstance(batch, RecordBatch):
+            return self.publisher.iterations(batch, layout_of=self.jobs.layout_of), len(batch), "iterations"
+        futures = self.publisher.records(batch, layout_of=self.jobs.layout_of)
+        if message.records.dropped:
+            _count_dropped(batch, message.records.dropped)
+            # Confirmed, like the records, only once Kafka has it.
+            futures += self.publisher.drop(kafka_records.drop_of(batch, message.records.dropped))
+        return futures, len(batch), "records"
+
+    async def Stream(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> pb.StreamSummary:
         accepted = 0
-        with status_from_errors(context):
+        async with status_from_errors(context):
             caller = self._caller(context)
             pending: list[Any] = []
-            for index, raw in enumerate(request_iterator):
-                message = pb.StreamMessage()
+            index = 0
+            async for raw in request_iterator:
                 try:
-                    message = _parse(raw)
-                    batch = validate.check_message(message, limits=self.limits, registered=self.jobs)
-                    jobs = validate.batch_jobs(batch)
-                    auth.check_jobs(caller, jobs)
-                    self.jobs.seen(jobs)
+                    futures, records, kind = await self._blocking(self._take, raw, caller)
                 except (BatchRejected, AuthError) as error:
                     reason = f"batch {index}: {error}"
                     self.counters.reject(str(error))
-                    self.publisher.reject(reason=reason, payload=_raw(raw), job=caller or "")
+                    await self._blocking(self.publisher.reject, reason=reason, payload=_raw(raw), job=caller or "")
                     # The client forgets the batches before this one and drops this one: confirm
                     # them only once Kafka has them (a failed wait is UNAVAILABLE: all are resent).
-                    self.publisher.wait(pending)
+                    await acks.acknowledged(pending, timeout_s=self.ack_timeout_s)
                     trailing(context, accepted=accepted)
                     raise type(error)(reason) from None
-                if isinstance(batch, RecordBatch):
-                    pending += self.publisher.records(batch, layout_of=self.jobs.layout_of)
-                    if message.records.dropped:
-                        _count_dropped(batch, message.records.dropped)
-                        # Confirmed, like the records, only once Kafka has it.
-                        pending += self.publisher.drop(kafka_records.drop_of(batch, message.records.dropped))
-                else:
-                    pending += self.publisher.iterations(batch, layout_of=self.jobs.layout_of)
+                pending += futures
                 accepted += 1
-                self.counters.accept(len(batch), kind="records" if isinstance(batch, RecordBatch) else "iterations")
+                index += 1
+                self.counters.accept(records, kind=kind)
                 if len(pending) >= _PRUNE_EVERY:
                     pending = _wait_done(self.publisher, pending)
-            self.publisher.wait(pending)
+            await acks.acknowledged(pending, timeout_s=self.ack_timeout_s)
             return pb.StreamSummary(accepted=accepted, rejected=0)
 
-    def RegisterJob(self, request: pb.JobSpec, context: grpc.ServicerContext) -> pb.RegisterJobReply:
-        with status_from_errors(context):
+    async def RegisterJob(self, request: pb.JobSpec, context: grpc.aio.ServicerContext) -> pb.RegisterJobReply:
+        async with status_from_errors(context):
             caller = self._caller(context)
             try:
-                spec = codec.jobspec_from_proto(request)
+                # A 16k-rank spec takes a fifth of a second to read: off the loop.
+                spec = await self._blocking(codec.jobspec_from_proto, request)
             except ConfigError as error:
                 raise BatchRejected(f"JobSpec: {error}") from None
             auth.check_jobs(caller, [spec.job])
-            self.publisher.wait(self.publisher.job(spec))
+            await acks.acknowledged(await self._blocking(self.publisher.job, spec), timeout_s=self.ack_timeout_s)
             self.jobs.add(spec)
             return pb.RegisterJobReply(job=spec.job, communicators=len(spec.communicators))
 
-    def Health(self, request: pb.HealthRequest, context: grpc.ServicerContext) -> pb.HealthReply:
-        with status_from_errors(context):
-            serving = self.publisher.connected()
+    async def Health(self, request: pb.HealthRequest, context: grpc.aio.ServicerContext) -> pb.HealthReply:
+        async with status_from_errors(context):
+            serving = await self._blocking(self.publisher.connected)  # a TCP connect: up to a second
             status = pb.HealthReply.SERVING if serving else pb.HealthReply.NOT_SERVING
             return pb.HealthReply(status=status, version=sleuth.__version__)
 
@@ -181,7 +209,7 @@ def _raw(raw: bytes | pb.StreamMessage) -> bytes:
     return raw.SerializeToString() if isinstance(raw, pb.StreamMessage) else raw
 
 
-def _add_to_server(collector: Collector, server: grpc.Server) -> None:
+def _add_to_server(collector: Collector, server: grpc.aio.Server) -> None:
     """Like the generated ``add_CollectorServicer_to_server``, but Stream gets undecoded bytes."""
     handlers = {
         "Stream": grpc.stream_unary_rpc_method_handler(
@@ -208,14 +236,22 @@ def limits_from(settings: Settings) -> validate.Limits:
     )
 
 
-def build_server(settings: Settings, collector: Collector) -> tuple[grpc.Server, int]:
-    """A started-ready (not yet started) server with ``collector``; returns it and its bound port."""
+async def build_server(settings: Settings, collector: Collector) -> tuple[grpc.aio.Server, int]:
+    """A not yet started asyncio server with ``collector``, made on the running loop; it and its bound port."""
     # Messages up to the largest batch we accept (~100 bytes per record on the wire at worst).
     max_message = min(2**31 - 1, settings.gateway_max_batch_records * 100 + (1 << 20))
-    server = grpc.server(
-        _futures.ThreadPoolExecutor(max_workers=settings.gateway_threads, thread_name_prefix="collector"),
-        maximum_concurrent_rpcs=settings.gateway_threads * 4,
-        options=[("grpc.max_receive_message_length", max_message)],
+    server = grpc.aio.server(
+        # Beyond it a stream is refused with RESOURCE_EXHAUSTED (the logger retries): memory stays bounded.
+        maximum_concurrent_rpcs=settings.gateway_max_streams,
+        options=[
+            ("grpc.max_receive_message_length", max_message),
+            # gRPC core cancels new calls past 1,000 not yet handed to the servicer (3,000 at most): a
+            # 16k-rank job connecting at once would be refused and retried; the streams bound holds memory.
+            ("grpc.server.max_pending_requests", settings.gateway_max_streams),
+            ("grpc.server.max_pending_requests_hard_limit", settings.gateway_max_streams),
+            # Nor cancel those that waited 30 s for it while a burst is served: the logger would resend them.
+            ("grpc.server_max_unrequested_time_in_server", _UNREQUESTED_S),
+        ],
     )
     _add_to_server(collector, server)
     address = f"{settings.gateway_host}:{settings.gateway_port}"
@@ -232,12 +268,35 @@ def build_server(settings: Settings, collector: Collector) -> tuple[grpc.Server,
     return server, port
 
 
-def create(settings: Settings) -> tuple[grpc.Server, int, Collector]:
+class Server:
+    """The asyncio server on its own loop thread, started and stopped from synchronous code."""
+
+    def __init__(self, settings: Settings, collector: Collector) -> None:
+        self._loop = LoopThread("gateway-loop")
+        self._collector = collector
+        try:
+            self._server, self.port = self._loop.run(build_server(settings, collector))
+        except BaseException:
+            self._loop.close()
+            raise
+
+    def start(self) -> None:
+        self._loop.run(self._server.start())
+
+    def stop(self, grace: float) -> None:
+        """Let running streams finish for ``grace`` seconds, then flush what Kafka still holds."""
+        self._loop.run(self._server.stop(grace))
+        self._loop.close()
+        self._collector.close()
+
+
+def create(settings: Settings) -> tuple[Server, int, Collector]:
     """The gateway for ``settings``: server, bound port and servicer (tokens read, producer made)."""
     tokens = auth.TokenBook.read(settings.gateway_tokens_file) if settings.gateway_tokens_file else None
     collector = Collector(Publisher(settings), tokens=tokens, limits=limits_from(settings),
-                          registered=load_registered(settings), job_idle_s=settings.job_idle_s)
+                          registered=load_registered(settings), job_idle_s=settings.job_idle_s,
+                          threads=settings.gateway_threads)
     if len(collector.jobs):
         _log.info("%d jobs registered earlier, from %s", len(collector.jobs), settings.jobs_topic)
-    server, port = build_server(settings, collector)
-    return server, port, collector
+    server = Server(settings, collector)
+    return server, server.port, collector

@@ -1,6 +1,6 @@
 """The one place where sleuth's errors become gRPC status codes.
 
-Servicers run their body inside ``status_from_errors(context)``; nothing else calls
+Servicers run their body inside ``async with status_from_errors(context)``; nothing else calls
 ``context.abort`` with a status of its own choosing, so a client sees the same code for the same
 kind of failure from every RPC. The client's side of the same contract is here too: which codes
 are worth a retry (``RETRYABLE``) and how much of a failed stream was confirmed (``accepted_of``).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -51,16 +51,16 @@ def status_of(error: BaseException) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
-@contextlib.contextmanager
-def status_from_errors(context: grpc.ServicerContext) -> Iterator[None]:
+@contextlib.asynccontextmanager
+async def status_from_errors(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
     """Abort the RPC with the status of any error raised inside, its message as the details."""
     try:
         yield
     except SleuthError as error:
-        context.abort(status_of(error), str(error))
+        await context.abort(status_of(error), str(error))
     except Exception as error:  # a bug: keep serving others, tell this caller it was ours
         _log.exception("unexpected error in RPC")
-        context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(error).__name__}")
+        await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(error).__name__}")
 
 
 #: The codes a client retries, because the same request can succeed later: the gRPC library's

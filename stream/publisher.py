@@ -3,8 +3,8 @@
 Delivery: acks=all and an idempotent producer, so a broker restart neither loses nor duplicates
 what the producer already holds. kafka-python 3 has no ``buffer_memory`` bound of its own, so
 ``Publisher`` counts the bytes handed to Kafka but not yet acknowledged and makes callers wait
-beyond ``inflight_bytes``: a gRPC thread that waits stops reading its stream, and HTTP/2 flow
-control then holds the logger back instead of the gateway's memory growing.
+beyond ``inflight_bytes``: a stream whose hand-off waits (on one of the gateway's threads) stops
+reading, and HTTP/2 flow control then holds the logger back instead of the gateway's memory growing.
 """
 
 from __future__ import annotations
@@ -114,6 +114,11 @@ class Publisher:
                 future.get(timeout=left)
             except Exception as error:
                 raise ServiceError(f"Kafka did not acknowledge a batch: {error}") from None
+
+    @property
+    def wait_timeout_s(self) -> float:
+        """How long a caller waits for Kafka's acknowledgements (or the in-flight budget) before giving up."""
+        return self._wait_timeout_s
 
     def connected(self) -> bool:
         """Whether the broker accepts connections now (a TCP connect, at most one second)."""

@@ -33,6 +33,5 @@ def _run(args: argparse.Namespace) -> int:
           + (f"; metrics on :{metrics_port}" if metrics_port else ""), flush=True)
     stop.wait()
     # Let running streams finish their acknowledgements, then flush what Kafka still holds.
-    server.stop(grace=10).wait()
-    collector.publisher.close()
+    server.stop(grace=10)
     return 0

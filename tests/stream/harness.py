@@ -47,8 +47,7 @@ def running_gateway(settings: Settings) -> Iterator[tuple[gateway.Collector, str
     try:
         yield collector, f"127.0.0.1:{port}"
     finally:
-        server.stop(grace=5).wait()
-        collector.publisher.close()
+        server.stop(grace=5)
 
 
 def job_spec(job: str, world: int = 64) -> pb.JobSpec:

@@ -7,6 +7,8 @@ the real ``Collector`` and ``Publisher``.
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 
@@ -27,12 +29,15 @@ class Aborted(Exception):
 
 
 class Context:
-    """The part of ``grpc.ServicerContext`` a stream uses: aborting raises, as gRPC's does."""
+    """The part of ``grpc.aio.ServicerContext`` a stream uses: aborting raises, as gRPC's does."""
 
     def __init__(self) -> None:
         self.code: grpc.StatusCode | None = None
 
-    def abort(self, code: grpc.StatusCode, details: str) -> None:
+    def invocation_metadata(self):
+        return ()
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> None:
         self.code = code
         raise Aborted(details)
 
@@ -60,6 +65,16 @@ class Send:
             raise TimeoutError("the broker went away")
 
 
+async def _messages(messages):
+    for message in messages:
+        yield message
+
+
+def call(method, requests, context):
+    """A servicer method run as the asyncio server runs it: requests as an async iterator."""
+    return asyncio.run(method(_messages(requests) if isinstance(requests, list) else requests, context))
+
+
 class Producer:
     def __init__(self) -> None:
         self.sends: list[Send] = []
@@ -80,6 +95,6 @@ def test_a_send_that_fails_while_the_gateway_prunes_fails_the_stream_with_a_retr
     message = pb.StreamMessage(records=codec.records_to_proto(batch)).SerializeToString()
     context = Context()
     with pytest.raises(Aborted):
-        collector.Stream(iter([message] * gateway._PRUNE_EVERY), context)
+        call(collector.Stream, [message] * gateway._PRUNE_EVERY, context)
     assert len(producer.sends) == gateway._PRUNE_EVERY  # the prune ran, after the last message
     assert context.code in RETRYABLE  # the logger resends the stream

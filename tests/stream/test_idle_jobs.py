@@ -143,7 +143,7 @@ def test_the_gateway_refuses_a_job_dropped_as_idle_until_it_registers_again() ->
     from sleuth.stream.publisher import Publisher
     from sleuth.stream.validate import Limits
 
-    from .test_gateway_confirm import Aborted, Context, Send
+    from .test_gateway_confirm import Aborted, Context, Send, call
 
     class Producer:
         def send(self, topic, *, key, value, headers) -> Send:
@@ -159,7 +159,7 @@ def test_the_gateway_refuses_a_job_dropped_as_idle_until_it_registers_again() ->
         message = pb.StreamMessage(records=codec.records_to_proto(batch)).SerializeToString()
         context = Context()
         try:
-            collector.Stream(iter([message]), context)
+            call(collector.Stream, [message], context)
         except Aborted:
             pass
         return context
@@ -169,5 +169,5 @@ def test_the_gateway_refuses_a_job_dropped_as_idle_until_it_registers_again() ->
     clock.now = 100.0
     assert stream("other").code is None and "llama" not in collector.jobs  # idle 70 s > 60 s
     assert stream("llama").code == grpc.StatusCode.FAILED_PRECONDITION
-    collector.RegisterJob(codec.jobspec_to_proto(specs[0]), Context())
+    call(collector.RegisterJob, codec.jobspec_to_proto(specs[0]), Context())
     assert stream("llama").code is None
