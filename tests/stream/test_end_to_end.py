@@ -104,13 +104,16 @@ def test_records_the_loggers_lost_reach_clickhouse_once_even_from_a_resent_strea
 def test_worker_killed_mid_stream_and_restarted_loses_and_duplicates_nothing(pipeline, tmp_path) -> None:
     settings, client, gateway = pipeline
     sent = training_records(N, seed=22)
+    before, after = sent.take(slice(0, N // 2)), sent.take(slice(N // 2, N))
     table = f"{settings.clickhouse_database}.records"
     worker = worker_process(settings, tmp_path / "worker.log")
-    sender = threading.Thread(target=send_in_streams, args=(gateway, sent), kwargs={"streams": 20, "pause_s": 0.25})
-    sender.start()
+    send_in_streams(gateway, before, streams=10)
+    # The loggers go on sending while the worker is killed and restarted, however fast it started.
+    sender = threading.Thread(target=send_in_streams, args=(gateway, after), kwargs={"streams": 10, "pause_s": 0.25})
     try:
-        # Kill once the worker has inserted some records, while the loggers still send.
+        # Kill once the worker has inserted some records.
         assert wait_for_count(client, table, 1) >= 1
+        sender.start()
         worker.kill()  # SIGKILL: no cleanup, no commit of anything in flight
         worker.wait(timeout=10)
         inserted_at_kill = wait_for_count(client, table, 0, timeout_s=1)
@@ -120,7 +123,8 @@ def test_worker_killed_mid_stream_and_restarted_loses_and_duplicates_nothing(pip
         assert inserted_at_kill < N
     finally:
         stop_process(worker)
-        sender.join(timeout=5)
+        if sender.is_alive():
+            sender.join(timeout=5)
 
 
 def test_two_workers_share_four_partitions_and_the_results_are_complete(pipeline) -> None:
