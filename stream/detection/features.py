@@ -448,16 +448,12 @@ class OperatorWindows:
     def _refresh(self, rows: np.ndarray) -> None:
         ring = np.sort(self._ring[rows], axis=1)  # NaN (empty slots) sort last
         n = np.minimum(self._filled[rows], self.window)
-        st = self._stats
-        st[rows, 0] = n
-        with np.errstate(invalid="ignore"):
-            st[rows, 1] = np.nanmean(ring, axis=1)
-            st[rows, 2] = np.nanstd(ring, axis=1)
-        for k, q in ((3, 0.25), (4, 0.5), (5, 0.75)):
-            st[rows, k] = _sorted_quantile(ring, n, q)
         tring = np.sort(self._transfer_ring[rows], axis=1)
         tn = np.minimum(self._tfilled[rows], self.window)
-        st[rows, 6] = _sorted_quantile(tring, tn, 0.5)
+        mean, std = _nan_mean_std(ring, n)
+        self._stats[rows, :7] = np.column_stack([n, mean, std, _sorted_quantile(ring, n, 0.25),
+                                                 _sorted_quantile(ring, n, 0.5), _sorted_quantile(ring, n, 0.75),
+                                                 _sorted_quantile(tring, tn, 0.5)])
 
 
 @dataclass(frozen=True)
@@ -610,6 +606,16 @@ def _mate_context(ratio: np.ndarray, tensor: np.ndarray, rank_rows: np.ndarray, 
     peak = np.where(holder, second[key], top[key])
     out[has, 0] = np.exp(peak[has])
     return out
+
+
+def _nan_mean_std(ring: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.nanmean`` and ``np.nanstd`` of each row holding ``n`` values (never NaN; each row has
+    one), bit for bit: the same sums over the row with its empty slots as zeros, in fewer passes."""
+    empty = np.isnan(ring)
+    values = np.where(empty, 0.0, ring)
+    mean = values.sum(axis=1) / n
+    deviation = np.where(empty, 0.0, values - mean[:, None])
+    return mean, np.sqrt((deviation * deviation).sum(axis=1) / n)
 
 
 def _sorted_quantile(ring: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:
