@@ -38,6 +38,7 @@ import numpy as np
 
 from sleuth.errors import RecordError
 from sleuth.records import IterationBatch, RecordBatch
+from sleuth.stream.detection.group_keys import by_group_then_value, unique_inverse
 from sleuth.validation import integer
 from sleuth.whatif.keys import dense_ids as _group_ids
 # A program slot needs this many ranks in the chunk before its median stands in for a cold identity's window.
@@ -215,7 +216,7 @@ class OperatorWindows:
 
     def _rank_rows(self, job: np.ndarray, rank: np.ndarray) -> np.ndarray:
         packed = (job << 32) | rank
-        unique, inverse = np.unique(packed, return_inverse=True)
+        unique, inverse = unique_inverse(packed)
         rows = np.array([self._ranks.setdefault(int(k), len(self._ranks)) for k in unique.tolist()], np.int64)
         n = len(self._ranks)
         if n > len(self._rank_last_iter):
@@ -229,10 +230,10 @@ class OperatorWindows:
 
     def _identity_rows(self, job: np.ndarray, rank: np.ndarray, comm: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
         stream_key = (job << 44) | (rank << 24) | comm
-        unique, inverse = np.unique(stream_key, return_inverse=True)
+        unique, inverse = unique_inverse(stream_key)
         streams = np.array([self._streams.setdefault(int(k), len(self._streams)) for k in unique.tolist()], np.int64)
         keys = ((streams[inverse] << _ORDINAL_BITS) | ordinal).astype(np.uint64)
-        ukeys, kinverse = np.unique(keys, return_inverse=True)
+        ukeys, kinverse = unique_inverse(keys)
         pos = np.searchsorted(self._keys, ukeys)
         found = (pos < len(self._keys)) & (self._keys[np.minimum(pos, len(self._keys) - 1)] == ukeys) if len(self._keys) else np.zeros(len(ukeys), bool)
         rows = np.empty(len(ukeys), np.int64)
@@ -505,17 +506,17 @@ def _chunk_context(ratio: np.ndarray, transfer_ratio: np.ndarray, job: np.ndarra
     log_ratio = np.log(np.clip(np.nan_to_num(ratio, nan=1.0), 1e-3, 1e3))
     # Packed keys (rank row: 20 bits, comm: 20, iteration: 24) keep the grouping a 1-D unique.
     step = iteration.astype(np.int64) & 0xFFFFFF
-    series = np.unique((rank_rows << 44) | (comm << 24) | step, return_inverse=True)[1].reshape(-1)
+    series = unique_inverse((rank_rows << 44) | (comm << 24) | step)[1]
     sums = np.bincount(series, weights=log_ratio)
     counts = np.bincount(series)
     out = np.empty((len(ratio), 4))
     out[:, 0] = np.exp(sums / counts)[series]
     if int(job.max()) < 1 << 12:
-        slots = np.unique((job << 52) | (slot << 24) | step, return_inverse=True)[1].reshape(-1)
+        slots = unique_inverse((job << 52) | (slot << 24) | step)[1]
     else:
         slots = _group_ids(job, slot, step)
     out[:, 1] = np.exp(np.bincount(slots, weights=log_ratio) / np.bincount(slots))[slots]
-    rank_iteration = np.unique((rank_rows << 24) | step, return_inverse=True)[1].reshape(-1)
+    rank_iteration = unique_inverse((rank_rows << 24) | step)[1]
     peak = np.zeros(int(rank_iteration.max()) + 1)
     np.maximum.at(peak, rank_iteration, np.nan_to_num(transfer_ratio, nan=0.0))
     out[:, 2] = peak[rank_iteration]
@@ -592,18 +593,15 @@ def _mate_context(ratio: np.ndarray, tensor: np.ndarray, rank_rows: np.ndarray, 
     has = mates > 0
     sums = np.bincount(key, weights=log_ratio)
     out[has, 1] = np.exp((sums[key][has] - log_ratio[has]) / mates[has])
-    # The largest of the others: the group's largest, or its second largest for the one holding it.
-    order = np.lexsort((log_ratio, key))
-    skey, sval = key[order], log_ratio[order]
-    last = np.flatnonzero(np.r_[skey[1:] != skey[:-1], True])
+    # The largest of the others: the group's largest, or for the one holding it the largest of the
+    # rest (the largest again where several hold it); no sort needed.
     top = np.full(len(counts), -np.inf)
-    second = np.full(len(counts), -np.inf)
-    top[skey[last]] = sval[last]
-    deep = last[counts[skey[last]] > 1]
-    second[skey[deep]] = sval[deep - 1]
-    holder = np.zeros(len(ratio), bool)
-    holder[order[last]] = True
-    peak = np.where(holder, second[key], top[key])
+    np.maximum.at(top, key, log_ratio)
+    holds = log_ratio == top[key]
+    rest = np.full(len(counts), -np.inf)
+    np.maximum.at(rest, key[~holds], log_ratio[~holds])
+    second = np.where(np.bincount(key[holds], minlength=len(counts)) > 1, top, rest)
+    peak = np.where(holds, second[key], top[key])
     out[has, 0] = np.exp(peak[has])
     return out
 
@@ -630,7 +628,7 @@ def _sorted_quantile(ring: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:
 
 def _group_stats(rows: np.ndarray, values: np.ndarray) -> list[np.ndarray]:
     """mean, std, q1, q2, q3 of ``values`` grouped by ``rows``, broadcast back to each element."""
-    order = np.lexsort((values, rows))
+    order = by_group_then_value(rows, values)
     srows, svals = rows[order], values[order]
     starts = np.flatnonzero(np.r_[True, srows[1:] != srows[:-1]])
     counts = np.diff(np.r_[starts, len(srows)])
