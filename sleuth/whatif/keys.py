@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["dense_ids", "group_median", "group_spread", "mix"]
+__all__ = ["dense_ids", "group_median", "group_spread", "mix", "packed_key"]
 
 
 def dense_ids(*keys: np.ndarray) -> np.ndarray:
     """Dense id of each element's combination of ``keys`` (equal keys, equal id): a lexsort and a
     diff, several times faster than ``np.unique(axis=1)``, which sorts structured rows."""
-    packed = _packed(keys)
+    packed = packed_key(keys)
     if packed is not None:
         # One argsort of one key costs a third of a lexsort over several; the ids are the same.
         order = np.argsort(packed)
@@ -28,10 +28,12 @@ def dense_ids(*keys: np.ndarray) -> np.ndarray:
     return ids
 
 
-def _packed(keys: tuple[np.ndarray, ...]) -> np.ndarray | None:
+def packed_key(keys: tuple[np.ndarray, ...]) -> np.ndarray | None:
     """The integer ``keys`` as one int64 sorting as they do (the first most significant), or None
     when they are not integers or their ranges need more than 62 bits together."""
-    if not len(keys) or not len(keys[0]) or any(k.dtype.kind not in "ib" for k in keys):
+    if not len(keys) or not len(keys[0]) or any(k.dtype.kind not in "iub" for k in keys):
+        return None
+    if any(k.dtype.kind == "u" and int(k.max()) >= 1 << 62 for k in keys):
         return None
     lows = [int(k.min()) for k in keys]
     widths = [(int(k.max()) - low).bit_length() for k, low in zip(keys, lows)]

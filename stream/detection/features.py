@@ -41,6 +41,7 @@ from sleuth.records import IterationBatch, RecordBatch
 from sleuth.stream.detection.group_keys import by_group_then_value, unique_inverse
 from sleuth.validation import integer
 from sleuth.whatif.keys import dense_ids as _group_ids
+from sleuth.whatif.keys import packed_key
 # A program slot needs this many ranks in the chunk before its median stands in for a cold identity's window.
 from sleuth.whatif.programs import MIN_PEERS
 from sleuth.whatif.timeline import member_groups
@@ -285,7 +286,7 @@ class OperatorWindows:
         duration = (records["t_end_ns"] - start).astype(np.float64)
 
         # Ordinal of each record among its (job, rank, comm, iteration) in seq order.
-        order = np.lexsort((seq, iteration, comm, rank, job))
+        order = _stable_order(job, rank, comm, iteration, seq)
         group = np.stack([job[order], rank[order], comm[order], iteration[order]])
         starts = np.ones(n, bool)
         starts[1:] = (group[:, 1:] != group[:, :-1]).any(axis=0)
@@ -303,7 +304,7 @@ class OperatorWindows:
         member_group = member_groups(comm, records["seq"], rank, peer, records["op"])
         # Members are distinct ranks (a P2P operator without a direction pairs on {rank, peer}).
         first_of_rank = np.zeros(n, bool)
-        first_of_rank[np.unique(_group_ids(member_group, rank), return_index=True)[1]] = True
+        first_of_rank[_one_of_each(_group_ids(member_group, rank))] = True
         members = np.bincount(member_group[first_of_rank], minlength=int(member_group.max()) + 1)
         latest = np.full(len(members), np.iinfo(np.int64).min)
         np.maximum.at(latest, member_group, start)
@@ -409,7 +410,7 @@ class OperatorWindows:
         becomes its identity's ``prev_ratio``."""
         if chunk is not None and len(chunk.rows):
             # Where the chunk holds several iterations of an identity, its latest instance's.
-            latest = np.lexsort((chunk.iteration, chunk.rows))
+            latest = _stable_order(chunk.rows, chunk.iteration)
             last = np.r_[chunk.rows[latest][1:] != chunk.rows[latest][:-1], True]
             self._last_ratio[chunk.rows[latest[last]]] = chunk.X[latest[last], FEATURE_NAMES.index("ratio")]
         rows = chunk.rows[normal] if chunk is not None and normal is not None else np.zeros(0, np.int64)
@@ -424,7 +425,7 @@ class OperatorWindows:
             for r in range(int(rounds.max()) + 1):
                 pick = rounds == r
                 self._append(rows[pick], values[pick], transfers[pick])
-            self._refresh(np.unique(rows))
+            self._refresh(rows[np.r_[True, rows[1:] != rows[:-1]]])  # sorted above
         if iterations is not None and len(iterations):
             job = self._job_ids(iterations)[iterations["job"]]
             rank_rows = self._rank_rows(job, iterations["rank"].astype(np.int64))
@@ -473,7 +474,7 @@ class _PeerWindow:
 def _peer_window(slot: np.ndarray, rank: np.ndarray, duration: np.ndarray, transfer: np.ndarray) -> _PeerWindow:
     """The peer window of each instance, ``slot`` being its dense program-slot id."""
     first_of_rank = np.zeros(len(slot), bool)
-    first_of_rank[np.unique(_group_ids(slot, rank), return_index=True)[1]] = True
+    first_of_rank[_one_of_each(_group_ids(slot, rank))] = True
     enough = np.bincount(slot[first_of_rank], minlength=int(slot.max()) + 1)[slot] >= MIN_PEERS
     _, _, q1, q2, q3 = _group_stats(slot, duration)
     # Robust location and scale: the slot's slowed ranks are outliers among its peers, and a mean
@@ -535,7 +536,7 @@ def _previous(rows: np.ndarray, iteration: np.ndarray, ratio: np.ndarray, last: 
     in its iteration as a fault does, is over by the next one.
     """
     previous = last[rows]
-    order = np.lexsort((iteration, rows))
+    order = _stable_order(rows, iteration)
     same = rows[order][1:] == rows[order][:-1]
     previous[order[1:][same]] = ratio[order[:-1][same]]
     return previous
@@ -606,9 +607,27 @@ def _mate_context(ratio: np.ndarray, tensor: np.ndarray, rank_rows: np.ndarray, 
     return out
 
 
+def _stable_order(*keys: np.ndarray) -> np.ndarray:
+    """``np.lexsort(keys[::-1])``: a stable sort by the keys, the first most significant; one
+    stable argsort of them packed into one int64 where they fit (records mostly arrive in order)."""
+    packed = packed_key(keys)
+    return np.lexsort(keys[::-1]) if packed is None else np.argsort(packed, kind="stable")
+
+
+def _one_of_each(ids: np.ndarray) -> np.ndarray:
+    """A position of each dense id (0..max, all present): where counting distinct ids is all that is asked."""
+    where = np.empty(int(ids.max()) + 1, np.int64)
+    where[ids] = np.arange(len(ids))
+    return where
+
+
 def _nan_mean_std(ring: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.nanmean`` and ``np.nanstd`` of each row holding ``n`` values (never NaN; each row has
     one), bit for bit: the same sums over the row with its empty slots as zeros, in fewer passes."""
+    if len(n) and int(n.min()) == ring.shape[1]:  # full windows, the steady state: no empty slot to mask
+        mean = ring.sum(axis=1) / n
+        deviation = ring - mean[:, None]
+        return mean, np.sqrt((deviation * deviation).sum(axis=1) / n)
     empty = np.isnan(ring)
     values = np.where(empty, 0.0, ring)
     mean = values.sum(axis=1) / n
@@ -618,6 +637,11 @@ def _nan_mean_std(ring: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def _sorted_quantile(ring: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:
     """Linear-interpolated quantile of each row's first ``n`` (sorted) values; NaN where n == 0."""
+    if len(n) and int(n.min()) == int(n.max()) > 0:  # one count for all rows (full windows): columns, no gather
+        pos = (int(n[0]) - 1) * q
+        lo = int(np.floor(pos))
+        hi = min(lo + 1, int(n[0]) - 1)
+        return ring[:, lo] + (ring[:, hi] - ring[:, lo]) * (pos - lo)
     pos = np.maximum(n - 1, 0) * q
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, np.maximum(n - 1, 0))

@@ -34,3 +34,13 @@ def test_dense_ids_pack_or_sort_alike() -> None:
         stacked = np.stack(keys, axis=1)
         expected = np.unique(stacked, axis=0, return_inverse=True)[1].reshape(-1)
         assert np.array_equal(dense_ids(*keys), expected)
+
+
+def test_stable_order_is_lexsorts_ties_included() -> None:
+    from sleuth.stream.detection.features import _stable_order
+
+    rng = np.random.default_rng(4)
+    keys = (rng.integers(0, 3, 3000), rng.integers(0, 5, 3000).astype(np.uint32), rng.integers(-2, 2, 3000))
+    assert np.array_equal(_stable_order(*keys), np.lexsort(keys[::-1]))
+    wide = (rng.integers(0, 2**40, 3000) // 2**35, rng.integers(0, 2**40, 3000))  # too wide to pack
+    assert np.array_equal(_stable_order(*wide), np.lexsort(wide[::-1]))
