@@ -196,8 +196,7 @@ class OperatorWindows:
 
     def _comm_ids(self, records: RecordBatch, job_of_string: np.ndarray) -> np.ndarray:
         """Detector-wide comm id of each record (comm names are only unique within a job)."""
-        pairs = np.unique((records["job"].astype(np.int64) << 32) | records["comm"].astype(np.int64),
-                          return_inverse=True)
+        pairs = unique_inverse((records["job"].astype(np.int64) << 32) | records["comm"].astype(np.int64))
         ids = np.empty(len(pairs[0]), np.int64)
         for k, packed in enumerate(pairs[0].tolist()):
             job = int(job_of_string[packed >> 32])
