@@ -39,6 +39,7 @@ import numpy as np
 from sleuth.errors import RecordError
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.stream.detection.group_keys import by_group_then_value, unique_inverse
+from sleuth.stream.key_ids import KeyIds
 from sleuth.validation import integer
 from sleuth.whatif.keys import dense_ids as _group_ids
 from sleuth.whatif.keys import packed_key
@@ -112,7 +113,7 @@ class OperatorWindows:
         self._comms: dict[tuple[int, str], int] = {}
         self._comm_kind: list[int] = []
         self._comm_members = np.zeros(0, np.int64)
-        self._streams: dict[int, int] = {}  # (job, rank, comm) packed -> stream id
+        self._streams = KeyIds()  # (job, rank, comm) packed -> stream id
         self._keys = np.zeros(0, np.uint64)  # sorted identity keys
         self._key_rows = np.zeros(0, np.int64)
         self._n = 0
@@ -122,7 +123,7 @@ class OperatorWindows:
         self._tfilled = np.zeros(0, np.int64)
         self._stats = np.full((0, 8), np.nan)  # count mean std q1 q2 q3 transfer-median spare
         self._last_ratio = np.full(0, np.nan)  # each identity's last instance's ratio, judged normal or not
-        self._ranks: dict[int, int] = {}  # (job, rank) packed -> row
+        self._ranks = KeyIds()  # (job, rank) packed -> row
         self._rank_iter = np.full((0, window), np.nan)
         self._rank_iter_filled = np.zeros(0, np.int64)
         self._rank_last_iter = np.full(0, np.nan)
@@ -163,7 +164,7 @@ class OperatorWindows:
                 rank, comm = (key >> 24) & (_RANK_LIMIT - 1), key & ((1 << 24) - 1)
                 new_key = (job_map[key >> 44] << 44) | (rank << 24) | int(comm_map[comm])
                 stream_map[old] = streams[new_key] = len(streams)
-        self._streams = streams
+        self._streams = KeyIds(streams)
 
         stream = stream_map[(self._keys >> np.uint64(_ORDINAL_BITS)).astype(np.int64)]
         alive = stream >= 0
@@ -183,7 +184,7 @@ class OperatorWindows:
         for key, old in sorted(self._ranks.items(), key=lambda item: item[1]):
             if key >> 32 in job_map:
                 rank_map[old] = ranks[(job_map[key >> 32] << 32) | (key & 0xFFFFFFFF)] = len(ranks)
-        self._ranks = ranks
+        self._ranks = KeyIds(ranks)
         kept = np.flatnonzero(rank_map >= 0)
         for name in ("_rank_iter", "_rank_iter_filled", "_rank_last_iter", "_rank_iter_mean"):
             setattr(self, name, getattr(self, name)[kept])
@@ -217,7 +218,7 @@ class OperatorWindows:
     def _rank_rows(self, job: np.ndarray, rank: np.ndarray) -> np.ndarray:
         packed = (job << 32) | rank
         unique, inverse = unique_inverse(packed)
-        rows = np.array([self._ranks.setdefault(int(k), len(self._ranks)) for k in unique.tolist()], np.int64)
+        rows = self._ranks.ids(unique)
         n = len(self._ranks)
         if n > len(self._rank_last_iter):
             size = max(n, 2 * len(self._rank_last_iter), 64)
@@ -231,7 +232,7 @@ class OperatorWindows:
     def _identity_rows(self, job: np.ndarray, rank: np.ndarray, comm: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
         stream_key = (job << 44) | (rank << 24) | comm
         unique, inverse = unique_inverse(stream_key)
-        streams = np.array([self._streams.setdefault(int(k), len(self._streams)) for k in unique.tolist()], np.int64)
+        streams = self._streams.ids(unique)
         keys = ((streams[inverse] << _ORDINAL_BITS) | ordinal).astype(np.uint64)
         ukeys, kinverse = unique_inverse(keys)
         pos = np.searchsorted(self._keys, ukeys)
@@ -276,9 +277,10 @@ class OperatorWindows:
             empty = np.zeros(0)
             none = np.zeros(0, np.int64)
             return Chunk(X, keep, none, empty, empty, none, none, none, none)
-        job = self._job_ids(records)[records["job"]]
+        job_of_string = self._job_ids(records)
+        job = job_of_string[records["job"]]
         rank = records["rank"].astype(np.int64)
-        comm = self._comm_ids(records, self._job_ids(records))
+        comm = self._comm_ids(records, job_of_string)
         iteration = records["iteration"]
         seq = records["seq"]
         start = records["t_start_ns"]
