@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from sleuth.records import IterationBatch, RecordBatch
+from sleuth.stream.group_keys import unique_inverse
 from sleuth.stream.key_ids import KeyIds
 
 
@@ -62,7 +63,7 @@ class RankState:
     def _rows_of(self, batch: RecordBatch | IterationBatch) -> np.ndarray:
         job_ids = np.array([self._jobs.setdefault(j, len(self._jobs)) for j in batch.strings], np.uint64)
         keys = (job_ids[batch["job"]] << np.uint64(32)) | batch["rank"].astype(np.uint64)
-        unique, inverse = np.unique(keys, return_inverse=True)
+        unique, inverse = unique_inverse(keys)
         rows = self._rows.ids(unique)
         self._grow(len(self._rows))
         return rows[inverse]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sleuth.stream.detection.group_keys import by_group_then_value, unique_inverse
+from sleuth.stream.detection.features import _stable_order
+from sleuth.stream.group_keys import by_group_then_value, unique_inverse
 from sleuth.whatif.keys import dense_ids
 
 
@@ -37,8 +38,6 @@ def test_dense_ids_pack_or_sort_alike() -> None:
 
 
 def test_stable_order_is_lexsorts_ties_included() -> None:
-    from sleuth.stream.detection.features import _stable_order
-
     rng = np.random.default_rng(4)
     keys = (rng.integers(0, 3, 3000), rng.integers(0, 5, 3000).astype(np.uint32), rng.integers(-2, 2, 3000))
     assert np.array_equal(_stable_order(*keys), np.lexsort(keys[::-1]))
