@@ -272,7 +272,8 @@ class OperatorWindows:
         n = len(records)
         if n and int(records["rank"].max()) >= _RANK_LIMIT:
             raise RecordError(f"rank {int(records['rank'].max())} is beyond the detector's limit of {_RANK_LIMIT - 1}")
-        X = np.empty((n, len(FEATURE_NAMES)))  # every column is written below
+        # Column-major: every column is written below one by one, each then one contiguous pass.
+        X = np.empty((n, len(FEATURE_NAMES)), order="F")
         if not n:
             empty = np.zeros(0)
             none = np.zeros(0, np.int64)
