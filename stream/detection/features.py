@@ -450,9 +450,11 @@ class OperatorWindows:
         self._tfilled[trows] += 1
 
     def _refresh(self, rows: np.ndarray) -> None:
-        ring = np.sort(self._ring[rows], axis=1)  # NaN (empty slots) sort last
+        ring = self._ring[rows]  # a copy (fancy index): sorted in place, NaN (empty slots) last
+        ring.sort(axis=1)
         n = np.minimum(self._filled[rows], self.window)
-        tring = np.sort(self._transfer_ring[rows], axis=1)
+        tring = self._transfer_ring[rows]
+        tring.sort(axis=1)
         tn = np.minimum(self._tfilled[rows], self.window)
         mean, std = _nan_mean_std(ring, n)
         self._stats[rows, :7] = np.column_stack([n, mean, std, _sorted_quantile(ring, n, 0.25),
