@@ -628,10 +628,16 @@ def _one_of_each(ids: np.ndarray) -> np.ndarray:
 def _nan_mean_std(ring: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.nanmean`` and ``np.nanstd`` of each row holding ``n`` values (never NaN; each row has
     one), bit for bit: the same sums over the row with its empty slots as zeros, in fewer passes."""
-    if len(n) and int(n.min()) == ring.shape[1]:  # full windows, the steady state: no empty slot to mask
+    full = n == ring.shape[1]
+    if full.all():  # full windows, the steady state: no empty slot to mask
         mean = ring.sum(axis=1) / n
         deviation = ring - mean[:, None]
         return mean, np.sqrt((deviation * deviation).sum(axis=1) / n)
+    if full.any():  # each row's figures are its own: the full ones apart, unmasked
+        mean, std = np.empty(len(n)), np.empty(len(n))
+        for pick in (np.flatnonzero(full), np.flatnonzero(~full)):
+            mean[pick], std[pick] = _nan_mean_std(ring[pick], n[pick])
+        return mean, std
     empty = np.isnan(ring)
     values = np.where(empty, 0.0, ring)
     mean = values.sum(axis=1) / n
