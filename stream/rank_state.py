@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from sleuth.records import IterationBatch, RecordBatch
+from sleuth.stream.group_keys import unique_inverse
+from sleuth.stream.key_ids import KeyIds
 
 
 class RankState:
@@ -17,7 +19,7 @@ class RankState:
 
     def __init__(self) -> None:
         self._jobs: dict[str, int] = {}
-        self._rows: dict[int, int] = {}  # (job id << 32 | rank) -> row
+        self._rows = KeyIds()  # (job id << 32 | rank) -> row
         self.records = np.zeros(0, np.int64)
         self.iteration = np.zeros(0, np.int64)
         self.t_end_ns = np.zeros(0, np.int64)
@@ -54,15 +56,15 @@ class RankState:
         self._jobs = {job: renumber[old] for job, old in self._jobs.items()}
         kept = sorted((row, key) for key, row in self._rows.items() if key >> 32 not in gone)
         keep = np.array([row for row, _ in kept], np.int64)
-        self._rows = {(renumber[key >> 32] << 32) | (key & 0xFFFFFFFF): new for new, (_, key) in enumerate(kept)}
+        self._rows = KeyIds({(renumber[key >> 32] << 32) | (key & 0xFFFFFFFF): new for new, (_, key) in enumerate(kept)})
         for name in ("records", "iteration", "t_end_ns", "iterations_done"):
             setattr(self, name, getattr(self, name)[keep])
 
     def _rows_of(self, batch: RecordBatch | IterationBatch) -> np.ndarray:
         job_ids = np.array([self._jobs.setdefault(j, len(self._jobs)) for j in batch.strings], np.uint64)
         keys = (job_ids[batch["job"]] << np.uint64(32)) | batch["rank"].astype(np.uint64)
-        unique, inverse = np.unique(keys, return_inverse=True)
-        rows = np.array([self._rows.setdefault(int(k), len(self._rows)) for k in unique], np.int64)
+        unique, inverse = unique_inverse(keys)
+        rows = self._rows.ids(unique)
         self._grow(len(self._rows))
         return rows[inverse]
 

@@ -38,8 +38,11 @@ import numpy as np
 
 from sleuth.errors import RecordError
 from sleuth.records import IterationBatch, RecordBatch
+from sleuth.stream.group_keys import by_group_then_value, unique_inverse
+from sleuth.stream.key_ids import KeyIds
 from sleuth.validation import integer
 from sleuth.whatif.keys import dense_ids as _group_ids
+from sleuth.whatif.keys import packed_key
 # A program slot needs this many ranks in the chunk before its median stands in for a cold identity's window.
 from sleuth.whatif.programs import MIN_PEERS
 from sleuth.whatif.timeline import member_groups
@@ -110,7 +113,7 @@ class OperatorWindows:
         self._comms: dict[tuple[int, str], int] = {}
         self._comm_kind: list[int] = []
         self._comm_members = np.zeros(0, np.int64)
-        self._streams: dict[int, int] = {}  # (job, rank, comm) packed -> stream id
+        self._streams = KeyIds()  # (job, rank, comm) packed -> stream id
         self._keys = np.zeros(0, np.uint64)  # sorted identity keys
         self._key_rows = np.zeros(0, np.int64)
         self._n = 0
@@ -120,7 +123,7 @@ class OperatorWindows:
         self._tfilled = np.zeros(0, np.int64)
         self._stats = np.full((0, 8), np.nan)  # count mean std q1 q2 q3 transfer-median spare
         self._last_ratio = np.full(0, np.nan)  # each identity's last instance's ratio, judged normal or not
-        self._ranks: dict[int, int] = {}  # (job, rank) packed -> row
+        self._ranks = KeyIds()  # (job, rank) packed -> row
         self._rank_iter = np.full((0, window), np.nan)
         self._rank_iter_filled = np.zeros(0, np.int64)
         self._rank_last_iter = np.full(0, np.nan)
@@ -161,7 +164,7 @@ class OperatorWindows:
                 rank, comm = (key >> 24) & (_RANK_LIMIT - 1), key & ((1 << 24) - 1)
                 new_key = (job_map[key >> 44] << 44) | (rank << 24) | int(comm_map[comm])
                 stream_map[old] = streams[new_key] = len(streams)
-        self._streams = streams
+        self._streams = KeyIds(streams)
 
         stream = stream_map[(self._keys >> np.uint64(_ORDINAL_BITS)).astype(np.int64)]
         alive = stream >= 0
@@ -181,7 +184,7 @@ class OperatorWindows:
         for key, old in sorted(self._ranks.items(), key=lambda item: item[1]):
             if key >> 32 in job_map:
                 rank_map[old] = ranks[(job_map[key >> 32] << 32) | (key & 0xFFFFFFFF)] = len(ranks)
-        self._ranks = ranks
+        self._ranks = KeyIds(ranks)
         kept = np.flatnonzero(rank_map >= 0)
         for name in ("_rank_iter", "_rank_iter_filled", "_rank_last_iter", "_rank_iter_mean"):
             setattr(self, name, getattr(self, name)[kept])
@@ -194,8 +197,7 @@ class OperatorWindows:
 
     def _comm_ids(self, records: RecordBatch, job_of_string: np.ndarray) -> np.ndarray:
         """Detector-wide comm id of each record (comm names are only unique within a job)."""
-        pairs = np.unique((records["job"].astype(np.int64) << 32) | records["comm"].astype(np.int64),
-                          return_inverse=True)
+        pairs = unique_inverse((records["job"].astype(np.int64) << 32) | records["comm"].astype(np.int64))
         ids = np.empty(len(pairs[0]), np.int64)
         for k, packed in enumerate(pairs[0].tolist()):
             job = int(job_of_string[packed >> 32])
@@ -215,8 +217,8 @@ class OperatorWindows:
 
     def _rank_rows(self, job: np.ndarray, rank: np.ndarray) -> np.ndarray:
         packed = (job << 32) | rank
-        unique, inverse = np.unique(packed, return_inverse=True)
-        rows = np.array([self._ranks.setdefault(int(k), len(self._ranks)) for k in unique.tolist()], np.int64)
+        unique, inverse = unique_inverse(packed)
+        rows = self._ranks.ids(unique)
         n = len(self._ranks)
         if n > len(self._rank_last_iter):
             size = max(n, 2 * len(self._rank_last_iter), 64)
@@ -229,10 +231,10 @@ class OperatorWindows:
 
     def _identity_rows(self, job: np.ndarray, rank: np.ndarray, comm: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
         stream_key = (job << 44) | (rank << 24) | comm
-        unique, inverse = np.unique(stream_key, return_inverse=True)
-        streams = np.array([self._streams.setdefault(int(k), len(self._streams)) for k in unique.tolist()], np.int64)
+        unique, inverse = unique_inverse(stream_key)
+        streams = self._streams.ids(unique)
         keys = ((streams[inverse] << _ORDINAL_BITS) | ordinal).astype(np.uint64)
-        ukeys, kinverse = np.unique(keys, return_inverse=True)
+        ukeys, kinverse = unique_inverse(keys)
         pos = np.searchsorted(self._keys, ukeys)
         found = (pos < len(self._keys)) & (self._keys[np.minimum(pos, len(self._keys) - 1)] == ukeys) if len(self._keys) else np.zeros(len(ukeys), bool)
         rows = np.empty(len(ukeys), np.int64)
@@ -270,21 +272,23 @@ class OperatorWindows:
         n = len(records)
         if n and int(records["rank"].max()) >= _RANK_LIMIT:
             raise RecordError(f"rank {int(records['rank'].max())} is beyond the detector's limit of {_RANK_LIMIT - 1}")
-        X = np.empty((n, len(FEATURE_NAMES)))  # every column is written below
+        # Column-major: every column is written below one by one, each then one contiguous pass.
+        X = np.empty((n, len(FEATURE_NAMES)), order="F")
         if not n:
             empty = np.zeros(0)
             none = np.zeros(0, np.int64)
             return Chunk(X, keep, none, empty, empty, none, none, none, none)
-        job = self._job_ids(records)[records["job"]]
+        job_of_string = self._job_ids(records)
+        job = job_of_string[records["job"]]
         rank = records["rank"].astype(np.int64)
-        comm = self._comm_ids(records, self._job_ids(records))
+        comm = self._comm_ids(records, job_of_string)
         iteration = records["iteration"]
         seq = records["seq"]
         start = records["t_start_ns"]
         duration = (records["t_end_ns"] - start).astype(np.float64)
 
         # Ordinal of each record among its (job, rank, comm, iteration) in seq order.
-        order = np.lexsort((seq, iteration, comm, rank, job))
+        order = _stable_order(job, rank, comm, iteration, seq)
         group = np.stack([job[order], rank[order], comm[order], iteration[order]])
         starts = np.ones(n, bool)
         starts[1:] = (group[:, 1:] != group[:, :-1]).any(axis=0)
@@ -302,7 +306,7 @@ class OperatorWindows:
         member_group = member_groups(comm, records["seq"], rank, peer, records["op"])
         # Members are distinct ranks (a P2P operator without a direction pairs on {rank, peer}).
         first_of_rank = np.zeros(n, bool)
-        first_of_rank[np.unique(_group_ids(member_group, rank), return_index=True)[1]] = True
+        first_of_rank[_one_of_each(_group_ids(member_group, rank))] = True
         members = np.bincount(member_group[first_of_rank], minlength=int(member_group.max()) + 1)
         latest = np.full(len(members), np.iinfo(np.int64).min)
         np.maximum.at(latest, member_group, start)
@@ -408,7 +412,7 @@ class OperatorWindows:
         becomes its identity's ``prev_ratio``."""
         if chunk is not None and len(chunk.rows):
             # Where the chunk holds several iterations of an identity, its latest instance's.
-            latest = np.lexsort((chunk.iteration, chunk.rows))
+            latest = _stable_order(chunk.rows, chunk.iteration)
             last = np.r_[chunk.rows[latest][1:] != chunk.rows[latest][:-1], True]
             self._last_ratio[chunk.rows[latest[last]]] = chunk.X[latest[last], FEATURE_NAMES.index("ratio")]
         rows = chunk.rows[normal] if chunk is not None and normal is not None else np.zeros(0, np.int64)
@@ -423,7 +427,7 @@ class OperatorWindows:
             for r in range(int(rounds.max()) + 1):
                 pick = rounds == r
                 self._append(rows[pick], values[pick], transfers[pick])
-            self._refresh(np.unique(rows))
+            self._refresh(rows[np.r_[True, rows[1:] != rows[:-1]]])  # sorted above
         if iterations is not None and len(iterations):
             job = self._job_ids(iterations)[iterations["job"]]
             rank_rows = self._rank_rows(job, iterations["rank"].astype(np.int64))
@@ -446,18 +450,16 @@ class OperatorWindows:
         self._tfilled[trows] += 1
 
     def _refresh(self, rows: np.ndarray) -> None:
-        ring = np.sort(self._ring[rows], axis=1)  # NaN (empty slots) sort last
+        ring = self._ring[rows]  # a copy (fancy index): sorted in place, NaN (empty slots) last
+        ring.sort(axis=1)
         n = np.minimum(self._filled[rows], self.window)
-        st = self._stats
-        st[rows, 0] = n
-        with np.errstate(invalid="ignore"):
-            st[rows, 1] = np.nanmean(ring, axis=1)
-            st[rows, 2] = np.nanstd(ring, axis=1)
-        for k, q in ((3, 0.25), (4, 0.5), (5, 0.75)):
-            st[rows, k] = _sorted_quantile(ring, n, q)
-        tring = np.sort(self._transfer_ring[rows], axis=1)
+        tring = self._transfer_ring[rows]
+        tring.sort(axis=1)
         tn = np.minimum(self._tfilled[rows], self.window)
-        st[rows, 6] = _sorted_quantile(tring, tn, 0.5)
+        mean, std = _nan_mean_std(ring, n)
+        self._stats[rows, :7] = np.column_stack([n, mean, std, _sorted_quantile(ring, n, 0.25),
+                                                 _sorted_quantile(ring, n, 0.5), _sorted_quantile(ring, n, 0.75),
+                                                 _sorted_quantile(tring, tn, 0.5)])
 
 
 @dataclass(frozen=True)
@@ -476,7 +478,7 @@ class _PeerWindow:
 def _peer_window(slot: np.ndarray, rank: np.ndarray, duration: np.ndarray, transfer: np.ndarray) -> _PeerWindow:
     """The peer window of each instance, ``slot`` being its dense program-slot id."""
     first_of_rank = np.zeros(len(slot), bool)
-    first_of_rank[np.unique(_group_ids(slot, rank), return_index=True)[1]] = True
+    first_of_rank[_one_of_each(_group_ids(slot, rank))] = True
     enough = np.bincount(slot[first_of_rank], minlength=int(slot.max()) + 1)[slot] >= MIN_PEERS
     _, _, q1, q2, q3 = _group_stats(slot, duration)
     # Robust location and scale: the slot's slowed ranks are outliers among its peers, and a mean
@@ -509,17 +511,17 @@ def _chunk_context(ratio: np.ndarray, transfer_ratio: np.ndarray, job: np.ndarra
     log_ratio = np.log(np.clip(np.nan_to_num(ratio, nan=1.0), 1e-3, 1e3))
     # Packed keys (rank row: 20 bits, comm: 20, iteration: 24) keep the grouping a 1-D unique.
     step = iteration.astype(np.int64) & 0xFFFFFF
-    series = np.unique((rank_rows << 44) | (comm << 24) | step, return_inverse=True)[1].reshape(-1)
+    series = unique_inverse((rank_rows << 44) | (comm << 24) | step)[1]
     sums = np.bincount(series, weights=log_ratio)
     counts = np.bincount(series)
     out = np.empty((len(ratio), 4))
     out[:, 0] = np.exp(sums / counts)[series]
     if int(job.max()) < 1 << 12:
-        slots = np.unique((job << 52) | (slot << 24) | step, return_inverse=True)[1].reshape(-1)
+        slots = unique_inverse((job << 52) | (slot << 24) | step)[1]
     else:
         slots = _group_ids(job, slot, step)
     out[:, 1] = np.exp(np.bincount(slots, weights=log_ratio) / np.bincount(slots))[slots]
-    rank_iteration = np.unique((rank_rows << 24) | step, return_inverse=True)[1].reshape(-1)
+    rank_iteration = unique_inverse((rank_rows << 24) | step)[1]
     peak = np.zeros(int(rank_iteration.max()) + 1)
     np.maximum.at(peak, rank_iteration, np.nan_to_num(transfer_ratio, nan=0.0))
     out[:, 2] = peak[rank_iteration]
@@ -538,7 +540,7 @@ def _previous(rows: np.ndarray, iteration: np.ndarray, ratio: np.ndarray, last: 
     in its iteration as a fault does, is over by the next one.
     """
     previous = last[rows]
-    order = np.lexsort((iteration, rows))
+    order = _stable_order(rows, iteration)
     same = rows[order][1:] == rows[order][:-1]
     previous[order[1:][same]] = ratio[order[:-1][same]]
     return previous
@@ -596,24 +598,60 @@ def _mate_context(ratio: np.ndarray, tensor: np.ndarray, rank_rows: np.ndarray, 
     has = mates > 0
     sums = np.bincount(key, weights=log_ratio)
     out[has, 1] = np.exp((sums[key][has] - log_ratio[has]) / mates[has])
-    # The largest of the others: the group's largest, or its second largest for the one holding it.
-    order = np.lexsort((log_ratio, key))
-    skey, sval = key[order], log_ratio[order]
-    last = np.flatnonzero(np.r_[skey[1:] != skey[:-1], True])
+    # The largest of the others: the group's largest, or for the one holding it the largest of the
+    # rest (the largest again where several hold it); no sort needed.
     top = np.full(len(counts), -np.inf)
-    second = np.full(len(counts), -np.inf)
-    top[skey[last]] = sval[last]
-    deep = last[counts[skey[last]] > 1]
-    second[skey[deep]] = sval[deep - 1]
-    holder = np.zeros(len(ratio), bool)
-    holder[order[last]] = True
-    peak = np.where(holder, second[key], top[key])
+    np.maximum.at(top, key, log_ratio)
+    holds = log_ratio == top[key]
+    rest = np.full(len(counts), -np.inf)
+    np.maximum.at(rest, key[~holds], log_ratio[~holds])
+    second = np.where(np.bincount(key[holds], minlength=len(counts)) > 1, top, rest)
+    peak = np.where(holds, second[key], top[key])
     out[has, 0] = np.exp(peak[has])
     return out
 
 
+def _stable_order(*keys: np.ndarray) -> np.ndarray:
+    """``np.lexsort(keys[::-1])``: a stable sort by the keys, the first most significant; one
+    stable argsort of them packed into one int64 where they fit (records mostly arrive in order)."""
+    packed = packed_key(keys)
+    return np.lexsort(keys[::-1]) if packed is None else np.argsort(packed, kind="stable")
+
+
+def _one_of_each(ids: np.ndarray) -> np.ndarray:
+    """A position of each dense id (0..max, all present): where counting distinct ids is all that is asked."""
+    where = np.empty(int(ids.max()) + 1, np.int64)
+    where[ids] = np.arange(len(ids))
+    return where
+
+
+def _nan_mean_std(ring: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.nanmean`` and ``np.nanstd`` of each row holding ``n`` values (never NaN; each row has
+    one), bit for bit: the same sums over the row with its empty slots as zeros, in fewer passes."""
+    full = n == ring.shape[1]
+    if full.all():  # full windows, the steady state: no empty slot to mask
+        mean = ring.sum(axis=1) / n
+        deviation = ring - mean[:, None]
+        return mean, np.sqrt((deviation * deviation).sum(axis=1) / n)
+    if full.any():  # each row's figures are its own: the full ones apart, unmasked
+        mean, std = np.empty(len(n)), np.empty(len(n))
+        for pick in (np.flatnonzero(full), np.flatnonzero(~full)):
+            mean[pick], std[pick] = _nan_mean_std(ring[pick], n[pick])
+        return mean, std
+    empty = np.isnan(ring)
+    values = np.where(empty, 0.0, ring)
+    mean = values.sum(axis=1) / n
+    deviation = np.where(empty, 0.0, values - mean[:, None])
+    return mean, np.sqrt((deviation * deviation).sum(axis=1) / n)
+
+
 def _sorted_quantile(ring: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:
     """Linear-interpolated quantile of each row's first ``n`` (sorted) values; NaN where n == 0."""
+    if len(n) and int(n.min()) == int(n.max()) > 0:  # one count for all rows (full windows): columns, no gather
+        pos = (int(n[0]) - 1) * q
+        lo = int(np.floor(pos))
+        hi = min(lo + 1, int(n[0]) - 1)
+        return ring[:, lo] + (ring[:, hi] - ring[:, lo]) * (pos - lo)
     pos = np.maximum(n - 1, 0) * q
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, np.maximum(n - 1, 0))
@@ -624,7 +662,7 @@ def _sorted_quantile(ring: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:
 
 def _group_stats(rows: np.ndarray, values: np.ndarray) -> list[np.ndarray]:
     """mean, std, q1, q2, q3 of ``values`` grouped by ``rows``, broadcast back to each element."""
-    order = np.lexsort((values, rows))
+    order = by_group_then_value(rows, values)
     srows, svals = rows[order], values[order]
     starts = np.flatnonzero(np.r_[True, srows[1:] != srows[:-1]])
     counts = np.diff(np.r_[starts, len(srows)])

@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from sleuth.errors import ConfigError
 from sleuth.stream.detection.features import DRIFT_PRONE, FEATURE_NAMES
+from sleuth.stream.detection.tree_votes import class1_votes
 from sleuth.validation import fraction
 
 __all__ = ["AbnormalOperatorForest", "check_features"]
@@ -112,11 +113,12 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
         X = check_features(X)
         if not len(X):
             return np.zeros(0)
-        return self.forest_.predict_proba(self._visible(X))[:, 1]
+        # The trees compare float32 (scikit-learn converts to it); converting once here is the same.
+        return class1_votes(self.forest_, self._visible(X, np.float32))
 
-    def _visible(self, X: np.ndarray) -> np.ndarray:
+    def _visible(self, X: np.ndarray, dtype: type = np.float64) -> np.ndarray:
         hidden = FEEDBACK + (SCALE_DEPENDENT if self.scale_free else ())
-        X = X.copy()
+        X = np.array(X, dtype=dtype, order="C")
         X[:, [FEATURE_NAMES.index(n) for n in hidden]] = 0.0  # constant: never split on
         return X
 

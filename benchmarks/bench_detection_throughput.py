@@ -1,0 +1,79 @@
+"""Detection alone, as a deployed worker runs it: records/s of ``Worker.detect`` with
+``worker_detectors`` (the shipped forest and the iteration monitor) over an emulated job.
+
+The records are ``ingest_job``'s (tp 8, pp 4, data-parallel the rest), cut as the loggers send
+them, turned into the gateway's Kafka messages and decoded ``SLEUTH_WORKER_MAX_MESSAGES`` at a
+time, as ``bench_ingest.py``'s detection stage does; no services needed. Prints one JSON object:
+``detection_rps`` (wall clock) and ``detection_cpu_rps`` (the process's CPU time: on a shared
+machine the steadier of the two), the same run's protobuf encoding of the records
+(``baseline_encode_rps``, likewise both) and their ratios, the best of ``--repeat`` runs each, and what was found (abnormal rows, irregularities), so that a faster run can be seen
+to find the same. ``--profile N`` prints the N costliest functions (cProfile) to stderr.
+
+    python benchmarks/bench_detection_throughput.py [--world 512] [--iterations 24] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import sys
+import time
+
+import ingest_job
+from bench_ingest import worker_batches
+from sleuth.proto import codec
+from sleuth.settings import Settings
+from sleuth.stream.detection.deployed import worker_detectors
+from sleuth.stream.worker import Worker
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world", type=int, default=512)
+    parser.add_argument("--iterations", type=int, default=24)
+    parser.add_argument("--ranks-per-batch", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=3, help="runs over fresh detectors; the best is reported")
+    parser.add_argument("--profile", type=int, default=0, help="print this many cProfile rows to stderr")
+    args = parser.parse_args()
+
+    settings = Settings.from_env()
+    records, iterations = ingest_job.emulate(args.world, args.iterations)
+    batches = ingest_job.batches(records, iterations, ranks_per_batch=args.ranks_per_batch)
+    decoded = worker_batches(batches, settings, args.world)
+    total = sum(len(d.records) for d in decoded)
+
+    def run() -> tuple[float, float, int, int]:
+        worker = Worker(settings, client=None, detectors=worker_detectors(settings))
+        start, cpu = time.perf_counter(), time.process_time()
+        found = [worker.detect(d) for d in decoded]
+        cpu, seconds = time.process_time() - cpu, time.perf_counter() - start
+        return cpu, seconds, sum(len(f.abnormal) for f in found), sum(len(f.irregularities) for f in found)
+
+    def encode() -> tuple[float, float]:
+        start, cpu = time.perf_counter(), time.process_time()
+        for b in batches:
+            codec.records_to_proto(b.records)
+        return time.process_time() - cpu, time.perf_counter() - start
+
+    runs = [run() for _ in range(args.repeat)]
+    cpu, seconds, abnormal, irregular = min(runs)
+    base_cpu, base_seconds = min(encode() for _ in range(args.repeat))
+    if args.profile:
+        profile = cProfile.Profile()
+        profile.runcall(run)
+        pstats.Stats(profile, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
+    print(json.dumps({
+        "world": args.world, "iterations": args.iterations, "records": total, "worker_batches": len(decoded),
+        "detection_rps": round(total / seconds, 1), "detection_cpu_rps": round(total / cpu, 1),
+        "cpu_us_per_record": round(1e6 * cpu / total, 3),
+        "baseline_encode_rps": round(total / base_seconds, 1), "baseline_encode_cpu_rps": round(total / base_cpu, 1),
+        "ratio_to_baseline": round(base_seconds / seconds, 4), "cpu_ratio_to_baseline": round(base_cpu / cpu, 4),
+        "abnormal_rows": abnormal, "irregularities": irregular,
+        "runs_cpu_s": [round(r[0], 3) for r in runs], "runs_wall_s": [round(r[1], 3) for r in runs],
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
