@@ -1,13 +1,18 @@
 """Named regression scenarios: each rule of the localizer that a benchmark seed once showed was
-needed, reproduced on an emulated job small enough for every run (128 GPUs, 30 iterations).
+needed, reproduced on an emulated job small enough for every run (128 GPUs, 30 iterations) or on
+a hand-made series of iteration times.
 
-Each scenario is one slow NIC whose step of a few percent never trips δ, and one GPU hiccup that
-is the only δ-irregular iteration: the hiccup alone must not be the answer."""
+The emulated scenarios are one slow NIC whose step of a few percent never trips δ, and one GPU
+hiccup that is the only δ-irregular iteration: the hiccup alone must not be the answer."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from sleuth.layout import ParallelLayout
 from sleuth.localizer import localize
+from sleuth.localizer.shifts import level_shifts, persists
 from sleuth.sim import Emulation, Fault, FaultKind, Scenario, Timing
 from sleuth.topology import generate
 
@@ -52,3 +57,15 @@ def test_a_nic_step_after_a_lone_early_hiccup_is_measured_from_the_level_before_
     irregular, incident = _incident(_nic_step_and_hiccup(slow=2.5, hiccup_at=4))
     assert irregular == [4]
     assert _NIC in {s.device for s in incident.suspects[:2]}
+
+
+def test_a_lone_onset_persists_on_a_pivot_noisier_than_the_job_regression_seed_318():
+    """A 3% step against a pivot's noise of over a third of it reaches t of about 6 over 10
+    columns each side: under ``level_shifts``' bar of 8, over the lower bar of a step at a known column."""
+    rng = np.random.default_rng(1)
+    times = np.r_[np.full(10, 100.0), 115.0, np.full(19, 103.0)] + rng.normal(0, 1.2, 30)
+    healthy = np.arange(30) < 10
+    shift = persists(times, at=10, reference=healthy, probe=10)
+    assert shift is not None and shift.at == 10 and shift.since == 0
+    assert shift.ratio == pytest.approx(1.03, abs=0.01)
+    assert level_shifts(times, start=11) == []  # no step after the onset: the onset alone carries it
