@@ -14,8 +14,7 @@ For each cluster of irregular iterations (those within one window of T iteration
    count toward the support rule; so do the 10 after a step before the first irregular
    iteration (a persistent fault that never tripped δ). A probe stops once one root operator has been found in
    ``min_support + 1`` of its iterations: the rate is computed over the whole window whichever
-   iteration found the root, and the later searches only wandered further (seed 355 at 8,192
-   GPUs: four more data-parallel rings of 128 ranks read for no new root);
+   iteration found the root, so a later search can add fetches but no evidence;
 4. accumulate R onto devices (a compute root's split between its GPU and its host by how many
    of the host's other GPUs were as slow, ``peers.host_share``) and score them by MAP with
    topology decay (``scoring``);
@@ -79,8 +78,8 @@ _ONSET_PROBE = 3
 #: A network root of a probe of a level step needs a transfer excess of at least this share of the step.
 _PROBE_TRANSFER_SHARE = 0.1
 #: The segmentation's bar for a step before the onset, lower than after it (``level_shifts``' 8):
-#: the stretch before the onset is short (27 columns on seed 357), and the δ-irregular iteration
-#: after it already says the job is no longer healthy.
+#: t grows with the square root of the columns, and the stretch before the onset is short, so a
+#: small step there stays under 8; the δ-irregular iteration after it already says the job is no longer healthy.
 _EARLIER_T_MIN = 6.0
 
 
@@ -272,9 +271,8 @@ def _localize_cluster(
     # (shift, iterations to search, whether the level it starts lasts through the onset)
     lasting = persists(times, at=onset, reference=frame.reference, probe=_SHIFT_PROBE)
     # After an onset whose level came back (a hiccup), the columns before it are the level a later
-    # step rises from as well: segmenting from the onset alone left 6 columns before a slow
-    # NIC's 3% step at iteration 10 (seed 371 at 4,096 GPUs: t = 7.9, under the bar of 8, and
-    # the incident named the GPU of the hiccup at iteration 4, the only irregular one).
+    # step rises from as well: the few columns between the onset and the step alone leave a small
+    # step's t under the segmentation's bar, and the hiccup would be the only evidence.
     segment_from = onset if lasting is not None else 0
     probes = [(shift, _SHIFT_PROBE, False) for shift in level_shifts(times, start=segment_from, after=onset)]
     if lasting is not None and (
@@ -282,17 +280,15 @@ def _localize_cluster(
     ):
         # The onset of a level that stays up, with too few irregular iterations for the support
         # rule, or just enough, where one hiccup among them or one search that found nothing
-        # leaves every device short of it (seed 333 at 8,192 GPUs: a slow NIC's two irregular
-        # iterations both led back to one GPU hiccup; 318: the NIC's roots in one, a hiccup in
-        # the other): a persistent fault just over δ. The iterations after it are searched as
+        # leaves every device short of it (both led to one hiccup, or each to a different device):
+        # a persistent fault just over δ. The iterations after it are searched as
         # after a later step, and count toward the support rule, so that a hiccup that happened
         # to share the onset is not the answer. More irregular iterations whose roots agree on
         # no device are left alone: slowness that moves between replicas (``nonhardware``).
         probes.insert(0, (lasting, 1 + _ONSET_PROBE, True))
-    # A step before the onset that never tripped δ (seed 357 at 8,192 GPUs: a slow NIC's 3%, then
-    # a GPU's hiccup at iteration 27 the only irregular one) is a persistent slowdown the
-    # incident's window holds: its iterations are searched and count toward the support rule as
-    # the onset's do, so that the hiccup alone is not the answer.
+    # A step before the onset that never tripped δ (a small persistent slowdown, then a hiccup the
+    # only irregular iteration) is a fault the incident's window holds: its iterations are searched
+    # and count toward the support rule as the onset's do, so that the hiccup alone is not the answer.
     earlier = level_shifts(times[:onset], start=0, t_min=_EARLIER_T_MIN)
     probes = [(shift, _SHIFT_PROBE, True) for shift in earlier] + probes
     supported = len(cluster)
@@ -306,9 +302,8 @@ def _localize_cluster(
         # The step is small next to the operators it lands on (it was never δ-irregular): judge
         # operators by 3 spreads of their own level alone, not by a share of their duration.
         judged = replace(thresholds, relative=0.0, spread_k=min(thresholds.spread_k, 3.0))
-        # Without the relative bar, a transfer a few microseconds over its level is a network root
-        # (the pivot's tensor all-reduce, 23 us over 168 us, beside a slow GPU's 3 ms step: seed
-        # 353 at 4,096 GPUs listed its NVSwitch): a slow transfer that makes the step is a share of it.
+        # Without the relative bar, a transfer a few microseconds over its level would be a network
+        # root beside a step of milliseconds: a slow transfer that makes the step is a share of it.
         step = (shift.ratio - 1.0) * float(np.nanmedian(times[shift.since : shift.at]))
         more, found, walked, series = searched(
             later, probe, judged, settle=min_support + 1, min_transfer=_PROBE_TRANSFER_SHARE * step
@@ -417,8 +412,8 @@ def _seen_again(
     operator slot was abnormal again against the level before the onset (``Root.again``).
 
     The searches of the iterations after the onset can each lead back to the onset's operator
-    (a persistent NIC's delay passed around the pipeline: seed 356 at 8,192 GPUs, all three led
-    to the NIC's sends of the onset iteration), which alone is one iteration's support. A
+    (a persistent NIC's delay passed around the pipeline leads back to the NIC's sends of the
+    onset iteration), which alone is one iteration's support. A
     persistent fault's operator is as slow in those iterations too; a hiccup's is not.
     """
     out = []

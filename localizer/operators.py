@@ -84,9 +84,8 @@ def make_window(available: np.ndarray, irregular: Sequence[int], *, size: int, m
     least ``min_reference`` of them before it; when none has, every iteration not irregular. Why
     not simply "not irregular": a persistent fault stops being δ-irregular once the window mean
     catches up, and those slow iterations would make the fault look normal. Why not "before the
-    first irregular one": a lone hiccup early in the run (seed 212 at 2,048 GPUs: iteration 2,
-    the fault from 10) left two iterations before it, and the fallback then took the fault's
-    caught-up iterations 17-29 as healthy, so the slow GPU was found nowhere.
+    first irregular one": a lone hiccup in the first few iterations leaves too few before it,
+    and the fallback would then take a later fault's caught-up iterations as healthy.
     """
     available = np.unique(np.asarray(available, dtype=np.int64))
     wanted = np.unique(np.asarray(list(irregular), dtype=np.int64))

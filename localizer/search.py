@@ -170,8 +170,8 @@ def search(
     rank's other transfers only, so it is among the first members searched however long the ring
     (a data-parallel ring of 64 at 2,048 GPUs). A ring within one host crosses no NIC: its
     members' other operators are their data-parallel all-reduces, rings of up to 128 ranks at
-    8,192 GPUs, and reading four of them told nothing apart (seed 333: 512 ranks for a tensor
-    all-reduce with an irregularity rate of 0.01).
+    8,192 GPUs, which a slow device in the host lengthens alike, so reading them costs hundreds of
+    ranks and tells nothing apart.
 
     ``min_transfer``: the least transfer excess (ns) a network root needs besides the
     thresholds' limit, for a caller that knows the size of the delay it looks for
@@ -239,14 +239,14 @@ def search(
             limit[1] = min(limit[1], 0.5 * chased)
         involved = tuple(sorted(members))
         # A member's operator elsewhere tells the devices of a slow ring apart: its transfer need not
-        # make the delay looked for on its own (seed 333 at 8,192 GPUs: the NIC's sends).
+        # make the delay looked for on its own: a slow NIC's sends each carry only part of it.
         if excess[0] > max(limit[0], 0.0 if action is Action.MEMBER else min_transfer):
             root = Root(iteration, Cause.NETWORK, rank, comm, seq, op, involved, tuple(members), tuple(rows), ran=at)
             new = root.key not in roots
             roots.setdefault(root.key, root)
             # A pair's two NICs have the same evidence as well (a send, or the tied embeddings'
-            # all-reduce of the first and last stage: seeds 352 and 359 at 8,192 GPUs ranked the
-            # healthy end first). A pair reached as a member's operator elsewhere is already that
+            # all-reduce of the first and last stage), and only each end's other transfers tell
+            # which one is slow. A pair reached as a member's operator elsewhere is already that
             # evidence: searching its members again would walk the pipeline pair by pair.
             pair = len(members) == 2
             if new and member_rings > 0 and graph.spans_hosts[comm_index] and not (pair and action is Action.MEMBER):
@@ -256,8 +256,7 @@ def search(
                 )
         # A member's operator elsewhere is asked one thing: is its transfer slow too (which tells
         # the ring's devices apart)? Its waits are the ring's delay passing through the pipeline,
-        # and following them walked into other data-parallel rings for nothing (seed 370 at
-        # 8,192 GPUs: four more rings of 128 ranks, no new root).
+        # and following them leads into other data-parallel rings, which hold no new root.
         if excess[1] > limit[1] and action is not Action.MEMBER:
             late = int(timing.late[col])
             late_rank = members[late]
@@ -274,8 +273,8 @@ def search(
                 r, c = culprit
                 # What the followed operator must account for: its own excess, when that is less
                 # than the lateness. A delay that reaches a rank spread over several waits leaves
-                # each a share of the lateness (seed 334 at 8,192 GPUs: a last-stage NIC's), and
-                # the one followed explains its own excess, not the whole.
+                # each a share of the lateness, and the one followed explains its own excess, not
+                # the whole.
                 excess_there = float(late_ops.end[r, c] - late_ops.start[r, c] - late_ops.base[r])
                 chased = min(float(excess[1]), excess_there) if excess_there > 0 else float(excess[1])
                 stack.append((late_rank, _instance_of(late_ops, r, c), c, Action.BACK, chased))
@@ -309,7 +308,7 @@ def _members_elsewhere(
     members whose such operator ran longest against its baseline first, and only those that ran
     at least half as long (against their baselines) as the longest: a slow NIC's own send runs
     x8 where the ring's other members' sends, waiting for it, run x1.5-2.3, and judging those
-    read one more rank each and told nothing (seed 102 at 4,096 GPUs: 3 in each of 6 iterations).
+    would read one more rank each and tell nothing: their excess is the wait, not their own NIC's.
     A device under several members (a leaf, a spine) lengthens their operators alike, and all
     of them are kept. ``pairs_only``: only operators between two ranks (sends, receives,
     collectives of two), each judged by reading one more rank, where a ring would cost a whole
@@ -382,8 +381,8 @@ def _read_collective(
     or a late rank a search followed back), then the others spread over the group. A slow
     replica's ranks are the late members of every data-parallel ring they are in, and its ranks
     share tensor and pipeline groups: the search that found one of them late finds the next
-    ring's late member among the first read (seed 356 at 4,096 GPUs read 55 of a 64-rank ring
-    a second time, to reach the slow NIC's replica at the end).
+    ring's late member among the first read, where an order blind to them reads most of a ring
+    before it reaches the slow replica.
     """
     comm, _, _, seq = instance
     near_groups = {int(g) for w in fetcher.whole for g in graph.groups_of(w)} - {comm}
@@ -441,10 +440,10 @@ def _explaining(ops: RankOperators, row: int, col: int, needed: float, lateness:
     slow, a compute root, unless that compute is under half the lateness and its abnormal
     operators alone waited longer. A rank held up inside its group also waits *less* elsewhere:
     a GPU slowed in a middle pipeline stage makes that stage the bottleneck, its ranks' receives
-    from the stage before find the data already there, and those shorter receives cancelled its
-    tensor-parallel peers' long waits for it (seed 204 at 8,192 GPUs: 63 abnormal waits of 1.4 ms
-    each summed with the rest to 0.7 ms, below 1.4 ms of compute against 19 ms of lateness, and
-    the search stopped at a healthy peer). A rank whose compute does explain its lateness stays
+    from the stage before find the data already there, and those shorter receives cancel its
+    tensor-parallel peers' long waits for it: summed, the waits fall below the rank's small
+    compute excess, and the search would stop at a healthy peer; so the abnormal waits alone are
+    weighed against the compute. A rank whose compute does explain its lateness stays
     the root even if it also waited: under sequence-length imbalance a replica's ranks all
     compute long and wait for each other.
 
@@ -452,8 +451,7 @@ def _explaining(ops: RankOperators, row: int, col: int, needed: float, lateness:
     its excess is at least ``needed``. When none is abnormal but the rank waited more than it
     computed and for at least half its lateness, the operator it waited longest in is followed:
     a delay passed down a long pipeline arrives spread over several receives that each stay
-    under their own threshold (seed 205 at 8,192 GPUs: 8.9 ms of waiting in receives of at most
-    2.3 ms, no compute excess, and the search blamed the healthy first-stage GPU).
+    under their own threshold, and with no compute excess, stopping there would blame a healthy GPU.
 
     The previous iteration is included when this one's operators before ``row`` account for
     under half the lateness: a rank late at the start of an iteration was held up at the end of

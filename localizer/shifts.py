@@ -59,7 +59,7 @@ def level_shifts(
         ratio = float(np.median(after) / np.median(before))
         # The split was judged against the segment it cut, wider than the final neighbours: a
         # cut placed a column early keeps one value of the old level on its left, and a second
-        # cut can then split the new level's noise (seed 353 at 8,192 GPUs: x1.008). The step is
+        # cut can then split the new level's noise into a step of under a percent. The step is
         # held to ``min_step`` again between the segments that remain.
         if ratio >= 1 + min_step and int(known[cut]) > searched:
             shifts.append(Shift(at=int(known[cut]), since=int(known[segment_start]), ratio=ratio))
@@ -78,8 +78,8 @@ def persists(
     while the window mean catches up; the iterations after it are as slow and say more than the
     onset alone, where a hiccup of its own may have added to it. One step at a known column
     needs a lower ``t_min`` than ``level_shifts``, which takes the best of every cut: the pivot's
-    own iteration times are noisier than the job's (seed 318 at 8,192 GPUs: a slow NIC's 3 ms
-    step against 1.2 ms of noise on rank 0, t = 6.0, against 0.3 ms on the job's).
+    own iteration times are noisier than the job's (several times the job's noise), so a step the
+    job's times show clearly reaches a smaller t there.
     """
     values = np.asarray(times, dtype=np.float64)
     before = values[np.flatnonzero(np.asarray(reference, dtype=bool))]

@@ -121,9 +121,9 @@ def _scale(seed: int) -> list[Scenario]:
 
 
 def _scale_nic(seed: int) -> list[Scenario]:
-    # An eighth, not the network suite's quarter: at 2,048 GPUs a NIC at a quarter of its speed
-    # made one iteration δ-irregular (seeds 204, 205), which measures the δ rule, not the search.
-    # An eighth is a 400G port that trained down to 50G.
+    # An eighth, not the network suite's quarter: a NIC at a quarter of its speed can leave a large
+    # job only one δ-irregular iteration, which measures the δ rule, not the search. An eighth is a
+    # 400G port that trained down to 50G.
     out = []
     for world, pp, _ in _SCALES:
         layout = ParallelLayout(world, 8, pp, world // (8 * pp))
@@ -191,8 +191,7 @@ def _concurrent(seed: int) -> list[Scenario]:
     pick = _Picker(topology, 128, seed, 400)
     # The second GPU is slower than the first: a slower-or-equal one in the same pipeline stage is
     # waited for no longer than the first already is, so it leaves the job's iteration times
-    # exactly as they were (x1.4 after x1.5, seeds 102 and 201: identical with and without it)
-    # and nothing that reads iteration times can find it. A slower one lengthens them wherever it sits
+    # exactly as they were, and nothing that reads iteration times can find it. A slower one lengthens them wherever it sits
     # (x1.6: by 4.5-5.5% in the same stage, never δ-irregular there, 13% in the other).
     pairs = (
         ("gpu-gpu", Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.5, start=20),

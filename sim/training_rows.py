@@ -38,9 +38,8 @@ def sample_ranks(emulation: Emulation, groups: int) -> np.ndarray:
     world = emulation.scenario.layout.world
     starts = set((np.linspace(0, world - tp, groups).astype(int) // tp * tp).tolist())
     for fault in emulation.scenario.faults:
-        # NICs too: without them a slow NIC's own ranks entered a sample only by chance (never on
-        # seeds 103-104's types suite), so training and the benchmark saw only the operators of its
-        # peers that waited for it, not the slow transfers of the NIC's own operators.
+        # NICs too: without them a slow NIC's own ranks enter a sample only by chance, and training
+        # would see only the operators of its peers that waited for it, not the NIC's slow transfers.
         starts.update((emulation.ranks_on(fault.device) // tp * tp).tolist())
     return np.unique(np.concatenate([np.arange(s, s + tp) for s in sorted(starts)]))
 

@@ -116,10 +116,8 @@ def streaming_scores(forest: AbnormalOperatorForest, records: RecordBatch, itera
     its window only when the forest voted it below ``window_threshold`` (0 for records never scored).
 
     Why not ``training_set`` rows: their windows are cleaned by the labels, and a fault the forest
-    half-admits into its windows in scoring looks less abnormal there than in the labels' windows.
-    On seed 103 the labels' windows put the best threshold at the top of the old grid (0.9, mean
-    F1 still rising); the streaming votes put it at 0.875 there and 0.825 on seed 104, and the
-    benchmark's 2,048 GPUs lost recall at 0.9 (seed 7: precision 1.000, recall 0.942)."""
+    half-admits into its windows in scoring looks less abnormal there than in the labels' windows,
+    so a threshold chosen on those rows sits too high for the votes a worker casts."""
     return detector_decisions(records, iterations, forest, window=window, min_history=min_history,
                               counterfactual=False)[0]
 
@@ -142,9 +140,9 @@ def choose_threshold(held_out: Mapping[str, tuple[np.ndarray, np.ndarray]], *, g
     """The vote share whose worst shortfall from any held-out scenario's own best F1 is smallest.
 
     ``held_out``: scenario name -> (votes, labels), votes as ``streaming_scores`` gives them.
-    Why not the best mean F1 (the old rule): it trades scenarios against each other. On seeds
-    103-106 most of a slow GPU's scale runs do best between 0.5 and 0.75 and a slow NIC's spike or
-    a leaf's near 0.85-0.9, and the mean leans to whichever group has more members. Why not the
+    Why not the best mean F1: it trades scenarios against each other. Kinds of fault do best at
+    different thresholds (a slow GPU's lower, a NIC's or a leaf's higher), and the mean leans to
+    whichever kind has more scenarios. Why not the
     best minimum F1: a NIC spike's F1 is capped near 0.7 by operators no slower than their own
     fault-free instances, so the minimum is that one scenario's optimum whatever it costs the
     others. The shortfall from each scenario's own best (its regret) weighs every scenario against

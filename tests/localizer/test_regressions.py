@@ -1,0 +1,71 @@
+"""Named regression scenarios: each rule of the localizer that a benchmark seed once showed was
+needed, reproduced on an emulated job small enough for every run (128 GPUs, 30 iterations) or on
+a hand-made series of iteration times.
+
+The emulated scenarios are one slow NIC whose step of a few percent never trips δ, and one GPU
+hiccup that is the only δ-irregular iteration: the hiccup alone must not be the answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sleuth.layout import ParallelLayout
+from sleuth.localizer import localize
+from sleuth.localizer.shifts import level_shifts, persists
+from sleuth.sim import Emulation, Fault, FaultKind, Scenario, Timing
+from sleuth.topology import generate
+
+_NIC = "nic:h0011/6"
+
+
+def _nic_step_and_hiccup(*, slow: float, hiccup_at: int) -> Emulation:
+    """128 GPUs (tp 4, pp 2, dp 16): the NIC slows by ``slow`` from iteration 10, and every random
+    hiccup is off but one of 80 ms at ``hiccup_at``."""
+    scenario = Scenario(
+        topology=generate("fattree:hosts=16,gpus=8,pod=4,spines=4"),
+        layout=ParallelLayout(128, 4, 2, 16),
+        faults=(Fault(kind=FaultKind.NIC, device=_NIC, slow=slow, start=10),),
+        iterations=30,
+        timing=Timing(hiccup_rate=0.0, hiccup_ms=80.0, hiccups_at=(hiccup_at,)),
+        seed=101,
+    )
+    return Emulation(scenario)
+
+
+def _incident(emulation: Emulation):
+    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
+    [incident] = localize(
+        emulation, irregular_iterations=irregular, topology=emulation.scenario.topology, window=30, routing="static"
+    )
+    return irregular, incident
+
+
+def test_a_nic_step_before_the_only_irregular_iteration_a_hiccup_is_searched_regression_seed_357():
+    """The step before the onset is a persistent slowdown in the window: its iterations are
+    searched and count toward the support rule, so the hiccup's GPU lacks support."""
+    irregular, incident = _incident(_nic_step_and_hiccup(slow=2.0, hiccup_at=27))
+    assert irregular == [27]  # the NIC's step never trips δ
+    assert str(incident.cause) == "network"
+    assert incident.suspects[0].device == _NIC
+
+
+def test_a_nic_step_after_a_lone_early_hiccup_is_measured_from_the_level_before_it_regression_seed_371():
+    """The hiccup at 4 is the only irregular iteration and its level comes back; the NIC's step at
+    10 is segmented from the start of the window, not from the hiccup, so that the level it rises
+    from has enough columns."""
+    irregular, incident = _incident(_nic_step_and_hiccup(slow=2.5, hiccup_at=4))
+    assert irregular == [4]
+    assert _NIC in {s.device for s in incident.suspects[:2]}
+
+
+def test_a_lone_onset_persists_on_a_pivot_noisier_than_the_job_regression_seed_318():
+    """A 3% step against a pivot's noise of over a third of it reaches t of about 6 over 10
+    columns each side: under ``level_shifts``' bar of 8, over the lower bar of a step at a known column."""
+    rng = np.random.default_rng(1)
+    times = np.r_[np.full(10, 100.0), 115.0, np.full(19, 103.0)] + rng.normal(0, 1.2, 30)
+    healthy = np.arange(30) < 10
+    shift = persists(times, at=10, reference=healthy, probe=10)
+    assert shift is not None and shift.at == 10 and shift.since == 0
+    assert shift.ratio == pytest.approx(1.03, abs=0.01)
+    assert level_shifts(times, start=11) == []  # no step after the onset: the onset alone carries it
