@@ -201,7 +201,9 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     by_type = {name: float(t / base) if base > 0 else 1.0 for name, t in zip(types, by_type_t)}
 
     # S_w on the slowest iterations, and the shares of the slowdown the top workers and last stage explain.
-    chosen = np.sort(np.argsort(-(original / np.where(ideal > 0, ideal, np.nan)), kind="stable")[:worker_iterations])
+    # The stragglers' slowest iterations: the workers are measured against the ideal that keeps the split.
+    chosen = np.sort(np.argsort(-(original / np.where(hardware_ideal > 0, hardware_ideal, np.nan)),
+                                kind="stable")[:worker_iterations])
     stage, replica = _stage_replica(spec)
     unit, by_worker, slowest = _workers(hardware, spec, stage, replica, chosen, hardware_ideal, top_workers)
     lost = original[chosen].sum() - hardware_ideal[chosen].sum()

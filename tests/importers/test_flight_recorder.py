@@ -80,7 +80,8 @@ def test_the_job_spec_names_communicators_from_group_desc(imported: Path, emulat
 def test_localize_on_the_import_names_the_slow_gpu(imported: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["localize", "--records", str(imported), "--json"]) == 0
-    [incident] = json.loads(capsys.readouterr().out)
+    # The emulated model's last stage also runs the loss: the split's own incident may stand beside.
+    [incident] = [i for i in json.loads(capsys.readouterr().out) if i["cause"] != "stage_imbalance"]
     assert incident["suspects"][0]["device"] == SLOW_GPU
     assert incident["iterations"][0] == 20
 
@@ -107,7 +108,8 @@ def test_with_torch_s_100_ms_watchdog_the_slow_gpu_is_still_named(emulated: Emul
     assert np.median(placement_errors(records, emulated)) <= 5_000
     capsys.readouterr()
     assert main(["localize", "--records", str(tmp_path / "out"), "--json"]) == 0
-    [incident] = json.loads(capsys.readouterr().out)
+    # The emulated model's last stage also runs the loss: the split's own incident may stand beside.
+    [incident] = [i for i in json.loads(capsys.readouterr().out) if i["cause"] != "stage_imbalance"]
     assert incident["suspects"][0]["device"] == SLOW_GPU
 
 

@@ -62,7 +62,8 @@ def test_the_job_spec_has_the_hosts_gpus_and_named_communicators(imported: Path,
 def test_localize_on_the_import_names_the_slow_gpu(imported: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["localize", "--records", str(imported), "--json"]) == 0
-    [incident] = json.loads(capsys.readouterr().out)
+    # The emulated model's last stage also runs the loss: the split's own incident may stand beside.
+    [incident] = [i for i in json.loads(capsys.readouterr().out) if i["cause"] != "stage_imbalance"]
     assert incident["suspects"][0]["device"] == SLOW_GPU
     assert incident["cause"] == "compute" and incident["iterations"][0] == 20
 
