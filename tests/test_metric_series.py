@@ -3,6 +3,8 @@ lost (gateway), read back from the registry as Prometheus would scrape them."""
 
 from __future__ import annotations
 
+import asyncio
+
 from prometheus_client import REGISTRY
 
 from sleuth import metrics
@@ -56,6 +58,8 @@ def test_open_incidents_follow_the_firing_alerts() -> None:
 class Publisher:
     """Kafka's place in the gateway: takes the batches, returns no pending futures."""
 
+    wait_timeout_s = 1.0
+
     def __init__(self) -> None:
         self.batches = []
         self.drops = []
@@ -78,6 +82,24 @@ class Publisher:
         raise AssertionError(f"rejected: {reason}")
 
 
+class Context:
+    """The part of ``grpc.aio.ServicerContext`` a stream uses."""
+
+    def invocation_metadata(self):
+        return ()
+
+    async def abort(self, code, details: str) -> None:
+        raise AssertionError(f"aborted: {code} {details}")
+
+    def set_trailing_metadata(self, metadata) -> None:
+        pass
+
+
+async def _requests(messages):
+    for message in messages:
+        yield message
+
+
 def test_records_a_logger_lost_are_counted_by_training_job() -> None:
     spec = JobSpec.from_layout("llama", ParallelLayout(8, 8, 1, 1))
     batch = RecordBatch.from_columns(job="llama", rank=[0, 1], comm=spec.communicators[0].comm, seq=[3, 3], op=[1, 1],
@@ -87,7 +109,7 @@ def test_records_a_logger_lost_are_counted_by_training_job() -> None:
     gateway = Collector(publisher, tokens=None, limits=Limits(), registered=[spec])
     before = value("sleuth_logger_dropped_records_total", training_job="llama")
     messages = [pb.StreamMessage(records=codec.records_to_proto(batch, dropped=n)) for n in (17, 0, 3)]
-    summary = gateway.Stream(iter(m.SerializeToString() for m in messages), context=None)
+    summary = asyncio.run(gateway.Stream(_requests(m.SerializeToString() for m in messages), Context()))
     assert summary.accepted == 3 and len(publisher.batches) == 3
     # ... and go on to the workers (logger_drops), reported by the batch's earliest record.
     assert [d.as_row() for d in publisher.drops] == [("llama", 0, 2, 17), ("llama", 0, 2, 3)]
