@@ -11,7 +11,7 @@ From a job's records (every rank, many iterations) the replay (``timeline``) run
   takes the lower such median, so that a slow link present from the first iteration and one
   slowing a whole program are both put back. Lengths within their peers' spread stay as recorded:
   the paper equalizes them too, which counts the job's jitter as stragglers (S 1.044 on a
-  fault-free 8,192-GPU emulated run, whose twin is itself). Then each iteration's compute is
+  fault-free 8,192-GPU emulated run, whose twin is itself). Then the compute is
   spread evenly over the pipeline stages (``_rebalanced``): the paper averages compute over
   stages too, which amounts to rebalancing the split (§3.2, §5.2). The ideal without that step
   (``hardware_ideal_ns``) is what S_w, M_W and the host's share are measured against.
@@ -189,7 +189,9 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     everything = np.arange(len(steps))
     original, ideal = _as_recorded_and_ideal(job, everything)
     hardware = _hardware(job)
-    hardware_ideal = _as_recorded_and_ideal(hardware, everything)[1] if hardware is not job else ideal
+    # Only the ideal variant: the recorded replay is the same for both jobs.
+    none_kept = np.zeros((len(job.gap), 1), bool)
+    hardware_ideal = _run_variants(hardware, none_kept, none_kept, everything)[:, 0] if hardware is not job else ideal
 
     # S_t: everything fixed but one type (compute gaps, or one communicator kind's op's transfers).
     types = (COMPUTE, *job.kinds)
