@@ -1,4 +1,4 @@
-"""Real torch jobs whose collectives come from the framework, not from the script (CPU, gloo).
+"""Real torch jobs whose collectives come from the framework, not from the script (gloo or NCCL).
 
 ``--mode ddp``: ``DistributedDataParallel`` over the world, with small buckets so each backward
 all-reduces several (DDP's C++ reducer issues them). ``--mode fsdp``: FSDP2 (``fully_shard`` per
@@ -14,8 +14,14 @@ in iterations A..B-1 (B past the last iteration: to the end; A = 0: from the fir
 count, independently of the logger, the c10d operators torch's own profiler sees it run;
 ``--manual-step`` updates the weights without ``torch.optim``, so nothing marks the steps.
 
-Run: ``python -m sleuth.sim.frameworkjob --mode ddp --iters 20 --out FOLDER``. It knows nothing
-of the logger: set ``SLEUTH_LOG_DIR`` or ``SLEUTH_COLLECTOR`` to log it. Needs torch.
+``--device cuda`` runs each rank on a GPU (``LOCAL_RANK`` modulo the GPUs it sees) over NCCL; a
+slow rank's extra compute is then GPU work (a spin kernel on its stream), so its collectives start
+late on the device, as a slow GPU's do.
+
+Run: ``python -m sleuth.sim.frameworkjob --mode ddp --iters 20 --out FOLDER`` spawns every rank;
+under a launcher that sets ``RANK``, ``WORLD_SIZE`` and ``MASTER_PORT`` (torchrun) it runs that one
+rank. It knows nothing of the logger: set ``SLEUTH_LOG_DIR`` or ``SLEUTH_COLLECTOR`` to log it, or
+``NCCL_PROFILER_PLUGIN`` for the NCCL profiler plugin. Needs torch.
 """
 
 from __future__ import annotations
@@ -34,6 +40,10 @@ import torch.distributed as dist
 from sleuth.sim.trainjob import free_port, slowdown_at, write_ground_truth, write_result
 
 MODES = ("ddp", "fsdp", "functional")
+DEVICES = ("cpu", "cuda")
+#: About a data-centre GPU's SM clock: a spin kernel of this many cycles a second of delay. Only the
+#: ratio between ranks matters (the slow rank spins ``factor`` times longer), not the exact time.
+GPU_CYCLES_PER_S = 1.5e9
 WIDTH = 64
 #: Hidden widths of the MLP: unequal layers make unequal DDP buckets, as a real model's are.
 WIDTHS = (64, 96, 64, 128, 64, 80, 64)
@@ -53,6 +63,7 @@ class FrameworkJobOptions:
     base_delay_s: float = 0.004  # the compute a slowdown factor multiplies (CPU compute is tiny)
     count_ops: bool = False
     manual_step: bool = False  # update the weights by hand: no torch.optim step marks iterations
+    device: str = "cpu"  # "cuda": NCCL, one GPU per rank, the slow compute on the GPU
 
     def factor(self, rank: int, iteration: int) -> float:
         """The slowdown of ``rank``'s compute in ``iteration`` (1: none)."""
@@ -61,20 +72,24 @@ class FrameworkJobOptions:
         return slowdown_at(iteration, slow_iters=self.slow_iters, factor=self.slow_factor, ramp=self.ramp)
 
 
-def _model() -> torch.nn.Sequential:
+def _model(device: str) -> torch.nn.Sequential:
     layers = [torch.nn.Linear(a, b) for a, b in zip(WIDTHS, WIDTHS[1:])]
-    return torch.nn.Sequential(*[m for layer in layers for m in (layer, torch.nn.ReLU())][:-1])
+    return torch.nn.Sequential(*[m for layer in layers for m in (layer, torch.nn.ReLU())][:-1]).to(_device(device))
+
+
+def _device(device: str) -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
 
 
 def _ddp(rank: int, options: FrameworkJobOptions):
-    model = torch.nn.parallel.DistributedDataParallel(_model(), bucket_cap_mb=0.02)
+    model = torch.nn.parallel.DistributedDataParallel(_model(options.device), bucket_cap_mb=0.02)
     return model, list(model.parameters())
 
 
 def _fsdp(rank: int, options: FrameworkJobOptions):
     from torch.distributed.fsdp import fully_shard
 
-    model = _model()
+    model = _model(options.device)
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer)
@@ -88,11 +103,12 @@ def _functional(rank: int, options: FrameworkJobOptions):
     from torch.distributed.device_mesh import init_device_mesh
 
     tp = 2
-    mesh = init_device_mesh("cpu", (options.world // tp, tp), mesh_dim_names=("dp", "tp"))
+    device = _device(options.device)
+    mesh = init_device_mesh(device.type, (options.world // tp, tp), mesh_dim_names=("dp", "tp"))
     tp_group = mesh.get_group("tp")
     torch.manual_seed(options.seed + mesh.get_local_rank("tp"))
-    w1 = torch.nn.Parameter(torch.randn(WIDTH, WIDTH // tp) * 0.1)
-    w2 = torch.nn.Parameter(torch.randn(WIDTH // tp, WIDTH) * 0.1)
+    w1 = torch.nn.Parameter((torch.randn(WIDTH, WIDTH // tp) * 0.1).to(device))
+    w2 = torch.nn.Parameter((torch.randn(WIDTH // tp, WIDTH) * 0.1).to(device))
 
     class _AllReduceTP(torch.autograd.Function):
         @staticmethod
@@ -143,25 +159,36 @@ def run_rank(rank: int, options: FrameworkJobOptions) -> dict:
         model, params = _BUILD[options.mode](rank, options)
         optimizer = _ManualSGD(params) if options.manual_step else torch.optim.SGD(params, lr=0.01)
         data = torch.Generator().manual_seed(options.seed * 1000 + rank)
+        device = _device(options.device)
         step_times = []
         for iteration in range(options.iters):
             t0 = time.perf_counter()
             optimizer.zero_grad()
-            x = torch.randn(ROWS, WIDTH, generator=data)
+            x = torch.randn(ROWS, WIDTH, generator=data).to(device)
             loss = model(x).pow(2).mean()
             # The compute a slow GPU stretches: base time, times the fault's factor.
-            time.sleep(options.base_delay_s * options.factor(rank, iteration))
+            _compute(options.base_delay_s * options.factor(rank, iteration), options.device)
             loss.backward()
             sync = getattr(model, "sync_gradients", None)
             if sync is not None:
                 sync()
             optimizer.step()
+            if options.device == "cuda":
+                torch.cuda.synchronize()  # a step ends when its GPU work has (the step time is the GPU's)
             step_times.append(time.perf_counter() - t0)
         dist.barrier()
     result = {"rank": rank, "step_times": step_times}
     if counter is not None:
         result["c10d_ops"] = dict(counter.counts)
     return result
+
+
+def _compute(seconds: float, device: str) -> None:
+    """``seconds`` of compute: on a GPU a spin kernel on the current stream, on a CPU a sleep."""
+    if device == "cuda":
+        torch.cuda._sleep(int(seconds * GPU_CYCLES_PER_S))
+    else:
+        time.sleep(seconds)
 
 
 class _Counts:
@@ -180,8 +207,13 @@ def _op_counter():
 
 
 def _worker(rank: int, options: FrameworkJobOptions, port: int, out: str | None) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(options.world))
-    dist.init_process_group("gloo", rank=rank, world_size=options.world)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.update(MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(options.world))
+    backend = "gloo"
+    if options.device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
+        backend = "nccl"
+    dist.init_process_group(backend, rank=rank, world_size=options.world)
     try:
         result = run_rank(rank, options)
     finally:
@@ -201,26 +233,44 @@ def parse_args(argv: list[str] | None = None) -> tuple[FrameworkJobOptions, str 
     parser.add_argument("--ramp", action="store_true", help="grow the slowdown from 1 at A to F at B-1")
     parser.add_argument("--count-ops", action="store_true", help="count c10d operators with torch's profiler")
     parser.add_argument("--manual-step", action="store_true", help="update weights without torch.optim")
+    parser.add_argument("--device", choices=DEVICES, default="cpu", help="cuda: NCCL, one GPU per rank")
     parser.add_argument("--out", help="folder for per-rank results and the ground truth")
     args = parser.parse_args(argv)
     a, _, b = args.slow_iters.partition(":")
     options = FrameworkJobOptions(
         mode=args.mode, world=args.world, iters=args.iters, seed=args.seed, slow_rank=args.slow_rank,
         slow_factor=args.slow_factor, slow_iters=(int(a), int(b or a)), ramp=args.ramp, count_ops=args.count_ops,
-        manual_step=args.manual_step,
+        manual_step=args.manual_step, device=args.device,
     )
     if options.mode == "functional" and options.world % 2:
         parser.error("--mode functional needs an even --world (tp = 2)")
+    if options.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA GPU")
     return options, args.out
 
 
 def main(argv: list[str] | None = None) -> int:
     options, out = parse_args(argv)
+    launched = _launched_rank(options)
+    if launched is not None:  # a launcher started this one rank
+        if launched == 0:
+            write_ground_truth(out, options)
+        _worker(launched, options, int(os.environ["MASTER_PORT"]), out)
+        return 0
     write_ground_truth(out, options)
     import torch.multiprocessing as mp
 
     mp.spawn(_worker, args=(options, free_port(), out), nprocs=options.world, join=True)
     return 0
+
+
+def _launched_rank(options: FrameworkJobOptions) -> int | None:
+    """This process's rank when a launcher (torchrun) set ``RANK``, ``WORLD_SIZE`` and ``MASTER_PORT``."""
+    if not all(os.environ.get(name) for name in ("RANK", "WORLD_SIZE", "MASTER_PORT")):
+        return None
+    if int(os.environ["WORLD_SIZE"]) != options.world:
+        raise SystemExit(f"WORLD_SIZE={os.environ['WORLD_SIZE']} but --world {options.world}: they must agree")
+    return int(os.environ["RANK"])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,275 @@
+"""sleuth's NCCL profiler plugin under real NCCL on a GPU machine; prints one JSON object.
+
+    python benchmarks/bench_nccl_gpu.py --out FOLDER [--world 4] [--ops 3000] [--iters 150]
+
+Needs torch with CUDA, NCCL 2.26 or later (profiler API v4/v5) and gcc (the plugin is built
+first). Ranks are separate processes, started as a launcher would (``RANK``, ``WORLD_SIZE``,
+``MASTER_PORT``). When the machine has fewer GPUs than ranks, the ranks share GPU 0 and each
+plays a host of its own: its own UTS namespace and host name (``unshare --uts``, as root) and
+its own ``NCCL_HOSTID``, so NCCL connects them over its socket transport on loopback as it would
+across nodes, and the plugin and importer see one GPU per host. Three parts, each against the
+same run without the plugin:
+
+* ``op_loop``: two ranks all-reduce a small tensor ``ops`` times per block; wall ns per operator,
+  the median over blocks, plugin off and on alternately in two rounds; the plugin's records are
+  counted against the operators issued.
+* ``ddp_steps``: the DDP job of ``sleuth.sim.frameworkjob --device cuda`` (several buckets from
+  DDP's C++ reducer), ``iters`` steps, off and on alternately in two rounds; the median step time.
+* ``ddp_fault``: the same job with the plugin and rank ``slow-rank`` computing ``slow-factor``
+  times longer on its GPU from a third of the run on; every rank counts the c10d operators
+  torch's profiler sees it run (``--count-ops``). Its records, results and ground truth are left
+  in ``FOLDER/fault`` for ``sleuth import nccl-profiler`` and ``sleuth localize``.
+* ``coverage``: the FSDP2 and functional-collective (DTensor) jobs with the plugin, each rank's
+  records against the c10d operators torch's profiler counts (``FOLDER/fsdp``, ``FOLDER/functional``).
+
+``--parts`` picks some of them (``--parts ddp_fault,coverage``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORD_BYTES = 64  # sleuth/logger/commops_record.h
+JOB_TIMEOUT_S = 180
+
+
+def build_plugin(out: Path) -> Path:
+    subprocess.run(["make", "-s", "-C", str(ROOT / "logger" / "nccl_profiler"), f"OUT={out}"], check=True)
+    return out / "libnccl-profiler-sleuth.so"
+
+
+def _own_hosts() -> bool:
+    """Whether each rank can get a host name of its own (a UTS namespace needs root)."""
+    return subprocess.run(["unshare", "--uts", "true"], capture_output=True).returncode == 0
+
+
+def launch(world: int, argv: list[str], env: dict[str, str], *, shared_gpu: bool, own_hosts: bool, logs: Path) -> None:
+    """Run ``argv`` as ``world`` ranks, each one's output in ``logs/rank-<r>.log``. Raises on any failure."""
+    port = _free_port()
+    logs.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for rank in range(world):
+        rank_env = dict(os.environ, **env, RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                        MASTER_PORT=str(port), LOCAL_RANK="0" if shared_gpu else str(rank))
+        command = [sys.executable, *argv]
+        if shared_gpu:
+            # NCCL refuses two ranks of one host on one GPU; as separate hosts they talk over sockets.
+            rank_env.update(NCCL_HOSTID=f"sleuth-node{rank}", NCCL_SOCKET_IFNAME="lo", NCCL_IB_DISABLE="1")
+            if own_hosts:
+                command = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', f"node{rank}", *command]
+        with open(logs / f"rank-{rank}.log", "w") as log:
+            procs.append(subprocess.Popen(command, env=rank_env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
+    deadline, failed = time.monotonic() + JOB_TIMEOUT_S, []
+    for rank, proc in enumerate(procs):
+        try:
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            proc.wait()
+            failed.append(f"rank {rank}: timed out after {JOB_TIMEOUT_S} s")
+        if proc.returncode:
+            failed.append(f"rank {rank}: exit {proc.returncode}: {(logs / f'rank-{rank}.log').read_text()[-1500:]}")
+    if failed:
+        raise RuntimeError("; ".join(failed))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _records_written(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.glob("nccl-*.bin")) // RECORD_BYTES
+
+
+def _plugin_env(plugin: Path | None, log_dir: Path, job: str) -> dict[str, str]:
+    if plugin is None:
+        return {}
+    shutil.rmtree(log_dir, ignore_errors=True)
+    log_dir.mkdir(parents=True)
+    return {"NCCL_PROFILER_PLUGIN": str(plugin), "SLEUTH_LOG_DIR": str(log_dir), "SLEUTH_JOB": job}
+
+
+# -- one rank of the operator loop -------------------------------------------------------------
+
+
+def op_loop_rank(ops: int, blocks: int, nbytes: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+    dist.init_process_group("nccl")
+    rank = dist.get_rank()
+    tensor = torch.ones(nbytes // 4, device="cuda")
+    for _ in range(100):  # connections and NCCL's first-use costs out of the timed blocks
+        dist.all_reduce(tensor)
+    torch.cuda.synchronize()
+    per_op = []
+    for _ in range(blocks):
+        dist.barrier()
+        torch.cuda.synchronize()
+        start = time.perf_counter_ns()
+        for _ in range(ops):
+            dist.all_reduce(tensor)
+        torch.cuda.synchronize()
+        per_op.append((time.perf_counter_ns() - start) / ops)
+    dist.barrier()
+    torch.cuda.synchronize()
+    dist.destroy_process_group()
+    if rank == 0:
+        Path(out).write_text(json.dumps({"ns_per_op": per_op, "issued": 100 + blocks * (ops + 1) + 1}))
+
+
+# -- the parts ---------------------------------------------------------------------------------
+
+
+def op_loop(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) -> dict:
+    runs: dict[str, list[float]] = {"off": [], "on": []}
+    written = issued = 0
+    for _ in range(2):
+        for mode in ("off", "on"):
+            result = work / f"loop-{mode}.json"
+            env = _plugin_env(plugin if mode == "on" else None, work / "loop-records", "gpu-op-loop")
+            argv = [__file__, "--op-loop-rank", str(args.ops), str(args.blocks), str(args.bytes), str(result)]
+            launch(2, argv, env, **hosts, logs=work / "logs" / f"loop-{mode}")
+            data = json.loads(result.read_text())
+            runs[mode].append(statistics.median(data["ns_per_op"]))
+            if mode == "on":
+                written, issued = _records_written(work / "loop-records"), 2 * data["issued"]
+    off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
+    return {"world": 2, "bytes": args.bytes, "ops_per_block": args.ops, "blocks": args.blocks,
+            "ns_per_op_off": runs["off"], "ns_per_op_on": runs["on"], "median_off": off, "median_on": on,
+            "ratio": on / off, "records_written_last_run": written, "operators_issued_last_run": issued}
+
+
+def _job(work: Path, name: str, extra: list[str], env: dict[str, str], args: argparse.Namespace, hosts: dict,
+         *, mode: str = "ddp", iters: int | None = None) -> list[dict]:
+    out = work / name
+    shutil.rmtree(out, ignore_errors=True)
+    argv = ["-m", "sleuth.sim.frameworkjob", "--mode", mode, "--device", "cuda", "--world", str(args.world),
+            "--iters", str(iters or args.iters), "--out", str(out), *extra]
+    launch(args.world, argv, env, **hosts, logs=work / "logs" / name.replace("/", "-"))
+    return [json.loads((out / f"result-{rank}.json").read_text()) for rank in range(args.world)]
+
+
+def ddp_steps(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) -> dict:
+    runs: dict[str, list[float]] = {"off": [], "on": []}
+    for _ in range(2):
+        for mode in ("off", "on"):
+            env = _plugin_env(plugin if mode == "on" else None, work / "steps-records", "gpu-ddp-steps")
+            results = _job(work, f"steps-{mode}", [], env, args, hosts)
+            warm = args.iters // 5  # NCCL's connections and the allocator settle in the first steps
+            runs[mode].append(statistics.median(t for r in results for t in r["step_times"][warm:]) * 1e3)
+    off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
+    return {"world": args.world, "iters": args.iters, "step_ms_off": runs["off"], "step_ms_on": runs["on"],
+            "median_off": off, "median_on": on, "ratio": on / off}
+
+
+def ddp_fault(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) -> dict:
+    records = work / "fault" / "records"
+    env = _plugin_env(plugin, records, "gpu-ddp-fault")
+    start = args.iters // 3
+    extra = ["--count-ops", "--slow-rank", str(args.slow_rank), "--slow-factor", str(args.slow_factor),
+             "--slow-iters", f"{start}:{args.iters}"]
+    results = _job(work, "fault/out", extra, env, args, hosts)
+    counted = {r["rank"]: sum(r["c10d_ops"].values()) for r in results}
+    per_rank = {}
+    for path in records.glob("nccl-*.json"):
+        side = json.loads(path.read_text())
+        per_rank[side["global_rank"]] = (path.with_suffix(".bin").stat().st_size // RECORD_BYTES)
+    return {"world": args.world, "iters": args.iters, "slow_rank": args.slow_rank, "slow_factor": args.slow_factor,
+            "slow_from": start, "c10d_ops_counted": counted, "records_per_rank": per_rank, "folder": str(work / "fault")}
+
+
+def coverage(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) -> dict:
+    """FSDP2 and functional collectives / DTensor under the plugin: records against torch's count."""
+    found = {}
+    for mode in ("fsdp", "functional"):
+        records = work / mode / "records"
+        results = _job(work, f"{mode}/out", ["--count-ops"], _plugin_env(plugin, records, f"gpu-{mode}"), args, hosts,
+                       mode=mode, iters=args.coverage_iters)
+        written: dict[int, int] = {}
+        for path in records.glob("nccl-*.json"):
+            rank = json.loads(path.read_text())["global_rank"]
+            written[rank] = written.get(rank, 0) + path.with_suffix(".bin").stat().st_size // RECORD_BYTES
+        found[mode] = {"c10d_ops_counted": {r["rank"]: r["c10d_ops"] for r in results}, "records_per_rank": written,
+                       "folder": str(work / mode)}
+    return found
+
+
+PARTS = {"op_loop": op_loop, "ddp_steps": ddp_steps, "ddp_fault": ddp_fault, "coverage": coverage}
+
+
+def environment() -> dict:
+    import torch
+
+    return {"gpu": torch.cuda.get_device_name(0), "gpus": torch.cuda.device_count(), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+            "python": platform.python_version(), "host_cpus": os.cpu_count()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", help="folder for the records and results (kept); required")
+    parser.add_argument("--world", type=int, default=4)
+    parser.add_argument("--ops", type=int, default=3000, help="all-reduces per block of the operator loop")
+    parser.add_argument("--blocks", type=int, default=5)
+    parser.add_argument("--bytes", type=int, default=4096, help="the operator loop's tensor")
+    parser.add_argument("--iters", type=int, default=150, help="steps of each DDP run")
+    parser.add_argument("--slow-rank", type=int, default=2)
+    parser.add_argument("--slow-factor", type=float, default=4.0)
+    parser.add_argument("--coverage-iters", type=int, default=20, help="steps of each FSDP / functional run")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
+    parser.add_argument("--op-loop-rank", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.op_loop_rank:
+        ops, blocks, nbytes, out = args.op_loop_rank
+        op_loop_rank(int(ops), int(blocks), int(nbytes), out)
+        return
+    if not args.out:
+        parser.error("--out FOLDER is required")
+    unknown = set(args.parts.split(",")) - set(PARTS)
+    if unknown:
+        parser.error(f"--parts: unknown {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_nccl_gpu: torch sees no CUDA GPU")
+    work = Path(args.out).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    report: dict = {"environment": environment()}
+    shared = torch.cuda.device_count() < args.world
+    hosts = {"shared_gpu": shared, "own_hosts": shared and _own_hosts()}
+    report["ranks"] = hosts
+    with tempfile.TemporaryDirectory() as build:
+        plugin = build_plugin(Path(build))
+        for name in args.parts.split(","):
+            part = PARTS[name]
+            started = time.monotonic()
+            try:
+                report[name] = part(plugin, work, args, hosts)
+            except Exception as error:  # one part's failure must not lose the others' figures
+                report[name] = {"error": f"{type(error).__name__}: {error}"[:4000]}
+            report[name]["seconds"] = round(time.monotonic() - started, 1)
+            print(json.dumps({name: report[name]}), file=sys.stderr, flush=True)
+    (work / "bench.json").write_text(json.dumps(report, indent=1))
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
