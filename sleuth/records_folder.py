@@ -31,7 +31,14 @@ def read_records(path: Path) -> tuple[RecordBatch, IterationBatch]:
 
 
 def iterations_from_records(records: RecordBatch) -> IterationBatch:
-    """Iteration records derived from CommOps records (first start, last end per rank and step)."""
+    """Iteration records derived from CommOps records, per rank and step: the step ends at its last
+    operator's end and starts where the rank's previous step ended (its first operator's start
+    when the previous step is not in the records).
+
+    The time between a rank's last collective of one step and its first of the next is that
+    rank's compute for the next step (optimizer, forward, the backward up to its first bucket):
+    a step that began at its own first operator would hide a slow GPU's compute entirely.
+    """
     keep = records["iteration"] >= 0
     rank, it = records["rank"][keep].astype(np.int64), records["iteration"][keep]
     pairs, inverse = np.unique(np.stack((rank, it), axis=1), axis=0, return_inverse=True)
@@ -40,5 +47,9 @@ def iterations_from_records(records: RecordBatch) -> IterationBatch:
     end = np.full(len(pairs), np.iinfo(np.int64).min)
     np.minimum.at(start, inverse, records["t_start_ns"][keep])
     np.maximum.at(end, inverse, records["t_end_ns"][keep])
+    # pairs are sorted by (rank, iteration): the row before is the same rank's previous step, if any
+    follows = np.r_[False, (pairs[1:, 0] == pairs[:-1, 0]) & (pairs[1:, 1] == pairs[:-1, 1] + 1)]
+    previous_end = np.r_[start[:1], end[:-1]]
+    start = np.where(follows & (previous_end <= start), previous_end, start)
     job = records.decoded("job")[0] if len(records) else "job"
     return IterationBatch.from_columns(job=job, rank=pairs[:, 0], iteration=pairs[:, 1], t_start_ns=start, t_end_ns=end)

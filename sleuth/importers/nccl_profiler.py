@@ -20,10 +20,18 @@ What the conversion decides, and how:
   issue (``"align"``); ``"auto"`` keeps them when they already are (every start after its issue,
   and the median gap under a second) and aligns otherwise.
 - Iterations: NCCL knows no training steps. The reference communicator (the most members, then the
-  most collectives) repeats a pattern of collectives each step; the smallest period P after which
-  the rest of its sequence repeats exactly (at least three times) gives step boundaries at the
-  same ``seq`` on every member, and every operator of a rank belongs to the last boundary its rank
-  issued before it. ``period`` forces P; operators before the first boundary get iteration -1.
+  most collectives) repeats a pattern of collectives each step. The period P whose longest stretch
+  of exact repetition covers the most collectives (at least three whole steps; the smaller P on a
+  tie) gives step boundaries at the same ``seq`` on every member, in every stretch of that period
+  at least three steps long, and every operator of a rank belongs to the last boundary its rank
+  issued before it. A rank outside that communicator, or a job whose largest communicator shows no
+  pattern (a world group that only ran a barrier), takes its steps from its own largest
+  communicator that shows one (of equal sizes, the one with the fewest steps: a group running two
+  alike collectives a step shows period 1). ``period`` forces P on the largest communicator.
+  Operators outside the stretches (a warm-up whose first step differs, as DDP's does before it
+  rebuilds its buckets; a closing barrier; an evaluation between stretches) get iteration -1.
+  Steps made only of alike collectives on every group cannot be told apart from the records: pass
+  ``period``.
 """
 
 from __future__ import annotations
@@ -297,11 +305,28 @@ def _placements(dumps: Sequence[ProcessDump], ranks: Sequence[int]) -> tuple[Ran
     return tuple(placements)
 
 
+@dataclass(frozen=True)
+class _Steps:
+    """Where the steps are on one communicator: each step's first collective (``starts``), and the
+    first collective after each stretch of steps (``stops``), all as its ``seq``."""
+
+    period: int
+    starts: np.ndarray
+    stops: np.ndarray
+
+
+#: The longest step searched for, in collectives: no training step issues more on one communicator.
+MAX_PERIOD = 4096
+#: A stretch counts as steps once it repeats this often: twice could be chance, three times is a pattern.
+MIN_STEPS = 3
+
+
 def _step_boundaries(
     dumps: Sequence[ProcessDump], ranks: Sequence[int], members: Mapping[str, list[int]], period: int | None,
     notes: list[str],
-) -> tuple[tuple[str, np.ndarray] | None, int | None]:
-    """The reference communicator and the ``seq`` of each step's first collective on it."""
+) -> tuple[dict[str, _Steps], int | None]:
+    """The steps of each communicator that shows them, the preferred first (the most members, then
+    the fewest steps), and the period of the first; a forced ``period`` is the largest group's."""
     p2p = (int(OpKind.SEND), int(OpKind.RECV), int(OpKind.UNKNOWN))
     colls: dict[str, np.ndarray] = {}
     for dump in dumps:
@@ -311,31 +336,71 @@ def _step_boundaries(
                 colls[comm.hash] = np.sort(mine, order="seq")
     if not colls:
         notes.append("no collectives: iterations unknown (-1)")
-        return None, None
-    ref = max(colls, key=lambda h: (len(members[h]), len(colls[h]), h))
-    sig = list(zip(colls[ref]["op"].tolist(), colls[ref]["nbytes"].tolist()))
-    seqs = colls[ref]["seq"]
-    n = len(sig)
-    found = None
-    for p in ([period] if period else range(1, n // 3 + 1)):
-        last_mismatch = max((i for i in range(n - p) if sig[i] != sig[i + p]), default=-1)
-        start = last_mismatch + 1
-        if n - start >= 3 * p:
-            found = (p, start)
-            break
-    if found is None:
+        return {}, None
+    preferred = sorted(colls, key=lambda h: (len(members[h]), len(colls[h]), h), reverse=True)
+    shown = {}
+    for comm in preferred[:1] if period else preferred:
+        steps = _steps_of(colls[comm], period)
+        if steps is not None:
+            shown[comm] = steps
+    # Among groups of one size, the fewest steps: a group that runs k alike collectives a step
+    # (two equal gradients over dp) shows a period of one and k times the steps.
+    found = dict(sorted(shown.items(), key=lambda item: (-len(members[item[0]]), len(item[1].starts))))
+    top, n = preferred[0], len(colls[preferred[0]])
+    if not found:
         notes.append(
-            f"communicator {ref}: its {n} collectives repeat no pattern three times"
+            f"communicator {top}: its {n} collectives repeat no pattern three times"
             + (f" with period {period}" if period else "") + ": iterations unknown (-1); pass --period"
         )
-        return None, None
-    p, start = found
-    return (ref, seqs[start::p].astype(np.uint64)), p
+        return {}, None
+    if top not in found:
+        # A world group that only ran a barrier: a tensor- or data-parallel group shows the steps.
+        notes.append(f"communicator {top}: its {n} collectives repeat no pattern; steps from each rank's "
+                     "largest communicator that shows one")
+    return found, next(iter(found.values())).period
+
+
+def _steps_of(colls: np.ndarray, period: int | None) -> _Steps | None:
+    """The steps of one communicator's collectives (in seq order), None when they show no pattern."""
+    signatures = colls["op"].astype(np.int64) << 48 | colls["nbytes"].astype(np.int64)
+    seqs = colls["seq"].astype(np.uint64)
+    n = len(signatures)
+    candidates = [period] if period else range(1, min(n // MIN_STEPS, MAX_PERIOD) + 1)
+    best: tuple[int, int] | None = None  # (whole steps' collectives in the longest stretch, period)
+    for p in candidates:
+        longest = max((length for _, length in _stretches(signatures, p)), default=0)
+        covered = (longest + p) // p * p if longest else 0
+        if covered >= MIN_STEPS * p and (best is None or covered > best[0]):
+            best = (covered, p)
+        if best is not None and best[0] >= 0.9 * n:  # a larger period cannot cover much more
+            break
+    if best is None:
+        return None
+    p = best[1]
+    starts, stops = [], []
+    for first, length in _stretches(signatures, p):
+        steps = (length + p) // p
+        if steps >= MIN_STEPS:
+            starts.extend(seqs[first:first + steps * p:p].tolist())
+            after = first + steps * p
+            if after < n:
+                stops.append(int(seqs[after]))
+    return _Steps(p, np.asarray(starts, dtype=np.uint64), np.asarray(stops, dtype=np.uint64))
+
+
+def _stretches(signatures: np.ndarray, p: int) -> list[tuple[int, int]]:
+    """(first index, length) of each run where every collective equals the one ``p`` later."""
+    if p >= len(signatures):
+        return []
+    same = np.concatenate(([False], signatures[:-p] == signatures[p:], [False])).astype(np.int8)
+    edges = np.diff(same)
+    firsts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return list(zip(firsts.tolist(), (ends - firsts).tolist()))
 
 
 def _convert(
     dump: ProcessDump, rank: int, job: str, comm_ids: Mapping[str, str], members: Mapping[str, list[int]],
-    gpu_clock: str, boundaries: tuple[str, np.ndarray] | None, notes: list[str],
+    gpu_clock: str, boundaries: Mapping[str, _Steps], notes: list[str],
 ) -> tuple[RecordBatch, str]:
     rec = dump.records
     unknown = rec["op"] == OpKind.UNKNOWN
@@ -366,14 +431,19 @@ def _convert(
                 raise RecordError(f"{dump.path.with_suffix('.bin')}: a P2P record names peer {peer[bad][0]} of a {comm.nranks}-rank communicator")
             peer[mine] = np.asarray(members[comm.hash])[peer[mine]]
     iteration = np.full(len(rec), -1, dtype=np.int64)
-    if boundaries is not None:
-        ref, seqs = boundaries
-        if ref in hashes:
-            ref_index = hashes.index(ref)
-            on_ref = rec[(rec["comm"] == ref_index) & ~p2p]
-            issue_of = dict(zip(on_ref["seq"].tolist(), on_ref["t_issue_ns"].tolist()))
-            marks = np.array([issue_of[s] for s in seqs.tolist() if s in issue_of], dtype=np.int64)
-            iteration = np.searchsorted(marks, rec["t_issue_ns"], side="right") - 1
+    ref = next((comm for comm in boundaries if comm in hashes), None)  # the preferred one this rank is in
+    if ref is not None:
+        steps_on_ref = boundaries[ref]
+        on_ref = rec[(rec["comm"] == hashes.index(ref)) & ~p2p]
+        issue_of = dict(zip(on_ref["seq"].tolist(), on_ref["t_issue_ns"].tolist()))
+        step_of = {seq: step for step, seq in enumerate(steps_on_ref.starts.tolist())}
+        # Each mark opens a step, or (-1) a stretch outside the steps; marks in issue order.
+        marks = sorted([(issue_of[q], step_of[q]) for q in step_of if q in issue_of]
+                       + [(issue_of[q], -1) for q in steps_on_ref.stops.tolist() if q in issue_of])
+        if marks:
+            times = np.array([t for t, _ in marks], dtype=np.int64)
+            steps = np.array([-1] + [step for _, step in marks], dtype=np.int64)
+            iteration = steps[np.searchsorted(times, rec["t_issue_ns"], side="right")]
     batch = RecordBatch.from_columns(
         job=job, rank=np.full(len(rec), rank, dtype=np.uint32),
         comm=[comm_ids[hashes[i]] for i in rec["comm"].tolist()], seq=rec["seq"], op=rec["op"],

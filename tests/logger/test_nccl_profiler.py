@@ -24,8 +24,11 @@ import pytest
 from sleuth.cli import main
 from sleuth.errors import RecordError
 from sleuth.importers.nccl_profiler import FLAGS, NCCL_RECORD_DTYPE, import_folder, read_dumps
+from sleuth.jobspec import JobSpec
 from sleuth.logger.core import RECORD_DTYPE
 from sleuth.records import OpKind
+from sleuth.records_folder import read_records
+from sleuth.whatif.attribution import attribute
 
 HERE = Path(__file__).parent
 PLUGIN_SRC = HERE.parent.parent / "logger" / "nccl_profiler"
@@ -279,17 +282,21 @@ def test_bad_files_are_named_with_what_is_wrong(built, tmp_path):
         import_folder(tmp_path / "raw", tmp_path / "out")
 
 
-def _write_dump(folder: Path, rank: int, ops: list[tuple[OpKind, int]]) -> None:
-    """One process's files in the plugin's format: one 2-rank communicator, host times only."""
+def _write_dump(folder: Path, rank: int, ops: list[tuple], comms: list[dict] | None = None) -> None:
+    """One process's files in the plugin's format, host times only: by default one 2-rank
+    communicator; ``ops`` may name a communicator of ``comms`` as their third item (index)."""
     records = np.zeros(len(ops), dtype=NCCL_RECORD_DTYPE)
-    for i, (kind, nbytes) in enumerate(ops):
-        records[i] = (1000 * i, 1000 * i + 10, 1000 * i + 500, i, nbytes, -1, 0, -1, int(kind), FLAGS["host_child"])
+    seqs: dict[int, int] = {}
+    for i, (kind, nbytes, *comm) in enumerate(ops):
+        index = comm[0] if comm else 0
+        seq = seqs[index] = seqs.get(index, -1) + 1
+        records[i] = (1000 * i, 1000 * i + 10, 1000 * i + 500, seq, nbytes, -1, index, -1, int(kind), FLAGS["host_child"])
     stem = folder / f"nccl-h-{100 + rank}"
     stem.with_suffix(".bin").write_bytes(records.tobytes())
     stem.with_suffix(".json").write_text(json.dumps({
         "format": "sleuth-nccl-profiler", "version": 1, "record_size": 64, "pid": 100 + rank, "host": "h", "job": "j",
         "global_rank": rank, "gpu": rank, "clock": {"monotonic_ns": 0, "realtime_ns": 5_000_000_000},
-        "comms": [{"index": 0, "hash": "00000000000000aa", "name": "", "nranks": 2, "rank": rank, "nnodes": 1, "api": 5}],
+        "comms": comms or [{"index": 0, "hash": "00000000000000aa", "name": "", "nranks": 2, "rank": rank, "nnodes": 1, "api": 5}],
     }))
 
 
@@ -313,3 +320,87 @@ def test_without_a_repeating_pattern_iterations_are_unknown_and_said_so(tmp_path
     result = import_folder(tmp_path / "raw", tmp_path / "out")
     assert result.period is None and (result.records["iteration"] == -1).all()
     assert any("repeat no pattern three times" in note for note in result.notes)
+
+
+def test_steps_survive_a_warm_up_that_differs_and_a_closing_barrier(tmp_path):
+    """DDP under real NCCL (H200, 4 ranks): its first step's buckets differ from the rest (it rebuilds
+    them), and the job ends with a barrier; the steps between are still found, the ends are -1."""
+    step = [(OpKind.ALL_REDUCE, 21056), (OpKind.ALL_REDUCE, 53504), (OpKind.ALL_REDUCE, 33280)]
+    first = [(OpKind.BROADCAST, 288), (OpKind.ALL_REDUCE, 157632), (OpKind.ALL_REDUCE, 52)]
+    (tmp_path / "raw").mkdir()
+    for rank in range(2):
+        _write_dump(tmp_path / "raw", rank, first + step * 6 + [(OpKind.ALL_REDUCE, 8)])
+    result = import_folder(tmp_path / "raw", tmp_path / "out")
+    assert result.period == 3
+    ranks0 = result.records.take(result.records["rank"] == 0)
+    assert ranks0["iteration"].tolist() == [-1] * 3 + [i for i in range(6) for _ in range(3)] + [-1]
+
+
+def test_steps_resume_after_an_interruption_between_stretches(tmp_path):
+    step = [(OpKind.ALL_REDUCE, 4 << 20), (OpKind.ALL_GATHER, 1 << 20)]
+    evaluation = [(OpKind.BROADCAST, 8), (OpKind.ALL_REDUCE, 16), (OpKind.BROADCAST, 8)]
+    (tmp_path / "raw").mkdir()
+    for rank in range(2):
+        _write_dump(tmp_path / "raw", rank, step * 4 + evaluation + step * 3)
+    result = import_folder(tmp_path / "raw", tmp_path / "out")
+    ranks0 = result.records.take(result.records["rank"] == 0)
+    assert ranks0["iteration"].tolist() == [i for i in range(4) for _ in range(2)] + [-1] * 3 + [i for i in range(4, 7) for _ in range(2)]
+
+
+def test_steps_come_from_each_ranks_group_when_the_world_only_ran_a_barrier(tmp_path):
+    """Functional collectives over a 2 x 2 (dp, tp) mesh under real NCCL (H200): the world group runs
+    one barrier; each step all-reduces once over tp and twice, alike, over dp (period 1 there). The
+    closing barrier is issued after the last step's first collective, so it falls in that step."""
+    (tmp_path / "raw").mkdir()
+    for rank in range(4):
+        tp, dp = rank // 2, rank % 2
+        comms = [{"index": 0, "hash": "00000000000000ff", "name": "", "nranks": 4, "rank": rank, "nnodes": 1, "api": 5},
+                 {"index": 1, "hash": f"00000000000000a{tp}", "name": "", "nranks": 2, "rank": rank % 2, "nnodes": 1, "api": 5},
+                 {"index": 2, "hash": f"00000000000000b{dp}", "name": "", "nranks": 2, "rank": rank // 2, "nnodes": 1, "api": 5}]
+        step = [(OpKind.ALL_REDUCE, 4096, 1), (OpKind.ALL_REDUCE, 8192, 2), (OpKind.ALL_REDUCE, 8192, 2)]
+        _write_dump(tmp_path / "raw", rank, step * 5 + [(OpKind.ALL_REDUCE, 4, 0)], comms)
+    result = import_folder(tmp_path / "raw", tmp_path / "out")
+    for rank in range(4):
+        mine = result.records.take(result.records["rank"] == rank)
+        assert mine["iteration"].tolist() == [i for i in range(5) for _ in range(3)] + [4]
+    assert any("steps from each rank's largest communicator" in note for note in result.notes)
+
+
+def test_a_rank_slow_before_its_first_collective_is_what_the_job_pays_for(tmp_path):
+    """DDP under real NCCL (H200, 4 ranks): a rank's GPU spends longer on its backward before the
+    first bucket's all-reduce, which its peers wait for inside that all-reduce. The plugin's files
+    carry no step records, so each rank's step must start where its previous one ended: begun at its
+    own first collective (as derived before), the slow rank's compute vanished (S 1.02 for steps 1.5x
+    longer)."""
+    normal_lead, slow_lead, transfer = 100_000, 5_000_000, 200_000
+    steps, slow_from, world, ops = 8, 3, 4, 5
+    rows: dict[int, list] = {rank: [] for rank in range(world)}
+    t = 0
+    for step in range(steps):
+        leads = [slow_lead if rank == 2 and step >= slow_from else normal_lead for rank in range(world)]
+        first_end = t + max(leads) + transfer  # the first all-reduce ends once its last member has started
+        for rank in range(world):
+            for k in range(ops):
+                start = t + leads[rank] if k == 0 else first_end + (k - 1) * transfer
+                end = first_end + k * transfer
+                rows[rank].append((t + 10_000 * k, start, end, step * ops + k, 4096 << k, -1, 0, -1,
+                                   int(OpKind.ALL_REDUCE), FLAGS["host_child"]))
+        t = first_end + (ops - 1) * transfer
+    (tmp_path / "raw").mkdir()
+    for rank in range(world):
+        stem = tmp_path / "raw" / f"nccl-h{rank}-{100 + rank}"
+        stem.with_suffix(".bin").write_bytes(np.array(rows[rank], dtype=NCCL_RECORD_DTYPE).tobytes())
+        stem.with_suffix(".json").write_text(json.dumps({
+            "format": "sleuth-nccl-profiler", "version": 1, "record_size": 64, "pid": 100 + rank, "host": f"h{rank}",
+            "job": "j", "global_rank": rank, "gpu": 0, "clock": {"monotonic_ns": 0, "realtime_ns": 5_000_000_000},
+            "comms": [{"index": 0, "hash": "00000000000000aa", "name": "", "nranks": world, "rank": rank, "nnodes": world, "api": 5}],
+        }))
+    main(["import", "nccl-profiler", str(tmp_path / "raw"), "--out", str(tmp_path / "out")])
+    records, iterations = read_records(tmp_path / "out")
+    assert int(records["iteration"].max()) == steps - 1
+    found = attribute(records, JobSpec.read(tmp_path / "out" / "job.json"), iterations=iterations)
+    expected = (slow_from * (normal_lead + ops * transfer) + (steps - slow_from) * (slow_lead + ops * transfer)) / (
+        steps * (normal_lead + ops * transfer))
+    assert found.slowdown == pytest.approx(expected, rel=0.05)
+    assert found.top_workers(1)[0][0] == 2
+
