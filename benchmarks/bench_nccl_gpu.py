@@ -19,15 +19,21 @@ same run without the plugin:
   times longer on its GPU from a third of the run on; every rank counts the c10d operators
   torch's profiler sees it run (``--count-ops``). Its records, results and ground truth are left
   in ``FOLDER/fault`` for ``sleuth import nccl-profiler`` and ``sleuth localize``.
+* ``ddp_fault_from_start``: the same, slow from the first step on (``FOLDER/fault-from-start``).
 * ``coverage``: the FSDP2 and functional-collective (DTensor) jobs with the plugin, each rank's
   records against the c10d operators torch's profiler counts (``FOLDER/fsdp``, ``FOLDER/functional``).
 
-``--parts`` picks some of them (``--parts ddp_fault,coverage``).
+``--parts`` picks some of them (``--parts ddp_fault,coverage``). ``--mps`` runs the ranks under a
+private CUDA MPS server (started and stopped by the benchmark): without it, ranks sharing one GPU
+take turns in time slices of a few milliseconds, which sets every collective's length (an
+all-reduce of 4 KiB took 4.5 ms) and lets its members end apart, as no job with a GPU per rank does.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import platform
@@ -180,20 +186,21 @@ def ddp_steps(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) -
             "median_off": off, "median_on": on, "ratio": on / off}
 
 
-def ddp_fault(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) -> dict:
-    records = work / "fault" / "records"
-    env = _plugin_env(plugin, records, "gpu-ddp-fault")
-    start = args.iters // 3
+def ddp_fault(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict, *, from_start: bool = False) -> dict:
+    name = "fault-from-start" if from_start else "fault"
+    records = work / name / "records"
+    env = _plugin_env(plugin, records, f"gpu-ddp-{name}")
+    start = 0 if from_start else args.iters // 3
     extra = ["--count-ops", "--slow-rank", str(args.slow_rank), "--slow-factor", str(args.slow_factor),
              "--slow-iters", f"{start}:{args.iters}"]
-    results = _job(work, "fault/out", extra, env, args, hosts)
+    results = _job(work, f"{name}/out", extra, env, args, hosts)
     counted = {r["rank"]: sum(r["c10d_ops"].values()) for r in results}
     per_rank = {}
     for path in records.glob("nccl-*.json"):
         side = json.loads(path.read_text())
         per_rank[side["global_rank"]] = (path.with_suffix(".bin").stat().st_size // RECORD_BYTES)
     return {"world": args.world, "iters": args.iters, "slow_rank": args.slow_rank, "slow_factor": args.slow_factor,
-            "slow_from": start, "c10d_ops_counted": counted, "records_per_rank": per_rank, "folder": str(work / "fault")}
+            "slow_from": start, "c10d_ops_counted": counted, "records_per_rank": per_rank, "folder": str(work / name)}
 
 
 def coverage(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) -> dict:
@@ -212,7 +219,29 @@ def coverage(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) ->
     return found
 
 
-PARTS = {"op_loop": op_loop, "ddp_steps": ddp_steps, "ddp_fault": ddp_fault, "coverage": coverage}
+PARTS = {"op_loop": op_loop, "ddp_steps": ddp_steps, "ddp_fault": ddp_fault,
+         "ddp_fault_from_start": functools.partial(ddp_fault, from_start=True), "coverage": coverage}
+
+
+@contextlib.contextmanager
+def mps_server(folder: Path):
+    """A private CUDA MPS server (its pipe and log folders under ``folder``) for the ranks started inside."""
+    pipe, logs = folder / "mps-pipe", folder / "mps-log"
+    pipe.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(parents=True, exist_ok=True)
+    env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(logs)}
+    subprocess.run(["nvidia-cuda-mps-control", "-d"], env=dict(os.environ, **env), check=True)
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True, env=dict(os.environ), check=False)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def environment() -> dict:
@@ -235,6 +264,7 @@ def main() -> None:
     parser.add_argument("--slow-factor", type=float, default=4.0)
     parser.add_argument("--coverage-iters", type=int, default=20, help="steps of each FSDP / functional run")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
+    parser.add_argument("--mps", action="store_true", help="run the ranks under a private CUDA MPS server")
     parser.add_argument("--op-loop-rank", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.op_loop_rank:
@@ -255,8 +285,8 @@ def main() -> None:
     report: dict = {"environment": environment()}
     shared = torch.cuda.device_count() < args.world
     hosts = {"shared_gpu": shared, "own_hosts": shared and _own_hosts()}
-    report["ranks"] = hosts
-    with tempfile.TemporaryDirectory() as build:
+    report["ranks"] = dict(hosts, mps=args.mps)
+    with tempfile.TemporaryDirectory() as build, mps_server(Path(build)) if args.mps else contextlib.nullcontext():
         plugin = build_plugin(Path(build))
         for name in args.parts.split(","):
             part = PARTS[name]

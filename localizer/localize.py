@@ -192,7 +192,10 @@ def _with_attribution(
                 if hardware:
                     _, suspects = whatif_search(attribution, graph=graph, topology=topology, routing=routing,
                                                 priors=priors, top_k=top_k, min_support=min_support)
-                    kept[covering[0]] = lead(complement(kept[covering[0]], suspects), attribution, suspects)
+                    # Every cluster in the episode gets the same evidence: they merge into one incident.
+                    for k in covering:
+                        if kept[k].cause.hardware:
+                            kept[k] = lead(complement(kept[k], suspects), attribution, suspects)
                 continue
             # No cluster covers the episode, or the one that does reads hardware where the attribution,
             # which saw every rank and iteration, does not (or the reverse): the episode's own incident.

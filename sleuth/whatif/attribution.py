@@ -85,7 +85,7 @@ class Attribution:
     #: each iteration replayed with the stragglers put back but the pipeline's split as recorded:
     #: S_w, M_W and the host's share are measured against it, so an uneven split blames no worker
     hardware_ideal_ns: tuple[float, ...]
-    recorded_ns: tuple[float, ...]  # each iteration as recorded (first start to last end of any rank)
+    recorded_ns: tuple[float, ...]  # each iteration as recorded (earliest rank's start to last end of any rank)
     by_type: dict[str, float]  # S_t
     by_worker: tuple[float, ...]  # S_w per rank (1.0 where not measured)
     worker_unit: str  # "replica x stage" (the paper's approximation), "rank", or "" when not measured
@@ -351,9 +351,10 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     if not deps.acyclic:
         raise RecordError(f"attribute: {int((~deps.settled).sum())} operators' start order contradicts their groups' "
                           "(clocks skewed between hosts?); the replay cannot order them")
+    # As recorded, from where the replay starts it (the earliest rank's origin) to its last end.
     span_start = np.full(len(steps), np.iinfo(np.int64).max)
     span_end = np.full(len(steps), np.iinfo(np.int64).min)
-    np.minimum.at(span_start, it, start)
+    np.minimum.at(span_start, it[first], origin[first])
     np.maximum.at(span_end, it, end)
     seq = records["seq"][order].astype(np.uint64)
     job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, hardware_gap,
