@@ -153,6 +153,8 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
 
     pump = Pump(session, sinks, flush_s=settings.logger_flush_s, store=c10d._get_default_store)
     hooks = _hooks_class(settings.logger_capture)(session, on_destroy=pump.finish)
+    if nccl_plugin_records(environ, settings):
+        _leave_nccl_to_the_plugin(hooks)
     try:
         hooks.install()
     except BaseException:
@@ -181,6 +183,26 @@ def _read_ca(path: str) -> bytes | None:
         return Path(path).read_bytes()
     except OSError as error:
         raise ConfigError(f"SLEUTH_COLLECTOR_TLS_CA={path!r}: {error.strerror}") from None
+
+
+def nccl_plugin_records(environ: Mapping[str, str], settings: Settings) -> bool:
+    """Whether sleuth's NCCL profiler plugin records this process's NCCL operators: NCCL loads it
+    (``NCCL_PROFILER_PLUGIN`` names it, by path or as ``sleuth``) and it has a folder to write to."""
+    plugin = environ.get("NCCL_PROFILER_PLUGIN", "")
+    return bool(settings.log_dir) and (plugin == "sleuth" or Path(plugin).name.startswith("libnccl-profiler-sleuth"))
+
+
+def _leave_nccl_to_the_plugin(hooks: Any) -> None:
+    """The plugin records NCCL's operators with GPU times and no Python: the logger keeps the rest
+    (other backends' groups, the steps), so that nothing is recorded twice."""
+    from sleuth.logger import capture as process_group
+
+    if not isinstance(hooks, process_group.ProcessGroupHooks):
+        # The function wrappers see a call, not the backend that runs it: both would record NCCL's.
+        raise ConfigError("sleuth's NCCL profiler plugin records this job's NCCL operators (NCCL_PROFILER_PLUGIN), "
+                          "and this torch has no process-group hooks to leave them to it: the Python logger stays off")
+    hooks.defer_nccl = True
+    log.info("sleuth logger: NCCL groups are left to the NCCL profiler plugin (sleuth import nccl-profiler)")
 
 
 def _hooks_class(capture: str) -> type:

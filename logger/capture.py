@@ -33,7 +33,7 @@ from torch.distributed import distributed_c10d as c10d
 from sleuth.logger.hooks import _RECV, _SEND, Hooks, _fail_once
 from sleuth.records import OpKind
 
-__all__ = ["HOOK_ID", "ProcessGroupHooks", "supported"]
+__all__ = ["HOOK_ID", "ProcessGroupHooks", "backend_names", "supported"]
 
 log = logging.getLogger("sleuth.logger")
 
@@ -44,6 +44,16 @@ HOOK_ID = int.from_bytes(b"sleuth", "big")
 def supported() -> bool:
     """Whether this torch calls process-group pre- and post-hooks (torch 2.15 and later)."""
     return hasattr(dist.ProcessGroup, "register_pre_hook") and hasattr(c10d, "_register_pg_in_world")
+
+
+def backend_names(group: Any) -> set[str]:
+    """The backends a group runs on: ``{"nccl"}``, or ``{"gloo", "nccl"}`` for torch's per-device
+    form (``cpu:gloo,cuda:nccl``); empty when torch does not say."""
+    try:
+        text = str(dist.get_backend(group))
+    except Exception:  # a group torch no longer lists
+        return set()
+    return {part.split(":")[-1].strip().lower() for part in text.split(",") if part.strip()}
 
 
 def _op_table() -> dict[Any, int]:
@@ -87,10 +97,12 @@ class ProcessGroupHooks(Hooks):
         self._skipped = {member for name, member in torch_hook_names().items() if name in _NOT_OPERATORS}
         self._hooked: dict[int, Any] = {}  # id(group) → group, with our hooks on it
         self._register_original: Callable | None = None
+        self.defer_nccl = False  # sleuth's NCCL profiler plugin records NCCL's operators (set before install)
 
     # -- the two hooks -----------------------------------------------------------------------
 
-    def _pre(self, group: Any, started: dict) -> Callable[[Any], None]:
+    def _pre(self, group: Any, started: dict, *, skip_cuda: bool = False) -> Callable[[Any], None]:
+        """The pre-hook of ``group``; ``skip_cuda``: its CUDA tensors' operators are NCCL's, left to the plugin."""
         session, ops, skipped = self.session, self._ops, self._skipped
         recorder = session.recorder
         resolved: list = []  # the group's GroupInfo, looked up at its first operator
@@ -115,6 +127,10 @@ class ProcessGroupHooks(Hooks):
                 else:
                     inputs, outputs = args.input_tensors, ()
                     nbytes = _nbytes(inputs)
+                if skip_cuda:
+                    tensor = inputs[0] if inputs else (outputs[0] if outputs else None)
+                    if tensor is not None and tensor.is_cuda:
+                        return
                 if op == _SEND_OP or op == _RECV_OP:
                     root = args.root
                     if root < 0:  # a receive from any source: its peer is known at completion
@@ -185,9 +201,13 @@ class ProcessGroupHooks(Hooks):
         """Put our hooks on ``group`` (once)."""
         if group is None or id(group) in self._hooked or not isinstance(group, dist.ProcessGroup):
             return
+        backends = backend_names(group)
+        if self.defer_nccl and backends == {"nccl"}:
+            return
         started: dict[int, tuple[Any, Any]] = {}  # op_id → (handle, device), from pre to post
+        skip_cuda = self.defer_nccl and "nccl" in backends
         try:
-            group.register_pre_hook(HOOK_ID, self._pre(group, started))
+            group.register_pre_hook(HOOK_ID, self._pre(group, started, skip_cuda=skip_cuda))
             group.register_post_hook(HOOK_ID, self._post(started))
         except Exception as error:
             _fail_once("hooking a process group", error)
