@@ -7,7 +7,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from sleuth.oncall.columns import Column, fit_table, wide_console
-from sleuth.oncall.queries import IncidentRow
+from sleuth.storage.incidents import IncidentRow
 from sleuth.oncall.render import incident_detail, incidents_table
 
 NOW = 1_764_076_000 * 10**9

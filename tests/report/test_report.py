@@ -14,7 +14,7 @@ from sleuth.errors import ConfigError
 from sleuth.jobspec import JobSpec
 from sleuth.report import gather
 from sleuth.report.evidence import Role
-from sleuth.report.sql import IncidentQueries, quote
+from sleuth.storage.report_queries import IncidentQueries, quote
 from sleuth.sources import MemorySource
 
 from .browser import is_local_reference, visit

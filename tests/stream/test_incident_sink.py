@@ -11,8 +11,9 @@ import pytest
 from sleuth.localizer import Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.impact import Impact
 from sleuth.localizer.search import Action, Step
-from sleuth.oncall.queries import incident_by_id
-from sleuth.stream import connect, schema
+from sleuth.storage.incidents import incident_by_id
+from sleuth.storage import schema
+from sleuth.stream import connect
 from sleuth.stream.incident_sink import MAX_MESSAGE_BYTES, IncidentSink, kafka_value
 
 from ..conftest import Services
