@@ -42,15 +42,15 @@ from typing import TYPE_CHECKING, Any
 
 from sleuth.errors import ConfigError, SleuthError, UnknownJob
 from sleuth.localizer import Incident, localize
-from sleuth.settings import Settings
-from sleuth.stream import connect
-from sleuth.storage.source import ClickHouseSource, landed_through, registered_jobs
-from sleuth.stream.detection.publish import decode
-from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
 from sleuth.localizer.episodes import Raised, episode_of, grown
-from sleuth.stream.episodes import Gatherer, Pending, not_localized
+from sleuth.settings import Settings
 from sleuth.storage.incidents import ClickHouseIncidentStore
+from sleuth.storage.source import ClickHouseSource, landed_through, registered_jobs
 from sleuth.stores import Bus
+from sleuth.stream import connect
+from sleuth.stream.detection.publish import decode
+from sleuth.stream.episodes import Gatherer, Pending, not_localized
+from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
 from sleuth.stream.incident_sink import IncidentSink
 from sleuth.stream.slowdown_watch import SlowdownWatch, WindowCache, slowdown_incidents
 from sleuth.topology import Topology, load_topology

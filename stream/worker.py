@@ -37,13 +37,13 @@ from sleuth import metrics
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
-from sleuth.stream import kafka_records
-from sleuth.stream.validate import batch_jobs
-from sleuth.stream.detect import Detector
-from sleuth.stream.idle_jobs import IdleJobs
-from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
-from sleuth.stream.rank_state import RankState
 from sleuth.storage.sink import ClickHouseSink
+from sleuth.stream import kafka_records
+from sleuth.stream.detect import Detector
+from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
+from sleuth.stream.idle_jobs import IdleJobs
+from sleuth.stream.rank_state import RankState
+from sleuth.stream.validate import batch_jobs
 
 if TYPE_CHECKING:
     from clickhouse_driver import Client

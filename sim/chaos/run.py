@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sleuth.storage.incidents import incident_keys
-from sleuth.stream import connect
 from sleuth.sim.chaos import check
 from sleuth.sim.chaos.faults import FaultInjector
 from sleuth.sim.chaos.jobs import Fleet, Ledger
 from sleuth.sim.chaos.receiver import WebhookReceiver
 from sleuth.sim.chaos.stack import PROCESSES, SERVICES, PrivateStack
+from sleuth.storage.incidents import incident_keys
+from sleuth.stream import connect
 
 _log = logging.getLogger(__name__)
 

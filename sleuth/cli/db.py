@@ -1,4 +1,4 @@
-"""``sleuth db migrate|status``: the ClickHouse schema (see ``sleuth.stream.schema``)."""
+"""``sleuth db migrate|status``: the ClickHouse schema (see ``sleuth.storage.schema``)."""
 
 from __future__ import annotations
 

@@ -72,9 +72,9 @@ def _list(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from sleuth.storage.incidents import list_incidents
     from sleuth.oncall.columns import wide_console
     from sleuth.oncall.render import incidents_table
+    from sleuth.storage.incidents import list_incidents
 
     settings = Settings.from_env()
     console = Console()
@@ -93,9 +93,9 @@ def _list(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from sleuth.storage.incidents import incident_document
     from sleuth.oncall.columns import wide_console
     from sleuth.oncall.render import incident_detail
+    from sleuth.storage.incidents import incident_document
 
     settings = Settings.from_env()
     with _clickhouse(settings) as client:

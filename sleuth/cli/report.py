@@ -68,8 +68,8 @@ def _report(args: argparse.Namespace) -> int:
     if args.id is None:
         raise ConfigError("name an incident ID (read from ClickHouse), or give --incident and --records")
     from sleuth.storage.incidents import incident_by_id
-    from sleuth.stream import connect
     from sleuth.storage.source import ClickHouseSource
+    from sleuth.stream import connect
 
     client = connect.clickhouse_client(settings)
     try:

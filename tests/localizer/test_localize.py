@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from sleuth.errors import ConfigError, TopologyError
+from sleuth.jobspec import JobSpec
 from sleuth.layout import ParallelLayout
 from sleuth.localizer import Priors, build_graph, localize
 from sleuth.localizer.impact import estimate
@@ -19,7 +20,6 @@ from sleuth.localizer.operators import make_window
 from sleuth.localizer.scoring import decay
 from sleuth.sim import Emulation, Fault, FaultKind, Scenario
 from sleuth.storage.tables import incident_rows
-from sleuth.jobspec import JobSpec
 from sleuth.topology import generate
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from sleuth.cli import main
-from sleuth.records_folder import read_records
 from sleuth.jobspec import JobSpec
+from sleuth.records_folder import read_records
 from sleuth.sources import MemorySource
 from sleuth.storage import schema
 from sleuth.stream import connect

@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from sleuth.storage.alerts import ClickHouseAlertStore
 from sleuth.oncall.alerts import AlertStatus
 from sleuth.oncall.service import AlerterService, build_alerter
+from sleuth.storage.alerts import ClickHouseAlertStore
 from sleuth.stream import connect
 
 from ..stream.harness import consume

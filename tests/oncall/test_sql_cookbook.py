@@ -16,11 +16,11 @@ from sleuth.oncall.alerts import severity_of
 from sleuth.oncall.service import build_alerter
 from sleuth.oncall.verdicts import CONFIRMED, label_rows, store_verdict
 from sleuth.storage import schema
-from sleuth.stream import connect
-from sleuth.stream.detection.training import read_labelled
 from sleuth.storage.labels import ClickHouseLabelStore
 from sleuth.storage.sink import ClickHouseSink
 from sleuth.storage.tables import incident_rows
+from sleuth.stream import connect
+from sleuth.stream.detection.training import read_labelled
 
 from ..stream.harness import private_settings
 

@@ -18,13 +18,13 @@ import pytest
 
 from sleuth.cli import main
 from sleuth.jobspec import JobSpec
-from sleuth.report import build_report, gather
-from sleuth.storage.incidents import incident_by_id, list_incidents
-from sleuth.report.evidence import Role
 from sleuth.oncall.links import incident_path, incident_url
+from sleuth.report import build_report, gather
+from sleuth.report.evidence import Role
 from sleuth.storage import schema
-from sleuth.storage.source import ClickHouseSource
+from sleuth.storage.incidents import incident_by_id, list_incidents
 from sleuth.storage.sink import ClickHouseSink
+from sleuth.storage.source import ClickHouseSource
 from sleuth.storage.tables import incident_rows
 
 from ..conftest import Services

@@ -10,10 +10,10 @@ from sleuth.errors import UnknownJob
 from sleuth.localizer import localize
 from sleuth.sources import MemorySource, RecordSource
 from sleuth.storage import schema
-from sleuth.stream import connect
-from sleuth.storage.source import ClickHouseSource, landed_through
-from sleuth.stream.detection import irregular_iterations
 from sleuth.storage.sink import ClickHouseSink
+from sleuth.storage.source import ClickHouseSource, landed_through
+from sleuth.stream import connect
+from sleuth.stream.detection import irregular_iterations
 
 from ..conftest import Services
 from .detection.conftest import emulation
