@@ -39,10 +39,11 @@ import ingest_procs
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.settings import Settings
-from sleuth.stream import connect, gateway, kafka_records, schema, validate
+from sleuth.storage import schema
+from sleuth.storage.sink import ClickHouseSink
+from sleuth.stream import connect, gateway, kafka_records, validate
 from sleuth.stream.detection.deployed import worker_detectors
 from sleuth.stream.job_registry import JobRegistry
-from sleuth.stream.sink import ClickHouseSink
 from sleuth.stream.worker import Decoded, Worker, decode
 
 

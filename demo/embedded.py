@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sleuth.records_folder import read_records
 from sleuth.topology.job_fabric import single_leaf
@@ -19,6 +19,9 @@ from sleuth.stream.detection import irregular_iterations
 from sleuth.topology import Routing, Topology
 
 from sleuth.demo.cases import RealJob, SpineJob, gpu_of_rank
+
+if TYPE_CHECKING:
+    from clickhouse_driver import Client
 
 __all__ = ["Outcome", "real_job", "spine_job"]
 
@@ -34,7 +37,7 @@ class Outcome:
     source: RecordSource
     topology: Topology
     irregular: tuple[int, ...]
-    client: Any = None  # the ClickHouse connection ``source`` reads through, on the stack path
+    client: Client | None = None  # the ClickHouse connection ``source`` reads through, on the stack path
 
     def close(self) -> None:
         """Disconnect from ClickHouse once the report has been drawn (a no-op without a stack)."""

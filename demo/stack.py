@@ -8,27 +8,31 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING
 
 import grpc
 
 from sleuth.errors import ServiceError
 from sleuth.localizer import localize
-from sleuth.oncall.queries import incident_by_id, list_incidents
 from sleuth.proto import commops_pb2 as pb
 from sleuth.proto import commops_pb2_grpc as pb_grpc
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
 from sleuth.sim import Emulation
-from sleuth.stream import connect, schema
-from sleuth.stream.clickhouse_source import ClickHouseSource
+from sleuth.storage import schema
+from sleuth.storage.incidents import ClickHouseIncidentStore, incident_by_id, list_incidents
+from sleuth.storage.sink import ClickHouseSink
+from sleuth.storage.source import ClickHouseSource
+from sleuth.stream import connect
 from sleuth.stream.detection import irregular_iterations
 from sleuth.stream.incident_sink import IncidentSink
-from sleuth.stream.sink import ClickHouseSink
 from sleuth.topology.job_fabric import single_leaf
 
 from sleuth.demo.cases import RealJob, SpineJob, gpu_of_rank
 from sleuth.demo.embedded import Outcome
+
+if TYPE_CHECKING:
+    from clickhouse_driver import Client
 
 __all__ = ["reachable", "real_job", "spine_job"]
 
@@ -67,7 +71,7 @@ def real_job(case: RealJob, settings: Settings, *, wait_s: float = 300.0) -> Out
         raise
 
 
-def _wait_for_incidents(client: Any, database: str, job: str, *, wait_s: float) -> list:
+def _wait_for_incidents(client: Client, database: str, job: str, *, wait_s: float) -> list:
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         rows = list_incidents(client, database, job=job)
@@ -99,7 +103,7 @@ def spine_job(case: SpineJob, settings: Settings) -> Outcome:
         incidents = localize(source, irregular_iterations=irregular, topology=scenario.topology, routing=case.routing)
         producer = connect.kafka_producer(settings)
         try:  # raised like the streaming localizer raises them: on sleuth.incidents, then into ClickHouse
-            outlet = IncidentSink(client, settings.clickhouse_database, producer=producer,
+            outlet = IncidentSink(ClickHouseIncidentStore(client, settings.clickhouse_database), bus=producer,
                                   topic=settings.incidents_topic)
             for incident in incidents:
                 outlet.write(incident)

@@ -11,7 +11,7 @@ Modules, one job each:
 * :mod:`~sleuth.localizer.scoring` — accumulation onto devices, MAP with Beta priors, decay H(d)
 * :mod:`~sleuth.localizer.nonhardware` — stage and sequence-length imbalance
 * :mod:`~sleuth.localizer.impact` — slowdown and GPU-hours lost
-* :mod:`~sleuth.localizer.incident` — the ``Incident`` and its JSON and ClickHouse rows
+* :mod:`~sleuth.localizer.incident` — the ``Incident`` and its JSON
 * :mod:`~sleuth.localizer.episodes` — one episode, one incident: which incidents continue which
 * :mod:`~sleuth.localizer.localize` — :func:`localize`, all of the above end to end
 * :mod:`~sleuth.localizer.baselines` — earliest abnormal operator, random walk, NVRx relative median

@@ -1,8 +1,6 @@
-"""The incident: what the localizer reports, as a frozen dataclass, JSON and ClickHouse rows.
+"""The incident: what the localizer reports, as a frozen dataclass and JSON.
 
-ClickHouse tables (``sleuth.stream.schema``): one ``incidents`` row, one ``incident_details``
-row (fetch counts, impact, advice and the whole JSON document), one ``suspects`` row per suspect
-and one ``traversals`` row per search step.
+Its ClickHouse rows are ``sleuth.storage.tables.incident_rows``.
 """
 
 from __future__ import annotations
@@ -184,32 +182,6 @@ class Incident:
         except json.JSONDecodeError as error:
             raise ConfigError(f"{source}: not JSON ({error})") from None
         return cls.from_dict(data, source=source)
-
-    def clickhouse_rows(self, *, created_ns: int) -> dict[str, list[tuple]]:
-        """Rows per table, in each table's column order (``sleuth.stream.schema``)."""
-        roots = json.dumps([r.to_dict() for r in self.roots])
-        return {
-            "incidents": [
-                (
-                    self.job, self.incident, self.t_from_ns, self.t_to_ns, list(self.iterations),
-                    self.cause.value, roots, list(self.traversal), self.impact.slowdown, created_ns,
-                )
-            ],
-            "incident_details": [
-                (
-                    self.job, self.incident, self.ranks_fetched, self.world, self.impact.slowdown,
-                    self.impact.gpu_hours_lost, self.advice, self.to_json(), created_ns,
-                )
-            ],
-            "suspects": [
-                (self.job, self.incident, s.device, s.kind, s.score, position, created_ns)
-                for position, s in enumerate(self.suspects)
-            ],
-            "traversals": [
-                (self.job, self.incident, k, s.rank, s.comm, s.seq, s.iteration, s.action.value, created_ns)
-                for k, s in enumerate(self.steps)
-            ],
-        }
 
 
 def _step_dict(step: Step) -> dict:

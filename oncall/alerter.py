@@ -13,8 +13,8 @@ which arrive as soon as detection sees them, before any localization. How far th
 from ClickHouse ``iterations`` (``progress.completed_iterations``): the iteration every rank has
 finished, so a rank that lags does not resolve an alert early.
 
-Every change is saved (``AlertStore``) as unannounced before it is announced (``notify``), and saved
-again as announced after: a restart reloads the open alerts and the changes not yet announced, and
+Every change is saved (an ``AlertStore``: ClickHouse in service, ``MemoryAlertStore`` in unit tests)
+as unannounced before it is announced (``notify``), and saved again as announced after: a restart reloads the open alerts and the changes not yet announced, and
 ``announce_pending`` (the service calls it on every tick) announces those, so a crash or a failed
 ``notify`` between saving and announcing delays an announcement but never loses it (at least once: a
 crash after ``notify`` and before the second save announces the change again, with the same
@@ -29,8 +29,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sleuth import metrics
-from sleuth.oncall.alert_store import AlertStore
 from sleuth.oncall.alerts import Alert, AlertStatus, Evidence, evidence_from_incident, severity_of
+from sleuth.stores import AlertStore
 
 __all__ = ["Alerter"]
 

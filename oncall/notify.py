@@ -6,12 +6,12 @@ import json
 import logging
 from collections.abc import Callable
 from itertools import groupby
-from typing import Any
 
 from sleuth import metrics
 from sleuth.oncall.alertmanager import AlertmanagerPusher
 from sleuth.oncall.alerts import Alert, webhook_payload
 from sleuth.oncall.webhook import WebhookSender
+from sleuth.stores import Bus
 
 _log = logging.getLogger("sleuth.alerts")
 
@@ -21,11 +21,11 @@ __all__ = ["Notifier"]
 class Notifier:
     """A callable for ``Alerter(notify=...)``, its ``refresh`` for ``Alerter(refresh=...)``.
 
-    ``producer``: a kafka-python producer (None: no Kafka); ``incident_url``: incident id -> the
+    ``producer``: the bus, a kafka-python producer (None: no Kafka); ``incident_url``: incident id -> the
     link of an alert's ``generatorURL`` (None: no link).
     """
 
-    def __init__(self, *, topic: str, producer: Any = None, webhooks: WebhookSender | None = None,
+    def __init__(self, *, topic: str, producer: Bus | None = None, webhooks: WebhookSender | None = None,
                  alertmanager: AlertmanagerPusher | None = None,
                  incident_url: Callable[[str], str] | None = None) -> None:
         self.topic = topic

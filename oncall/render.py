@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sleuth.oncall.columns import Column, fit_table
-from sleuth.oncall.queries import IncidentRow
+from sleuth.storage.incidents import IncidentRow
 
 __all__ = ["incident_detail", "incidents_table"]
 

@@ -21,25 +21,29 @@ import json
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sleuth.errors import RecordError
-from sleuth.oncall.alert_store import AlertStore
 from sleuth.oncall.alerter import Alerter
 from sleuth.oncall.alertmanager import AlertmanagerPusher, alerts_api
 from sleuth.oncall.links import incident_url
 from sleuth.oncall.notify import Notifier
-from sleuth.oncall.progress import completed_iterations
 from sleuth.oncall.webhook import WebhookSender
 from sleuth.settings import Settings
+from sleuth.storage.alerts import ClickHouseAlertStore
+from sleuth.storage.progress import completed_iterations
+from sleuth.stores import Bus
 from sleuth.stream.faust_app import create_app, serve_until
+
+if TYPE_CHECKING:
+    from clickhouse_driver import Client
 
 _log = logging.getLogger(__name__)
 
 __all__ = ["AlerterService", "build_alerter"]
 
 
-def build_alerter(settings: Settings, *, client: Any, producer: Any = None) -> Alerter:
+def build_alerter(settings: Settings, *, client: Client, producer: Bus | None = None) -> Alerter:
     """An ``Alerter`` wired to ClickHouse, the alerts topic (when ``producer`` is given), the webhooks and Alertmanagers."""
     def sender(urls: list[str]) -> WebhookSender:
         return WebhookSender(urls, retries=settings.alert_retries, backoff_s=settings.alert_backoff_s)
@@ -53,13 +57,13 @@ def build_alerter(settings: Settings, *, client: Any, producer: Any = None) -> A
                     if settings.alertmanager_urls else None)
     notifier = Notifier(topic=settings.alerts_topic, producer=producer, webhooks=webhooks, alertmanager=alertmanager,
                         incident_url=link)
-    return Alerter(AlertStore(client, settings.clickhouse_database), notify=notifier, refresh=notifier.refresh,
+    return Alerter(ClickHouseAlertStore(client, settings.clickhouse_database), notify=notifier, refresh=notifier.refresh,
                    resolve_after=settings.alert_resolve_iterations, critical_slowdown=settings.alert_critical_slowdown,
                    critical_gpu_hours=settings.alert_critical_gpu_hours)
 
 
 class AlerterService:
-    def __init__(self, settings: Settings, *, alerter: Alerter, client: Any, check_s: float = 5.0) -> None:
+    def __init__(self, settings: Settings, *, alerter: Alerter, client: Client, check_s: float = 5.0) -> None:
         self.settings = settings
         self.alerter = alerter
         self.client = client

@@ -1,25 +1,24 @@
-"""On-call verdicts (``sleuth ack``) as training labels, and those labels read back for training.
+"""On-call verdicts (``sleuth ack``) as training labels (read back for training: ``LabelStore.labels``).
 
 A verdict labels the operator instances the incident blamed: each root operator (iteration,
 communicator, sequence number) on the ranks the localizer names for it (a network root: its whole
 group; a compute root: the late rank). Confirmed: abnormal = 1; rejected (a false alarm):
 abnormal = 0. Note that a compute root's own record is often of normal length (its peers waited
 for it), so a confirmed compute verdict teaches the detector "this operator instance mattered",
-not "this record ran long". Rows go to ClickHouse ``labels`` with ``source = oncall:<verdict>:<incident>``;
-a later verdict on the same incident replaces the earlier one (ReplacingMergeTree on the operator).
+not "this record ran long". Rows go to a ``LabelStore`` (ClickHouse ``labels``: ``sleuth.storage.labels``)
+with ``source = oncall:<verdict>:<incident>``; a later verdict on the same incident replaces the
+earlier one (ReplacingMergeTree on the operator).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
-from sleuth.stream.schema import check_database_name
+from sleuth.stores import LabelStore
 
-__all__ = ["CONFIRMED", "REJECTED", "label_rows", "read_labels", "store_verdict"]
+__all__ = ["CONFIRMED", "REJECTED", "label_rows", "store_verdict"]
 
 CONFIRMED, REJECTED = "confirmed", "rejected"
-_COLUMNS = ("job", "rank", "comm", "seq", "iteration", "abnormal", "source", "labeled_ns")
 
 
 def label_rows(document: dict, verdict: str, *, labeled_ns: int) -> list[tuple]:
@@ -38,19 +37,8 @@ def label_rows(document: dict, verdict: str, *, labeled_ns: int) -> list[tuple]:
     return list(rows.values())
 
 
-def store_verdict(client: Any, database: str, document: dict, verdict: str) -> int:
-    """Insert the verdict's labels; how many operator instances it labelled."""
+def store_verdict(labels: LabelStore, document: dict, verdict: str) -> int:
+    """Keep the verdict's labels; how many operator instances it labelled."""
     rows = label_rows(document, verdict, labeled_ns=time.time_ns())
-    if rows:
-        client.execute(f"INSERT INTO {check_database_name(database)}.labels ({', '.join(_COLUMNS)}) VALUES", rows)
+    labels.write(rows)
     return len(rows)
-
-
-def read_labels(client: Any, database: str, jobs: list[str]) -> list[tuple[str, int, str, int, int, bool]]:
-    """(job, rank, comm, seq, iteration, abnormal) of every label of ``jobs``."""
-    return [
-        (job, rank, comm, seq, iteration, bool(abnormal))
-        for job, rank, comm, seq, iteration, abnormal in client.execute(
-            f"SELECT job, rank, comm, seq, iteration, abnormal FROM {check_database_name(database)}.labels FINAL "
-            "WHERE job IN %(jobs)s", {"jobs": tuple(jobs)})
-    ]

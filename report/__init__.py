@@ -6,10 +6,9 @@ Modules, one job each:
   and the topology;
 * :mod:`~sleuth.report.neighbourhood` — the fabric around the suspects, laid out in tiers;
 * :mod:`~sleuth.report.heatmap` — per-worker slowdown on the DP x PP grid (the what-if replay);
-* :mod:`~sleuth.report.sql` — the ClickHouse SQL printed under each figure;
 * :mod:`~sleuth.report.figures` — matplotlib figures as inline SVG;
 * :mod:`~sleuth.report.render` — the page (Jinja2 template ``templates/report.html.j2``);
-* :mod:`~sleuth.report.pages` — a report from ClickHouse (``sleuth.oncall.queries``, ``ClickHouseSource``) or a folder;
+* :mod:`~sleuth.report.pages` — a report from ClickHouse (``sleuth.storage.incidents``, ``ClickHouseSource``) or a folder;
 * :mod:`~sleuth.report.server` — the HTTP server of ``sleuth serve``.
 """
 

@@ -1,7 +1,7 @@
 """What the report shows, gathered from an incident, a ``RecordSource`` and the topology.
 
 Kept apart from drawing (``figures``) and from the page (``render``), so that tests can compare
-each figure's data with what its SQL (``sql``) returns from ClickHouse.
+each figure's data with what its SQL (``sleuth.storage.report_queries``) returns from ClickHouse.
 
 * iteration times: the mean over the ranks the search visited (the incident's traversal) of
   each iteration's duration, ``context`` iterations either side of the irregular ones;
@@ -29,7 +29,7 @@ from sleuth.topology.ids import gpu_id
 
 from sleuth.report.heatmap import WorkerHeatmap, worker_heatmap
 from sleuth.report.neighbourhood import Neighbourhood, around
-from sleuth.report.sql import IncidentQueries
+from sleuth.storage.report_queries import IncidentQueries
 
 __all__ = ["IterationSeries", "ReportData", "Role", "Timeline", "gather"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import jinja2
 
@@ -17,14 +17,17 @@ from sleuth.errors import ConfigError
 from sleuth.jobspec import JobSpec
 from sleuth.localizer.incident import Incident
 from sleuth.oncall.links import incident_path
-from sleuth.oncall.queries import IncidentRow, incident_by_id
 from sleuth.records_folder import read_records
 from sleuth.sources import MemorySource
+from sleuth.storage.incidents import IncidentRow, incident_by_id
+from sleuth.storage.source import ClickHouseSource
 from sleuth.topology import Topology, load_topology
 from sleuth.topology.job_fabric import single_leaf
-from sleuth.stream.clickhouse_source import ClickHouseSource
 
 from sleuth.report.render import ENVIRONMENT, build_report
+
+if TYPE_CHECKING:
+    from clickhouse_driver import Client
 
 __all__ = ["Fabric", "clickhouse_report", "fabric_from", "folder_report", "folder_source", "index_html"]
 
@@ -42,7 +45,7 @@ def fabric_from(path: str | Path | None) -> Fabric:
     return lambda spec: (topology, Path(path).name)
 
 
-def clickhouse_report(client: Any, database: str, incident_id: str, *, fabric: Fabric) -> str:
+def clickhouse_report(client: Client, database: str, incident_id: str, *, fabric: Fabric) -> str:
     """The HTML report of an incident stored in ClickHouse, from the records stored there."""
     incident = incident_by_id(client, database, incident_id)
     source = ClickHouseSource(client, database, incident.job)

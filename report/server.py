@@ -27,8 +27,8 @@ from typing import Any
 from sleuth.errors import AuthError, ConfigError, NotFound
 
 from sleuth.oncall.links import incident_id
-from sleuth.oncall.queries import list_incidents
 from sleuth.report.pages import Fabric, clickhouse_report, index_html
+from sleuth.storage.incidents import list_incidents
 from sleuth.stream import auth
 
 __all__ = ["make_server"]

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sleuth.errors import ConfigError
 from sleuth.settings import Settings
 
+if TYPE_CHECKING:
+    from clickhouse_driver import Client
+    from kafka import KafkaProducer
 
-def clickhouse_client(settings: Settings, *, database: str | None = None) -> Any:
+
+def clickhouse_client(settings: Settings, *, database: str | None = None) -> Client:
     """A clickhouse-driver ``Client`` for the configured server (connects lazily)."""
     from clickhouse_driver import Client
 
@@ -23,7 +27,7 @@ def clickhouse_client(settings: Settings, *, database: str | None = None) -> Any
     )
 
 
-def kafka_producer(settings: Settings) -> Any:
+def kafka_producer(settings: Settings) -> KafkaProducer:
     """A kafka-python producer for small acknowledged messages (irregularities, incidents): acks from all replicas."""
     from kafka import KafkaProducer
 

@@ -1,10 +1,11 @@
 """Where the streaming localizer's incidents go: the incidents Kafka topic and ClickHouse.
 
 Order matters for what a crash can cost. The incident is published to Kafka first (JSON, keyed
-by job, waiting for the broker's acknowledgement) and written to ClickHouse second; ClickHouse
-is what de-duplication reads (``raised``). A crash between the two therefore never loses an
-alert: the replayed irregularities find no incident in ClickHouse and raise it again, at worst
-twice on Kafka with the same incident id. The other order could lose it.
+by job, waiting for the broker's acknowledgement) and written to ClickHouse second
+(``sleuth.storage.incidents``); ClickHouse is what de-duplication reads (``raised``). A crash
+between the two therefore never loses an alert: the replayed irregularities find no incident in
+ClickHouse and raise it again, at worst twice on Kafka with the same incident id. The other order
+could lose it.
 
 A message must also fit Kafka: its default limit is 1 MiB (the broker's ``message.max.bytes``
 and the producer's ``max_request_size``). A search that walked far can record more steps than
@@ -16,12 +17,10 @@ should that still be too large, without its traversal too. ClickHouse keeps ever
 from __future__ import annotations
 
 import json
-import time
-from typing import Any
 
 from sleuth.localizer import Incident
-from sleuth.localizer.episodes import TIED_SUSPECTS, Raised
-from sleuth.stream.schema import check_database_name
+from sleuth.localizer.episodes import Raised
+from sleuth.stores import Bus, IncidentStore
 
 __all__ = ["MAX_MESSAGE_BYTES", "IncidentSink", "kafka_value"]
 
@@ -45,40 +44,22 @@ def kafka_value(incident: Incident, *, limit: int = MAX_MESSAGE_BYTES) -> bytes:
 
 
 class IncidentSink:
-    def __init__(self, client: Any, database: str, *, producer: Any, topic: str) -> None:
-        self.client = client
-        self.database = check_database_name(database)
-        self.producer = producer
+    """An ``IncidentStore`` that publishes each incident on the bus before ``store`` keeps it."""
+
+    def __init__(self, store: IncidentStore, *, bus: Bus, topic: str) -> None:
+        self.store = store
+        self.bus = bus
         self.topic = topic
 
     def raised(self, job: str) -> list[Raised]:
-        """The incidents ClickHouse holds for ``job``, with their top suspects."""
-        db = self.database
-        rows = self.client.execute(
-            f"SELECT incident, iterations, cause FROM {db}.incidents FINAL WHERE job = %(job)s", {"job": job}
-        )
-        tops: dict[str, list[tuple[int, str]]] = {}
-        for incident, position, device in self.client.execute(
-            f"SELECT incident, position, device FROM {db}.suspects FINAL WHERE job = %(job)s AND position < %(tied)s",
-            {"job": job, "tied": TIED_SUSPECTS},
-        ):
-            tops.setdefault(incident, []).append((position, device))
-        return [Raised(incident, min(its), max(its), cause, tuple(d for _, d in sorted(tops.get(incident, []))))
-                for incident, its, cause in rows if its]
+        """The incidents the store holds for ``job``, with their top suspects."""
+        return self.store.raised(job)
 
     def incident(self, job: str, incident: str) -> Incident:
-        """The whole incident as last written (its ``incident_details`` document)."""
-        rows = self.client.execute(
-            f"SELECT document FROM {self.database}.incident_details FINAL WHERE job = %(job)s AND incident = %(incident)s",
-            {"job": job, "incident": incident},
-        )
-        if not rows:
-            raise LookupError(f"incident {incident!r} of job {job!r} has no row in {self.database}.incident_details")
-        return Incident.from_dict(json.loads(rows[0][0]), source=f"{self.database}.incident_details[{incident}]")
+        """The whole incident as last written."""
+        return self.store.incident(job, incident)
 
     def write(self, incident: Incident) -> None:
-        """Publish, then insert every table's rows; raises whatever Kafka or the driver raises."""
-        self.producer.send(self.topic, key=incident.job.encode(), value=kafka_value(incident)).get(timeout=30)
-        for table, rows in incident.clickhouse_rows(created_ns=time.time_ns()).items():
-            if rows:
-                self.client.execute(f"INSERT INTO {self.database}.{table} VALUES", rows)
+        """Publish, then store; raises whatever Kafka or the store raises."""
+        self.bus.send(self.topic, key=incident.job.encode(), value=kafka_value(incident)).get(timeout=30)
+        self.store.write(incident)

@@ -7,7 +7,7 @@ job's gathering is due, the agent
 
 1. drops the iterations an incident already spans (replays), per ``episodes``;
 2. waits until the records of every rank have landed in ClickHouse past the last gathered
-   iteration (``clickhouse_source.landed_through``), re-checking every ``retry_s``; after
+   iteration (``sleuth.storage.source.landed_through``), re-checking every ``retry_s``; after
    ``SLEUTH_LOCALIZER_LAND_TIMEOUT_S`` more it goes on with what has landed;
 3. runs :func:`sleuth.localizer.localize` over a :class:`ClickHouseSource` bounded to the landed
    iterations, on the ``SLEUTH_LOCALIZER_TOPOLOGY`` fabric (without one, the job's hosts behind
@@ -38,21 +38,26 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sleuth.errors import ConfigError, SleuthError, UnknownJob
 from sleuth.localizer import Incident, localize
-from sleuth.settings import Settings
-from sleuth.stream import connect
-from sleuth.stream.clickhouse_source import ClickHouseSource, landed_through, registered_jobs
-from sleuth.stream.detection.publish import decode
-from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
 from sleuth.localizer.episodes import Raised, episode_of, grown
+from sleuth.settings import Settings
+from sleuth.storage.incidents import ClickHouseIncidentStore
+from sleuth.storage.source import ClickHouseSource, landed_through, registered_jobs
+from sleuth.stores import Bus
+from sleuth.stream import connect
+from sleuth.stream.detection.publish import decode
 from sleuth.stream.episodes import Gatherer, Pending, not_localized
+from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
 from sleuth.stream.incident_sink import IncidentSink
 from sleuth.stream.slowdown_watch import SlowdownWatch, WindowCache, slowdown_incidents
 from sleuth.topology import Topology, load_topology
 from sleuth.topology.job_fabric import single_leaf
+
+if TYPE_CHECKING:
+    from clickhouse_driver import Client
 
 __all__ = ["LocalizerAgent", "cluster_topology"]
 
@@ -77,7 +82,7 @@ def cluster_topology(settings: Settings) -> Topology | None:
 class LocalizerAgent:
     """One member of the localizers' faust app; ``run`` until ``stop`` is set."""
 
-    def __init__(self, settings: Settings, *, client: Any, producer: Any = None, topology: Topology | None = None,
+    def __init__(self, settings: Settings, *, client: Client, producer: Bus | None = None, topology: Topology | None = None,
                  on_incident: IncidentCallback | None = None, retry_s: float = 0.5,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
@@ -88,8 +93,8 @@ class LocalizerAgent:
         self.clock = clock
         self.gatherer = Gatherer(debounce_s=settings.localizer_debounce_s)
         self._own_producer = producer is None
-        self.sink = IncidentSink(client, settings.clickhouse_database, producer=producer or connect.kafka_producer(settings),
-                                 topic=settings.incidents_topic)
+        self.sink = IncidentSink(ClickHouseIncidentStore(client, settings.clickhouse_database),
+                                 bus=producer or connect.kafka_producer(settings), topic=settings.incidents_topic)
         self.received = 0  # irregularity messages taken from Kafka
         self.handled = 0  # of those, acknowledged after their gathering was dealt with
         self.replayed = 0  # irregular iterations dropped: an incident spans them already
@@ -111,7 +116,7 @@ class LocalizerAgent:
             run_in_own_loop(lambda: self._serve(stop))
         finally:
             if self._own_producer:
-                self.sink.producer.close(timeout=10)
+                self.sink.bus.close(timeout=10)
 
     async def _serve(self, stop: threading.Event) -> None:
         await serve_until(stop, self._build_app, name="localizer", tick=self._tick)

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sleuth.errors import Overloaded, ServiceError
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
 from sleuth.stream import kafka_records
+
+if TYPE_CHECKING:
+    from kafka import KafkaProducer
 
 #: Largest part of a rejected payload kept in the dead-letter topic (messages stay under 1 MB).
 MAX_REJECT_PAYLOAD = 256 * 1024
@@ -54,7 +57,7 @@ class InflightBytes:
 class Publisher:
     """Sends validated batches and rejects to Kafka; returns futures the caller may wait on."""
 
-    def __init__(self, settings: Settings, *, wait_timeout_s: float = 60.0, producer: Any = None) -> None:
+    def __init__(self, settings: Settings, *, wait_timeout_s: float = 60.0, producer: KafkaProducer | None = None) -> None:
         from kafka import KafkaProducer
 
         self._bootstrap = (settings.kafka_host, settings.kafka_port)

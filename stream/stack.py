@@ -17,7 +17,8 @@ from pathlib import Path
 
 from sleuth import services
 from sleuth.settings import Settings
-from sleuth.stream import connect, schema
+from sleuth.storage import schema
+from sleuth.stream import connect
 
 PROCESSES = ("gateway", "worker", "localizer", "alerter")
 

@@ -37,15 +37,17 @@ from sleuth import metrics
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
+from sleuth.storage.sink import ClickHouseSink
 from sleuth.stream import kafka_records
-from sleuth.stream.validate import batch_jobs
 from sleuth.stream.detect import Detector
-from sleuth.stream.idle_jobs import IdleJobs
 from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
+from sleuth.stream.idle_jobs import IdleJobs
 from sleuth.stream.rank_state import RankState
-from sleuth.stream.sink import ClickHouseSink
+from sleuth.stream.validate import batch_jobs
 
 if TYPE_CHECKING:
+    from clickhouse_driver import Client
+
     from sleuth.stream.detection.iteration_monitor import Irregularity
 
 _log = logging.getLogger(__name__)
@@ -97,7 +99,7 @@ class Worker:
     (``IrregularityPublisher``); without it they are not sent anywhere.
     """
 
-    def __init__(self, settings: Settings, *, client: Any, detectors: Sequence[Detector] = (),
+    def __init__(self, settings: Settings, *, client: Client, detectors: Sequence[Detector] = (),
                  publish: Callable[[list[Irregularity]], None] | None = None, retry_max_s: float = 5.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sleuth.records import ColumnBatch
+
+if TYPE_CHECKING:
+    from clickhouse_driver import Client
 
 RECORD_KEY = ("job", "rank", "iteration", "comm", "seq", "op", "peer")
 ITERATION_KEY = ("job", "rank", "iteration")
@@ -53,7 +56,7 @@ def batch_hashes(batches: Iterable[ColumnBatch], key: Sequence[str], codes: Code
     return np.concatenate(parts) if parts else np.empty(0, np.uint64)
 
 
-def table_hashes(client: Any, table: str, key: Sequence[str], jobs: Sequence[str], codes: Codes) -> np.ndarray:
+def table_hashes(client: Client, table: str, key: Sequence[str], jobs: Sequence[str], codes: Codes) -> np.ndarray:
     """The key hashes of ``table FINAL``'s rows of ``jobs``, one per row (a key twice: twice)."""
     rows = client.execute(f"SELECT {', '.join(key)} FROM {table} FINAL WHERE job IN %(jobs)s",
                           {"jobs": tuple(jobs)}, columnar=True)
@@ -77,17 +80,11 @@ def compare(confirmed: np.ndarray, sent: np.ndarray, stored: np.ndarray) -> Tall
                  double_counted=int((counts - 1).sum()) + len(np.setdiff1d(distinct, sent)))
 
 
-def check(client: Any, table: str, key: Sequence[str], jobs: Sequence[str], confirmed: Iterable[ColumnBatch],
+def check(client: Client, table: str, key: Sequence[str], jobs: Sequence[str], confirmed: Iterable[ColumnBatch],
           sent: Iterable[ColumnBatch]) -> Tally:
     codes = Codes()
     return compare(batch_hashes(confirmed, key, codes), batch_hashes(sent, key, codes),
                    table_hashes(client, table, key, jobs, codes))
-
-
-def incidents_raised(client: Any, database: str, jobs: Sequence[str]) -> set[tuple[str, str]]:
-    rows = client.execute(f"SELECT job, incident FROM {database}.incidents FINAL WHERE job IN %(jobs)s",
-                          {"jobs": tuple(jobs)})
-    return {(str(job), str(incident)) for job, incident in rows}
 
 
 def incidents_alerted(alerts: Iterable[dict[str, Any]]) -> set[tuple[str, str]]:

@@ -12,12 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sleuth.stream import connect
 from sleuth.sim.chaos import check
 from sleuth.sim.chaos.faults import FaultInjector
 from sleuth.sim.chaos.jobs import Fleet, Ledger
 from sleuth.sim.chaos.receiver import WebhookReceiver
 from sleuth.sim.chaos.stack import PROCESSES, SERVICES, PrivateStack
+from sleuth.storage.incidents import incident_keys
+from sleuth.stream import connect
 
 _log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def _settle(stack: PrivateStack, ledger: Ledger, receiver: WebhookReceiver, *, s
                                  ledger.iterations, ledger.handed_iterations)
         raised, since = set(), time.monotonic()
         while True:
-            now_raised = check.incidents_raised(client, database, ledger.jobs)
+            now_raised = incident_keys(client, database, ledger.jobs)
             if now_raised != raised:
                 raised, since = now_raised, time.monotonic()
             alerted = check.incidents_alerted(receiver.alerts())

@@ -21,7 +21,8 @@ def _run(args: argparse.Namespace) -> int:
 
     from sleuth import metrics
     from sleuth.oncall.service import AlerterService, build_alerter
-    from sleuth.stream import connect, schema
+    from sleuth.storage import schema
+    from sleuth.stream import connect
 
     configure_logging()
     settings = Settings.from_env()

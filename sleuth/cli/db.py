@@ -1,4 +1,4 @@
-"""``sleuth db migrate|status``: the ClickHouse schema (see ``sleuth.stream.schema``)."""
+"""``sleuth db migrate|status``: the ClickHouse schema (see ``sleuth.storage.schema``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from sleuth.stream import connect, schema
+    from sleuth.storage import schema
+    from sleuth.stream import connect
 
     settings = Settings.from_env()
     database = args.database or settings.clickhouse_database
@@ -34,7 +35,8 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from sleuth.stream import connect, schema
+    from sleuth.storage import schema
+    from sleuth.stream import connect
 
     settings = Settings.from_env()
     database = args.database or settings.clickhouse_database

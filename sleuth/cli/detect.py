@@ -100,15 +100,15 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _with_oncall_labels(records, labels, folder):
-    from sleuth.oncall.verdicts import read_labels
     from sleuth.settings import Settings
+    from sleuth.storage.labels import ClickHouseLabelStore
     from sleuth.stream import connect
     from sleuth.stream.detection.training import apply_labels
 
     settings = Settings.from_env()
     client = connect.clickhouse_client(settings)
     try:
-        verdicts = read_labels(client, settings.clickhouse_database, sorted(set(records.decoded("job"))))
+        verdicts = ClickHouseLabelStore(client, settings.clickhouse_database).labels(sorted(set(records.decoded("job"))))
     finally:
         client.disconnect()
     labels, changed = apply_labels(records, labels, verdicts)

@@ -15,10 +15,13 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sleuth.cli.arguments import positive_int
 from sleuth.settings import Settings
+
+if TYPE_CHECKING:
+    from clickhouse_driver import Client
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,8 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 @contextmanager
-def _clickhouse(settings: Settings) -> Iterator[Any]:
-    from sleuth.stream import connect, schema
+def _clickhouse(settings: Settings) -> Iterator[Client]:
+    from sleuth.storage import schema
+    from sleuth.stream import connect
 
     client = connect.clickhouse_client(settings)
     try:
@@ -68,9 +72,9 @@ def _list(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from sleuth.oncall.queries import list_incidents
     from sleuth.oncall.columns import wide_console
     from sleuth.oncall.render import incidents_table
+    from sleuth.storage.incidents import list_incidents
 
     settings = Settings.from_env()
     console = Console()
@@ -89,9 +93,9 @@ def _list(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from sleuth.oncall.queries import incident_document
     from sleuth.oncall.columns import wide_console
     from sleuth.oncall.render import incident_detail
+    from sleuth.storage.incidents import incident_document
 
     settings = Settings.from_env()
     with _clickhouse(settings) as client:
@@ -107,13 +111,14 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _ack(args: argparse.Namespace) -> int:
-    from sleuth.oncall.queries import incident_document
     from sleuth.oncall.verdicts import store_verdict
+    from sleuth.storage.incidents import incident_document
+    from sleuth.storage.labels import ClickHouseLabelStore
 
     settings = Settings.from_env()
     with _clickhouse(settings) as client:
         document = incident_document(client, settings.clickhouse_database, args.id)
-        count = store_verdict(client, settings.clickhouse_database, document, args.verdict)
+        count = store_verdict(ClickHouseLabelStore(client, settings.clickhouse_database), document, args.verdict)
     print(f"{args.id}: {args.verdict}; {count} operator instances labelled "
           f"{'abnormal' if args.verdict == 'confirmed' else 'normal'} in {settings.clickhouse_database}.labels")
     return 0

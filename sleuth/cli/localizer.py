@@ -25,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from sleuth import metrics
-    from sleuth.stream import connect, schema
+    from sleuth.storage import schema
+    from sleuth.stream import connect
     from sleuth.stream.localizer_agent import LocalizerAgent, cluster_topology
 
     configure_logging()

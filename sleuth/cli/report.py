@@ -67,9 +67,9 @@ def _report(args: argparse.Namespace) -> int:
         return 0
     if args.id is None:
         raise ConfigError("name an incident ID (read from ClickHouse), or give --incident and --records")
-    from sleuth.oncall.queries import incident_by_id
+    from sleuth.storage.incidents import incident_by_id
+    from sleuth.storage.source import ClickHouseSource
     from sleuth.stream import connect
-    from sleuth.stream.clickhouse_source import ClickHouseSource
 
     client = connect.clickhouse_client(settings)
     try:

@@ -19,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from sleuth import metrics
-    from sleuth.stream import connect, schema
+    from sleuth.storage import schema
+    from sleuth.stream import connect
     from sleuth.stream.detection.deployed import worker_detectors
     from sleuth.stream.detection.publish import IrregularityPublisher
     from sleuth.stream.worker import Worker

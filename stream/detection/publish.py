@@ -8,9 +8,8 @@ irregularities, so consumers de-duplicate on (job, iteration).
 from __future__ import annotations
 
 import json
-from typing import Any
-
 from sleuth.settings import Settings
+from sleuth.stores import Bus
 from sleuth.stream import connect
 from sleuth.stream.detection.iteration_monitor import Irregularity
 
@@ -20,7 +19,7 @@ __all__ = ["IrregularityPublisher", "decode", "encode"]
 class IrregularityPublisher:
     """A callable for ``Worker(publish=...)``; sends and waits for the broker's acknowledgement."""
 
-    def __init__(self, settings: Settings, *, producer: Any = None) -> None:
+    def __init__(self, settings: Settings, *, producer: Bus | None = None) -> None:
         self.topic = settings.irregularities_topic
         self._producer = producer or connect.kafka_producer(settings)
 

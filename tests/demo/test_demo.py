@@ -17,7 +17,7 @@ from sleuth.cli import main
 from sleuth.demo import stack as demo_stack
 from sleuth.demo.cases import RealJob
 from sleuth.demo.run import run_demo
-from sleuth.oncall.queries import list_incidents
+from sleuth.storage.incidents import list_incidents
 from sleuth.stream import connect, stack
 
 from ..conftest import Services

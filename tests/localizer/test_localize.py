@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from sleuth.errors import ConfigError, TopologyError
+from sleuth.jobspec import JobSpec
 from sleuth.layout import ParallelLayout
 from sleuth.localizer import Priors, build_graph, localize
 from sleuth.localizer.impact import estimate
@@ -18,7 +19,7 @@ from sleuth.localizer.nonhardware import Straggler, classify
 from sleuth.localizer.operators import make_window
 from sleuth.localizer.scoring import decay
 from sleuth.sim import Emulation, Fault, FaultKind, Scenario
-from sleuth.jobspec import JobSpec
+from sleuth.storage.tables import incident_rows
 from sleuth.topology import generate
 
 
@@ -133,7 +134,7 @@ def test_incident_json_and_clickhouse_rows():
     assert document["suspects"][0] == {"device": "gpu:h0006/1", "kind": "gpu", "score": round(incident.suspects[0].score, 6)}
     assert document["cause"] == "compute" and document["ranks_fetched"] == incident.ranks_fetched
     assert set(document["impact"]) == {"slowdown", "baseline_ns", "actual_ns", "gpu_hours_lost", "iterations"}
-    rows = incident.clickhouse_rows(created_ns=5)
+    rows = incident_rows(incident, created_ns=5)
     assert rows["incidents"][0][:2] == ("sim", incident.incident)
     assert rows["incidents"][0][7] == list(incident.traversal)
     assert [r[2] for r in rows["suspects"]] == [s.device for s in incident.suspects]

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from sleuth.cli import main
-from sleuth.records_folder import read_records
 from sleuth.jobspec import JobSpec
+from sleuth.records_folder import read_records
 from sleuth.sources import MemorySource
-from sleuth.stream import connect, schema
+from sleuth.storage import schema
+from sleuth.stream import connect
 from sleuth.topology import generate
 
 from ..stream.harness import private_settings

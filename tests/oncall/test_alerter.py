@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from sleuth.oncall.alert_store import AlertStore
 from sleuth.oncall.alerts import AlertStatus
 from sleuth.oncall.service import AlerterService, build_alerter
+from sleuth.storage.alerts import ClickHouseAlertStore
 from sleuth.stream import connect
 
 from ..stream.harness import consume
@@ -67,7 +67,7 @@ def test_one_open_alert_per_job_and_device_updated_by_new_evidence(oncall_settin
     gpu = [a for b in bodies for a in b["alerts"] if a["labels"]["device"] == FAULTY_GPU]
     assert len({a["fingerprint"] for a in gpu}) == 1  # the same alert, updated
     assert gpu[-1]["annotations"]["incidents"] == f"{incident.incident},{again.incident}"
-    stored = AlertStore(client, settings.clickhouse_database).load(job=incident.job)
+    stored = ClickHouseAlertStore(client, settings.clickhouse_database).load(job=incident.job)
     [row] = [a for a in stored if a.device == FAULTY_GPU]
     assert row.status is AlertStatus.FIRING and row.incidents == (incident.incident, again.incident)
     assert (row.first_irregular, row.last_irregular) == (incident.iterations[0], again.iterations[-1])
@@ -87,7 +87,7 @@ def test_an_incident_that_grew_extends_its_alert_quietly(oncall_settings, receiv
     assert alerter.on_incident(grew.to_dict()) == []  # the grown incident replayed: nothing new
     time.sleep(0.5)
     assert len(receiver.bodies) == 1  # the span is not news to a receiver
-    stored = AlertStore(client, settings.clickhouse_database).load(job=incident.job)
+    stored = ClickHouseAlertStore(client, settings.clickhouse_database).load(job=incident.job)
     assert {a.last_irregular for a in stored if a.status is AlertStatus.FIRING} == {last + 2}
 
 
@@ -117,7 +117,7 @@ def test_resolves_after_n_regular_iterations_and_survives_a_restart(oncall_setti
     assert bodies[-1]["status"] == "resolved"
     assert all(a["annotations"]["advice"] == incident.advice for a in bodies[-1]["alerts"])  # kept across the restart
     assert all(a["status"] == "resolved" and a["endsAt"] != "0001-01-01T00:00:00Z" for a in bodies[-1]["alerts"])
-    assert all(a.status is AlertStatus.RESOLVED for a in AlertStore(client, db).load(job=incident.job))
+    assert all(a.status is AlertStatus.RESOLVED for a in ClickHouseAlertStore(client, db).load(job=incident.job))
     # After resolution, new evidence opens a new alert (a new fingerprint).
     restarted.on_incident(later(incident, 40).to_dict())
     bodies = receiver.wait_for(3)
@@ -138,7 +138,7 @@ def test_a_crash_between_saving_and_announcing_is_announced_after_the_restart(on
     crashing.notify = crash
     with pytest.raises(RuntimeError):
         crashing.on_incident(incident.to_dict())
-    store = AlertStore(client, settings.clickhouse_database)
+    store = ClickHouseAlertStore(client, settings.clickhouse_database)
     assert {a.device for a in store.load(announced=False)} == {s.device for s in incident.suspects}
     restarted = build_alerter(settings, client=client)  # a new process, the same ClickHouse
     assert restarted.on_incident(incident.to_dict()) == []  # Kafka redelivers the incident: nothing new

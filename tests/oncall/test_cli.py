@@ -10,6 +10,7 @@ from rich.cells import cell_len
 
 from sleuth.cli import main
 from sleuth.oncall.service import build_alerter
+from sleuth.storage.tables import incident_rows
 
 from .conftest import FAULTY_GPU
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.services
 
 
 def store_incident(client, database: str, incident) -> None:
-    for table, rows in incident.clickhouse_rows(created_ns=time.time_ns()).items():
+    for table, rows in incident_rows(incident, created_ns=time.time_ns()).items():
         client.execute(f"INSERT INTO {database}.{table} VALUES", rows)
 
 

@@ -7,8 +7,8 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from sleuth.oncall.columns import Column, fit_table, wide_console
-from sleuth.oncall.queries import IncidentRow
 from sleuth.oncall.render import incident_detail, incidents_table
+from sleuth.storage.incidents import IncidentRow
 
 NOW = 1_764_076_000 * 10**9
 JOB = "llama-70b-pretrain-run3"

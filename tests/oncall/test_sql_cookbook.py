@@ -15,9 +15,12 @@ import pytest
 from sleuth.oncall.alerts import severity_of
 from sleuth.oncall.service import build_alerter
 from sleuth.oncall.verdicts import CONFIRMED, label_rows, store_verdict
-from sleuth.stream import connect, schema
+from sleuth.storage import schema
+from sleuth.storage.labels import ClickHouseLabelStore
+from sleuth.storage.sink import ClickHouseSink
+from sleuth.storage.tables import incident_rows
+from sleuth.stream import connect
 from sleuth.stream.detection.training import read_labelled
-from sleuth.stream.sink import ClickHouseSink
 
 from ..stream.harness import private_settings
 
@@ -59,12 +62,12 @@ def filled(services, emulated_run):
     other = dataclasses.replace(first, job="sim-b", incident=first.incident.replace("sim", "sim-b", 1))
     incidents = list(emulated_run.incidents) + [other]
     for incident in incidents:
-        for table, rows in incident.clickhouse_rows(created_ns=time.time_ns()).items():
+        for table, rows in incident_rows(incident, created_ns=time.time_ns()).items():
             client.execute(f"INSERT INTO {db}.{table} VALUES", rows)
     alerter = build_alerter(settings, client=client)
     for incident in incidents:
         alerter.on_incident(incident.to_dict())
-    store_verdict(client, db, first.to_dict(), CONFIRMED)
+    store_verdict(ClickHouseLabelStore(client, db), first.to_dict(), CONFIRMED)
     client.disconnect()
     reader = connect.clickhouse_client(settings, database=db)  # the cookbook's queries name tables unqualified
     try:

@@ -14,8 +14,8 @@ from sleuth.errors import ConfigError
 from sleuth.jobspec import JobSpec
 from sleuth.report import gather
 from sleuth.report.evidence import Role
-from sleuth.report.sql import IncidentQueries, quote
 from sleuth.sources import MemorySource
+from sleuth.storage.report_queries import IncidentQueries, quote
 
 from .browser import is_local_reference, visit
 from .conftest import SLOW_GPU, Emulated

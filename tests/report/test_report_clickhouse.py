@@ -18,13 +18,14 @@ import pytest
 
 from sleuth.cli import main
 from sleuth.jobspec import JobSpec
-from sleuth.report import build_report, gather
-from sleuth.oncall.queries import incident_by_id, list_incidents
-from sleuth.report.evidence import Role
 from sleuth.oncall.links import incident_path, incident_url
-from sleuth.stream import schema
-from sleuth.stream.clickhouse_source import ClickHouseSource
-from sleuth.stream.sink import ClickHouseSink
+from sleuth.report import build_report, gather
+from sleuth.report.evidence import Role
+from sleuth.storage import schema
+from sleuth.storage.incidents import incident_by_id, list_incidents
+from sleuth.storage.sink import ClickHouseSink
+from sleuth.storage.source import ClickHouseSource
+from sleuth.storage.tables import incident_rows
 
 from ..conftest import Services
 from .conftest import Emulated
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.services
 
 
 def insert_incident(client, database: str, incident, *, created_ns: int) -> None:
-    for table, rows in incident.clickhouse_rows(created_ns=created_ns).items():
+    for table, rows in incident_rows(incident, created_ns=created_ns).items():
         client.execute(f"INSERT INTO {database}.{table} VALUES", rows)
 
 
@@ -152,7 +153,7 @@ def test_an_incident_document_without_steps_takes_them_from_traversals(stored, e
     document = older.to_dict()
     del document["steps"]
     # A later created_ns replaces the row (ReplacingMergeTree, read with FINAL).
-    rows = older.clickhouse_rows(created_ns=time.time_ns() + 1)["incident_details"]
+    rows = incident_rows(older, created_ns=time.time_ns() + 1)["incident_details"]
     client.execute(f"INSERT INTO {name}.incident_details VALUES", [(*rows[0][:7], json.dumps(document), rows[0][8])])
     read = incident_by_id(client, name, "written-before-steps")
     assert [replace(s, op="") for s in older.steps] == list(read.steps)

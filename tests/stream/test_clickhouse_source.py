@@ -9,10 +9,11 @@ import pytest
 from sleuth.errors import UnknownJob
 from sleuth.localizer import localize
 from sleuth.sources import MemorySource, RecordSource
-from sleuth.stream import connect, schema
-from sleuth.stream.clickhouse_source import ClickHouseSource, landed_through
+from sleuth.storage import schema
+from sleuth.storage.sink import ClickHouseSink
+from sleuth.storage.source import ClickHouseSource, landed_through
+from sleuth.stream import connect
 from sleuth.stream.detection import irregular_iterations
-from sleuth.stream.sink import ClickHouseSink
 
 from ..conftest import Services
 from .detection.conftest import emulation

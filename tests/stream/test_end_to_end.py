@@ -14,7 +14,8 @@ import pytest
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import IterationBatch
-from sleuth.stream import clickhouse_records, connect
+from sleuth.storage import records_table
+from sleuth.stream import connect
 from sleuth.stream.worker import Worker
 
 from ..conftest import Services
@@ -42,7 +43,7 @@ def send_in_streams(gateway, batch, *, streams: int, per_message: int = 250, pau
 def assert_exactly_once(settings, client, sent) -> None:
     table = f"{settings.clickhouse_database}.records"
     assert wait_for_count(client, table, len(sent)) == len(sent)
-    assert clickhouse_records.select_records(client, table).equals(sorted_by_key(sent))
+    assert records_table.select_records(client, table).equals(sorted_by_key(sent))
 
 
 def run_worker_thread(settings, client_settings=None):

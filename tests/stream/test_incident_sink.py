@@ -11,8 +11,9 @@ import pytest
 from sleuth.localizer import Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.impact import Impact
 from sleuth.localizer.search import Action, Step
-from sleuth.oncall.queries import incident_by_id
-from sleuth.stream import connect, schema
+from sleuth.storage import schema
+from sleuth.storage.incidents import ClickHouseIncidentStore, incident_by_id
+from sleuth.stream import connect
 from sleuth.stream.incident_sink import MAX_MESSAGE_BYTES, IncidentSink, kafka_value
 
 from ..conftest import Services
@@ -68,7 +69,7 @@ def test_an_oversized_incident_reaches_kafka_and_clickhouse_keeps_every_step(ser
     try:
         schema.migrate(client, db)
         connect.ensure_topics(settings, {settings.incidents_topic: 1})
-        IncidentSink(client, db, producer=producer, topic=settings.incidents_topic).write(big)
+        IncidentSink(ClickHouseIncidentStore(client, db), bus=producer, topic=settings.incidents_topic).write(big)
         [message] = consume(settings, settings.incidents_topic, messages=1, timeout_s=30)
         sent = json.loads(message.value)
         assert sent["suspects"][0]["device"] == "spine:s0" and sent["steps_omitted"] == 200_000

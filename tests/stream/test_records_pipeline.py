@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from sleuth.records import OpKind, RecordBatch
-from sleuth.stream import clickhouse_records, kafka_records
+from sleuth.storage import records_table
+from sleuth.stream import kafka_records
 
 from ..conftest import Services
 
@@ -100,9 +101,9 @@ def test_10k_records_through_kafka_into_clickhouse_and_back(services: Services) 
 
         # Write to ClickHouse in one columnar insert, read back in key order.
         table = f"{database}.records"
-        client.execute(clickhouse_records.records_table_ddl(table))
-        assert clickhouse_records.insert_records(client, table, consumed) == N_RECORDS
-        stored = clickhouse_records.select_records(client, table)
+        client.execute(records_table.records_table_ddl(table))
+        assert records_table.insert_records(client, table, consumed) == N_RECORDS
+        stored = records_table.select_records(client, table)
         assert stored.equals(sorted_by_key(sent))
         assert client.execute(f"SELECT count() FROM {table}") == [(N_RECORDS,)]
         jobs = client.execute(f"SELECT job, count() FROM {table} GROUP BY job ORDER BY job")
@@ -123,11 +124,11 @@ def test_replayed_records_do_not_double_count(services: Services) -> None:
     client.execute(f"CREATE DATABASE {database}")
     try:
         table = f"{database}.records"
-        client.execute(clickhouse_records.records_table_ddl(table))
-        clickhouse_records.insert_records(client, table, batch)
-        clickhouse_records.insert_records(client, table, batch)  # an at-least-once replay
-        assert len(clickhouse_records.select_records(client, table)) == 500
-        one_job = clickhouse_records.select_records(client, table, where="job = %(job)s", params={"job": "job-a"})
+        client.execute(records_table.records_table_ddl(table))
+        records_table.insert_records(client, table, batch)
+        records_table.insert_records(client, table, batch)  # an at-least-once replay
+        assert len(records_table.select_records(client, table)) == 500
+        one_job = records_table.select_records(client, table, where="job = %(job)s", params={"job": "job-a"})
         assert one_job.equals(sorted_by_key(batch.take(batch.decoded("job") == "job-a")))
     finally:
         client.execute(f"DROP DATABASE IF EXISTS {database}")

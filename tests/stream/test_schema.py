@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from sleuth.cli import main
-from sleuth.stream import clickhouse_records, schema
+from sleuth.storage import records_table, schema
 
 from ..conftest import Services
 from .test_records_pipeline import sorted_by_key, training_records
@@ -37,9 +37,9 @@ def test_migrate_creates_every_table_once_and_is_idempotent(database) -> None:
     assert schema.applied_versions(client, name) == [m.version for m in schema.MIGRATIONS]
     # The records table is the one the records module reads and writes, partitioned by day.
     batch = training_records(300, seed=5)
-    clickhouse_records.insert_records(client, f"{name}.records", batch)
-    clickhouse_records.insert_records(client, f"{name}.records", batch)  # replay
-    assert clickhouse_records.select_records(client, f"{name}.records").equals(sorted_by_key(batch))
+    records_table.insert_records(client, f"{name}.records", batch)
+    records_table.insert_records(client, f"{name}.records", batch)  # replay
+    assert records_table.select_records(client, f"{name}.records").equals(sorted_by_key(batch))
     partitions = client.execute(
         "SELECT DISTINCT partition FROM system.parts WHERE database = %(db)s AND table = 'records'",
         {"db": name},

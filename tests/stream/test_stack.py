@@ -9,7 +9,8 @@ import grpc
 import pytest
 
 from sleuth.proto import commops_pb2 as pb
-from sleuth.stream import clickhouse_records, connect, stack
+from sleuth.storage import records_table
+from sleuth.stream import connect, stack
 
 from ..conftest import Services
 from .harness import job_spec, private_settings, record_stream, stub, wait_for_count
@@ -47,7 +48,7 @@ def test_stack_up_serves_records_end_to_end_and_down_stops_its_processes(service
         assert gateway.Stream(record_stream(sent, per_message=500)).accepted == 4
         table = f"{settings.clickhouse_database}.records"
         assert wait_for_count(client, table, len(sent)) == len(sent)
-        assert clickhouse_records.select_records(client, table).equals(sorted_by_key(sent))
+        assert records_table.select_records(client, table).equals(sorted_by_key(sent))
         assert stack.status(services.repo_root) == {"clickhouse": True, "kafka": True, "alertmanager": True, "gateway": True, "worker": True,
                                                        "localizer": True, "alerter": True}
     finally:

@@ -15,7 +15,8 @@ import uuid
 
 import pytest
 
-from sleuth.stream import connect, schema
+from sleuth.storage import schema
+from sleuth.stream import connect
 from sleuth.stream.detection import StreamDetector
 from sleuth.stream.detection.publish import IrregularityPublisher
 from sleuth.stream.localizer_agent import LocalizerAgent, cluster_topology

@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from sleuth.stream import connect, schema
+from sleuth.storage import schema
+from sleuth.stream import connect
 from sleuth.stream.detection import StreamDetector
 from sleuth.stream.detection.publish import IrregularityPublisher, decode
 from sleuth.stream.worker import Worker

@@ -6,7 +6,7 @@ client-side parameters would not be visible. SQL stays within what ClickHouse 18
 (docs/design.md): ``FINAL`` for exact reads of the ReplacingMergeTree tables, ``extract`` (a regular
 expression) rather than the newer JSON functions, no window functions.
 
-The tables are those of ``sleuth.stream.schema``; one query per figure part, so the tests can run
+The tables are those of ``sleuth.storage.schema``; one query per figure part, so the tests can run
 each against the real server and compare it with what the report plotted.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sleuth.records import OpKind
-from sleuth.stream.schema import check_database_name
+from sleuth.storage.schema import check_database_name
 
 __all__ = ["IncidentQueries", "quote"]
 

@@ -7,11 +7,14 @@ batch does not double count once merged (queries that must be exact before a mer
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from sleuth.records import ColumnBatch, RecordBatch
+
+if TYPE_CHECKING:
+    from clickhouse_driver import Client
 
 B = TypeVar("B", bound=ColumnBatch)
 
@@ -43,7 +46,7 @@ def records_table_ddl(table: str) -> str:
     )
 
 
-def insert_records(client: Any, table: str, batch: RecordBatch) -> int:
+def insert_records(client: Client, table: str, batch: RecordBatch) -> int:
     """Insert ``batch`` into ``table`` in one columnar block; returns the number of rows."""
     if not len(batch):
         return 0
@@ -55,7 +58,7 @@ def insert_records(client: Any, table: str, batch: RecordBatch) -> int:
     return len(batch)
 
 
-def select_records(client: Any, table: str, *, where: str = "", params: dict | None = None) -> RecordBatch:
+def select_records(client: Client, table: str, *, where: str = "", params: dict | None = None) -> RecordBatch:
     """The records of ``table`` (optionally filtered by a ``where`` clause), in key order."""
     names = ", ".join(RECORD_COLUMN_TYPES)
     query = f"SELECT {names} FROM {table} FINAL"

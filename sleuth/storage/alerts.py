@@ -9,22 +9,22 @@ announced, then saved again announced, so a crash in between leaves it to be ann
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
-from sleuth.oncall.alerts import Alert, AlertStatus, Severity
-from sleuth.stream.schema import check_database_name
+from sleuth.oncall.alerts import Alert, AlertStatus
+from sleuth.storage.schema import check_database_name
+from sleuth.storage.tables import ALERT_COLUMNS, ALERT_FIELDS, alert_from_row, alert_row, insert
 
-__all__ = ["COLUMNS", "AlertStore"]
+if TYPE_CHECKING:
+    from clickhouse_driver import Client
 
-COLUMNS = ("job", "device", "starts_ns", "status", "severity", "cause", "kind", "score", "incident", "incidents",
-           "slowdown", "gpu_hours_lost", "first_irregular", "last_irregular", "ends_ns", "advice", "announced",
-           "updated_ns")
-# The columns an ``Alert`` is made of.
-_FIELDS = COLUMNS[:-2]
+__all__ = ["ClickHouseAlertStore"]
 
 
-class AlertStore:
-    def __init__(self, client: Any, database: str) -> None:
+class ClickHouseAlertStore:
+    """An ``AlertStore`` (``sleuth.stores``) on the ``alerts`` table of ``database``."""
+
+    def __init__(self, client: Client, database: str) -> None:
         self.client = client
         self.table = f"{check_database_name(database)}.alerts"
 
@@ -34,13 +34,8 @@ class AlertStore:
             return
         # Strictly increasing versions even within one nanosecond tick: the newest row must win.
         now = time.time_ns()
-        rows = [
-            (a.job, a.device, a.starts_ns, a.status.value, a.severity.value, a.cause, a.kind, a.score, a.incident,
-             list(a.incidents), a.slowdown, a.gpu_hours_lost, a.first_irregular, a.last_irregular, a.ends_ns, a.advice,
-             int(announced), now + k)
-            for k, a in enumerate(alerts)
-        ]
-        self.client.execute(f"INSERT INTO {self.table} ({', '.join(COLUMNS)}) VALUES", rows)
+        rows = [alert_row(a, announced=announced, updated_ns=now + k) for k, a in enumerate(alerts)]
+        self.client.execute(insert(self.table, ALERT_COLUMNS), rows)
 
     def load(self, *, status: AlertStatus | None = None, job: str | None = None,
              announced: bool | None = None) -> list[Alert]:
@@ -57,15 +52,6 @@ class AlertStore:
             params["announced"] = int(announced)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         rows = self.client.execute(
-            f"SELECT {', '.join(_FIELDS)} FROM {self.table} FINAL {clause} ORDER BY job, device, starts_ns", params
+            f"SELECT {', '.join(ALERT_FIELDS)} FROM {self.table} FINAL {clause} ORDER BY job, device, starts_ns", params
         )
-        return [_alert(row) for row in rows]
-
-
-def _alert(row: tuple) -> Alert:
-    (job, device, starts_ns, status, severity, cause, kind, score, incident, incidents, slowdown, lost, first, last,
-     ends_ns, advice) = row
-    return Alert(job=job, device=device, starts_ns=starts_ns, status=AlertStatus(status), severity=Severity(severity),
-                 cause=cause, kind=kind, score=score, incident=incident, incidents=tuple(incidents), slowdown=slowdown,
-                 gpu_hours_lost=lost, first_irregular=first, last_irregular=last, ends_ns=ends_ns,
-                 advice=advice)
+        return [alert_from_row(row) for row in rows]

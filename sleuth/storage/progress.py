@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
-from sleuth.stream.schema import check_database_name
+from sleuth.storage.schema import check_database_name
+
+if TYPE_CHECKING:
+    from clickhouse_driver import Client
 
 __all__ = ["completed_iterations"]
 
 
-def completed_iterations(client: Any, database: str, jobs: Iterable[str]) -> dict[str, int]:
+def completed_iterations(client: Client, database: str, jobs: Iterable[str]) -> dict[str, int]:
     """job -> the last iteration that every rank of the job has finished (jobs with no iterations are left out)."""
     jobs = sorted(set(jobs))
     if not jobs:

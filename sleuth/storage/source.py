@@ -12,17 +12,20 @@ that a window never takes in an iteration half written.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sleuth.errors import UnknownJob
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
-from sleuth.stream import clickhouse_records
-from sleuth.stream.schema import check_database_name
+from sleuth.storage import records_table
+from sleuth.storage.schema import check_database_name
 
-__all__ = ["ClickHouseSource", "landed_through", "registered_jobs"]
+if TYPE_CHECKING:
+    from clickhouse_driver import Client
+
+__all__ = ["ClickHouseSource", "landed_through", "read_job_spec", "registered_jobs"]
 
 _ITERATION_COLUMNS = ", ".join(f.name for f in IterationBatch.FIELDS)
 
@@ -30,7 +33,7 @@ _ITERATION_COLUMNS = ", ".join(f.name for f in IterationBatch.FIELDS)
 class ClickHouseSource:
     """The records of ``job`` in ``database``; fails at construction when the job was never registered."""
 
-    def __init__(self, client: Any, database: str, job: str, *, through: int | None = None) -> None:
+    def __init__(self, client: Client, database: str, job: str, *, through: int | None = None) -> None:
         self.client = client
         self.database = check_database_name(database)
         self.job = job
@@ -59,7 +62,7 @@ class ClickHouseSource:
             if not params["comm"]:
                 return RecordBatch.empty()
             where += " AND comm IN %(comm)s"
-        return clickhouse_records.select_records(self.client, f"{self.database}.records", where=where, params=params)
+        return records_table.select_records(self.client, f"{self.database}.records", where=where, params=params)
 
     def iterations(
         self, *, ranks: Iterable[int] | None = None, iterations: Iterable[int] | None = None
@@ -71,7 +74,7 @@ class ClickHouseSource:
             f"SELECT {_ITERATION_COLUMNS} FROM {self.database}.iterations FINAL WHERE {where} ORDER BY rank, iteration",
             params, columnar=True,
         )
-        return clickhouse_records.batch_from_columns(IterationBatch, columns)
+        return records_table.batch_from_columns(IterationBatch, columns)
 
     def _where(self, *, ranks: Iterable[int] | None, iterations: Iterable[int] | None) -> tuple[str | None, dict]:
         """The filter for this job, the ranks and the iterations (None: an empty selection, nothing to ask)."""
@@ -90,7 +93,7 @@ class ClickHouseSource:
         return " AND ".join(clauses), params
 
 
-def read_job_spec(client: Any, database: str, job: str) -> JobSpec:
+def read_job_spec(client: Client, database: str, job: str) -> JobSpec:
     """The latest registered spec of ``job`` (the ``jobs`` table keeps the last registration)."""
     rows = client.execute(f"SELECT spec FROM {check_database_name(database)}.jobs FINAL WHERE job = %(job)s",
                           {"job": job})
@@ -99,13 +102,13 @@ def read_job_spec(client: Any, database: str, job: str) -> JobSpec:
     return JobSpec.from_json(rows[0][0], source=f"{database}.jobs[{job}]")
 
 
-def registered_jobs(client: Any, database: str) -> dict[str, int]:
+def registered_jobs(client: Client, database: str) -> dict[str, int]:
     """job -> world size, for every job registered in ``database``."""
     rows = client.execute(f"SELECT job, world FROM {check_database_name(database)}.jobs FINAL")
     return {str(job): int(world) for job, world in rows}
 
 
-def landed_through(client: Any, database: str, job: str, *, world: int, since: int) -> int | None:
+def landed_through(client: Client, database: str, job: str, *, world: int, since: int) -> int | None:
     """The last iteration (>= ``since``) whose records have landed for every one of the ``world`` ranks.
 
     A rank's records arrive in order (one Kafka partition per (job, rank), batches inserted in

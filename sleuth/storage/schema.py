@@ -16,10 +16,13 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sleuth.errors import ConfigError
-from sleuth.stream.clickhouse_records import records_table_ddl
+from sleuth.storage.records_table import records_table_ddl
+
+if TYPE_CHECKING:
+    from clickhouse_driver import Client
 
 MIGRATIONS_TABLE = "schema_migrations"
 
@@ -175,7 +178,7 @@ def check_database_name(database: str) -> str:
     return database
 
 
-def applied_versions(client: Any, database: str) -> list[int]:
+def applied_versions(client: Client, database: str) -> list[int]:
     """Versions already applied to ``database`` (empty when it was never migrated)."""
     check_database_name(database)
     exists = client.execute(
@@ -188,7 +191,7 @@ def applied_versions(client: Any, database: str) -> list[int]:
     return [int(v) for (v,) in rows]
 
 
-def migrate(client: Any, database: str, *, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
+def migrate(client: Client, database: str, *, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
     """Apply the migrations ``database`` lacks, in order; the versions applied by this call."""
     check_database_name(database)
     client.execute(f"CREATE DATABASE IF NOT EXISTS {database}")
@@ -216,7 +219,7 @@ def migrate(client: Any, database: str, *, migrations: tuple[Migration, ...] = M
     return applied
 
 
-def _has_column(client: Any, database: str, table: str, column: str) -> bool:
+def _has_column(client: Client, database: str, table: str, column: str) -> bool:
     rows = client.execute(
         "SELECT count() FROM system.columns WHERE database = %(db)s AND table = %(t)s AND name = %(c)s",
         {"db": database, "t": table, "c": column},
@@ -224,7 +227,7 @@ def _has_column(client: Any, database: str, table: str, column: str) -> bool:
     return bool(rows[0][0])
 
 
-def _add_column(client: Any, database: str, change: AddColumn) -> None:
+def _add_column(client: Client, database: str, change: AddColumn) -> None:
     if _has_column(client, database, change.table, change.column):
         return
     try:

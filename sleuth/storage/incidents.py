@@ -1,20 +1,71 @@
-"""What the on-call commands read from ClickHouse: incidents, their details, alerts and verdicts.
+"""The incidents in ClickHouse: the localizer's ``IncidentStore`` and what the on-call commands read.
 
-Each table is read with ``FINAL`` (exact before the background merge) and joined here in Python:
-the result sets are small, and the SQL stays within what ClickHouse 18.16 runs.
+Tables ``incidents``, ``incident_details`` (the whole JSON document), ``suspects`` and
+``traversals`` (rows: ``tables.incident_rows``). Each table is read with ``FINAL`` (exact before the
+background merge) and joined here in Python: the result sets are small, and the SQL stays within
+what ClickHouse 18.16 runs.
 """
 
 from __future__ import annotations
 
+import json
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sleuth.errors import ConfigError, NotFound
+from sleuth.localizer.episodes import TIED_SUSPECTS, Raised
 from sleuth.localizer.incident import Incident
 from sleuth.localizer.search import Action, Step
-from sleuth.stream.schema import check_database_name
+from sleuth.storage.labels import ClickHouseLabelStore
+from sleuth.storage.schema import check_database_name
+from sleuth.storage.tables import incident_rows
 
-__all__ = ["IncidentRow", "incident_by_id", "incident_document", "list_incidents", "verdicts"]
+if TYPE_CHECKING:
+    from clickhouse_driver import Client
+
+__all__ = ["ClickHouseIncidentStore", "IncidentRow", "incident_by_id", "incident_document", "incident_keys",
+           "list_incidents"]
+
+
+class ClickHouseIncidentStore:
+    """An ``IncidentStore`` (``sleuth.stores``) on the incident tables of ``database``."""
+
+    def __init__(self, client: Client, database: str) -> None:
+        self.client = client
+        self.database = check_database_name(database)
+
+    def raised(self, job: str) -> list[Raised]:
+        """The incidents ClickHouse holds for ``job``, with their top suspects."""
+        db = self.database
+        rows = self.client.execute(
+            f"SELECT incident, iterations, cause FROM {db}.incidents FINAL WHERE job = %(job)s", {"job": job}
+        )
+        tops: dict[str, list[tuple[int, str]]] = {}
+        for incident, position, device in self.client.execute(
+            f"SELECT incident, position, device FROM {db}.suspects FINAL WHERE job = %(job)s AND position < %(tied)s",
+            {"job": job, "tied": TIED_SUSPECTS},
+        ):
+            tops.setdefault(incident, []).append((position, device))
+        return [Raised(incident, min(its), max(its), cause, tuple(d for _, d in sorted(tops.get(incident, []))))
+                for incident, its, cause in rows if its]
+
+    def incident(self, job: str, incident: str) -> Incident:
+        """The whole incident as last written (its ``incident_details`` document)."""
+        rows = self.client.execute(
+            f"SELECT document FROM {self.database}.incident_details FINAL WHERE job = %(job)s AND incident = %(incident)s",
+            {"job": job, "incident": incident},
+        )
+        if not rows:
+            raise LookupError(f"incident {incident!r} of job {job!r} has no row in {self.database}.incident_details")
+        return Incident.from_dict(json.loads(rows[0][0]), source=f"{self.database}.incident_details[{incident}]")
+
+    def write(self, incident: Incident) -> None:
+        """Insert every table's rows; raises whatever the driver raises."""
+        for table, rows in incident_rows(incident, created_ns=time.time_ns()).items():
+            if rows:
+                self.client.execute(f"INSERT INTO {self.database}.{table} VALUES", rows)
 
 
 @dataclass(frozen=True)
@@ -34,7 +85,7 @@ class IncidentRow:
     created_ns: int
 
 
-def list_incidents(client: Any, database: str, *, job: str | None = None, only_open: bool = False,
+def list_incidents(client: Client, database: str, *, job: str | None = None, only_open: bool = False,
                    limit: int = 50) -> list[IncidentRow]:
     """The newest ``limit`` incidents (of ``job``), newest first."""
     db = check_database_name(database)
@@ -50,7 +101,7 @@ def list_incidents(client: Any, database: str, *, job: str | None = None, only_o
         params)}
     cited = {i for (ids,) in client.execute(f"SELECT incidents FROM {db}.alerts FINAL WHERE status = 'firing'")
              for i in ids}
-    judged = verdicts(client, db)
+    judged = ClickHouseLabelStore(client, db).verdicts()
     found = []
     for j, i, t_from, t_to, iterations, cause, created in rows:
         if only_open and i not in cited:
@@ -64,7 +115,7 @@ def list_incidents(client: Any, database: str, *, job: str | None = None, only_o
     return found
 
 
-def incident_by_id(client: Any, database: str, incident_id: str) -> Incident:
+def incident_by_id(client: Client, database: str, incident_id: str) -> Incident:
     """The incident named ``incident_id`` as the localizer stored it; :class:`NotFound` (naming the
     newest ids) when no job has one of that id."""
     db = check_database_name(database)
@@ -93,19 +144,13 @@ def incident_by_id(client: Any, database: str, incident_id: str) -> Incident:
     return replace(incident, steps=tuple(Step(int(r), c, int(s), "", int(i), Action(a)) for r, c, s, i, a in steps))
 
 
-def incident_document(client: Any, database: str, incident_id: str) -> dict:
+def incident_document(client: Client, database: str, incident_id: str) -> dict:
     """The whole incident (``Incident.to_dict``); :class:`NotFound` when unknown."""
     return incident_by_id(client, database, incident_id).to_dict()
 
 
-def verdicts(client: Any, database: str) -> dict[str, str]:
-    """incident -> the latest on-call verdict (``sleuth ack``), from the labels' source."""
-    rows = client.execute(
-        f"SELECT source, max(labeled_ns) AS t FROM {check_database_name(database)}.labels FINAL "
-        "WHERE startsWith(source, 'oncall:') GROUP BY source ORDER BY t"
-    )
-    found: dict[str, str] = {}
-    for source, _t in rows:  # oldest first: the latest verdict wins
-        _prefix, verdict, incident = source.split(":", 2)
-        found[incident] = verdict
-    return found
+def incident_keys(client: Client, database: str, jobs: Sequence[str]) -> set[tuple[str, str]]:
+    """(job, incident) of every incident of ``jobs``."""
+    rows = client.execute(f"SELECT job, incident FROM {check_database_name(database)}.incidents FINAL "
+                          "WHERE job IN %(jobs)s", {"jobs": tuple(jobs)})
+    return {(str(job), str(incident)) for job, incident in rows}
