@@ -45,6 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from sleuth.progress import track
+
 ROOT = Path(__file__).resolve().parent.parent
 RECORD_BYTES = 64  # sleuth/logger/commops_record.h
 JOB_TIMEOUT_S = 180
@@ -288,7 +290,7 @@ def main() -> None:
     report["ranks"] = dict(hosts, mps=args.mps)
     with tempfile.TemporaryDirectory() as build, mps_server(Path(build)) if args.mps else contextlib.nullcontext():
         plugin = build_plugin(Path(build))
-        for name in args.parts.split(","):
+        for name in track(args.parts.split(","), "bench_nccl_gpu parts"):
             part = PARTS[name]
             started = time.monotonic()
             try:
