@@ -14,7 +14,7 @@ from sleuth.localizer.incident import Incident
 from sleuth.localizer.search import Action, Step
 from sleuth.stream.schema import check_database_name
 
-__all__ = ["IncidentRow", "incident_by_id", "incident_document", "list_incidents", "verdicts"]
+__all__ = ["IncidentRow", "incident_by_id", "list_incidents", "verdicts"]
 
 
 @dataclass(frozen=True)
@@ -91,11 +91,6 @@ def incident_by_id(client: Any, database: str, incident_id: str) -> Incident:
         {"job": job, "id": incident_id},
     )
     return replace(incident, steps=tuple(Step(int(r), c, int(s), "", int(i), Action(a)) for r, c, s, i, a in steps))
-
-
-def incident_document(client: Any, database: str, incident_id: str) -> dict:
-    """The whole incident (``Incident.to_dict``); :class:`NotFound` when unknown."""
-    return incident_by_id(client, database, incident_id).to_dict()
 
 
 def verdicts(client: Any, database: str) -> dict[str, str]:

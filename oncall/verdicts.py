@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sleuth.localizer.incident import Incident
 from sleuth.stream.schema import check_database_name
 
 __all__ = ["CONFIRMED", "REJECTED", "label_rows", "read_labels", "store_verdict"]
@@ -22,25 +23,24 @@ CONFIRMED, REJECTED = "confirmed", "rejected"
 _COLUMNS = ("job", "rank", "comm", "seq", "iteration", "abnormal", "source", "labeled_ns")
 
 
-def label_rows(document: dict, verdict: str, *, labeled_ns: int) -> list[tuple]:
-    """``labels`` rows for a verdict on an incident (``Incident.to_dict``)."""
+def label_rows(incident: Incident, verdict: str, *, labeled_ns: int) -> list[tuple]:
+    """``labels`` rows for a verdict on an incident."""
     if verdict not in (CONFIRMED, REJECTED):
         raise ValueError(f"verdict must be {CONFIRMED!r} or {REJECTED!r}, got {verdict!r}")
     abnormal = 1 if verdict == CONFIRMED else 0
-    source = f"oncall:{verdict}:{document['incident']}"
+    source = f"oncall:{verdict}:{incident.incident}"
     rows = {}
-    for root in document["roots"]:
-        # The iteration the operator ran in, which its seq belongs to (not always the one searched).
-        ran = int(root.get("ran", root["iteration"]))
-        for rank in root["ranks"] or [root["rank"]]:
-            key = (document["job"], int(rank), root["comm"], int(root["seq"]), ran)
+    for root in incident.roots:
+        for rank in root.ranks or (root.rank,):
+            # ``ran``: the iteration the operator ran in, which its seq belongs to (not always the one searched).
+            key = (incident.job, rank, root.comm, root.seq, root.ran)
             rows[key] = key + (abnormal, source, labeled_ns)
     return list(rows.values())
 
 
-def store_verdict(client: Any, database: str, document: dict, verdict: str) -> int:
+def store_verdict(client: Any, database: str, incident: Incident, verdict: str) -> int:
     """Insert the verdict's labels; how many operator instances it labelled."""
-    rows = label_rows(document, verdict, labeled_ns=time.time_ns())
+    rows = label_rows(incident, verdict, labeled_ns=time.time_ns())
     if rows:
         client.execute(f"INSERT INTO {check_database_name(database)}.labels ({', '.join(_COLUMNS)}) VALUES", rows)
     return len(rows)

@@ -46,7 +46,7 @@ from sleuth.stream.rank_state import RankState
 from sleuth.stream.sink import ClickHouseSink
 
 if TYPE_CHECKING:
-    from sleuth.stream.detection.iteration_monitor import Irregularity
+    from sleuth.irregularity import Irregularity
 
 _log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sleuth.irregularity import Irregularity
 from sleuth.settings import Settings
 from sleuth.stream import connect
-from sleuth.stream.detection.iteration_monitor import Irregularity
 
 __all__ = ["IrregularityPublisher", "decode", "encode"]
 

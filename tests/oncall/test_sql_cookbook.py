@@ -63,8 +63,8 @@ def filled(services, emulated_run):
             client.execute(f"INSERT INTO {db}.{table} VALUES", rows)
     alerter = build_alerter(settings, client=client)
     for incident in incidents:
-        alerter.on_incident(incident.to_dict())
-    store_verdict(client, db, first.to_dict(), CONFIRMED)
+        alerter.on_incident(incident)
+    store_verdict(client, db, first, CONFIRMED)
     client.disconnect()
     reader = connect.clickhouse_client(settings, database=db)  # the cookbook's queries name tables unqualified
     try:
@@ -211,5 +211,5 @@ def test_open_alerts(filled) -> None:
 
 def test_oncall_verdicts(filled) -> None:
     incident = filled[5][0]
-    rows = label_rows(incident.to_dict(), CONFIRMED, labeled_ns=0)
+    rows = label_rows(incident, CONFIRMED, labeled_ns=0)
     same(run(filled, "oncall_verdicts"), [(f"oncall:confirmed:{incident.incident}", 1, len(rows))])
