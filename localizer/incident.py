@@ -5,7 +5,7 @@ The JSON document (``Incident.to_dict`` / ``from_dict``) is the incident's contr
 --json`` prints, and what the alerter, on-call verdicts and the report read back. Every version
 sleuth wrote still reads: fields added later (``steps``, a root's ``ran`` and ``again``,
 ``attribution``) have defaults, and unknown keys are passed over. A bad document fails naming the
-field (``roots[2].cause: must be one of compute, network, got 'x'``).
+field (``roots[2].cause: must be one of compute, network, got a string 'x'``).
 
 ClickHouse tables (``sleuth.stream.schema``): one ``incidents`` row, one ``incident_details``
 row (fetch counts, impact, advice and the whole JSON document), one ``suspects`` row per suspect

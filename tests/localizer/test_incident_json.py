@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sleuth.errors import ConfigError
 from sleuth.localizer.impact import Impact
@@ -97,6 +99,8 @@ def test_keys_the_reader_does_not_know_are_passed_over():
     # The incidents topic adds ``steps_omitted`` when an incident is too large for one message.
     document = {**INCIDENT.to_dict(), "steps": [], "steps_omitted": 2}
     assert Incident.from_dict(document).steps == ()
+    # A whole number written as a float (as JSON writers of other languages do) reads as the integer.
+    assert Incident.from_dict({**INCIDENT.to_dict(), "world": 16.0}).world == 16
 
 
 @pytest.mark.parametrize(
@@ -130,3 +134,37 @@ def test_not_json_and_not_an_object_are_refused():
         Incident.from_json("{", source="x.json")
     with pytest.raises(ConfigError, match="expected a JSON object, got an array"):
         Incident.from_dict([1, 2])
+
+
+_ints = st.integers(min_value=-1, max_value=2**62)
+_numbers = st.floats(min_value=0.0, max_value=1e12, allow_nan=False)
+_names = st.text(min_size=1, max_size=12)
+_roots = st.builds(RootOperator, _ints, st.sampled_from(Cause), _ints, _names, _ints, _names,
+                   st.tuples(_ints, _ints), _numbers, _ints, st.lists(_ints, max_size=3).map(tuple))
+_steps = st.builds(Step, _ints, _names, _ints, _names, _ints, st.sampled_from(Action))
+_attributions = st.builds(
+    AttributionSummary, st.sampled_from(["slowdown", "irregular"]), _numbers, _numbers,
+    st.lists(st.tuples(_ints, _numbers), max_size=3).map(tuple), st.lists(st.tuples(_names, _numbers), max_size=3).map(tuple),
+    _numbers, st.none() | _numbers,
+)
+_incidents = st.builds(
+    Incident, job=_names, incident=_names, t_from_ns=_ints, t_to_ns=_ints,
+    iterations=st.lists(_ints, min_size=1, max_size=4).map(tuple), cause=st.sampled_from(IncidentCause),
+    suspects=st.lists(st.builds(Suspect, _names, st.sampled_from(DeviceKind), _numbers), max_size=3).map(tuple),
+    roots=st.lists(_roots, max_size=3).map(tuple), traversal=st.lists(_ints, max_size=4).map(tuple),
+    steps=st.lists(_steps, max_size=3).map(tuple), ranks_fetched=_ints, world=_ints,
+    impact=st.builds(Impact, _numbers, _numbers, _numbers, _numbers, _ints), advice=st.text(max_size=20),
+    seconds=_numbers, attribution=st.none() | _attributions,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_incidents)
+def test_any_incident_reads_back_as_written_and_writes_the_same_json_again(incident: Incident) -> None:
+    text = incident.to_json()
+    again = Incident.from_json(text)
+    assert again.to_json() == text  # floats come back at the precision written, and stay there
+    assert Incident.from_json(again.to_json()) == again
+    assert [s.kind for s in again.suspects] == [s.kind for s in incident.suspects]
+    assert [(r.cause, r.ran, r.again) for r in again.roots] == [(r.cause, r.ran, r.again) for r in incident.roots]
+    assert again.steps == incident.steps and (again.attribution is None) == (incident.attribution is None)
