@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sleuth.localizer.incident import Incident
 from sleuth.oncall.alerts import severity_of
 from sleuth.oncall.service import build_alerter
 from sleuth.oncall.verdicts import CONFIRMED, label_rows, store_verdict
@@ -63,7 +64,7 @@ def filled(services, emulated_run):
             client.execute(f"INSERT INTO {db}.{table} VALUES", rows)
     alerter = build_alerter(settings, client=client)
     for incident in incidents:
-        alerter.on_incident(incident)
+        alerter.on_incident(Incident.from_json(incident.to_json()))  # as the alerter reads the incidents topic
     store_verdict(client, db, first, CONFIRMED)
     client.disconnect()
     reader = connect.clickhouse_client(settings, database=db)  # the cookbook's queries name tables unqualified
