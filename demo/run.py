@@ -76,7 +76,7 @@ def _show(outcome: Outcome, out: Path, settings: Settings, console: Console) -> 
         (out / f"{incident.incident}.json").write_text(json.dumps(incident.to_dict(), indent=1))
         html = build_report(incident, outcome.source, outcome.topology, database=settings.clickhouse_database)
         report = write_report(html, out / f"{incident.incident}.html")
-        console.print(incident_detail(incident.to_dict(), width=console.width, more=f"every one in {report}"))
+        console.print(incident_detail(incident, width=console.width, more=f"every one in {report}"))
         console.print(f"report: {report}")
     verdict = "[green]found[/green]" if outcome.found else "[red]missed[/red]"
     console.print(f"the device at fault, {outcome.truth}: {verdict} as the top suspect")

@@ -175,7 +175,7 @@ def slowdown_incident(
         iterations=episode.iterations,
         cause=cause,
         suspects=suspects,
-        roots=tuple(RootOperator(r.iteration, r.cause.value, r.rank, r.comm, r.seq, r.op, r.ranks, rate, r.ran)
+        roots=tuple(RootOperator(r.iteration, r.cause, r.rank, r.comm, r.seq, r.op, r.ranks, rate, r.ran)
                     for r, rate in rated),
         traversal=tuple(candidates),
         steps=(),
@@ -202,7 +202,7 @@ def whatif_search(
         side = [(root, rate) for root, rate in rated if root.cause is cause]
         evidence = accumulate(side, topology=topology, gpus=graph.gpus, routing=routing, host_share=on_host)
         ranking = [s for s in map_scores(evidence, topology=topology, priors=priors) if s.support >= min_support]
-        suspects += [Suspect(s.device, s.kind.value, float(s.score)) for s in ranking[:top_k]]
+        suspects += [Suspect(s.device, s.kind, float(s.score)) for s in ranking[:top_k]]
     return rated, tuple(suspects)
 
 
@@ -237,7 +237,7 @@ def lead(incident: Incident, attribution: Attribution, whatif: Sequence[Suspect]
 
 
 def _is_compute(suspect: Suspect) -> bool:
-    return suspect.kind in (DeviceKind.GPU.value, DeviceKind.HOST.value)
+    return suspect.kind in (DeviceKind.GPU, DeviceKind.HOST)
 
 
 def _cause(suspects: Sequence[Suspect]) -> IncidentCause | None:

@@ -27,15 +27,6 @@ class Impact:
     gpu_hours_lost: float
     iterations: int  # iterations from the first irregular one to the window's end
 
-    def to_dict(self) -> dict:
-        return {
-            "slowdown": round(self.slowdown, 4),
-            "baseline_ns": round(self.baseline_ns),
-            "actual_ns": round(self.actual_ns),
-            "gpu_hours_lost": self.gpu_hours_lost,
-            "iterations": self.iterations,
-        }
-
 
 def estimate(times: np.ndarray, window: Window, *, world: int) -> Impact:
     """The impact over ``window`` from per-column iteration times (ns; NaN where unknown)."""

@@ -1,4 +1,11 @@
-"""The incident: what the localizer reports, as a frozen dataclass and JSON.
+"""The incident: what the localizer reports, as frozen dataclasses, and its one JSON form.
+
+The JSON document (``Incident.to_dict`` / ``from_dict``) is the incident's contract: what ClickHouse
+``incident_details.document`` stores, what the incidents topic carries, what ``sleuth localize
+--json`` prints, and what the alerter, on-call verdicts and the report read back. Every version
+sleuth wrote still reads: fields added later (``steps``, a root's ``ran`` and ``again``,
+``attribution``) have defaults, and unknown keys are passed over. A bad document fails naming the
+field (``roots[2].cause: must be one of compute, network, got a string 'x'``).
 
 Its ClickHouse rows are ``sleuth.storage.tables.incident_rows``.
 """
@@ -7,18 +14,19 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sleuth.errors import ConfigError
+from sleuth.json_fields import JsonObject
 from sleuth.localizer.impact import Impact
-from sleuth.localizer.search import Action, Step
+from sleuth.localizer.search import Action, Cause, Step
+from sleuth.topology import DeviceKind
 
 __all__ = ["AttributionSummary", "Incident", "IncidentCause", "RootOperator", "Suspect"]
 
 
-class IncidentCause(enum.Enum):
+class IncidentCause(enum.StrEnum):
     COMPUTE = "compute"
     NETWORK = "network"
     MIXED = "mixed"  # suspects of both kinds (two concurrent faults, one of each)
@@ -29,18 +37,15 @@ class IncidentCause(enum.Enum):
     def hardware(self) -> bool:
         return self in (IncidentCause.COMPUTE, IncidentCause.NETWORK, IncidentCause.MIXED)
 
-    def __str__(self) -> str:
-        return self.value
-
 
 @dataclass(frozen=True)
 class Suspect:
     device: str
-    kind: str
+    kind: DeviceKind  # a set of equal-cost spines (``spines:...``) counts as a spine
     score: float
 
     def to_dict(self) -> dict:
-        return {"device": self.device, "kind": self.kind, "score": round(self.score, 6)}
+        return {"device": self.device, "kind": self.kind.value, "score": round(self.score, 6)}
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,7 @@ class RootOperator:
     """
 
     iteration: int
-    cause: str
+    cause: Cause
     rank: int
     comm: str
     seq: int
@@ -67,7 +72,7 @@ class RootOperator:
     def to_dict(self) -> dict:
         return {
             "iteration": self.iteration,
-            "cause": self.cause,
+            "cause": self.cause.value,
             "rank": self.rank,
             "comm": self.comm,
             "seq": self.seq,
@@ -105,16 +110,6 @@ class AttributionSummary:
             "worker_share": round(self.worker_share, 4),
             "last_stage_share": None if self.last_stage_share is None else round(self.last_stage_share, 4),
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> AttributionSummary:
-        share = data["last_stage_share"]
-        return cls(
-            str(data["trigger"]), float(data["slowdown"]), float(data["gpu_hours_lost"]),
-            tuple((int(x["rank"]), float(x["slowdown"])) for x in data["top_ranks"]),
-            tuple((str(x["type"]), float(x["slowdown"])) for x in data["top_types"]),
-            float(data["worker_share"]), None if share is None else float(share),
-        )
 
 
 @dataclass(frozen=True)
@@ -154,7 +149,7 @@ class Incident:
             "steps": [_step_dict(s) for s in self.steps],
             "ranks_fetched": self.ranks_fetched,
             "world": self.world,
-            "impact": self.impact.to_dict(),
+            "impact": _impact_dict(self.impact),
             "advice": self.advice,
             "seconds": round(self.seconds, 4),
             "attribution": None if self.attribution is None else self.attribution.to_dict(),
@@ -165,15 +160,14 @@ class Incident:
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "incident") -> Incident:
-        """The incident :meth:`to_dict` wrote (``steps`` may be absent: then none are known).
+        """The incident :meth:`to_dict` wrote, by this version or an earlier one (see the module docstring).
 
-        Bad documents raise :class:`ConfigError` naming ``source`` and the key at fault.
+        Bad documents raise :class:`ConfigError` naming ``source`` and the field at fault.
         """
         try:
-            return _incident_from_dict(data)
-        except (KeyError, TypeError, ValueError) as error:
-            what = f"missing key {error}" if isinstance(error, KeyError) else str(error)
-            raise ConfigError(f"{source}: not an incident document ({what})") from None
+            return _incident(JsonObject(data))
+        except ConfigError as error:
+            raise ConfigError(f"{source}: not an incident document ({error})") from None
 
     @classmethod
     def from_json(cls, text: str | bytes, *, source: str = "incident") -> Incident:
@@ -184,6 +178,9 @@ class Incident:
         return cls.from_dict(data, source=source)
 
 
+# -- JSON: the parts that have no ``to_dict`` of their own, and every part read back ----------
+
+
 def _step_dict(step: Step) -> dict:
     return {
         "rank": step.rank, "comm": step.comm, "seq": step.seq, "op": step.op, "iteration": step.iteration,
@@ -191,40 +188,67 @@ def _step_dict(step: Step) -> dict:
     }
 
 
-def _incident_from_dict(data: Mapping[str, Any]) -> Incident:
-    if not isinstance(data, Mapping):
-        raise TypeError(f"expected a JSON object, got {type(data).__name__}")
-    impact = data["impact"]
+def _impact_dict(impact: Impact) -> dict:
+    return {
+        "slowdown": round(impact.slowdown, 4),
+        "baseline_ns": round(impact.baseline_ns),
+        "actual_ns": round(impact.actual_ns),
+        "gpu_hours_lost": impact.gpu_hours_lost,
+        "iterations": impact.iterations,
+    }
+
+
+def _incident(f: JsonObject) -> Incident:
+    attribution = f.object_or_null("attribution", None)  # absent in incidents stored before attribution
     return Incident(
-        job=str(data["job"]),
-        incident=str(data["incident"]),
-        t_from_ns=int(data["t_from_ns"]),
-        t_to_ns=int(data["t_to_ns"]),
-        iterations=tuple(int(i) for i in data["iterations"]),
-        cause=IncidentCause(data["cause"]),
-        suspects=tuple(Suspect(str(s["device"]), str(s["kind"]), float(s["score"])) for s in data["suspects"]),
-        roots=tuple(
-            RootOperator(
-                int(r["iteration"]), str(r["cause"]), int(r["rank"]), str(r["comm"]), int(r["seq"]), str(r["op"]),
-                tuple(int(k) for k in r["ranks"]), float(r["rate"]),
-                # Incidents stored before ``ran`` was written: the searched iteration, as they were read then.
-                int(r.get("ran", r["iteration"])), tuple(int(i) for i in r.get("again", ())),
-            )
-            for r in data["roots"]
-        ),
-        traversal=tuple(int(r) for r in data["traversal"]),
-        steps=tuple(
-            Step(int(s["rank"]), str(s["comm"]), int(s["seq"]), str(s["op"]), int(s["iteration"]), Action(s["action"]))
-            for s in data.get("steps", ())
-        ),
-        ranks_fetched=int(data["ranks_fetched"]),
-        world=int(data["world"]),
-        impact=Impact(
-            float(impact["slowdown"]), float(impact["baseline_ns"]), float(impact["actual_ns"]),
-            float(impact["gpu_hours_lost"]), int(impact["iterations"]),
-        ),
-        advice=str(data["advice"]),
-        seconds=float(data["seconds"]),
-        # Incidents stored before attribution was written carry none.
-        attribution=None if data.get("attribution") is None else AttributionSummary.from_dict(data["attribution"]),
+        job=f.text("job"),
+        incident=f.text("incident"),
+        t_from_ns=f.integer("t_from_ns"),
+        t_to_ns=f.integer("t_to_ns"),
+        iterations=f.integers("iterations"),
+        cause=f.choice("cause", IncidentCause),
+        suspects=tuple(_suspect(s) for s in f.objects("suspects")),
+        roots=tuple(_root(r) for r in f.objects("roots")),
+        traversal=f.integers("traversal"),
+        steps=tuple(_step(s) for s in f.objects("steps", ())),  # absent: none are known
+        ranks_fetched=f.integer("ranks_fetched"),
+        world=f.integer("world"),
+        impact=_impact(f.object("impact")),
+        advice=f.text("advice"),
+        seconds=f.number("seconds"),
+        attribution=None if attribution is None else _attribution(attribution),
     )
+
+
+def _suspect(f: JsonObject) -> Suspect:
+    return Suspect(f.text("device"), f.choice("kind", DeviceKind), f.number("score"))
+
+
+def _root(f: JsonObject) -> RootOperator:
+    iteration = f.integer("iteration")
+    return RootOperator(
+        iteration, f.choice("cause", Cause), f.integer("rank"), f.text("comm"), f.integer("seq"), f.text("op"),
+        f.integers("ranks"), f.number("rate"),
+        # Incidents stored before ``ran`` was written: the searched iteration, as they were read then.
+        f.integer("ran", iteration), f.integers("again", ()),
+    )
+
+
+def _step(f: JsonObject) -> Step:
+    return Step(f.integer("rank"), f.text("comm"), f.integer("seq"), f.text("op"), f.integer("iteration"),
+                f.choice("action", Action))
+
+
+def _impact(f: JsonObject) -> Impact:
+    return Impact(f.number("slowdown"), f.number("baseline_ns"), f.number("actual_ns"),
+                  f.number("gpu_hours_lost"), f.integer("iterations"))
+
+
+def _attribution(f: JsonObject) -> AttributionSummary:
+    return AttributionSummary(
+        f.text("trigger"), f.number("slowdown"), f.number("gpu_hours_lost"),
+        tuple((r.integer("rank"), r.number("slowdown")) for r in f.objects("top_ranks")),
+        tuple((t.text("type"), t.number("slowdown")) for t in f.objects("top_types")),
+        f.number("worker_share"), f.number_or_null("last_stage_share"),
+    )
+

@@ -392,9 +392,9 @@ def _localize_cluster(
         t_to_ns=t_to,
         iterations=tuple(cluster),
         cause=cause,
-        suspects=tuple(Suspect(s.device, s.kind.value, s.score) for s in chosen),
+        suspects=tuple(Suspect(s.device, s.kind, s.score) for s in chosen),
         roots=tuple(
-            RootOperator(r.iteration, r.cause.value, r.rank, r.comm, r.seq, r.op, r.ranks, rate, r.ran, r.again)
+            RootOperator(r.iteration, r.cause, r.rank, r.comm, r.seq, r.op, r.ranks, rate, r.ran, r.again)
             for r, rate in rated
         ),
         traversal=traversal,

@@ -61,17 +61,14 @@ _MEMBER_SHARE = 0.5
 Instance = tuple[int, int, int, int]
 
 
-class Cause(enum.Enum):
+class Cause(enum.StrEnum):
     """Why a root operator was slow."""
 
     COMPUTE = "compute"
     NETWORK = "network"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Action(enum.Enum):
+class Action(enum.StrEnum):
     """How the search reached an operator."""
 
     PIVOT = "pivot"  # an abnormal operator of the pivot rank
@@ -80,9 +77,6 @@ class Action(enum.Enum):
     BACK = "back"  # an earlier operator of the late rank
     # a member of a slow ring transfer: its abnormal operator in another group, judged for transfer only
     MEMBER = "member"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from sleuth import metrics
+from sleuth.localizer.incident import Incident
 from sleuth.oncall.alerts import Alert, AlertStatus, Evidence, evidence_from_incident, severity_of
 from sleuth.stores import AlertStore
 
@@ -60,9 +60,9 @@ class Alerter:
     def open_jobs(self) -> set[str]:
         return {job for job, _device in self.open}
 
-    def on_incident(self, document: dict[str, Any]) -> list[Alert]:
+    def on_incident(self, incident: Incident) -> list[Alert]:
         """Open or update the alerts of an incident's suspects; the alerts that changed."""
-        absorbed = [(self.open.get((e.job, e.device)), self._absorb(e)) for e in evidence_from_incident(document)]
+        absorbed = [(self.open.get((e.job, e.device)), self._absorb(e)) for e in evidence_from_incident(incident)]
         changed = [alert for _, alert in absorbed if alert is not None]
         # An incident that only grew (its episode lasts on) postpones resolution, as an irregular iteration does.
         quiet = [alert for before, alert in absorbed if alert is not None and before is not None

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sleuth.errors import RecordError
-from sleuth.localizer.incident import IncidentCause
+from sleuth.localizer.incident import Incident, IncidentCause
 
 __all__ = ["Alert", "AlertStatus", "Evidence", "Severity", "evidence_from_incident", "rfc3339", "severity_of",
            "webhook_payload"]
@@ -30,7 +30,7 @@ __all__ = ["Alert", "AlertStatus", "Evidence", "Severity", "evidence_from_incide
 ALERTNAME = "SleuthSlowDevice"
 ALERTNAME_NON_HARDWARE = "SleuthJobImbalance"
 _ZERO_TIME = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt of an alert that still fires
-# The causes that blame devices (the localizer's own rule), as they appear in incident JSON.
+# The causes that blame devices (the localizer's own rule), as an alert's ``cause`` label names them.
 _HARDWARE_CAUSES = frozenset(cause.value for cause in IncidentCause if cause.hardware)
 
 
@@ -68,23 +68,18 @@ class Evidence:
     advice: str
 
 
-def evidence_from_incident(document: dict[str, Any]) -> list[Evidence]:
-    """One ``Evidence`` per suspect of an incident (``Incident.to_dict``), or one job-level for non-hardware causes."""
-    try:
-        job, incident, cause = str(document["job"]), str(document["incident"]), str(document["cause"])
-        iterations = [int(i) for i in document["iterations"]]
-        impact = document["impact"]
-        slowdown, lost = float(impact["slowdown"]), float(impact["gpu_hours_lost"])
-        suspects = [(str(s["device"]), str(s["kind"]), float(s["score"])) for s in document["suspects"]]
-        advice = str(document.get("advice", ""))
-    except (KeyError, TypeError, ValueError) as error:
-        raise RecordError(f"incident document lacks or mistypes field {error}") from None
-    if not iterations:
-        raise RecordError(f"incident {incident} of job {job} lists no irregular iterations")
-    if cause not in _HARDWARE_CAUSES or not suspects:
-        suspects = [(cause, "job", 1.0)]
+def evidence_from_incident(incident: Incident) -> list[Evidence]:
+    """One ``Evidence`` per suspect of an incident, or one job-level for non-hardware causes."""
+    if not incident.iterations:
+        raise RecordError(f"incident {incident.incident} of job {incident.job} lists no irregular iterations")
+    suspects = [(s.device, s.kind.value, s.score) for s in incident.suspects]
+    if not incident.cause.hardware or not suspects:
+        suspects = [(incident.cause.value, "job", 1.0)]
+    first, last = min(incident.iterations), max(incident.iterations)
+    impact = incident.impact
     return [
-        Evidence(job, device, kind, score, cause, incident, min(iterations), max(iterations), slowdown, lost, advice)
+        Evidence(incident.job, device, kind, score, incident.cause.value, incident.incident, first, last,
+                 impact.slowdown, impact.gpu_hours_lost, incident.advice)
         for device, kind, score in suspects
     ]
 

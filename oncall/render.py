@@ -9,6 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from sleuth.localizer.incident import Incident, RootOperator
 from sleuth.oncall.columns import Column, fit_table
 from sleuth.storage.incidents import IncidentRow
 
@@ -85,47 +86,47 @@ ROOT_COLUMNS = (
 )
 
 
-def _root_groups(roots: list[dict]) -> list[tuple]:
+def _root_groups(roots: tuple[RootOperator, ...]) -> list[tuple]:
     """(rank, op, comm, cause, iterations, instances, largest R, member ranks) per root operator, the
     operators that were roots in the most iterations first, then by R."""
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[RootOperator]] = {}
     for r in roots:
-        groups.setdefault((r["rank"], r["op"], r["comm"], r["cause"]), []).append(r)
+        groups.setdefault((r.rank, r.op, r.comm, r.cause), []).append(r)
     rows = []
     for (rank, op, comm, cause), members in groups.items():
-        ranks = members[0]["ranks"]
+        ranks = members[0].ranks
         shown = ", ".join(map(str, ranks[:6])) + (f" ... ({len(ranks)})" if len(ranks) > 6 else "")
-        rows.append((rank, op, comm, cause, [m["iteration"] for m in members], len(members),
-                     max(m["rate"] for m in members), shown))
+        rows.append((rank, op, comm, cause, [m.iteration for m in members], len(members),
+                     max(m.rate for m in members), shown))
     return sorted(rows, key=lambda g: (-g[5], -g[6], g[0], g[2]))
 
 
-def incident_detail(document: dict, *, width: int | None, roots_shown: int | None = 8,
+def incident_detail(incident: Incident, *, width: int | None, roots_shown: int | None = 8,
                     more: str | None = None) -> Group:
     """One incident for a terminal ``width`` columns wide (None: every column): a headline with what
     on-call reads first, the details, the suspects, and the ``roots_shown`` root operators that
     recur most (None: all), with a line saying how many more there are and ``more``, where to see them
     (default: ``sleuth incident show ID --all``)."""
-    impact = document["impact"]
-    suspects = document["suspects"]
-    top = f"{suspects[0]['device']} ({suspects[0]['score']:.3f})" if suspects else "none"
-    headline = Text.assemble((document["incident"], "bold"), "  ", (document["cause"], "bold"),
+    impact = incident.impact
+    suspects = incident.suspects
+    top = f"{suspects[0].device} ({suspects[0].score:.3f})" if suspects else "none"
+    headline = Text.assemble((incident.incident, "bold"), "  ", (incident.cause.value, "bold"),
                              "  top suspect ", (top, "bold red" if suspects else ""),
-                             f"  slowdown x{impact['slowdown']:.3f}",
-                             f"  since {_when(document['t_from_ns'])} UTC")
+                             f"  slowdown x{impact.slowdown:.3f}",
+                             f"  since {_when(incident.t_from_ns)} UTC")
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold", no_wrap=True)
     head.add_column()
-    head.add_row("job", document["job"])
-    head.add_row("irregular iterations", f"{_runs(document['iterations'])} ({len(document['iterations'])})")
-    head.add_row("window", f"{_when(document['t_from_ns'])} - {_when(document['t_to_ns'])} UTC")
-    head.add_row("impact", f"slowdown x{impact['slowdown']:.3f} (baseline {impact['baseline_ns'] / 1e6:.2f} ms, "
-                           f"now {impact['actual_ns'] / 1e6:.2f} ms per iteration), "
-                           f"{impact['gpu_hours_lost']:.4f} GPU-hours lost over {impact['iterations']} iterations")
-    head.add_row("search", f"{document['ranks_fetched']} of {document['world']} ranks fetched in "
-                           f"{document['seconds']:.3f} s")
-    if document.get("advice"):
-        head.add_row("advice", document["advice"])
+    head.add_row("job", incident.job)
+    head.add_row("irregular iterations", f"{_runs(incident.iterations)} ({len(incident.iterations)})")
+    head.add_row("window", f"{_when(incident.t_from_ns)} - {_when(incident.t_to_ns)} UTC")
+    head.add_row("impact", f"slowdown x{impact.slowdown:.3f} (baseline {impact.baseline_ns / 1e6:.2f} ms, "
+                           f"now {impact.actual_ns / 1e6:.2f} ms per iteration), "
+                           f"{impact.gpu_hours_lost:.4f} GPU-hours lost over {impact.iterations} iterations")
+    head.add_row("search", f"{incident.ranks_fetched} of {incident.world} ranks fetched in "
+                           f"{incident.seconds:.3f} s")
+    if incident.advice:
+        head.add_row("advice", incident.advice)
 
     suspect_table = Table(title="suspects", title_justify="left")
     suspect_table.add_column("#", justify="right")
@@ -133,25 +134,25 @@ def incident_detail(document: dict, *, width: int | None, roots_shown: int | Non
     suspect_table.add_column("kind", no_wrap=True)
     suspect_table.add_column("score", justify="right")
     for k, s in enumerate(suspects, start=1):
-        suspect_table.add_row(str(k), s["device"], s["kind"], f"{s['score']:.3f}")
+        suspect_table.add_row(str(k), s.device, s.kind.value, f"{s.score:.3f}")
 
-    groups = _root_groups(document["roots"])
+    groups = _root_groups(incident.roots)
     shown = groups if roots_shown is None else groups[:roots_shown]
-    cells = [(str(rank), op, comm, cause, _runs(its), str(n), f"{rate:.3f}", ranks)
+    cells = [(str(rank), op, comm, cause.value, _runs(its), str(n), f"{rate:.3f}", ranks)
              for rank, op, comm, cause, its, n, rate, ranks in shown]
     roots = fit_table(ROOT_COLUMNS, cells, width=width,
-                      title=f"root operators: {len(groups)} ({len(document['roots'])} instances)")
+                      title=f"root operators: {len(groups)} ({len(incident.roots)} instances)")
     parts: list[RenderableType] = [headline, head, suspect_table if suspects else Text("suspects: none"),
                                    roots.table if groups else Text("root operators: none")]
     if len(shown) < len(groups):
         hidden = groups[len(shown):]
-        where = more or f"sleuth incident show {document['incident']} --all"
+        where = more or f"sleuth incident show {incident.incident} --all"
         parts.append(Text(f"... {len(hidden)} more root operators ({sum(g[5] for g in hidden)} instances): {where}",
                           style="bold"))
-    causes = Counter(r["cause"] for r in document["roots"])
+    causes = Counter(r.cause.value for r in incident.roots)
     parts.append(Text("root causes: " + ", ".join(f"{c} x{n}" for c, n in causes.most_common()) if causes
                       else "no roots"))
-    visited = document["traversal"]
+    visited = incident.traversal
     parts.append(Text(f"traversal: {len(visited)} ranks visited, in order: "
                       + " -> ".join(map(str, visited[:40])) + (" ..." if len(visited) > 40 else "")))
     return Group(*parts)

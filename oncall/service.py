@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from sleuth.errors import RecordError
+from sleuth.localizer.incident import Incident
 from sleuth.oncall.alerter import Alerter
 from sleuth.oncall.alertmanager import AlertmanagerPusher, alerts_api
 from sleuth.oncall.links import incident_url
@@ -85,8 +86,8 @@ class AlerterService:
 
     def handle_incident(self, payload: bytes) -> None:
         try:
-            document = json.loads(payload)
-            self.alerter.on_incident(document)
+            incident = Incident.from_json(payload, source=f"{self.settings.incidents_topic} message")
+            self.alerter.on_incident(incident)
         except (ValueError, RecordError) as error:  # a foreign or broken message: skip it, keep the partition going
             _log.error("skipping incident message: %s", error)
             return

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 
+from sleuth.localizer.incident import Incident
 from sleuth.stores import LabelStore
 
 __all__ = ["CONFIRMED", "REJECTED", "label_rows", "store_verdict"]
@@ -21,24 +22,23 @@ __all__ = ["CONFIRMED", "REJECTED", "label_rows", "store_verdict"]
 CONFIRMED, REJECTED = "confirmed", "rejected"
 
 
-def label_rows(document: dict, verdict: str, *, labeled_ns: int) -> list[tuple]:
-    """``labels`` rows for a verdict on an incident (``Incident.to_dict``)."""
+def label_rows(incident: Incident, verdict: str, *, labeled_ns: int) -> list[tuple]:
+    """``labels`` rows for a verdict on an incident."""
     if verdict not in (CONFIRMED, REJECTED):
         raise ValueError(f"verdict must be {CONFIRMED!r} or {REJECTED!r}, got {verdict!r}")
     abnormal = 1 if verdict == CONFIRMED else 0
-    source = f"oncall:{verdict}:{document['incident']}"
+    source = f"oncall:{verdict}:{incident.incident}"
     rows = {}
-    for root in document["roots"]:
-        # The iteration the operator ran in, which its seq belongs to (not always the one searched).
-        ran = int(root.get("ran", root["iteration"]))
-        for rank in root["ranks"] or [root["rank"]]:
-            key = (document["job"], int(rank), root["comm"], int(root["seq"]), ran)
+    for root in incident.roots:
+        for rank in root.ranks or (root.rank,):
+            # ``ran``: the iteration the operator ran in, which its seq belongs to (not always the one searched).
+            key = (incident.job, rank, root.comm, root.seq, root.ran)
             rows[key] = key + (abnormal, source, labeled_ns)
     return list(rows.values())
 
 
-def store_verdict(labels: LabelStore, document: dict, verdict: str) -> int:
+def store_verdict(labels: LabelStore, incident: Incident, verdict: str) -> int:
     """Keep the verdict's labels; how many operator instances it labelled."""
-    rows = label_rows(document, verdict, labeled_ns=time.time_ns())
+    rows = label_rows(incident, verdict, labeled_ns=time.time_ns())
     labels.write(rows)
     return len(rows)

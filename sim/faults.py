@@ -39,43 +39,44 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from sleuth.errors import ConfigError, TopologyError
-from sleuth.topology import Topology, kind_of, parse_device
+from sleuth.irregularity import IrregularityKind
+from sleuth.topology import DeviceKind, Topology, kind_of, parse_device
 from sleuth.validation import fraction, integer, number_above
 
 __all__ = ["FAULT_GRAMMAR", "Fault", "FaultKind", "Profile", "parse_fault"]
 
 
-class FaultKind(enum.Enum):
-    GPU = "gpu"
-    HOST = "host"
-    NVSWITCH = "nvswitch"
-    NIC = "nic"
-    LINK = "link"
-    LEAF = "leaf"
-    SPINE = "spine"
+class FaultKind(enum.StrEnum):
+    """What a fault slows: a device of the fabric, by its kind (``DeviceKind``), or a non-hardware cause."""
+
+    # The hardware kinds are the fabric's device kinds, so that a fault's kind is its device id's prefix.
+    GPU = DeviceKind.GPU.value
+    HOST = DeviceKind.HOST.value
+    NVSWITCH = DeviceKind.NVSWITCH.value
+    NIC = DeviceKind.NIC.value
+    LINK = DeviceKind.LINK.value
+    LEAF = DeviceKind.LEAF.value
+    SPINE = DeviceKind.SPINE.value
     LAST_STAGE = "last_stage"
     SEQLEN = "seqlen"
 
     @property
+    def device_kind(self) -> DeviceKind | None:
+        """The kind of device the fault slows; None for a non-hardware cause."""
+        return None if self in (FaultKind.LAST_STAGE, FaultKind.SEQLEN) else DeviceKind(self.value)
+
+    @property
     def hardware(self) -> bool:
-        return self not in (FaultKind.LAST_STAGE, FaultKind.SEQLEN)
+        return self.device_kind is not None
 
     @property
     def network(self) -> bool:
         """Whether the fault scales the bandwidth of the paths through its device."""
-        return self in (FaultKind.NVSWITCH, FaultKind.NIC, FaultKind.LINK, FaultKind.LEAF, FaultKind.SPINE)
-
-    def __str__(self) -> str:
-        return self.value
+        return self.device_kind not in (None, DeviceKind.GPU, DeviceKind.HOST)
 
 
-class Profile(enum.Enum):
-    SPIKE = "spike"
-    FLUCTUATION = "fluctuation"
-    PERSISTENT = "persistent"
-
-    def __str__(self) -> str:
-        return self.value
+#: A fault's time profile is the kind of irregularity it makes: a spike, a fluctuation, a persistent step.
+Profile = IrregularityKind
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,7 +103,7 @@ class Fault:
             raise ConfigError(f"a {self.kind} fault needs a device id")
         if not self.kind.hardware and self.device is not None:
             raise ConfigError(f"a {self.kind} fault has no device, got {self.device!r}")
-        if self.device is not None and kind_of(self.device).value != self.kind.value:
+        if self.device is not None and kind_of(self.device) is not self.kind.device_kind:
             raise ConfigError(f"device {self.device!r} is not a {self.kind}")
         number_above("slow", self.slow, 1)
         for name in ("start", "ramp", "duty", "length"):

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.errors import ConfigError, LayoutError
+from sleuth.json_fields import json_type
 from sleuth.validation import is_int, non_negative_int
 from sleuth.layout import CommGroup, ParallelLayout
 from sleuth.topology.ids import host_name
@@ -317,13 +318,13 @@ _TYPE_NAMES = {str: "a string", int: "an integer"}
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}: must be an object, got {_json_type(value)}")
+        raise ConfigError(f"{where}: must be an object, got {json_type(value)}")
     return value
 
 
 def _sequence(value: Any, where: str) -> list[Any]:
     if not isinstance(value, list | tuple):
-        raise ConfigError(f"{where}: must be an array, got {_json_type(value)}")
+        raise ConfigError(f"{where}: must be an array, got {json_type(value)}")
     return list(value)
 
 
@@ -338,23 +339,5 @@ def _field(entry: Mapping[str, Any], key: str, expected: type, where: str) -> An
     ok = is_int(value) if expected is int else isinstance(value, expected)
     if not ok:
         shown = "" if value is None else f" {value!r}"
-        raise ConfigError(f"{where}: must be {_TYPE_NAMES[expected]}, got {_json_type(value)}{shown}")
+        raise ConfigError(f"{where}: must be {_TYPE_NAMES[expected]}, got {json_type(value)}{shown}")
     return int(value) if expected is int else value
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "an array"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type(value).__name__

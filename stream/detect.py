@@ -13,7 +13,7 @@ from sleuth.records import IterationBatch, RecordBatch
 from sleuth.stream.rank_state import RankState
 
 if TYPE_CHECKING:
-    from sleuth.stream.detection.iteration_monitor import Irregularity
+    from sleuth.irregularity import Irregularity
 
 
 class Detector(Protocol):

@@ -48,7 +48,7 @@ from sleuth.stream.validate import batch_jobs
 if TYPE_CHECKING:
     from clickhouse_driver import Client
 
-    from sleuth.stream.detection.iteration_monitor import Irregularity
+    from sleuth.irregularity import Irregularity
 
 _log = logging.getLogger(__name__)
 

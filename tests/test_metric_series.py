@@ -4,6 +4,7 @@ lost (gateway), read back from the registry as Prometheus would scrape them."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from prometheus_client import REGISTRY
 
@@ -18,7 +19,7 @@ from sleuth.records import RecordBatch
 from sleuth.stream.gateway import Collector
 from sleuth.stream.validate import Limits
 
-from .oncall.test_render import document
+from .oncall.test_render import spine_incident
 
 
 class MemoryStore:
@@ -44,10 +45,10 @@ def test_open_incidents_follow_the_firing_alerts() -> None:
     store = MemoryStore()
     alerter = Alerter(store, notify=lambda alerts: None, resolve_after=3, critical_slowdown=2.0, critical_gpu_hours=10.0)
     assert value("sleuth_open_incidents") == 0
-    first = document(operators=2)
+    first = spine_incident(operators=2)
     alerter.on_incident(first)  # two suspects: two alerts citing one incident
     assert len(alerter.open) == 2 and value("sleuth_open_incidents") == 1
-    alerter.on_incident({**first, "incident": "demo-spine-40-45", "iterations": [40, 41]})
+    alerter.on_incident(dataclasses.replace(first, incident="demo-spine-40-45", iterations=(40, 41)))
     assert value("sleuth_open_incidents") == 2
     restarted = Alerter(store, notify=lambda alerts: None, resolve_after=3, critical_slowdown=2.0, critical_gpu_hours=10.0)
     assert len(restarted.open) == 2 and value("sleuth_open_incidents") == 2  # reloaded, counted again

@@ -95,30 +95,30 @@ def _show(args: argparse.Namespace) -> int:
 
     from sleuth.oncall.columns import wide_console
     from sleuth.oncall.render import incident_detail
-    from sleuth.storage.incidents import incident_document
+    from sleuth.storage.incidents import incident_by_id
 
     settings = Settings.from_env()
     with _clickhouse(settings) as client:
-        document = incident_document(client, settings.clickhouse_database, args.id)
+        incident = incident_by_id(client, settings.clickhouse_database, args.id)
     if args.json:
-        json.dump(document, sys.stdout, indent=1)
+        json.dump(incident.to_dict(), sys.stdout, indent=1)
         print()
         return 0
     console = Console()
-    detail = incident_detail(document, width=None if args.wide else console.width, roots_shown=None if args.all else 8)
+    detail = incident_detail(incident, width=None if args.wide else console.width, roots_shown=None if args.all else 8)
     (wide_console(detail, console) if args.wide else console).print(detail)
     return 0
 
 
 def _ack(args: argparse.Namespace) -> int:
     from sleuth.oncall.verdicts import store_verdict
-    from sleuth.storage.incidents import incident_document
+    from sleuth.storage.incidents import incident_by_id
     from sleuth.storage.labels import ClickHouseLabelStore
 
     settings = Settings.from_env()
     with _clickhouse(settings) as client:
-        document = incident_document(client, settings.clickhouse_database, args.id)
-        count = store_verdict(ClickHouseLabelStore(client, settings.clickhouse_database), document, args.verdict)
+        incident = incident_by_id(client, settings.clickhouse_database, args.id)
+        count = store_verdict(ClickHouseLabelStore(client, settings.clickhouse_database), incident, args.verdict)
     print(f"{args.id}: {args.verdict}; {count} operator instances labelled "
           f"{'abnormal' if args.verdict == 'confirmed' else 'normal'} in {settings.clickhouse_database}.labels")
     return 0

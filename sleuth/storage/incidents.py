@@ -25,8 +25,7 @@ from sleuth.storage.tables import incident_rows
 if TYPE_CHECKING:
     from clickhouse_driver import Client
 
-__all__ = ["ClickHouseIncidentStore", "IncidentRow", "incident_by_id", "incident_document", "incident_keys",
-           "list_incidents"]
+__all__ = ["ClickHouseIncidentStore", "IncidentRow", "incident_by_id", "incident_keys", "list_incidents"]
 
 
 class ClickHouseIncidentStore:
@@ -142,11 +141,6 @@ def incident_by_id(client: Client, database: str, incident_id: str) -> Incident:
         {"job": job, "id": incident_id},
     )
     return replace(incident, steps=tuple(Step(int(r), c, int(s), "", int(i), Action(a)) for r, c, s, i, a in steps))
-
-
-def incident_document(client: Client, database: str, incident_id: str) -> dict:
-    """The whole incident (``Incident.to_dict``); :class:`NotFound` when unknown."""
-    return incident_by_id(client, database, incident_id).to_dict()
 
 
 def incident_keys(client: Client, database: str, jobs: Sequence[str]) -> set[tuple[str, str]]:

@@ -61,7 +61,7 @@ def incident_rows(incident: Incident, *, created_ns: int) -> dict[str, list[tupl
             )
         ],
         "suspects": [
-            (incident.job, incident.incident, s.device, s.kind, s.score, position, created_ns)
+            (incident.job, incident.incident, s.device, s.kind.value, s.score, position, created_ns)
             for position, s in enumerate(incident.suspects)
         ],
         "traversals": [

@@ -59,8 +59,11 @@ __all__ = [
 ]
 
 
-class DeviceKind(enum.Enum):
-    """The kinds of device a fabric is made of; the value is the id prefix."""
+class DeviceKind(enum.StrEnum):
+    """The kinds of device a fabric is made of; the value is the id prefix.
+
+    A ``StrEnum``: a kind is its id prefix wherever a string goes (messages, JSON, ClickHouse).
+    """
 
     GPU = "gpu"
     NVSWITCH = "nvswitch"
@@ -69,9 +72,6 @@ class DeviceKind(enum.Enum):
     LEAF = "leaf"
     SPINE = "spine"
     LINK = "link"
-
-    def __str__(self) -> str:  # "gpu", not "DeviceKind.GPU", in messages and JSON
-        return self.value
 
 
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"

@@ -23,7 +23,7 @@ The interface other parts build on:
     streaming, per job; ``flush()`` finishes the iterations still open.
 ``irregular_iterations(iterations, *, delta=1.1, window=10) -> list[Irregularity]``
     the same over an offline batch.
-``Irregularity(job, iteration, kind, duration_ns, baseline_ns, t_start_ns, t_end_ns, change_point)``
+``Irregularity(job, iteration, kind, duration_ns, baseline_ns, t_start_ns, t_end_ns, change_point)`` (``sleuth.irregularity``)
     a frozen dataclass; ``kind`` is an ``IrregularityKind``: "spike", "fluctuation", "persistent".
 ``load_default_model() -> DetectorModel``
     the model shipped with the package.
@@ -31,15 +31,11 @@ The interface other parts build on:
     boolean, one per record: the abnormal operator instances of an offline batch.
 """
 
+from sleuth.irregularity import Irregularity, IrregularityKind
 from sleuth.stream.detection.drift import DriftTuner, Tuning
 from sleuth.stream.detection.features import FEATURE_NAMES, OperatorWindows
 from sleuth.stream.detection.forest import AbnormalOperatorForest
-from sleuth.stream.detection.iteration_monitor import (
-    Irregularity,
-    IrregularityKind,
-    IterationMonitor,
-    irregular_iterations,
-)
+from sleuth.stream.detection.iteration_monitor import IterationMonitor, irregular_iterations
 from sleuth.stream.detection.model_file import DetectorModel, load, load_default_model, save
 from sleuth.stream.detection.offline import abnormal_mask
 from sleuth.stream.detection.stream_detector import StreamDetector

@@ -20,7 +20,6 @@ arrive after that are too late for the monitor and counted in ``late``); ``flush
 
 from __future__ import annotations
 
-import enum
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -28,47 +27,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sleuth.errors import ConfigError
+from sleuth.irregularity import Irregularity, IrregularityKind
 from sleuth.records import IterationBatch
 from sleuth.stream.detection.changepoint import BayesianChangePoint
 from sleuth.validation import fraction, positive_int
 
-__all__ = ["IrregularityKind", "Irregularity", "IterationMonitor", "irregular_iterations", "job_iteration_times"]
-
-
-class IrregularityKind(enum.Enum):
-    SPIKE = "spike"
-    FLUCTUATION = "fluctuation"
-    PERSISTENT = "persistent"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-@dataclass(frozen=True)
-class Irregularity:
-    """One irregular iteration of a job.
-
-    ``baseline_ns``: what the iteration was compared with (the window mean, or the pre-change mean
-    for persistent degradation); ``change_point``: this iteration starts a confirmed degradation.
-    """
-
-    job: str
-    iteration: int
-    kind: IrregularityKind
-    duration_ns: int
-    baseline_ns: int
-    t_start_ns: int = 0
-    t_end_ns: int = 0
-    change_point: bool = False
-
-    @property
-    def ratio(self) -> float:
-        return self.duration_ns / self.baseline_ns if self.baseline_ns else math.inf
-
-    def to_dict(self) -> dict:
-        return {"job": self.job, "iteration": self.iteration, "kind": self.kind.value,
-                "duration_ns": self.duration_ns, "baseline_ns": self.baseline_ns, "ratio": round(self.ratio, 6),
-                "t_start_ns": self.t_start_ns, "t_end_ns": self.t_end_ns, "change_point": self.change_point}
+__all__ = ["IterationMonitor", "irregular_iterations", "job_iteration_times"]
 
 
 @dataclass

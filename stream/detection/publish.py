@@ -8,10 +8,11 @@ irregularities, so consumers de-duplicate on (job, iteration).
 from __future__ import annotations
 
 import json
+
+from sleuth.irregularity import Irregularity
 from sleuth.settings import Settings
 from sleuth.stores import Bus
 from sleuth.stream import connect
-from sleuth.stream.detection.iteration_monitor import Irregularity
 
 __all__ = ["IrregularityPublisher", "decode", "encode"]
 

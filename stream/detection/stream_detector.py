@@ -31,11 +31,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from sleuth.irregularity import Irregularity
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.stream.detection.counterfactual import CounterfactualReplay
 from sleuth.stream.detection.drift import WEEK_NS, DriftTuner
 from sleuth.stream.detection.features import OperatorWindows
-from sleuth.stream.detection.iteration_monitor import Irregularity, IterationMonitor
+from sleuth.stream.detection.iteration_monitor import IterationMonitor
 from sleuth.stream.detection.model_file import DetectorModel, load_default_model
 from sleuth.stream.rank_state import RankState
 

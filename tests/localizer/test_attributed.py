@@ -122,17 +122,19 @@ def test_attribution_options_are_checked(tmp_path, capsys) -> None:
 def _incident(cause: str, *suspects: tuple[str, str]):
     from sleuth.localizer.impact import Impact
     from sleuth.localizer.incident import Incident, IncidentCause, Suspect
+    from sleuth.topology import DeviceKind
 
     return Incident(job="j", incident="j-1-2", t_from_ns=0, t_to_ns=1, iterations=(1, 2), cause=IncidentCause(cause),
-                    suspects=tuple(Suspect(d, k, 0.5) for d, k in suspects), roots=(), traversal=(), steps=(),
+                    suspects=tuple(Suspect(d, DeviceKind(k), 0.5) for d, k in suspects), roots=(), traversal=(), steps=(),
                     ranks_fetched=1, world=8, impact=Impact(1.1, 1.0, 1.1, 0.0, 2), advice="", seconds=0.0)
 
 
 def test_a_side_the_irregular_search_left_unexplained_is_complemented_by_the_whatif_suspects() -> None:
     from sleuth.localizer.attributed import complement
     from sleuth.localizer.incident import Suspect
+    from sleuth.topology import DeviceKind
 
-    whatif = (Suspect("gpu:h0/1", "gpu", 0.6), Suspect("nic:h3/0", "nic", 0.2))
+    whatif = (Suspect("gpu:h0/1", DeviceKind.GPU, 0.6), Suspect("nic:h3/0", DeviceKind.NIC, 0.2))
     merged = complement(_incident("compute", ("gpu:h0/1", "gpu")), whatif)
     assert [s.device for s in merged.suspects] == ["gpu:h0/1", "nic:h3/0"] and merged.cause.value == "mixed"
     # A side the two searches disagree on lists both; one they agree on, or no hardware cause, adds nothing.
@@ -155,7 +157,8 @@ def test_the_side_the_job_pays_most_for_leads_the_incident_and_the_other_stays_l
     assert [s.device for s in lead(lead(mixed, compute_led), network_led).suspects] == ["nvswitch:h0", "gpu:h0/5", "gpu:h0/2"]
     # Within the leading side, what the what-if search also names comes first, in its order.
     from sleuth.localizer.incident import Suspect
+    from sleuth.topology import DeviceKind
 
     contended = _incident("mixed", ("host:h0", "host"), ("gpu:h0/5", "gpu"), ("nvswitch:h0", "nvswitch"), ("gpu:h0/1", "gpu"))
-    whatif = (Suspect("gpu:h0/5", "gpu", 0.9), Suspect("gpu:h0/3", "gpu", 0.1))
+    whatif = (Suspect("gpu:h0/5", DeviceKind.GPU, 0.9), Suspect("gpu:h0/3", DeviceKind.GPU, 0.1))
     assert [s.device for s in lead(contended, compute_led, whatif).suspects] == ["gpu:h0/5", "host:h0", "gpu:h0/1", "nvswitch:h0"]

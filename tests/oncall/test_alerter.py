@@ -39,7 +39,7 @@ def test_an_incident_fires_a_webhook_retried_after_a_failure(oncall_settings, re
     receiver.fail_first = 1
     alerter = build_alerter(dataclasses.replace(settings, alert_webhooks=receiver.url), client=client)
     incident = emulated_run.incidents[0]
-    changed = alerter.on_incident(incident.to_dict())
+    changed = alerter.on_incident(incident)
     assert [a.device for a in changed] == [s.device for s in incident.suspects]
     [body] = receiver.wait_for(1)
     assert receiver.attempts == 2  # the 500 was retried
@@ -57,10 +57,10 @@ def test_one_open_alert_per_job_and_device_updated_by_new_evidence(oncall_settin
     settings, client = oncall_settings
     alerter = build_alerter(dataclasses.replace(settings, alert_webhooks=receiver.url), client=client)
     incident = emulated_run.incidents[0]
-    alerter.on_incident(incident.to_dict())
-    assert alerter.on_incident(incident.to_dict()) == []  # a replay: no change, no notification
+    alerter.on_incident(incident)
+    assert alerter.on_incident(incident) == []  # a replay: no change, no notification
     again = later(incident, 30)
-    alerter.on_incident(again.to_dict())
+    alerter.on_incident(again)
     bodies = receiver.wait_for(2)
     time.sleep(0.5)
     assert len(receiver.bodies) == 2
@@ -77,14 +77,14 @@ def test_an_incident_that_grew_extends_its_alert_quietly(oncall_settings, receiv
     settings, client = oncall_settings
     alerter = build_alerter(dataclasses.replace(settings, alert_webhooks=receiver.url), client=client)
     incident = emulated_run.incidents[0]
-    alerter.on_incident(incident.to_dict())
+    alerter.on_incident(incident)
     receiver.wait_for(1)
     last = incident.iterations[-1]
     grew = dataclasses.replace(incident, iterations=incident.iterations + (last + 1, last + 2))  # same id, longer
-    changed = alerter.on_incident(grew.to_dict())
+    changed = alerter.on_incident(grew)
     assert {a.device for a in changed} == {s.device for s in incident.suspects}
     assert all(a.last_irregular == last + 2 and a.incidents == (incident.incident,) for a in changed)
-    assert alerter.on_incident(grew.to_dict()) == []  # the grown incident replayed: nothing new
+    assert alerter.on_incident(grew) == []  # the grown incident replayed: nothing new
     time.sleep(0.5)
     assert len(receiver.bodies) == 1  # the span is not news to a receiver
     stored = ClickHouseAlertStore(client, settings.clickhouse_database).load(job=incident.job)
@@ -97,7 +97,7 @@ def test_resolves_after_n_regular_iterations_and_survives_a_restart(oncall_setti
     settings = dataclasses.replace(settings, alert_webhooks=receiver.url, alert_resolve_iterations=5)
     incident = dataclasses.replace(emulated_run.incidents[0], advice="drain the host and run GPU diagnostics")
     last = incident.iterations[-1]
-    build_alerter(settings, client=client).on_incident(incident.to_dict())
+    build_alerter(settings, client=client).on_incident(incident)
     restarted = build_alerter(settings, client=client)  # a new process: state from ClickHouse
     assert {a.device for a in restarted.open.values()} == {s.device for s in incident.suspects}
     assert {a.advice for a in restarted.open.values()} == {incident.advice}
@@ -119,7 +119,7 @@ def test_resolves_after_n_regular_iterations_and_survives_a_restart(oncall_setti
     assert all(a["status"] == "resolved" and a["endsAt"] != "0001-01-01T00:00:00Z" for a in bodies[-1]["alerts"])
     assert all(a.status is AlertStatus.RESOLVED for a in ClickHouseAlertStore(client, db).load(job=incident.job))
     # After resolution, new evidence opens a new alert (a new fingerprint).
-    restarted.on_incident(later(incident, 40).to_dict())
+    restarted.on_incident(later(incident, 40))
     bodies = receiver.wait_for(3)
     assert bodies[-1]["status"] == "firing"
     assert bodies[-1]["alerts"][0]["fingerprint"] != bodies[0]["alerts"][0]["fingerprint"]
@@ -137,11 +137,11 @@ def test_a_crash_between_saving_and_announcing_is_announced_after_the_restart(on
 
     crashing.notify = crash
     with pytest.raises(RuntimeError):
-        crashing.on_incident(incident.to_dict())
+        crashing.on_incident(incident)
     store = ClickHouseAlertStore(client, settings.clickhouse_database)
     assert {a.device for a in store.load(announced=False)} == {s.device for s in incident.suspects}
     restarted = build_alerter(settings, client=client)  # a new process, the same ClickHouse
-    assert restarted.on_incident(incident.to_dict()) == []  # Kafka redelivers the incident: nothing new
+    assert restarted.on_incident(incident) == []  # Kafka redelivers the incident: nothing new
     announced = restarted.announce_pending()
     assert {a.device for a in announced} == {s.device for s in incident.suspects}
     [body] = receiver.wait_for(1)

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import pytest
 
+from sleuth.localizer.impact import Impact
+from sleuth.localizer.incident import Incident, IncidentCause
 from sleuth.oncall.alerter import Alerter
 from sleuth.oncall.alerts import Alert, AlertStatus, Severity
 from sleuth.storage.memory import MemoryAlertStore
 
+from .test_alerts import incident as _incident
+
 GPU, HOST = "gpu:h0/1", "host:h0"
 
 
-def document(incident: str = "j1-10-12", iterations: tuple[int, ...] = (10, 11, 12), slowdown: float = 1.2,
-             **changes) -> dict:
-    base = {"job": "j1", "incident": incident, "cause": "compute", "iterations": list(iterations),
-            "impact": {"slowdown": slowdown, "gpu_hours_lost": 0.5}, "advice": "",
-            "suspects": [{"device": GPU, "kind": "gpu", "score": 0.7}, {"device": HOST, "kind": "host", "score": 0.3}]}
-    return base | changes
+def incident(name: str = "j1-10-12", iterations: tuple[int, ...] = (10, 11, 12), slowdown: float = 1.2,
+             **changes) -> Incident:
+    """An incident of job j1 blaming ``GPU`` then ``HOST``."""
+    impact = Impact(slowdown, 1e8, slowdown * 1e8, 0.5, len(iterations))
+    return _incident(incident=name, iterations=iterations, impact=impact, **changes)
 
 
 class Receiver:
@@ -41,26 +44,26 @@ def alerter(store: MemoryAlertStore, receiver: Receiver, *, resolve_after: int =
 def test_an_incident_opens_one_alert_per_suspect_and_its_replay_changes_nothing() -> None:
     store, receiver = MemoryAlertStore(), Receiver()
     decide = alerter(store, receiver)
-    opened = decide.on_incident(document())
+    opened = decide.on_incident(incident())
     assert [(a.device, a.status, a.severity) for a in opened] == [
         (GPU, AlertStatus.FIRING, Severity.WARNING), (HOST, AlertStatus.FIRING, Severity.WARNING)]
     assert [[a.device for a in batch] for batch in receiver.announced] == [[GPU, HOST]]
     assert store.load(announced=False) == [] and {a.device for a in store.load(status=AlertStatus.FIRING)} == {GPU, HOST}
     saves = store.saves
-    assert decide.on_incident(document()) == []  # Kafka delivered it again
+    assert decide.on_incident(incident()) == []  # Kafka delivered it again
     assert len(receiver.announced) == 1 and store.saves == saves
 
 
 def test_new_evidence_updates_the_open_alert_and_a_grown_incident_extends_it_quietly() -> None:
     store, receiver = MemoryAlertStore(), Receiver()
     decide = alerter(store, receiver)
-    [first, _] = decide.on_incident(document())
-    updated = decide.on_incident(document("j1-40-42", (40, 41, 42), slowdown=1.6))
+    [first, _] = decide.on_incident(incident())
+    updated = decide.on_incident(incident("j1-40-42", (40, 41, 42), slowdown=1.6))
     gpu = next(a for a in updated if a.device == GPU)
     assert gpu.starts_ns == first.starts_ns and gpu.incidents == ("j1-10-12", "j1-40-42")
     assert (gpu.first_irregular, gpu.last_irregular, gpu.severity) == (10, 42, Severity.CRITICAL)
     assert len(receiver.announced) == 2
-    grown = decide.on_incident(document("j1-40-42", (40, 41, 42, 43, 44), slowdown=1.6))
+    grown = decide.on_incident(incident("j1-40-42", (40, 41, 42, 43, 44), slowdown=1.6))
     assert {a.last_irregular for a in grown} == {44}
     assert len(receiver.announced) == 2  # the span is not news to a receiver
     assert {a.last_irregular for a in store.load(status=AlertStatus.FIRING)} == {44}
@@ -69,7 +72,7 @@ def test_new_evidence_updates_the_open_alert_and_a_grown_incident_extends_it_qui
 def test_alerts_resolve_once_the_job_completed_enough_iterations_past_the_last_irregular_one() -> None:
     store, receiver = MemoryAlertStore(), Receiver()
     decide = alerter(store, receiver, resolve_after=5)
-    decide.on_incident(document())
+    decide.on_incident(incident())
     assert decide.resolve({"j1": 16}) == []  # 4 past iteration 12
     assert decide.on_irregular("j1", 14) != []  # the workers saw another irregular iteration
     assert decide.resolve({"j1": 18}) == []  # 4 past iteration 14
@@ -77,7 +80,7 @@ def test_alerts_resolve_once_the_job_completed_enough_iterations_past_the_last_i
     assert {(a.device, a.status) for a in resolved} == {(GPU, AlertStatus.RESOLVED), (HOST, AlertStatus.RESOLVED)}
     assert all(a.ends_ns > a.starts_ns for a in resolved) and not decide.open
     assert [a.status for a in receiver.announced[-1]] == [AlertStatus.RESOLVED] * 2
-    reopened = decide.on_incident(document("j1-60-61", (60, 61)))
+    reopened = decide.on_incident(incident("j1-60-61", (60, 61)))
     assert {a.starts_ns for a in reopened}.isdisjoint({a.starts_ns for a in resolved})  # a new alert, not the old one
 
 
@@ -85,12 +88,12 @@ def test_a_failed_announcement_is_announced_by_the_next_process_once() -> None:
     store, receiver = MemoryAlertStore(), Receiver()
     receiver.fail = True
     with pytest.raises(RuntimeError):
-        alerter(store, receiver).on_incident(document())
+        alerter(store, receiver).on_incident(incident())
     assert {a.device for a in store.load(announced=False)} == {GPU, HOST}
     receiver.fail = False
     restarted = alerter(store, receiver)  # a new process, the same store
     assert set(restarted.open) == {("j1", GPU), ("j1", HOST)}
-    assert restarted.on_incident(document()) == []  # the incident redelivered: nothing new
+    assert restarted.on_incident(incident()) == []  # the incident redelivered: nothing new
     assert {a.device for a in restarted.announce_pending()} == {GPU, HOST}
     assert store.load(announced=False) == [] and restarted.announce_pending() == []
     assert len(receiver.announced) == 1
@@ -98,6 +101,6 @@ def test_a_failed_announcement_is_announced_by_the_next_process_once() -> None:
 
 def test_a_non_hardware_incident_is_one_job_level_alert() -> None:
     store, receiver = MemoryAlertStore(), Receiver()
-    [alert] = alerter(store, receiver).on_incident(document(cause="stage_imbalance", suspects=[], advice="rebalance"))
+    [alert] = alerter(store, receiver).on_incident(incident(cause=IncidentCause.STAGE_IMBALANCE, suspects=(), advice="rebalance"))
     assert (alert.device, alert.kind, alert.advice) == ("stage_imbalance", "job", "rebalance")
     assert store.load(job="j1") == [alert]

@@ -140,8 +140,8 @@ def test_an_incident_shows_in_alertmanager_and_resolving_it_resolves_it(oncall_s
                                         incident=f"{name}-{tag}-{emulated_run.incidents[0].iterations[0]}")
                     for name in ("am-a", "am-b"))
     alerter = build_alerter(settings, client=client)
-    alerter.on_incident(first.to_dict())
-    alerter.on_incident(other.to_dict())
+    alerter.on_incident(first)
+    alerter.on_incident(other)
 
     showing = shown(services.alertmanager_url, first.job)
     assert sorted(a["labels"]["device"] for a in showing) == sorted(s.device for s in first.suspects)
@@ -170,9 +170,9 @@ def test_a_raised_severity_replaces_the_alert_in_alertmanager(oncall_settings, e
     worse = dataclasses.replace(incident, incident=f"am-sev-{tag}-2",
                                 impact=dataclasses.replace(incident.impact, slowdown=2.0))
     alerter = build_alerter(settings, client=client)
-    alerter.on_incident(incident.to_dict())
+    alerter.on_incident(incident)
     assert {a["labels"]["severity"] for a in shown(services.alertmanager_url, incident.job)} == {"warning"}
-    alerter.on_incident(worse.to_dict())
+    alerter.on_incident(worse)
     showing = shown(services.alertmanager_url, incident.job)
     assert {a["labels"]["severity"] for a in showing} == {"critical"}  # the warning label set was resolved
     assert len(showing) == len(incident.suspects)

@@ -2,28 +2,36 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from sleuth.errors import RecordError
+from sleuth.errors import ConfigError, RecordError
+from sleuth.localizer.impact import Impact
+from sleuth.localizer.incident import Incident, IncidentCause, Suspect
 from sleuth.oncall.alerts import Severity, evidence_from_incident, severity_of
+from sleuth.topology import DeviceKind
 
 
-def document(**changes) -> dict:
-    base = {"job": "j1", "incident": "j1-10-12", "cause": "compute", "iterations": [10, 11, 12],
-            "impact": {"slowdown": 1.3, "gpu_hours_lost": 0.5}, "advice": "",
-            "suspects": [{"device": "gpu:h0/1", "kind": "gpu", "score": 0.7},
-                         {"device": "host:h0", "kind": "host", "score": 0.3}]}
-    return base | changes
+def incident(**changes) -> Incident:
+    base = Incident(
+        job="j1", incident="j1-10-12", t_from_ns=1, t_to_ns=2, iterations=(10, 11, 12), cause=IncidentCause.COMPUTE,
+        suspects=(Suspect("gpu:h0/1", DeviceKind.GPU, 0.7), Suspect("host:h0", DeviceKind.HOST, 0.3)),
+        roots=(), traversal=(), steps=(), ranks_fetched=1, world=8, impact=Impact(1.3, 1e8, 1.3e8, 0.5, 3),
+        advice="", seconds=0.1,
+    )
+    return dataclasses.replace(base, **changes)
 
 
 def test_each_suspect_is_one_piece_of_evidence() -> None:
-    found = evidence_from_incident(document())
+    found = evidence_from_incident(incident())
     assert [(e.device, e.kind, e.first_irregular, e.last_irregular) for e in found] == [
         ("gpu:h0/1", "gpu", 10, 12), ("host:h0", "host", 10, 12)]
 
 
 def test_a_non_hardware_incident_is_one_job_level_alert() -> None:
-    [found] = evidence_from_incident(document(cause="stage_imbalance", suspects=[], advice="rebalance stages"))
+    [found] = evidence_from_incident(incident(cause=IncidentCause.STAGE_IMBALANCE, suspects=(),
+                                              advice="rebalance stages"))
     assert (found.device, found.kind, found.advice) == ("stage_imbalance", "job", "rebalance stages")
 
 
@@ -35,9 +43,9 @@ def test_severity_from_slowdown_or_gpu_hours(slowdown, lost, expected) -> None:
 
 
 def test_a_document_without_impact_is_a_clear_error() -> None:
-    broken = document()
+    broken = incident().to_dict()
     del broken["impact"]
-    with pytest.raises(RecordError, match="impact"):
-        evidence_from_incident(broken)
+    with pytest.raises(ConfigError, match="impact"):
+        Incident.from_dict(broken)  # what the alerter reads an incident message with
     with pytest.raises(RecordError, match="no irregular iterations"):
-        evidence_from_incident(document(iterations=[]))
+        evidence_from_incident(incident(iterations=()))

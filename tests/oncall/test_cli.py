@@ -40,7 +40,7 @@ def test_incidents_lists_and_filters(stored, capsys) -> None:
     assert "1 incidents" in out and incident.incident in out and FAULTY_GPU in out and "closed" in out
     assert main(["incidents", "--open"]) == 0
     assert "0 incidents" in capsys.readouterr().out
-    build_alerter(settings, client=client).on_incident(incident.to_dict())  # a firing alert now cites it
+    build_alerter(settings, client=client).on_incident(incident)  # a firing alert now cites it
     assert main(["incidents", "--open", "--json"]) == 0
     [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert row["incident"] == incident.incident and row["open"] and row["top_suspect"] == FAULTY_GPU

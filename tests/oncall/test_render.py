@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
+from sleuth.localizer.incident import Incident
 from sleuth.oncall.columns import Column, fit_table, wide_console
 from sleuth.oncall.render import incident_detail, incidents_table
 from sleuth.storage.incidents import IncidentRow
@@ -22,7 +25,7 @@ def rows(count: int = 5) -> list[IncidentRow]:
             for a in range(1, count + 1)]
 
 
-def document(operators: int = 70, iterations: int = 25) -> dict:
+def spine_incident(operators: int = 70, iterations: int = 25) -> Incident:
     """An incident like the demo's spine job: many operators, each a root in several iterations."""
     roots = []
     for op in range(operators):
@@ -33,14 +36,16 @@ def document(operators: int = 70, iterations: int = 25) -> dict:
                           "op": "send" if op % 2 else "all_reduce",
                           "ranks": [8 * op, 8 * op + 1024] if op % 2 else list(range(op, 4096, 32)),
                           "rate": round(0.5 + (op % 40) / 100, 3), "again": []})
-    return {"job": "demo-spine", "incident": "demo-spine-15-39", "t_from_ns": NOW, "t_to_ns": NOW + 10**9,
-            "iterations": list(range(15, 40)), "cause": "network",
-            "suspects": [{"device": "spine:s0", "kind": "spine", "score": 0.0186},
-                         {"device": "leaf:p0r3", "kind": "leaf", "score": 0.0047}],
-            "roots": roots, "traversal": list(range(94)), "steps": [], "ranks_fetched": 523, "world": 4096,
-            "impact": {"slowdown": 1.237, "baseline_ns": 91_590_000, "actual_ns": 113_330_000,
-                       "gpu_hours_lost": 0.6183, "iterations": 25},
-            "advice": "", "seconds": 6.354}
+    return Incident.from_dict({
+        "job": "demo-spine", "incident": "demo-spine-15-39", "t_from_ns": NOW, "t_to_ns": NOW + 10**9,
+        "iterations": list(range(15, 40)), "cause": "network",
+        "suspects": [{"device": "spine:s0", "kind": "spine", "score": 0.0186},
+                     {"device": "leaf:p0r3", "kind": "leaf", "score": 0.0047}],
+        "roots": roots, "traversal": list(range(94)), "steps": [], "ranks_fetched": 523, "world": 4096,
+        "impact": {"slowdown": 1.237, "baseline_ns": 91_590_000, "actual_ns": 113_330_000,
+                   "gpu_hours_lost": 0.6183, "iterations": 25},
+        "advice": "", "seconds": 6.354,
+    })
 
 
 def render(renderable, width: int) -> list[str]:
@@ -85,9 +90,9 @@ def test_the_incident_list_at_200_columns_shows_more_and_wide_shows_all() -> Non
 
 
 def test_an_incident_folds_its_root_operators_into_a_count_line() -> None:
-    doc = document()
+    incident = spine_incident()
     for width in (80, 200):
-        lines = render(incident_detail(doc, width=width), width)
+        lines = render(incident_detail(incident, width=width), width)
         assert max(map(cell_len, lines)) <= width
         # The headline, first: incident, cause, top suspect, slowdown, since when.
         assert lines[0].startswith("demo-spine-15-39  network  top suspect spine:s0 (0.019)  slowdown x1.237")
@@ -96,18 +101,18 @@ def test_an_incident_folds_its_root_operators_into_a_count_line() -> None:
         assert "... 62 more root operators" in flat(lines)
         assert "sleuth incident show demo-spine-15-39 --all" in flat(lines)
     # The most recurrent operators first: 25 iterations each, then by R.
-    lines = render(incident_detail(doc, width=200), 200)
+    lines = render(incident_detail(incident, width=200), 200)
     first = next(line for line in lines if line.startswith("│") and "all_reduce" in line)
     assert "15-39" in first and "25" in first
-    assert "group ranks" in flat(lines) and "group ranks" not in flat(render(incident_detail(doc, width=80), 80))
+    assert "group ranks" in flat(lines) and "group ranks" not in flat(render(incident_detail(incident, width=80), 80))
 
 
 def test_all_root_operators_and_another_place_to_read_them() -> None:
-    doc = document(operators=12)
-    every = render(incident_detail(doc, width=80, roots_shown=None), 80)
+    incident = spine_incident(operators=12)
+    every = render(incident_detail(incident, width=80, roots_shown=None), 80)
     assert sum(line.startswith("│") and ("send" in line or "all_reduce" in line) for line in every) == 12
     assert not any("more root operators" in line for line in every)
-    lines = render(incident_detail(doc, width=80, more="every one in /tmp/r.html"), 80)
+    lines = render(incident_detail(incident, width=80, more="every one in /tmp/r.html"), 80)
     assert "... 4 more root operators" in flat(lines) and "every one in /tmp/r.html" in flat(lines)
 
 
@@ -125,6 +130,6 @@ def test_fit_table_drops_low_priority_columns_first_and_refuses_bad_input() -> N
 
 def test_nothing_to_show_says_so() -> None:
     assert render(incidents_table([], width=80), 80) == ["0 incidents"]
-    doc = {**document(operators=0), "suspects": []}
-    text = flat(render(incident_detail(doc, width=80), 80))
+    incident = dataclasses.replace(spine_incident(operators=0), suspects=())
+    text = flat(render(incident_detail(incident, width=80), 80))
     assert "top suspect none" in text and "suspects: none" in text and "root operators: none" in text

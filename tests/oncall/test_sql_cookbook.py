@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sleuth.localizer.incident import Incident
 from sleuth.oncall.alerts import severity_of
 from sleuth.oncall.service import build_alerter
 from sleuth.oncall.verdicts import CONFIRMED, label_rows, store_verdict
@@ -66,8 +67,8 @@ def filled(services, emulated_run):
             client.execute(f"INSERT INTO {db}.{table} VALUES", rows)
     alerter = build_alerter(settings, client=client)
     for incident in incidents:
-        alerter.on_incident(incident.to_dict())
-    store_verdict(ClickHouseLabelStore(client, db), first.to_dict(), CONFIRMED)
+        alerter.on_incident(Incident.from_json(incident.to_json()))  # as the alerter reads the incidents topic
+    store_verdict(ClickHouseLabelStore(client, db), first, CONFIRMED)
     client.disconnect()
     reader = connect.clickhouse_client(settings, database=db)  # the cookbook's queries name tables unqualified
     try:
@@ -214,5 +215,5 @@ def test_open_alerts(filled) -> None:
 
 def test_oncall_verdicts(filled) -> None:
     incident = filled[5][0]
-    rows = label_rows(incident.to_dict(), CONFIRMED, labeled_ns=0)
+    rows = label_rows(incident, CONFIRMED, labeled_ns=0)
     same(run(filled, "oncall_verdicts"), [(f"oncall:confirmed:{incident.incident}", 1, len(rows))])

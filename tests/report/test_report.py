@@ -123,7 +123,7 @@ def test_records_of_another_job_are_refused(emulated: Emulated) -> None:
         (["--incident", "{incident}", "--records", "{dir}/nope"], "--records {dir}/nope: no such file"),
         (["--incident", "{incident}", "--records", "{records}", "other-id"], "no incident 'other-id'"),
         (["--incident", "{incident}"], "--incident and --records go together"),
-        (["--incident", "{dir}/bad.json", "--records", "{records}"], "not an incident document (missing key"),
+        (["--incident", "{dir}/bad.json", "--records", "{records}"], "not an incident document (t_from_ns: missing)"),
         (["--incident", "{dir}/text.json", "--records", "{records}"], "not JSON"),
         (["--incident", "{incident}", "--records", "{records}", "--topology", "{dir}/nope.yaml"], "--topology"),
         ([], "name an incident ID"),

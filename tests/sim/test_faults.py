@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from sleuth.errors import ConfigError
+from sleuth.irregularity import IrregularityKind
 from sleuth.records import OpKind
 from sleuth.sim import Fault, FaultKind, Profile, parse_fault
 from sleuth.sim.scenario import DELTA
@@ -137,6 +138,17 @@ def test_profiles() -> None:
     assert 5 <= (spike > 1).sum() <= 40
     assert np.array_equal(spike, Fault(kind=FaultKind.GPU, device="gpu:h0000/0", profile=Profile.SPIKE,
                                        rate=0.1).factors(200, seed=5))
+
+
+def test_fault_kinds_are_the_device_kinds_and_the_two_non_hardware_causes() -> None:
+    assert {kind.device_kind for kind in FaultKind if kind.hardware} == set(DeviceKind)
+    assert all(kind.value == kind.device_kind.value and kind.name == kind.device_kind.name
+               for kind in FaultKind if kind.device_kind is not None)
+    assert [kind for kind in FaultKind if not kind.hardware] == [FaultKind.LAST_STAGE, FaultKind.SEQLEN]
+    assert {kind for kind in FaultKind if kind.network} == {
+        FaultKind.NVSWITCH, FaultKind.NIC, FaultKind.LINK, FaultKind.LEAF, FaultKind.SPINE}
+    # A profile is the kind of irregularity the iteration monitor reports for it.
+    assert Profile is IrregularityKind and Profile("spike") is IrregularityKind.SPIKE
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 
@@ -87,10 +86,9 @@ def test_alert_twin_keeps_the_latest_version_and_filters_like_the_table() -> Non
 
 def test_verdicts_in_the_label_twin_the_latest_wins() -> None:
     labels = MemoryLabelStore()
-    document = json.loads(INCIDENT.to_json())
-    assert store_verdict(labels, document, CONFIRMED) == 4
+    assert store_verdict(labels, INCIDENT, CONFIRMED) == 4
     assert labels.verdicts() == {INCIDENT.incident: CONFIRMED}
     assert {row[5] for row in labels.labels([INCIDENT.job])} == {True}
-    store_verdict(labels, document, REJECTED)
+    store_verdict(labels, INCIDENT, REJECTED)
     assert labels.verdicts() == {INCIDENT.incident: REJECTED}
     assert {row[5] for row in labels.labels([INCIDENT.job])} == {False} and labels.labels(["other"]) == []

@@ -9,11 +9,12 @@ from sleuth.localizer import Incident, IncidentCause, Suspect
 from sleuth.localizer.impact import Impact
 from sleuth.localizer.episodes import Raised, episode_of, grown, one_per_episode
 from sleuth.stream.episodes import Gatherer, not_localized
+from sleuth.topology import kind_of
 
 
 def incident(first: int, last: int, *, top: str = "gpu:h0003/1", cause: IncidentCause = IncidentCause.COMPUTE,
              second: str = "", lost: float = 0.1) -> Incident:
-    suspects = tuple(Suspect(d, d.split(":")[0], 0.9 - 0.1 * k) for k, d in enumerate((top, second)) if d)
+    suspects = tuple(Suspect(d, kind_of(d), 0.9 - 0.1 * k) for k, d in enumerate((top, second)) if d)
     return Incident(
         job="job", incident=f"job-{first}-{last}", t_from_ns=100 + first, t_to_ns=200 + last,
         iterations=tuple(range(first, last + 1)), cause=cause, suspects=suspects, roots=(), traversal=(), steps=(),
@@ -76,10 +77,11 @@ def test_one_fault_read_mixed_then_compute_is_one_episode() -> None:
 
 
 def test_a_device_second_in_one_analysis_and_first_in_the_next_ties_them() -> None:
-    nic_first = Raised.of(incident(15, 20, top="nic:h0001/0", second="cable:h0001/0", cause=IncidentCause.NETWORK))
-    cable_first = incident(21, 25, top="cable:h0001/0", second="nic:h0001/0", cause=IncidentCause.NETWORK)
+    cable = "link:leaf:l0~nic:h0001/0"
+    nic_first = Raised.of(incident(15, 20, top="nic:h0001/0", second=cable, cause=IncidentCause.NETWORK))
+    cable_first = incident(21, 25, top=cable, second="nic:h0001/0", cause=IncidentCause.NETWORK)
     assert episode_of(cable_first, [nic_first], window=100) == nic_first
-    elsewhere = incident(21, 25, top="cable:h0007/0", second="nic:h0007/0", cause=IncidentCause.NETWORK)
+    elsewhere = incident(21, 25, top="link:leaf:l1~nic:h0007/0", second="nic:h0007/0", cause=IncidentCause.NETWORK)
     assert episode_of(elsewhere, [nic_first], window=100) is None
 
 

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from sleuth.stream import connect
-from sleuth.stream.detection.iteration_monitor import Irregularity, IrregularityKind
+from sleuth.irregularity import Irregularity, IrregularityKind
 from sleuth.stream.worker import Worker
 
 from ..conftest import Services

@@ -10,11 +10,12 @@ import pytest
 
 from sleuth.localizer import Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.impact import Impact
-from sleuth.localizer.search import Action, Step
+from sleuth.localizer.search import Action, Cause, Step
 from sleuth.storage import schema
 from sleuth.storage.incidents import ClickHouseIncidentStore, incident_by_id
 from sleuth.stream import connect
 from sleuth.stream.incident_sink import MAX_MESSAGE_BYTES, IncidentSink, kafka_value
+from sleuth.topology import DeviceKind
 
 from ..conftest import Services
 from .harness import consume, private_settings
@@ -24,8 +25,8 @@ def incident(*, steps: int, world: int = 4096) -> Incident:
     """A spine incident whose search took ``steps`` steps over every rank (about 90 bytes of JSON a step)."""
     return Incident(
         job="job-big", incident="job-big-15-40", t_from_ns=1, t_to_ns=2, iterations=tuple(range(15, 41)),
-        cause=IncidentCause.NETWORK, suspects=(Suspect("spine:s0", "spine", 0.8), Suspect("leaf:l3", "leaf", 0.1)),
-        roots=(RootOperator(15, "network", 7, "dp3", 12, "allreduce", (7, 15, 23), 0.9, 15),),
+        cause=IncidentCause.NETWORK, suspects=(Suspect("spine:s0", DeviceKind.SPINE, 0.8), Suspect("leaf:l3", DeviceKind.LEAF, 0.1)),
+        roots=(RootOperator(15, Cause.NETWORK, 7, "dp3", 12, "allreduce", (7, 15, 23), 0.9, 15),),
         traversal=tuple(range(world)),
         steps=tuple(Step(k % world, f"dp{k % 64}", k % 97, "allreduce", 15 + k % 26, Action.BFS) for k in range(steps)),
         ranks_fetched=world, world=world, impact=Impact(1.4, 1.0e9, 1.4e9, 12.5, 26), advice="check the spine",
