@@ -51,13 +51,10 @@ from sleuth.errors import ConfigError
 
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.peers import PeerShare
+from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.validation import fraction
 
-__all__ = ["ADVICE", "MOVES", "Diagnosis", "Straggler", "classify"]
-
-#: Slowness seen on at least this many hosts or replicas, in as many iterations, moves: two could
-#: be two broken devices; a third, in a third iteration, is the work moving.
-MOVES = 3
+__all__ = ["ADVICE", "Diagnosis", "Straggler", "classify"]
 
 
 class Straggler(enum.Enum):
@@ -108,7 +105,7 @@ def classify(
     stage_together: float = 0.75,
     late: Mapping[int, Collection[int]] | None = None,
     outstanding: Collection[int] | None = None,
-    moves: int = MOVES,
+    moves: int = LOCALIZER_RULES.moves,
 ) -> Diagnosis:
     """Hardware, stage imbalance or sequence-length imbalance, from compute evidence per rank
     and, optionally, the share of each rank's peers that are as slow and the iterations each

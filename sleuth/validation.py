@@ -5,21 +5,28 @@ The parameter checks each raise ``error`` (``ConfigError`` unless the caller nam
 ``TopologyError``) with a message that names the setting and shows the value, "``window must be an
 integer >= 2, got 1``", and return the value as a plain ``int`` or ``float``. A bool is never a
 number here, although Python counts ``True`` as 1.
+
+``checked`` is the declarative form: an options object and, per attribute, the check it must pass,
+``checked(self, window=positive_int, share=fraction)``.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import TypeVar
 
 from sleuth.errors import ConfigError
 
 _T = TypeVar("_T", bound=Hashable)
+_O = TypeVar("_O")
 
-__all__ = ["first_duplicate", "fraction", "integer", "is_int", "is_number", "non_negative_int", "non_negative_number",
-           "number_above", "positive_int", "positive_number"]
+#: A parameter check: ``check(name, value, error=...)`` raises ``error`` naming the parameter, else returns the value.
+Check = Callable[..., object]
+
+__all__ = ["Check", "checked", "first_duplicate", "fraction", "integer", "is_int", "is_number", "non_negative_int",
+           "non_negative_number", "number_above", "positive_int", "positive_number"]
 
 
 def is_int(value: object) -> bool:
@@ -30,6 +37,14 @@ def is_int(value: object) -> bool:
 def is_number(value: object) -> bool:
     """A real number of any type (numpy's included), but not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def checked(options: _O, *, prefix: str = "", error: type[Exception] = ConfigError, **checks: Check) -> _O:
+    """``options`` once each attribute named in ``checks`` passed its check, in the order given (the
+    first bad one raises); ``prefix`` goes before each name in a message (``"thresholds."``)."""
+    for name, check in checks.items():
+        check(prefix + name, getattr(options, name), error=error)
+    return options
 
 
 def first_duplicate(items: Iterable[_T]) -> _T | None:

@@ -20,7 +20,8 @@ import time
 from typing import Any
 
 from sleuth.localizer import Incident
-from sleuth.localizer.episodes import TIED_SUSPECTS, Raised
+from sleuth.localizer.episodes import Raised
+from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.stream.schema import check_database_name
 
 __all__ = ["MAX_MESSAGE_BYTES", "IncidentSink", "kafka_value"]
@@ -60,7 +61,7 @@ class IncidentSink:
         tops: dict[str, list[tuple[int, str]]] = {}
         for incident, position, device in self.client.execute(
             f"SELECT incident, position, device FROM {db}.suspects FINAL WHERE job = %(job)s AND position < %(tied)s",
-            {"job": job, "tied": TIED_SUSPECTS},
+            {"job": job, "tied": LOCALIZER_RULES.tied_suspects},
         ):
             tops.setdefault(incident, []).append((position, device))
         return [Raised(incident, min(its), max(its), cause, tuple(d for _, d in sorted(tops.get(incident, []))))

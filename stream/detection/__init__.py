@@ -16,6 +16,7 @@ Modules, one algorithm each:
 * :mod:`~sleuth.stream.detection.model_file` — versioned model files; the shipped default model
 * :mod:`~sleuth.stream.detection.stream_detector` — the workers' ``Detector``
 * :mod:`~sleuth.stream.detection.publish` — irregularities to Kafka
+* :mod:`~sleuth.stream.detection.rules` — ``DetectionRules``: δ, the labels' line, drift tuning, the threshold's grid
 
 The interface other parts build on:
 
@@ -42,11 +43,14 @@ from sleuth.stream.detection.iteration_monitor import (
 )
 from sleuth.stream.detection.model_file import DetectorModel, load, load_default_model, save
 from sleuth.stream.detection.offline import abnormal_mask
+from sleuth.stream.detection.rules import DETECTION_RULES, DetectionRules
 from sleuth.stream.detection.stream_detector import StreamDetector
 
 __all__ = [
+    "DETECTION_RULES",
     "FEATURE_NAMES",
     "AbnormalOperatorForest",
+    "DetectionRules",
     "DetectorModel",
     "DriftTuner",
     "Irregularity",

@@ -35,6 +35,7 @@ from sleuth.errors import ConfigError
 from sleuth.stream.detection.changepoint import BayesianChangePoint
 from sleuth.stream.detection.features import FEATURE_NAMES
 from sleuth.stream.detection.forest import check_features
+from sleuth.stream.detection.rules import DETECTION_RULES
 
 __all__ = ["KNNDetector", "SVMDetector", "ThreeSigma", "median_rule", "unverified_change_points"]
 
@@ -128,7 +129,7 @@ def _log_scale(X: np.ndarray) -> np.ndarray:
     return out
 
 
-def median_rule(times: np.ndarray, *, delta: float = 1.1, window: int = 10) -> np.ndarray:
+def median_rule(times: np.ndarray, *, delta: float = DETECTION_RULES.delta, window: int = DETECTION_RULES.window) -> np.ndarray:
     """Per iteration: longer than ``delta`` × the median of the previous ``window`` iterations."""
     times = np.asarray(times, dtype=np.float64)
     out = np.zeros(len(times), bool)

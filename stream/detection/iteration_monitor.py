@@ -30,6 +30,7 @@ import numpy as np
 from sleuth.errors import ConfigError
 from sleuth.records import IterationBatch
 from sleuth.stream.detection.changepoint import BayesianChangePoint
+from sleuth.stream.detection.rules import DETECTION_RULES
 from sleuth.validation import fraction, positive_int
 
 __all__ = ["IrregularityKind", "Irregularity", "IterationMonitor", "irregular_iterations", "job_iteration_times"]
@@ -89,7 +90,7 @@ class _Job:
 class IterationMonitor:
     """Streaming irregular-iteration detector (river style: ``update`` per batch, read the result)."""
 
-    def __init__(self, *, delta: float = 1.1, window: int = 10, min_change: float = 0.10, verify: int = 10,
+    def __init__(self, *, delta: float = DETECTION_RULES.delta, window: int = DETECTION_RULES.window, min_change: float = 0.10, verify: int = 10,
                  before: int = 50, periodic_cv: float = 0.15, periodic_max_gap: int = 20, history: int = 4096) -> None:
         if not delta > 1:
             raise ConfigError(f"delta must be > 1, got {delta!r}")
@@ -254,7 +255,7 @@ class IterationMonitor:
         state.episodes = deque((e - cut for e in state.episodes if e >= cut), maxlen=state.episodes.maxlen)
 
 
-def irregular_iterations(iterations: IterationBatch, *, delta: float = 1.1, window: int = 10,
+def irregular_iterations(iterations: IterationBatch, *, delta: float = DETECTION_RULES.delta, window: int = DETECTION_RULES.window,
                          **options: object) -> list[Irregularity]:
     """The irregular iterations of an offline batch (every job in it), in iteration order per job."""
     monitor = IterationMonitor(delta=delta, window=window, **options)  # type: ignore[arg-type]
