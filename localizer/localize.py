@@ -42,7 +42,7 @@ from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
 
 from sleuth.settings import Settings
-from sleuth.validation import integer, number_above
+from sleuth.validation import integer, is_int, number_above
 from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import (
@@ -425,7 +425,7 @@ def _supported(rated: Sequence[tuple[Root, float]], topology: Topology, graph: O
 
 def _iteration(item: Any) -> int:
     value = getattr(item, "iteration", item)
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    if not is_int(value):
         raise ConfigError(f"irregular_iterations: {item!r} is neither an iteration number nor has an .iteration")
     return int(value)
 

@@ -47,12 +47,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sleuth.errors import ConfigError
 
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.peers import PeerShare
 from sleuth.localizer.rules import LOCALIZER_RULES
-from sleuth.validation import fraction
+from sleuth.validation import fraction, integer
 
 __all__ = ["ADVICE", "Diagnosis", "Straggler", "classify"]
 
@@ -114,10 +113,8 @@ def classify(
     slowness moving, so that the slowest iterations of a healthy job, each late somewhere by
     chance, are not taken for it."""
     fraction("cover", cover)
-    if diffuse_ranks < 2:
-        raise ConfigError(f"diffuse_ranks must be >= 2, got {diffuse_ranks!r}")
-    if moves < 2:
-        raise ConfigError(f"moves must be >= 2, got {moves!r}")
+    integer("diffuse_ranks", diffuse_ranks, low=2)
+    integer("moves", moves, low=2)
     ranks = np.array([r for r, v in compute.items() if v > 0], dtype=np.int64)
     values = np.array([compute[int(r)] for r in ranks], dtype=np.float64)
     total = float(values.sum())

@@ -46,6 +46,7 @@ from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.operators import COLLECTIVE, RECV, SEND, RankOperators, Thresholds, baseline
 from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.localizer.timing import split
+from sleuth.validation import integer
 
 __all__ = ["Action", "Cause", "Instance", "Root", "SearchResult", "Step", "search"]
 
@@ -171,8 +172,7 @@ def search(
     """
     if not pivots:
         raise ConfigError("pivots: need at least one pivot rank")
-    if pivot_ops < 1:
-        raise ConfigError(f"pivot_ops must be >= 1, got {pivot_ops}")
+    integer("pivot_ops", pivot_ops, low=1)
     first_col = fetcher.window.column(iteration)
     reference = fetcher.window.reference
     steps: list[Step] = []

@@ -25,8 +25,8 @@ _O = TypeVar("_O")
 #: A parameter check: ``check(name, value, error=...)`` raises ``error`` naming the parameter, else returns the value.
 Check = Callable[..., object]
 
-__all__ = ["Check", "checked", "first_duplicate", "fraction", "integer", "is_int", "is_number", "non_negative_int",
-           "non_negative_number", "number_above", "positive_int", "positive_number"]
+__all__ = ["Check", "checked", "first_duplicate", "fraction", "integer", "is_int", "is_number", "is_of",
+           "non_negative_int", "non_negative_number", "number_above", "positive_int", "positive_number"]
 
 
 def is_int(value: object) -> bool:
@@ -47,6 +47,13 @@ def checked(options: _O, *, prefix: str = "", error: type[Exception] = ConfigErr
     return options
 
 
+def is_of(value: object, kind: type | tuple[type, ...]) -> bool:
+    """``isinstance(value, kind)``, except that a bool is no int unless ``kind`` names bool: a file's
+    ``true`` is not a count."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool))
+
+
 def first_duplicate(items: Iterable[_T]) -> _T | None:
     """The first item seen twice, or None: lets an error name the value, not just say "duplicate"."""
     seen: set[_T] = set()
@@ -57,12 +64,13 @@ def first_duplicate(items: Iterable[_T]) -> _T | None:
     return None
 
 
-def integer(name: str, value: object, *, low: int, high: int | None = None, high_shown: str | None = None,
-            error: type[Exception] = ConfigError) -> int:
+def integer(name: str, value: object, *, low: int, high: int | None = None, low_shown: str | None = None,
+            high_shown: str | None = None, error: type[Exception] = ConfigError) -> int:
     """``value`` as an int when it is an integer (not a bool) in ``low``..``high`` (no upper bound when
-    ``high`` is None). ``high_shown``: how the message writes ``high`` (``"window (20)"``)."""
+    ``high`` is None). ``low_shown``, ``high_shown``: how the message writes a bound (``"window (20)"``)."""
     if not is_int(value) or value < low or (high is not None and value > high):  # type: ignore[operator]
-        bounds = f">= {low}" if high is None else f"in {low}..{high_shown or high}"
+        shown = low_shown or low
+        bounds = f">= {shown}" if high is None else f"in {shown}..{high_shown or high}"
         raise error(f"{name} must be an integer {bounds}, got {value!r}")
     return int(value)  # type: ignore[call-overload]
 

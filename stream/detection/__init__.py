@@ -18,6 +18,11 @@ Modules, one algorithm each:
 * :mod:`~sleuth.stream.detection.publish` — irregularities to Kafka
 * :mod:`~sleuth.stream.detection.rules` — ``DetectionRules``: δ, the labels' line, drift tuning, the threshold's grid
 
+The streaming detectors read as river's do: ``update(...)`` with the next values, then read what it
+found: ``BayesianChangePoint.drift_detected`` and ``change_at``, ``DriftTuner.tuned`` and ``model``;
+``IterationMonitor.update`` returns the irregularities of the iterations the batch finished (one
+batch finishes several).
+
 The interface other parts build on:
 
 ``IterationMonitor(delta=1.1, window=10).update(iterations: IterationBatch) -> list[Irregularity]``

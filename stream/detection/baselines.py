@@ -146,7 +146,7 @@ def unverified_change_points(times: np.ndarray) -> np.ndarray:
     level_start, up = 0, False
     for i, t in enumerate(times):
         detector.update(math.log(max(t, 1.0)))
-        if detector.change_detected and detector.change_at is not None:
+        if detector.drift_detected and detector.change_at is not None:
             c = detector.change_at
             up = times[c : i + 1].mean() > times[level_start:c].mean() if c > level_start else False
             level_start = c

@@ -22,6 +22,7 @@ from sleuth.errors import ConfigError
 from sleuth.stream.detection.features import DRIFT_PRONE, FEATURE_NAMES
 from sleuth.stream.detection.forest import AbnormalOperatorForest, check_features
 from sleuth.stream.detection.rules import DETECTION_RULES
+from sleuth.validation import number_above
 
 __all__ = ["DriftTuner", "Tuning", "shift_thresholds"]
 
@@ -67,10 +68,8 @@ class DriftTuner:
         unknown = sorted(set(features) - set(FEATURE_NAMES))
         if unknown:
             raise ConfigError(f"drift features {unknown} are not model features")
-        if interval_ns <= 0:
-            raise ConfigError(f"interval_ns must be positive, got {interval_ns!r}")
-        if not bound > 0:
-            raise ConfigError(f"bound must be positive, got {bound!r}")
+        number_above("interval_ns", interval_ns, 0, finite=False)
+        number_above("bound", bound, 0, finite=False)
         self.original = original
         self.model = original
         self.features = tuple(features)
