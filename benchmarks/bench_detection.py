@@ -20,7 +20,7 @@ scripts/train_default_model.py), so nothing here was seen in training.
   score at most 50,000 rows of each (a uniform sample). ``detectability``: the share of abnormal operators whose duration
   lies inside their own fault-free range, and the F1 of a judge that misses those and gets the
   rest right (``detectability()``). ``forest_at_own_best_threshold``: the forest's F1 at the vote
-  share (``training.THRESHOLD_GRID``) best for that scenario alone, chosen in hindsight; the
+  share (``DetectionRules.threshold_grid``) best for that scenario alone, chosen in hindsight; the
   shipped threshold is one for every scenario.
 * ``drift``: a month (90 recorded iterations, 3 a day): compute creeping up 7% and every transfer
   time by ``--comm-drift`` (default 20%), with a flapping GPU from its first day; F1 per day of
@@ -56,7 +56,7 @@ from sleuth.stream.detection.features import DRIFT_PRONE, FEATURE_NAMES
 from sleuth.stream.detection.iteration_monitor import irregular_iterations, job_iteration_times
 from sleuth.stream.detection.counterfactual import CounterfactualReplay
 from sleuth.stream.detection.offline import detector_decisions, iteration_chunks, replay, training_set
-from sleuth.stream.detection.training import THRESHOLD_GRID
+from sleuth.stream.detection.rules import DETECTION_RULES
 from sleuth.topology import DeviceKind
 
 SEED = 7
@@ -120,7 +120,7 @@ def score_methods(em: Emulation, ranks: np.ndarray, model, baselines: dict, rng)
     out = {"detector": prf(flags, labels), "forest": prf(votes >= model.forest.threshold, labels)}
     # The scenario's own best threshold, in hindsight: tells a forest that ranks the operators
     # badly from one whose single threshold, shared by every scenario, sits wrong for this one.
-    by_threshold = {t: prf(votes >= t, labels) for t in THRESHOLD_GRID}
+    by_threshold = {t: prf(votes >= t, labels) for t in DETECTION_RULES.threshold_grid}
     best = max(by_threshold, key=lambda t: by_threshold[t]["f1"])
     out["forest_at_own_best_threshold"] = {"threshold": best, **by_threshold[best]}
     X, y = training_set(records, iterations, labels, window=model.window, min_history=model.min_history)

@@ -14,6 +14,7 @@ Modules, one job each:
 * :mod:`~sleuth.localizer.incident` — the ``Incident`` and its JSON
 * :mod:`~sleuth.localizer.episodes` — one episode, one incident: which incidents continue which
 * :mod:`~sleuth.localizer.localize` — :func:`localize`, all of the above end to end
+* :mod:`~sleuth.localizer.rules` — ``LocalizerRules``: the shares, probes and bars the steps decide by
 * :mod:`~sleuth.localizer.baselines` — earliest abnormal operator, random walk, NVRx relative median
 """
 
@@ -21,6 +22,7 @@ from sleuth.localizer.graph import OperatorGraph, build_graph
 from sleuth.localizer.incident import Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.localize import localize
 from sleuth.localizer.operators import Thresholds
+from sleuth.localizer.rules import LOCALIZER_RULES, LocalizerRules
 from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors
 from sleuth.localizer.search import Cause
 
@@ -29,6 +31,8 @@ __all__ = [
     "Cause",
     "Incident",
     "IncidentCause",
+    "LOCALIZER_RULES",
+    "LocalizerRules",
     "OperatorGraph",
     "Priors",
     "RootOperator",

@@ -8,9 +8,9 @@ as a spike, a step, a ramp or was there from the first iteration. Per episode:
 * a non-hardware cause is named and no device is blamed (What-if §5.2, §5.3): *stage imbalance*
   when evening out the pipeline's split explains most of the slowdown (``split_slowdown``, in
   the log: S is the product of the split's part and the stragglers'); *sequence-length
-  imbalance* when compute carries all but ``MINOR`` of it, neither a few workers (``M_W``) nor
+  imbalance* when compute carries all but ``LocalizerRules.minor`` of it, neither a few workers (``M_W``) nor
   the top worker's host explain most of it, and the replica that costs most moves between
-  iterations (on at least ``nonhardware.MOVES`` replicas);
+  iterations (on at least ``LocalizerRules.moves`` replicas);
 * otherwise the device search (``whatif_search``) starts from the ranks the worker slowdowns name: per rank, the
   slowdown of everything fixed but that rank (compute roots, split with the host when its host's
   other GPUs are as slow), and the groups whose transfers were put back (network roots), each
@@ -48,21 +48,15 @@ from sleuth.whatif.contributors import rank_slowdowns, slow_groups
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.impact import Impact
 from sleuth.localizer.incident import AttributionSummary, Incident, IncidentCause, RootOperator, Suspect
-from sleuth.localizer.nonhardware import ADVICE, MOVES, Straggler
+from sleuth.localizer.nonhardware import ADVICE, Straggler
+from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
 __all__ = ["Episode", "Part", "complement", "diagnose", "episodes", "lead", "lone_hiccup", "parts", "runs", "slowdown_incident",
            "split_led", "summary", "whatif_search"]
 
-#: A share of the slowdown "most" of it is: the paper's line for workers and for the last stage (§5.1, §5.2).
-MAJORITY = 0.5
-#: A side (compute, or transfers) carrying less than this share of what the operator types add up
-#: to is not searched: a tenth is the jitter a 3-sigma put-back still catches on a fault-free run
-#: (S_t 1.0005-1.0015 of its transfer types beside a slow GPU's compute 1.23).
-MINOR = 0.1
-#: Ranks the device search starts from at most: a tensor group's worth, tied in the worker slowdowns.
-_MAX_CANDIDATES = 64
+_RULES = LOCALIZER_RULES
 _NS_PER_HOUR = 3_600e9
 
 
@@ -102,9 +96,9 @@ def diagnose(attribution: Attribution, *, split: bool = True) -> Straggler:
     if split and split_led(attribution):
         return Straggler.STAGE_IMBALANCE
     # Sequence lengths are compute's; transfers carrying a tenth or more put a device on a path in play.
-    if max(attribution.worker_share, attribution.host_share) >= MAJORITY or _compute_share(attribution) < 1 - MINOR:
+    if max(attribution.worker_share, attribution.host_share) >= _RULES.majority or _compute_share(attribution) < 1 - _RULES.minor:
         return Straggler.HARDWARE
-    if len(set(attribution.slowest_replica)) >= MOVES:
+    if len(set(attribution.slowest_replica)) >= _RULES.moves:
         return Straggler.SEQLEN_IMBALANCE
     return Straggler.HARDWARE
 
@@ -112,7 +106,7 @@ def diagnose(attribution: Attribution, *, split: bool = True) -> Straggler:
 def split_led(attribution: Attribution) -> bool:
     """Whether an even pipeline split explains most of what the job pays (S = S_split x the rest)."""
     s = attribution.slowdown
-    return s > 1.0 and math.log(attribution.split_slowdown) >= MAJORITY * math.log(s)
+    return s > 1.0 and math.log(attribution.split_slowdown) >= _RULES.majority * math.log(s)
 
 
 class Part(enum.Enum):
@@ -255,16 +249,16 @@ def _compute_share(attribution: Attribution) -> float:
 
 
 def _compute_led(attribution: Attribution) -> bool:
-    return _compute_share(attribution) >= MAJORITY
+    return _compute_share(attribution) >= _RULES.majority
 
 
 def _candidates(attribution: Attribution, graph: OperatorGraph) -> list[int]:
     """The ranks tied at the top of the worker slowdowns, with their hosts' other ranks."""
     values = np.asarray(attribution.by_worker)
-    top = np.flatnonzero(values >= values.max())[:_MAX_CANDIDATES] if values.max() > 1.0 else np.zeros(0, np.int64)
+    top = np.flatnonzero(values >= values.max())[:_RULES.max_candidates] if values.max() > 1.0 else np.zeros(0, np.int64)
     hosts = {graph.hosts[int(r)] for r in top}
     mates = [r for r in range(graph.world) if graph.hosts[r] in hosts]
-    return sorted(set(top.tolist()) | set(mates))[:_MAX_CANDIDATES]
+    return sorted(set(top.tolist()) | set(mates))[:_RULES.max_candidates]
 
 
 def _roots(attribution: Attribution, candidates: Sequence[int], graph: OperatorGraph) -> tuple[list[tuple[Root, float]], dict[int, float]]:
@@ -272,8 +266,8 @@ def _roots(attribution: Attribution, candidates: Sequence[int], graph: OperatorG
     excess = {t: max(s - 1.0, 0.0) for t, s in attribution.by_type.items()}
     total = sum(excess.values()) or 1.0
     share = excess.get(COMPUTE, 0.0) / total
-    compute_weight = share if share >= MINOR else 0.0
-    network_weight = 1.0 - share if 1.0 - share >= MINOR else 0.0
+    compute_weight = share if share >= _RULES.minor else 0.0
+    network_weight = 1.0 - share if 1.0 - share >= _RULES.minor else 0.0
     rated: list[tuple[Root, float]] = []
     on_host: dict[int, float] = {}
     per_iteration = np.asarray(attribution.per_iteration)
@@ -284,7 +278,7 @@ def _roots(attribution: Attribution, candidates: Sequence[int], graph: OperatorG
         for j, rank in enumerate(candidates):
             mates = [k for k, other in enumerate(candidates) if other != rank and graph.hosts[other] == graph.hosts[rank]]
             # A mate is as slow when it gains at least half what the rank gains (``peers.host_share``'s question).
-            on_host[rank] = float(np.mean([gain[k] >= MAJORITY * gain[j] for k in mates])) if mates and gain[j] > 0 else 0.0
+            on_host[rank] = float(np.mean([gain[k] >= _RULES.majority * gain[j] for k in mates])) if mates and gain[j] > 0 else 0.0
         for row, iteration in enumerate(attribution.worker_iterations):
             paid = max(per_iteration[position[iteration]] - 1.0, 1e-12)
             for j, rank in enumerate(candidates):

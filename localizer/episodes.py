@@ -15,12 +15,9 @@ from dataclasses import dataclass, replace
 
 from sleuth.localizer.impact import Impact
 from sleuth.localizer.incident import Incident
+from sleuth.localizer.rules import LOCALIZER_RULES
 
-__all__ = ["TIED_SUSPECTS", "Raised", "episode_of", "grown", "one_per_episode"]
-
-#: Suspects of an incident that can tie it to another: a NIC and its own cable, a GPU and its
-#: host, explain the same delays, so either may rank first in one analysis and second in the next.
-TIED_SUSPECTS = 2
+__all__ = ["Raised", "episode_of", "grown", "one_per_episode"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +28,7 @@ class Raised:
     first: int
     last: int
     cause: str
-    tops: tuple[str, ...]  # the first ``TIED_SUSPECTS`` suspects' devices, () for a non-hardware diagnosis
+    tops: tuple[str, ...]  # the first ``LocalizerRules.tied_suspects`` suspects' devices, () for a non-hardware diagnosis
 
     @property
     def top(self) -> str:
@@ -39,7 +36,7 @@ class Raised:
 
     @classmethod
     def of(cls, incident: Incident) -> Raised:
-        tops = tuple(s.device for s in incident.suspects[:TIED_SUSPECTS])
+        tops = tuple(s.device for s in incident.suspects[:LOCALIZER_RULES.tied_suspects])
         return cls(incident.incident, min(incident.iterations), max(incident.iterations), incident.cause.value, tops)
 
 

@@ -28,12 +28,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 
-from sleuth.errors import ConfigError
 from sleuth.topology import DeviceKind
 
 from sleuth.localizer.scoring import Score
 from sleuth.localizer.search import Root
-from sleuth.validation import fraction
+from sleuth.validation import fraction, integer
 
 __all__ = ["separate"]
 
@@ -55,8 +54,7 @@ def separate(
     ``ranked(rated)``: the eligible devices of those roots, best first; ``devices_of(root)``:
     the devices a root's evidence goes to.
     """
-    if max_faults < 1:
-        raise ConfigError(f"max_faults must be >= 1, got {max_faults!r}")
+    integer("max_faults", max_faults, low=1)
     fraction("min_share", min_share)
     fraction("dominant", dominant)
     remaining = [(root, rate) for root, rate in rated if rate > 0]

@@ -42,7 +42,7 @@ from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
 
 from sleuth.settings import Settings
-from sleuth.validation import integer, number_above
+from sleuth.validation import integer, is_int, number_above
 from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import (
@@ -58,6 +58,7 @@ from sleuth.localizer.incident import Incident, IncidentCause, RootOperator, Sus
 from sleuth.localizer.nonhardware import Diagnosis, Straggler, classify
 from sleuth.localizer.peers import host_share, peer_share, stands_out
 from sleuth.localizer.operators import Thresholds, Window, baseline, make_window, rebase
+from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices
 from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
 from sleuth.localizer.shifts import level_shifts, persists
@@ -66,21 +67,7 @@ __all__ = ["localize"]
 
 _COMPUTE_KINDS = (DeviceKind.GPU, DeviceKind.HOST)
 _SETTINGS = Settings()  # defaults only: entry points read the environment
-#: Share of the irregularity rate that compute roots must carry before a straggler diagnosis applies.
-_STRAGGLER_SHARE = 0.5
-#: Iterations searched after a level shift of the iteration time: 5 past the step, and the
-#: segmentation may place the step up to its 5-column minimum segment early (``shifts``: a median
-#: ignores a few values of the other level), so probing 5 from the cut can miss it all but once.
-_SHIFT_PROBE = 10
-#: Iterations searched after a lone irregular onset whose level stays up (``shifts.persists``):
-#: enough for the support rule, where every one searched fetches ranks of its own.
-_ONSET_PROBE = 3
-#: A network root of a probe of a level step needs a transfer excess of at least this share of the step.
-_PROBE_TRANSFER_SHARE = 0.1
-#: The segmentation's bar for a step before the onset, lower than after it (``level_shifts``' 8):
-#: t grows with the square root of the columns, and the stretch before the onset is short, so a
-#: small step there stays under 8; the δ-irregular iteration after it already says the job is no longer healthy.
-_EARLIER_T_MIN = 6.0
+_RULES = LOCALIZER_RULES
 
 
 def localize(
@@ -91,7 +78,7 @@ def localize(
     abnormal: AbnormalFn | None = None,
     pivots: Sequence[int] = (0,),
     top_k: int = 2,
-    window: int = 100,
+    window: int = _SETTINGS.localizer_window,
     priors: Priors = DEFAULT_PRIORS,
     thresholds: Thresholds | None = None,
     min_support: int = 2,
@@ -272,12 +259,12 @@ def _localize_cluster(
     fetched.update(fetcher.order)
     onset = frame.column(cluster[0])
     # (shift, iterations to search, whether the level it starts lasts through the onset)
-    lasting = persists(times, at=onset, reference=frame.reference, probe=_SHIFT_PROBE)
+    lasting = persists(times, at=onset, reference=frame.reference, probe=_RULES.shift_probe)
     # After an onset whose level came back (a hiccup), the columns before it are the level a later
     # step rises from as well: the few columns between the onset and the step alone leave a small
     # step's t under the segmentation's bar, and the hiccup would be the only evidence.
     segment_from = onset if lasting is not None else 0
-    probes = [(shift, _SHIFT_PROBE, False) for shift in level_shifts(times, start=segment_from, after=onset)]
+    probes = [(shift, _RULES.shift_probe, False) for shift in level_shifts(times, start=segment_from, after=onset)]
     if lasting is not None and (
         len(cluster) < min_support or (len(cluster) == min_support and not _supported(rated, topology, graph, min_support))
     ):
@@ -288,12 +275,12 @@ def _localize_cluster(
         # after a later step, and count toward the support rule, so that a hiccup that happened
         # to share the onset is not the answer. More irregular iterations whose roots agree on
         # no device are left alone: slowness that moves between replicas (``nonhardware``).
-        probes.insert(0, (lasting, 1 + _ONSET_PROBE, True))
+        probes.insert(0, (lasting, 1 + _RULES.onset_probe, True))
     # A step before the onset that never tripped δ (a small persistent slowdown, then a hiccup the
     # only irregular iteration) is a fault the incident's window holds: its iterations are searched
     # and count toward the support rule as the onset's do, so that the hiccup alone is not the answer.
-    earlier = level_shifts(times[:onset], start=0, t_min=_EARLIER_T_MIN)
-    probes = [(shift, _SHIFT_PROBE, True) for shift in earlier] + probes
+    earlier = level_shifts(times[:onset], start=0, t_min=_RULES.earlier_t_min)
+    probes = [(shift, _RULES.shift_probe, True) for shift in earlier] + probes
     supported = len(cluster)
     for shift, length, lasts in probes:
         probe = [int(i) for i in frame.iterations[shift.at : shift.at + length] if int(i) not in cluster]
@@ -303,13 +290,13 @@ def _localize_cluster(
         if lasts:
             supported += len(probe)
         # The step is small next to the operators it lands on (it was never δ-irregular): judge
-        # operators by 3 spreads of their own level alone, not by a share of their duration.
-        judged = replace(thresholds, relative=0.0, spread_k=min(thresholds.spread_k, 3.0))
+        # operators by a few spreads of their own level alone, not by a share of their duration.
+        judged = replace(thresholds, relative=0.0, spread_k=min(thresholds.spread_k, _RULES.probe_spread_k))
         # Without the relative bar, a transfer a few microseconds over its level would be a network
         # root beside a step of milliseconds: a slow transfer that makes the step is a share of it.
         step = (shift.ratio - 1.0) * float(np.nanmedian(times[shift.since : shift.at]))
         more, found, walked, series = searched(
-            later, probe, judged, settle=min_support + 1, min_transfer=_PROBE_TRANSFER_SHARE * step
+            later, probe, judged, settle=min_support + 1, min_transfer=_RULES.probe_transfer_share * step
         )
         if lasts:
             found = _seen_again(found, series, later, probe, judged)
@@ -344,7 +331,7 @@ def _localize_cluster(
     # A straggler diagnosis reads compute evidence only: it decides the incident only when compute
     # roots carry most of the irregularity rate (a congested spine also leaves a few compute roots).
     total_rate = sum(rate for _, rate in rated if rate > 0)
-    if total_rate > 0 and sum(compute.values()) >= _STRAGGLER_SHARE * total_rate:
+    if total_rate > 0 and sum(compute.values()) >= _RULES.straggler_share * total_rate:
         outstanding = {rank for rank, cols in columns.items() if stands_out(fetcher, rank, sorted(cols))}
         diagnosis = classify(compute, graph=graph, shared=shared, late=late, outstanding=outstanding)
     else:
@@ -441,7 +428,7 @@ def _supported(rated: Sequence[tuple[Root, float]], topology: Topology, graph: O
 
 def _iteration(item: Any) -> int:
     value = getattr(item, "iteration", item)
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    if not is_int(value):
         raise ConfigError(f"irregular_iterations: {item!r} is neither an iteration number nor has an .iteration")
     return int(value)
 

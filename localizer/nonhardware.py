@@ -47,17 +47,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sleuth.errors import ConfigError
 
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.peers import PeerShare
-from sleuth.validation import fraction
+from sleuth.localizer.rules import LOCALIZER_RULES
+from sleuth.validation import fraction, integer
 
-__all__ = ["ADVICE", "MOVES", "Diagnosis", "Straggler", "classify"]
-
-#: Slowness seen on at least this many hosts or replicas, in as many iterations, moves: two could
-#: be two broken devices; a third, in a third iteration, is the work moving.
-MOVES = 3
+__all__ = ["ADVICE", "Diagnosis", "Straggler", "classify"]
 
 
 class Straggler(enum.Enum):
@@ -108,7 +104,7 @@ def classify(
     stage_together: float = 0.75,
     late: Mapping[int, Collection[int]] | None = None,
     outstanding: Collection[int] | None = None,
-    moves: int = MOVES,
+    moves: int = LOCALIZER_RULES.moves,
 ) -> Diagnosis:
     """Hardware, stage imbalance or sequence-length imbalance, from compute evidence per rank
     and, optionally, the share of each rank's peers that are as slow and the iterations each
@@ -117,10 +113,8 @@ def classify(
     slowness moving, so that the slowest iterations of a healthy job, each late somewhere by
     chance, are not taken for it."""
     fraction("cover", cover)
-    if diffuse_ranks < 2:
-        raise ConfigError(f"diffuse_ranks must be >= 2, got {diffuse_ranks!r}")
-    if moves < 2:
-        raise ConfigError(f"moves must be >= 2, got {moves!r}")
+    integer("diffuse_ranks", diffuse_ranks, low=2)
+    integer("moves", moves, low=2)
     ranks = np.array([r for r, v in compute.items() if v > 0], dtype=np.int64)
     values = np.array([compute[int(r)] for r in ranks], dtype=np.float64)
     total = float(values.sum())

@@ -25,6 +25,7 @@ from sleuth.errors import ConfigError
 from sleuth.records import OpKind, RecordBatch
 
 from sleuth.localizer.graph import OperatorGraph
+from sleuth.validation import checked, non_negative_number
 
 __all__ = [
     "COLLECTIVE", "RECV", "SEND", "RankOperators", "Thresholds", "Window", "baseline", "make_window", "rank_operators",
@@ -49,10 +50,8 @@ class Thresholds:
     floor_ns: float = 20_000.0
 
     def __post_init__(self) -> None:
-        for name in ("spread_k", "relative", "floor_ns"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and value >= 0):
-                raise ConfigError(f"thresholds.{name} must be a number >= 0, got {value!r}")
+        checked(self, prefix="thresholds.", spread_k=non_negative_number, relative=non_negative_number,
+                floor_ns=non_negative_number)
 
     def limit(self, base: np.ndarray | float, spread: np.ndarray | float) -> np.ndarray | float:
         return np.maximum(np.maximum(self.spread_k * spread, self.relative * base), self.floor_ns)

@@ -50,7 +50,7 @@ from sleuth.topology import DeviceKind, Routing, Topology, nics_below, route, sp
 from sleuth.topology.ids import host_id
 
 from sleuth.localizer.search import Cause, Root
-from sleuth.validation import fraction
+from sleuth.validation import fraction, non_negative_number
 
 __all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay", "device_kind", "map_scores", "root_devices"]
 
@@ -78,8 +78,7 @@ class Priors:
     decay_power: float = 0.0  # γ: the decay used is H(d)^γ (0: none, 1: Holmes's, floored); see docs/localization.md
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.alpha, (int, float)) and self.alpha >= 0 and math.isfinite(self.alpha)):
-            raise ConfigError(f"priors.alpha must be a finite number >= 0, got {self.alpha!r}")
+        non_negative_number("priors.alpha", self.alpha)
         fraction("priors.decay_power", self.decay_power, zero=True)
         table = dict(self.p)
         for kind in DeviceKind:

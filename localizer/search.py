@@ -44,18 +44,11 @@ from sleuth.records import OpKind
 from sleuth.localizer.fetch import Fetcher
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.operators import COLLECTIVE, RECV, SEND, RankOperators, Thresholds, baseline
+from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.localizer.timing import split
+from sleuth.validation import integer
 
 __all__ = ["Action", "Cause", "Instance", "Root", "SearchResult", "Step", "search"]
-
-#: Members of a collective read before its last launcher is looked for among them, and then how
-#: many more at a time (``_read_collective``).
-_FIRST_READ = 8
-_READ_BATCH = 16
-
-#: A ring member's operator elsewhere is judged only when it ran at least this share as long
-#: (against its baseline) as the longest of them (``_members_elsewhere``).
-_MEMBER_SHARE = 0.5
 
 #: One operator instance, as every rank names it: (communicator group, channel class, peer, seq).
 Instance = tuple[int, int, int, int]
@@ -173,8 +166,7 @@ def search(
     """
     if not pivots:
         raise ConfigError("pivots: need at least one pivot rank")
-    if pivot_ops < 1:
-        raise ConfigError(f"pivot_ops must be >= 1, got {pivot_ops}")
+    integer("pivot_ops", pivot_ops, low=1)
     first_col = fetcher.window.column(iteration)
     reference = fetcher.window.reference
     steps: list[Step] = []
@@ -332,7 +324,7 @@ def _members_elsewhere(
         if member not in best or ratio[k] > best[member][0]:
             best[member] = (float(ratio[k]), _instance_of(ops, int(candidates[k]), col))
     found = sorted(((ratio, member, instance) for member, (ratio, instance) in best.items()), key=lambda item: -item[0])
-    found = [item for item in found[:fanout] if item[0] >= _MEMBER_SHARE * found[0][0]]
+    found = [item for item in found[:fanout] if item[0] >= LOCALIZER_RULES.member_share * found[0][0]]
     # Pushed weakest first: the stack pops the longest first.
     return [(member, instance, col, Action.MEMBER, 0.0) for _, member, instance in reversed(found)]
 
@@ -390,9 +382,9 @@ def _read_collective(
             near.append(m)
         else:
             far.append(m)
-    stride = max(1, len(far) // _READ_BATCH)
+    stride = max(1, len(far) // LOCALIZER_RULES.read_batch)
     unread = near + [m for offset in range(stride) for m in far[offset::stride]]  # spread over the group
-    batch = unread[: max(0, _FIRST_READ - len(known))]
+    batch = unread[: max(0, LOCALIZER_RULES.first_read - len(known))]
     chosen, unread = known + batch, unread[len(batch) :]
     reference = fetcher.window.reference
     while True:
@@ -401,7 +393,8 @@ def _read_collective(
         if not unread or _launched_last_is_read([(views[m], r) for m, r, _ in found if r >= 0], col, reference, thresholds):
             position = {m: k for k, m in enumerate(group)}
             return sorted(found, key=lambda item: position[item[0]]), views
-        chosen, unread = chosen + unread[:_READ_BATCH], unread[_READ_BATCH:]
+        read_batch = LOCALIZER_RULES.read_batch
+        chosen, unread = chosen + unread[:read_batch], unread[read_batch:]
 
 
 def _launched_last_is_read(

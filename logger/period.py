@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sleuth.validation import fraction, integer
+
 __all__ = ["find_period", "signatures"]
 
 
@@ -34,10 +36,8 @@ def find_period(codes: np.ndarray, *, threshold: float = 0.95, min_repeats: int 
     ``codes`` is the operator sequence (integers, equal when the operators are alike). None
     when no lag qualifies yet: the sequence is too short or not periodic.
     """
-    if not 0 < threshold <= 1:
-        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
-    if min_repeats < 2:
-        raise ValueError(f"min_repeats must be at least 2, got {min_repeats}")
+    fraction("threshold", threshold, error=ValueError)
+    integer("min_repeats", min_repeats, low=2, error=ValueError)
     codes = np.asarray(codes)
     n = len(codes)
     for lag in range(1, n // min_repeats + 1):

@@ -16,6 +16,7 @@ from collections import deque
 from pathlib import Path
 
 from sleuth.errors import ConfigError
+from sleuth.validation import positive_int
 
 _HEADER = struct.Struct("<II")
 
@@ -45,8 +46,8 @@ def private_folder(folder: str | os.PathLike[str]) -> Path:
 
 class Spill:
     def __init__(self, folder: str | os.PathLike[str], *, max_bytes: int, segment_bytes: int) -> None:
-        if max_bytes < 1 or segment_bytes < 1:
-            raise ValueError("max_bytes and segment_bytes must be positive")
+        positive_int("max_bytes", max_bytes, error=ValueError)
+        positive_int("segment_bytes", segment_bytes, error=ValueError)
         self.folder = private_folder(folder)
         self.max_bytes = max_bytes
         self.segment_bytes = min(segment_bytes, max_bytes)

@@ -36,7 +36,7 @@ from sleuth.records import OpKind
 
 from sleuth.sim.network import transfer_ns
 from sleuth.sim.plan import COLL, COMPUTE, RECV, RING, SEND, Plan, StagePlan
-from sleuth.validation import non_negative_number
+from sleuth.validation import is_int, non_negative_number
 
 __all__ = ["Effects", "Timeline", "Timing", "run"]
 
@@ -62,7 +62,7 @@ class Timing:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hiccups_at", tuple(self.hiccups_at))
-        if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in self.hiccups_at):
+        if any(not is_int(i) or i < 0 for i in self.hiccups_at):
             raise ConfigError(f"timing.hiccups_at must be iteration numbers >= 0, got {self.hiccups_at!r}")
         for name in ("launch_us", "compute_jitter", "comm_jitter", "hiccup_rate", "hiccup_ms"):
             non_negative_number(f"timing.{name}", getattr(self, name))

@@ -109,13 +109,12 @@ class Fault:
         for name in ("start", "ramp", "duty", "length"):
             value = getattr(self, name)
             object.__setattr__(self, name, integer(name, value, low=1 if name in ("duty", "length") else 0))
-        if self.end is not None and (not isinstance(self.end, int) or self.end <= self.start):
-            raise ConfigError(f"end must be an integer after start={self.start}, got {self.end!r}")
-        if self.period is not None and (not isinstance(self.period, int) or self.period <= self.duty):
-            raise ConfigError(f"period must be an integer above duty={self.duty}, got {self.period!r}")
+        if self.end is not None:
+            integer("end", self.end, low=self.start + 1, low_shown=f"start + 1 ({self.start + 1})")
+        if self.period is not None:
+            integer("period", self.period, low=self.duty + 1, low_shown=f"duty + 1 ({self.duty + 1})")
         fraction("rate", self.rate)
-        if not self.alpha > 0:
-            raise ConfigError(f"alpha must be positive, got {self.alpha!r}")
+        number_above("alpha", self.alpha, 0, finite=False)
 
     def check(self, topology: Topology) -> None:
         """Fail naming the device when the topology has no such device."""

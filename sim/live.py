@@ -20,13 +20,13 @@ from dataclasses import dataclass
 import grpc
 import numpy as np
 
-from sleuth.errors import ConfigError, ServiceError
+from sleuth.errors import ServiceError
 from sleuth.proto import commops_pb2 as pb
 from sleuth.proto import commops_pb2_grpc as pb_grpc
 from sleuth.proto.codec import iterations_to_proto, jobspec_to_proto, records_to_proto
 
 from sleuth.sim.scenario import Emulation
-from sleuth.validation import integer
+from sleuth.validation import integer, non_negative_number
 
 __all__ = ["LiveSummary", "stream_live"]
 
@@ -58,8 +58,7 @@ def stream_live(
     world = emulation.scenario.layout.world
     loggers = world if loggers is None else loggers
     integer("loggers", loggers, low=1, high=world)
-    if pace < 0:
-        raise ConfigError(f"pace must be >= 0, got {pace!r}")
+    non_negative_number("pace", pace)
     timeline = emulation.timeline
     t0 = int(timeline.it_start.min())
     ends = timeline.it_end.max(axis=1)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 
 from sleuth.errors import ConfigError
+from sleuth.validation import positive_int
 
 __all__ = ["Pass", "one_f_one_b", "walk_order"]
 
@@ -29,8 +30,7 @@ def one_f_one_b(stage: int, stages: int, microbatches: int) -> tuple[tuple[Pass,
     """The blocks ``(pass, micro-batch)`` stage ``stage`` runs in one iteration, in order."""
     if not 0 <= stage < stages:
         raise ConfigError(f"stage {stage} is outside 0..{stages - 1}")
-    if microbatches < 1:
-        raise ConfigError(f"microbatches must be >= 1, got {microbatches}")
+    positive_int("microbatches", microbatches)
     warmup = min(stages - stage - 1, microbatches)
     order: list[tuple[Pass, int]] = [(Pass.FORWARD, k) for k in range(warmup)]
     for i in range(microbatches - warmup):

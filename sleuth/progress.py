@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator, Sized
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sleuth.validation import non_negative_number
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -66,8 +68,8 @@ def progress(description: str, *, total: float | None = None, console: Console |
 
     ``console``: where to draw (tests pass one); by default stderr, only when it is a terminal.
     A console given is drawn on only when it is a terminal (``Console(force_terminal=True)``)."""
-    if total is not None and total < 0:
-        raise ValueError(f"total must be >= 0 or None, got {total!r}")
+    if total is not None:
+        non_negative_number("total", total, error=ValueError)
     if console is None:
         console = _stderr_console()
     if console is None or not console.is_terminal:

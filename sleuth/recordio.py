@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from sleuth.errors import RecordError
 from sleuth.records import ColumnBatch, IterationBatch, OpKind, RecordBatch
+from sleuth.validation import is_int
 
 _Batch = TypeVar("_Batch", bound=ColumnBatch)
 
@@ -153,7 +154,7 @@ def read_jsonl(lines: IO[str] | Iterator[str], batch_type: type[_Batch] = Record
             elif name in string_fields:
                 if not isinstance(value, str):
                     raise RecordError(f"line {number}: field {name!r} must be a string, got {value!r}")
-            elif not isinstance(value, int) or isinstance(value, bool):
+            elif not is_int(value):
                 raise RecordError(f"line {number}: field {name!r} must be an integer, got {value!r}")
             columns[name].append(value)
     return batch_type.from_columns(**columns)

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from sleuth.errors import RecordError
+from sleuth.validation import is_int
 
 
 class OpKind(enum.IntEnum):
@@ -356,7 +357,7 @@ def _column_from_sequence(values: Any, field: Field) -> np.ndarray:
         raise RecordError(f"column {field.name!r} is a single value, not a column")
     values = list(values)
     for value in values:
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        if not is_int(value):
             raise RecordError(
                 f"column {field.name!r} holds {type(value).__name__} {value!r}, expected integers"
             )

@@ -5,21 +5,28 @@ The parameter checks each raise ``error`` (``ConfigError`` unless the caller nam
 ``TopologyError``) with a message that names the setting and shows the value, "``window must be an
 integer >= 2, got 1``", and return the value as a plain ``int`` or ``float``. A bool is never a
 number here, although Python counts ``True`` as 1.
+
+``checked`` is the declarative form: an options object and, per attribute, the check it must pass,
+``checked(self, window=positive_int, share=fraction)``.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import TypeVar
 
 from sleuth.errors import ConfigError
 
 _T = TypeVar("_T", bound=Hashable)
+_O = TypeVar("_O")
 
-__all__ = ["first_duplicate", "fraction", "integer", "is_int", "is_number", "non_negative_int", "non_negative_number",
-           "number_above", "positive_int", "positive_number"]
+#: A parameter check: ``check(name, value, error=...)`` raises ``error`` naming the parameter, else returns the value.
+Check = Callable[..., object]
+
+__all__ = ["Check", "checked", "first_duplicate", "fraction", "integer", "is_int", "is_number", "is_of",
+           "non_negative_int", "non_negative_number", "number_above", "positive_int", "positive_number"]
 
 
 def is_int(value: object) -> bool:
@@ -32,6 +39,21 @@ def is_number(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def checked(options: _O, *, prefix: str = "", error: type[Exception] = ConfigError, **checks: Check) -> _O:
+    """``options`` once each attribute named in ``checks`` passed its check, in the order given (the
+    first bad one raises); ``prefix`` goes before each name in a message (``"thresholds."``)."""
+    for name, check in checks.items():
+        check(prefix + name, getattr(options, name), error=error)
+    return options
+
+
+def is_of(value: object, kind: type | tuple[type, ...]) -> bool:
+    """``isinstance(value, kind)``, except that a bool is no int unless ``kind`` names bool: a file's
+    ``true`` is not a count."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool))
+
+
 def first_duplicate(items: Iterable[_T]) -> _T | None:
     """The first item seen twice, or None: lets an error name the value, not just say "duplicate"."""
     seen: set[_T] = set()
@@ -42,12 +64,13 @@ def first_duplicate(items: Iterable[_T]) -> _T | None:
     return None
 
 
-def integer(name: str, value: object, *, low: int, high: int | None = None, high_shown: str | None = None,
-            error: type[Exception] = ConfigError) -> int:
+def integer(name: str, value: object, *, low: int, high: int | None = None, low_shown: str | None = None,
+            high_shown: str | None = None, error: type[Exception] = ConfigError) -> int:
     """``value`` as an int when it is an integer (not a bool) in ``low``..``high`` (no upper bound when
-    ``high`` is None). ``high_shown``: how the message writes ``high`` (``"window (20)"``)."""
+    ``high`` is None). ``low_shown``, ``high_shown``: how the message writes a bound (``"window (20)"``)."""
     if not is_int(value) or value < low or (high is not None and value > high):  # type: ignore[operator]
-        bounds = f">= {low}" if high is None else f"in {low}..{high_shown or high}"
+        shown = low_shown or low
+        bounds = f">= {shown}" if high is None else f"in {shown}..{high_shown or high}"
         raise error(f"{name} must be an integer {bounds}, got {value!r}")
     return int(value)  # type: ignore[call-overload]
 

@@ -57,8 +57,7 @@ class SlowdownWatch:
 
     def __init__(self, *, interval_s: float, window: int, sustain: int, warmup: int = 0,
                  idle_s: float = float("inf")) -> None:
-        if not interval_s > 0:
-            raise ConfigError(f"interval_s must be a positive number of seconds, got {interval_s!r}")
+        number_above("interval_s", interval_s, 0, finite=False)
         if window < sustain:
             raise ConfigError(f"the attribution window ({window} iterations) must hold a sustained run of {sustain}")
         self.interval_s = interval_s

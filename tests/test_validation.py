@@ -9,7 +9,7 @@ import pytest
 
 from sleuth.errors import ConfigError, TopologyError
 from sleuth.validation import (
-    fraction, integer, non_negative_int, non_negative_number, number_above, positive_int, positive_number,
+    checked, fraction, integer, is_of, non_negative_int, non_negative_number, number_above, positive_int, positive_number,
 )
 
 
@@ -73,3 +73,27 @@ def test_a_check_raises_the_error_its_caller_names() -> None:
         integer("spines", -1, low=0, error=TopologyError)
     with pytest.raises(TopologyError, match="latency_us must be a positive number"):
         positive_number("latency_us", -1.0, error=TopologyError)
+
+
+def test_a_bound_is_written_as_the_caller_shows_it() -> None:
+    with pytest.raises(ConfigError, match=r"^max_run must be an integer >= lag \+ 1 \(6\), got 5$"):
+        integer("max_run", 5, low=6, low_shown="lag + 1 (6)")
+
+
+class _Options:
+    def __init__(self, **values: object) -> None:
+        self.__dict__.update(values)
+
+
+def test_checked_runs_each_declared_check_on_its_attribute_in_order() -> None:
+    good = _Options(window=3, share=0.5)
+    assert checked(good, window=positive_int, share=fraction) is good
+    with pytest.raises(ConfigError, match=r"^rules.window must be a positive integer, got 0$"):
+        checked(_Options(window=0, share=2.0), prefix="rules.", window=positive_int, share=fraction)
+    with pytest.raises(TopologyError, match=r"^share must be in \(0, 1\], got 2.0$"):
+        checked(_Options(window=1, share=2.0), error=TopologyError, window=positive_int, share=fraction)
+
+
+def test_is_of_takes_no_bool_for_a_number_unless_asked() -> None:
+    assert is_of(3, int) and is_of(2.5, (int, float)) and is_of(True, (int, bool))
+    assert not is_of(True, int) and not is_of(False, (int, float)) and not is_of("3", int)

@@ -45,6 +45,7 @@ from sleuth.importers.parallel import map_files
 from sleuth.importers.safe_pickle import load_plain
 from sleuth.records import OpKind
 from sleuth.topology.ids import host_name
+from sleuth.validation import is_int, is_of, non_negative_number, positive_int
 
 __all__ = ["DTYPE_BYTES", "OP_KINDS", "read_flight_recorder"]
 
@@ -93,10 +94,8 @@ def read_flight_recorder(
     folder = Path(folder)
     if not folder.is_dir():
         raise ConfigError(f"{folder}: not a folder")
-    if gpus_per_host < 1:
-        raise ConfigError(f"--gpus-per-host must be positive, got {gpus_per_host}")
-    if watchdog_poll_ms < 0:
-        raise ConfigError(f"--watchdog-poll-ms must be >= 0, got {watchdog_poll_ms}")
+    positive_int("--gpus-per-host", gpus_per_host)
+    non_negative_number("--watchdog-poll-ms", watchdog_poll_ms)
     notes: list[str] = []
     tasks: dict[int, tuple[int, str, int]] = {}
     for path in sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")):
@@ -277,7 +276,7 @@ def _entry(entry: Any, where: str, rank: int, groups: Mapping[str, SourceComm]) 
         value = entry[key]
         if value is None and optional:
             return None
-        if not isinstance(value, types) or (isinstance(value, bool) and types is int):
+        if not is_of(value, types):
             raise ImportFileError(f"{where}.{key}: expected {_names(types)}, got {value!r}")
         return value
 
@@ -351,7 +350,7 @@ def _payload(entry: dict, where: str, kind: OpKind | None) -> tuple[tuple, int]:
     for prefix in (side, "output" if side == "input" else "input"):
         sizes, dtypes = entry.get(f"{prefix}_sizes", []), entry.get(f"{prefix}_dtypes", [])
         if not isinstance(sizes, list) or not all(
-            isinstance(s, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in s)
+            isinstance(s, list) and all(is_int(d) and d >= 0 for d in s)
             for s in sizes
         ):
             raise ImportFileError(f"{where}.{prefix}_sizes: expected lists of dimensions, got {sizes!r}")

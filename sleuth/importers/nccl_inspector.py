@@ -36,6 +36,7 @@ from sleuth.importers.assemble import assemble
 from sleuth.importers.model import Imported, SourceComm, SourceOp, SourceRank, Stream
 from sleuth.importers.parallel import map_files
 from sleuth.records import OpKind
+from sleuth.validation import is_int, is_of
 
 __all__ = ["FUNC_KINDS", "read_inspector"]
 
@@ -191,7 +192,7 @@ def _drops(process: _Process, stats: Any, context: tuple | None, where: str) -> 
     comm = context[0]["id"] if context else "?"
     for key, what in (("coll_dropped_total", "collective"), ("p2p_dropped_total", "P2P")):
         value = stats.get(key, 0)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        if not is_int(value) or value < 0:
             raise ImportFileError(f"{where}: dump_stats.{key}: expected a count, got {value!r}")
         # Totals are cumulative per communicator: the largest seen is the communicator's.
         process.dropped[(comm, what)] = max(process.dropped[(comm, what)], value)
@@ -259,7 +260,7 @@ def _need(entry: Mapping, key: str, kind: type, where: str) -> Any:
     if key not in entry:
         raise ImportFileError(f"{where}.{key}: missing")
     value = entry[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)) or (kind is int and value < 0):
+    if not is_of(value, kind) or (kind is int and value < 0):
         expected = {int: "a non-negative integer", str: "a string"}[kind]
         raise ImportFileError(f"{where}.{key}: expected {expected}, got {value!r}")
     return value

@@ -49,6 +49,7 @@ from sleuth.jobspec import JobSpec, RankPlacement
 from sleuth.layout import CommGroup
 from sleuth.recordio import write_parquet
 from sleuth.records import OpKind, RecordBatch
+from sleuth.validation import is_of, positive_int
 
 __all__ = ["FLAGS", "NCCL_RECORD_DTYPE", "ImportResult", "ProcessDump", "import_folder", "read_dumps"]
 
@@ -177,7 +178,7 @@ def _get(data: Mapping[str, Any], key: str, kind: type, path: Path, where: str =
     if key not in data:
         raise RecordError(f"{path}: field '{where}{key}' is missing")
     value = data[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+    if not is_of(value, kind):
         raise RecordError(f"{path}: field '{where}{key}' must be {kind.__name__}, got {value!r}")
     return value
 
@@ -192,8 +193,8 @@ def import_folder(
     """Convert the plugin's files in ``folder`` into a records folder ``out`` (made if missing)."""
     if gpu_clock not in _GPU_CLOCKS:
         raise RecordError(f"gpu_clock={gpu_clock!r}: expected one of {', '.join(_GPU_CLOCKS)}")
-    if period is not None and period < 1:
-        raise RecordError(f"period={period}: must be a positive number of collectives")
+    if period is not None:
+        positive_int("period", period, error=RecordError)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise RecordError(f"--out {out}: exists and is not empty")

@@ -15,8 +15,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sleuth.errors import ConfigError, NotFound
-from sleuth.localizer.episodes import TIED_SUSPECTS, Raised
+from sleuth.localizer.episodes import Raised
 from sleuth.localizer.incident import Incident
+from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.localizer.search import Action, Step
 from sleuth.storage.labels import ClickHouseLabelStore
 from sleuth.storage.schema import check_database_name
@@ -44,7 +45,7 @@ class ClickHouseIncidentStore:
         tops: dict[str, list[tuple[int, str]]] = {}
         for incident, position, device in self.client.execute(
             f"SELECT incident, position, device FROM {db}.suspects FINAL WHERE job = %(job)s AND position < %(tied)s",
-            {"job": job, "tied": TIED_SUSPECTS},
+            {"job": job, "tied": LOCALIZER_RULES.tied_suspects},
         ):
             tops.setdefault(incident, []).append((position, device))
         return [Raised(incident, min(its), max(its), cause, tuple(d for _, d in sorted(tops.get(incident, []))))

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sleuth.jobspec import JobSpec
-from sleuth.localizer.episodes import TIED_SUSPECTS, Raised
+from sleuth.localizer.episodes import Raised
 from sleuth.localizer.incident import Incident
+from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.oncall.alerts import Alert, AlertStatus
 from sleuth.records import IterationBatch, RecordBatch
 
@@ -48,7 +49,7 @@ class MemoryIncidentStore:
 
     def raised(self, job: str) -> list[Raised]:
         return [Raised(i.incident, min(i.iterations), max(i.iterations), i.cause.value,
-                       tuple(s.device for s in i.suspects[:TIED_SUSPECTS]))
+                       tuple(s.device for s in i.suspects[:LOCALIZER_RULES.tied_suspects]))
                 for (j, _), i in self.incidents.items() if j == job and i.iterations]
 
     def incident(self, job: str, incident: str) -> Incident:

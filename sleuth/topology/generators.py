@@ -38,7 +38,7 @@ import numpy as np
 from sleuth.errors import TopologyError
 from sleuth.topology.ids import host_name
 from sleuth.topology.model import FabricDefaults, Topology
-from sleuth.validation import integer
+from sleuth.validation import integer, is_int
 
 __all__ = ["GENERATORS", "GeneratorSpec", "generate", "make_spec", "parse_spec", "rail_optimized", "spine_leaf"]
 
@@ -216,7 +216,7 @@ def generate(spec: str | GeneratorSpec, *, defaults: FabricDefaults | None = Non
     for key, value in parsed.params.items():
         # Checked here too so the message uses the spec's key names, not the keyword names.
         low = 0 if key == "spines" else 1
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        if not is_int(value) or value < low:
             raise TopologyError(f"bad value {value!r} for {key} in spec {str(parsed)!r}: must be an integer >= {low}")
     keys = GENERATORS[parsed.kind]
     kwargs = {keys[key][0]: value for key, value in parsed.params.items()}

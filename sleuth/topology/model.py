@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from sleuth.errors import TopologyError
-from sleuth.validation import first_duplicate, positive_number
+from sleuth.validation import first_duplicate, is_int, positive_number
 from sleuth.topology.ids import (
     DeviceKind,
     gpu_id,
@@ -542,7 +542,7 @@ class Topology:
     # ---- internals -----------------------------------------------------------------------
 
     def _host_index(self, host: str | int) -> int:
-        if isinstance(host, (int, np.integer)) and not isinstance(host, bool):
+        if is_int(host):
             if not 0 <= host < self.num_hosts:
                 raise TopologyError(f"host index {host} out of range (0..{self.num_hosts - 1})")
             return int(host)

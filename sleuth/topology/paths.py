@@ -54,6 +54,7 @@ import numpy as np
 from sleuth.errors import TopologyError
 from sleuth.topology.ids import DeviceKind, kind_of, spine_set_id, spine_set_members
 from sleuth.topology.model import Topology
+from sleuth.validation import is_int
 
 __all__ = [
     "GpuPath", "PathScope", "Routing", "ecmp_branch", "nics_below", "nics_below_all", "nics_below_by_kind", "path", "route",
@@ -138,7 +139,7 @@ class _Router:
         self._gpu_index: dict[str, int] | None = None
 
     def gpu_index(self, gpu: str | int) -> int:
-        if isinstance(gpu, (int, np.integer)) and not isinstance(gpu, bool):
+        if is_int(gpu):
             if not 0 <= gpu < len(self.gpus):
                 raise TopologyError(f"GPU index {gpu} out of range (0..{len(self.gpus) - 1})")
             return int(gpu)

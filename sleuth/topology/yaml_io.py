@@ -73,6 +73,7 @@ from sleuth.errors import TopologyError
 from sleuth.topology.generators import GENERATORS, generate, make_spec, parse_spec
 from sleuth.topology.ids import DeviceKind, is_valid_name, link_id, parse_device
 from sleuth.topology.model import DeviceAttributes, FabricDefaults, Topology
+from sleuth.validation import is_int, is_number
 
 __all__ = ["dump_topology", "load_topology", "loads_topology", "save_topology"]
 
@@ -132,13 +133,13 @@ class _Reader:
 
     def integer(self, node: Node, where: str, low: int) -> int:
         value = self.value(node)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        if not is_int(value) or value < low:
             self.fail(node, where, f"expected an integer >= {low}, got {self.show(node)}")
         return value
 
     def number(self, node: Node, where: str) -> float:
         value = self.value(node)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        if not is_number(value) or not math.isfinite(value) or value <= 0:
             self.fail(node, where, f"expected a positive number, got {self.show(node)}")
         return float(value)
 

@@ -44,29 +44,16 @@ from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, OpKind, RecordBatch
 from sleuth.validation import fraction, integer
 from sleuth.whatif.keys import dense_ids, group_median, group_spread
-from sleuth.whatif.programs import MIN_PEERS, program_slots
+from sleuth.whatif.programs import program_slots
+from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, member_groups, replay
 
-__all__ = ["COMPUTE", "TOP_WORKERS", "WORKER_ITERATIONS", "Attribution", "attribute", "iteration_slowdowns"]
+__all__ = ["COMPUTE", "Attribution", "attribute", "iteration_slowdowns"]
 
-#: A length is put back to its peers' median beyond this many robust standard deviations above it:
-#: jitter alone passes it about once in 700 draws (one-sided normal tail at 3 sigma).
-SPREAD_K = 3.0
+_RULES = ATTRIBUTION_RULES
+
 #: The operator type of compute gaps (the other types are "<communicator kind>.<op>").
 COMPUTE = "compute"
-#: Share of the workers whose slowdowns are the highest that ``M_W`` asks about: the paper's 3%
-#: (§5.1), the few hosts a hardware or software fault can be on.
-TOP_WORKERS = 0.03
-#: Iterations the workers' variants replay: the slowest few, since a straggling job's steps have
-#: similar slowdowns (What-if §4.2) and each variant replays them whole; three, so that the device
-#: search's support rule (two iterations) never rests on one benign pause among them.
-WORKER_ITERATIONS = 3
-#: A replica whose put-back lengths add up to at most this share of what the costliest replica
-#: adds cannot be among the top workers beside it: its bound stands for it, unreplayed.
-NEGLIGIBLE = 0.1
-#: Without a layout, per-rank variants (one replay each) run up to this world size; above it the
-#: paper's approximation needs the layout's replicas and stages.
-MAX_RANK_VARIANTS = 256
 #: Floats each batch of variants may hold per operator array: variants share a sweep in batches
 #: of at most this many values over all operators (bounds memory at 8,192 GPUs and up).
 _BATCH_VALUES = 1 << 25
@@ -180,7 +167,7 @@ class _Job:
 
 
 def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
-              worker_iterations: int = WORKER_ITERATIONS, top_workers: float = TOP_WORKERS) -> Attribution:
+              worker_iterations: int = _RULES.worker_iterations, top_workers: float = _RULES.top_workers) -> Attribution:
     """The what-if attribution of one job's records (all its ranks; iteration -1 records are left out)."""
     began = time.perf_counter()
     integer("worker_iterations", worker_iterations, low=1)
@@ -331,7 +318,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     own = (end - start).astype(np.float64)
 
     slots = program_slots(op, records["nbytes"][order].astype(np.int64), rank, it, first)
-    enough = slots.peers >= MIN_PEERS
+    enough = slots.peers >= _RULES.min_peers
     hardware_gap = _put_back(gap, slots.slot, enough)
     ideal_gap = _rebalanced(hardware_gap, first, rank, it, *_stage_replica(spec))
     # A transfer's peers: the same slot on the ranks running its program, and its own other iterations.
@@ -363,11 +350,11 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
 
 
 def _put_back(values: np.ndarray, group: np.ndarray, usable: np.ndarray) -> np.ndarray:
-    """Each value, or its group's median where it lies more than ``SPREAD_K`` robust standard
+    """Each value, or its group's median where it lies more than ``AttributionRules.spread_k`` robust standard
     deviations above it: a length its peers never show is a straggler's; one within their
     spread is a length they show too, jitter the fault-free run has as well."""
     median, spread = group_spread(group, values)
-    return np.where(usable & (values > median + SPREAD_K * spread), median, values)
+    return np.where(usable & (values > median + _RULES.spread_k * spread), median, values)
 
 
 def _rebalanced(gap: np.ndarray, first: np.ndarray, rank: np.ndarray, it: np.ndarray,
@@ -383,7 +370,7 @@ def _rebalanced(gap: np.ndarray, first: np.ndarray, rank: np.ndarray, it: np.nda
     that over the iterations, since a partition does not change between steps (the paper averages
     over steps too) and a per-step split would count the job's jitter as imbalance. Each stage's
     interior gaps are scaled by the mean stage work over its own, so the work stays and every
-    stage gets an equal share, unless no stage's work lies beyond ``SPREAD_K`` standard errors of
+    stage gets an equal share, unless no stage's work lies beyond ``AttributionRules.spread_k`` standard errors of
     its median from that mean (jitter, not a split). Gaps already put back to their program's median go in, so one
     slow rank does not weigh either."""
     if stage is None or replica is None or stage.max() == 0 or not len(gap):
@@ -405,9 +392,9 @@ def _rebalanced(gap: np.ndarray, first: np.ndarray, rank: np.ndarray, it: np.nda
     if present.sum() < 2:
         return gap  # fewer than two stages seen: nothing to rebalance
     # A median's standard error (1.2533 sigma / sqrt n, sigma from the interquartile range): stages
-    # within SPREAD_K of them from their mean differ by the job's jitter, not by its split.
+    # within spread_k (AttributionRules) of them from their mean differ by the job's jitter, not by its split.
     error = 1.2533 * (quartiles[1] - quartiles[0]) / 1.349 / np.sqrt(np.maximum((~np.isnan(per_iteration)).sum(axis=0), 1))
-    if (np.abs(per_stage - per_stage[present].mean()) <= SPREAD_K * error)[present].all():
+    if (np.abs(per_stage - per_stage[present].mean()) <= _RULES.spread_k * error)[present].all():
         return gap
     factor = np.ones(stages)
     factor[present] = per_stage[present].mean() / per_stage[present]
@@ -507,7 +494,7 @@ def _workers(job: _Job, spec: JobSpec, stage: np.ndarray | None, replica: np.nda
         by_stage[stages] = np.median(per_stage / base[:, None], axis=0)
         by_replica, slowest = _replicas(job, replica, chosen, base, top_workers)
         return "replica x stage", np.minimum(by_replica[replica], by_stage[stage]), slowest
-    if spec.world > MAX_RANK_VARIANTS:
+    if spec.world > _RULES.max_rank_variants:
         return "", np.ones(spec.world), ()
     keep = job.rank[:, None] == np.arange(spec.world)[None, :]
     return "rank", np.median(_run_variants(job, keep, keep, chosen) / base[:, None], axis=0), ()
@@ -522,7 +509,7 @@ def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: np.ndarr
     longest path grows by at most what was added on it), so ``1 + excess / base`` bounds a
     replica's slowdown in an iteration from above, and the median of those bounds its value.
     Replicas are replayed in order of that bound, in batches, until the next bound falls below the
-    smallest value that could still enter the top share, or below ``NEGLIGIBLE`` of the costliest
+    smallest value that could still enter the top share, or below ``AttributionRules.negligible`` of the costliest
     replica's slowdown; the rest keep their bound, an upper one. A replica that puts nothing back
     has S = 1 exactly.
     """
@@ -548,7 +535,7 @@ def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: np.ndarr
         value[part] = np.median(times / base[:, None], axis=0)
         done += len(part)
         replayed_values = np.sort(value[candidates[:done]])[::-1]
-        floor = max(replayed_values[min(needed, done) - 1], 1.0 + NEGLIGIBLE * (replayed_values[0] - 1.0))
+        floor = max(replayed_values[min(needed, done) - 1], 1.0 + _RULES.negligible * (replayed_values[0] - 1.0))
         if done < len(candidates) and bound[candidates[done]] <= floor:
             break
     replayed = candidates[:done]

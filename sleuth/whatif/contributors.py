@@ -13,12 +13,9 @@ import numpy as np
 
 from sleuth.errors import ConfigError
 from sleuth.whatif.attribution import Attribution, _run_variants
+from sleuth.whatif.rules import ATTRIBUTION_RULES
 
-__all__ = ["GROUPS_PER_ITERATION", "SlowGroup", "rank_slowdowns", "slow_groups"]
-
-#: Groups with a transfer put back kept per iteration: as many slow rings as the device search
-#: follows per irregular iteration (``localizer.search``'s ``member_rings``).
-GROUPS_PER_ITERATION = 8
+__all__ = ["SlowGroup", "rank_slowdowns", "slow_groups"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +50,7 @@ def rank_slowdowns(attribution: Attribution, ranks: list[int]) -> np.ndarray:
     return times / ideal[:, None]
 
 
-def slow_groups(attribution: Attribution, *, per_iteration: int = GROUPS_PER_ITERATION) -> list[SlowGroup]:
+def slow_groups(attribution: Attribution, *, per_iteration: int = ATTRIBUTION_RULES.groups_per_iteration) -> list[SlowGroup]:
     """The ``per_iteration`` groups with the largest transfer put back, in each worker iteration."""
     job, chosen = _job(attribution)
     excess = job.transfer - job.ideal_transfer

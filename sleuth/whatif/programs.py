@@ -14,11 +14,7 @@ import numpy as np
 
 from sleuth.whatif.keys import dense_ids, mix
 
-__all__ = ["MIN_PEERS", "ProgramSlots", "program_slots"]
-
-#: Ranks a program needs before its slot medians stand for the straggler-free length: with four,
-#: one or two slowed ranks are still a minority the median ignores.
-MIN_PEERS = 4
+__all__ = ["ProgramSlots", "program_slots"]
 
 
 @dataclass(frozen=True)

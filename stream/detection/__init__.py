@@ -16,6 +16,12 @@ Modules, one algorithm each:
 * :mod:`~sleuth.stream.detection.model_file` — versioned model files; the shipped default model
 * :mod:`~sleuth.stream.detection.stream_detector` — the workers' ``Detector``
 * :mod:`~sleuth.stream.detection.publish` — irregularities to Kafka
+* :mod:`~sleuth.stream.detection.rules` — ``DetectionRules``: δ, the labels' line, drift tuning, the threshold's grid
+
+The streaming detectors read as river's do: ``update(...)`` with the next values, then read what it
+found: ``BayesianChangePoint.drift_detected`` and ``change_at``, ``DriftTuner.tuned`` and ``model``;
+``IterationMonitor.update`` returns the irregularities of the iterations the batch finished (one
+batch finishes several).
 
 The interface other parts build on:
 
@@ -38,11 +44,14 @@ from sleuth.stream.detection.forest import AbnormalOperatorForest
 from sleuth.stream.detection.iteration_monitor import IterationMonitor, irregular_iterations
 from sleuth.stream.detection.model_file import DetectorModel, load, load_default_model, save
 from sleuth.stream.detection.offline import abnormal_mask
+from sleuth.stream.detection.rules import DETECTION_RULES, DetectionRules
 from sleuth.stream.detection.stream_detector import StreamDetector
 
 __all__ = [
+    "DETECTION_RULES",
     "FEATURE_NAMES",
     "AbnormalOperatorForest",
+    "DetectionRules",
     "DetectorModel",
     "DriftTuner",
     "Irregularity",

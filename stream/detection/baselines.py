@@ -35,6 +35,7 @@ from sleuth.errors import ConfigError
 from sleuth.stream.detection.changepoint import BayesianChangePoint
 from sleuth.stream.detection.features import FEATURE_NAMES
 from sleuth.stream.detection.forest import check_features
+from sleuth.stream.detection.rules import DETECTION_RULES
 
 __all__ = ["KNNDetector", "SVMDetector", "ThreeSigma", "median_rule", "unverified_change_points"]
 
@@ -128,7 +129,7 @@ def _log_scale(X: np.ndarray) -> np.ndarray:
     return out
 
 
-def median_rule(times: np.ndarray, *, delta: float = 1.1, window: int = 10) -> np.ndarray:
+def median_rule(times: np.ndarray, *, delta: float = DETECTION_RULES.delta, window: int = DETECTION_RULES.window) -> np.ndarray:
     """Per iteration: longer than ``delta`` × the median of the previous ``window`` iterations."""
     times = np.asarray(times, dtype=np.float64)
     out = np.zeros(len(times), bool)
@@ -145,7 +146,7 @@ def unverified_change_points(times: np.ndarray) -> np.ndarray:
     level_start, up = 0, False
     for i, t in enumerate(times):
         detector.update(math.log(max(t, 1.0)))
-        if detector.change_detected and detector.change_at is not None:
+        if detector.drift_detected and detector.change_at is not None:
             c = detector.change_at
             up = times[c : i + 1].mean() > times[level_start:c].mean() if c > level_start else False
             level_start = c

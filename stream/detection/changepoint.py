@@ -1,6 +1,6 @@
 """Bayesian online change-point detection (Adams & MacKay 2007), as Greyhound §4.2 uses it.
 
-A river-style streaming detector: ``update(x)`` one value at a time, then read ``change_detected``
+A river-style streaming detector: ``update(x)`` one value at a time, then read ``drift_detected``
 and ``change_at``. The model is a Gaussian of unknown mean and variance (Normal-Gamma prior,
 Student-t predictive) with a constant hazard; the run-length posterior is truncated at
 ``max_run`` so memory and time per update stay constant over a months-long job.
@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from sleuth.errors import ConfigError
-from sleuth.validation import fraction, positive_int
+from sleuth.validation import fraction, integer, positive_int
 
 __all__ = ["BayesianChangePoint"]
 
@@ -31,8 +31,7 @@ class BayesianChangePoint:
         fraction("hazard", hazard, one=False)
         fraction("threshold", threshold, one=False)
         positive_int("lag", lag)
-        if isinstance(max_run, bool) or not isinstance(max_run, int) or max_run <= lag:
-            raise ConfigError(f"max_run must be an integer above lag ({lag}), got {max_run!r}")
+        integer("max_run", max_run, low=lag + 1, low_shown=f"lag + 1 ({lag + 1})")
         self.hazard = hazard
         self.threshold = threshold
         self.lag = lag
@@ -40,7 +39,7 @@ class BayesianChangePoint:
         self.prior_strength = prior_strength
         self.prior_scale = prior_scale
         self.t = 0
-        self.change_detected = False
+        self.drift_detected = False
         self.change_at: int | None = None  # index (0-based count of updates) where the new run began
         self._last_change = -1
         self._reset_posterior(None)
@@ -82,12 +81,12 @@ class BayesianChangePoint:
         # The new prior mean follows the latest value: a new run is judged against where the
         # series is now, not where it started.
         self._mu0 = x
-        self.change_detected = False
+        self.drift_detected = False
         recent = np.exp(log_r[1 : self.lag + 1])  # runs that began 0..lag-1 updates ago
         if self.t >= self.lag and recent.sum() > self.threshold:
             start = self.t - int(np.argmax(recent))
             if start > self._last_change + self.lag:
-                self.change_detected = True
+                self.drift_detected = True
                 self.change_at = start
                 self._last_change = start
         self.t += 1

@@ -46,14 +46,15 @@ import numpy as np
 from sleuth.stream.detection.features import FEATURE_NAMES, Chunk
 from sleuth.validation import number_above
 from sleuth.whatif.keys import group_median
-from sleuth.whatif.programs import MIN_PEERS, program_slots
+from sleuth.stream.detection.rules import DETECTION_RULES
+from sleuth.whatif.programs import program_slots
+from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.timeline import dependencies, downstream, holds_rank, replay
 
 __all__ = ["EXCESS", "CounterfactualReplay", "Replayed"]
 
-#: An operator is abnormal when it lasts more than this times its fault-free length: the labels'
-#: line (docs/design.md), so the replay answers the labels' own question.
-EXCESS = 1.05
+#: The labels' line (``DetectionRules.excess``), the replay's default.
+EXCESS = DETECTION_RULES.excess
 
 _log = logging.getLogger(__name__)
 
@@ -190,7 +191,7 @@ class CounterfactualReplay:
 def _gap_factors(gap: np.ndarray, op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, iteration: np.ndarray,
                  first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per operator, how much longer its rank's gaps ran in the iteration than those of the ranks
-    running the same program (1 where fewer than ``MIN_PEERS`` ranks run it), and the rank's launch.
+    running the same program (1 where fewer than ``AttributionRules.min_peers`` ranks run it), and the rank's launch.
 
     A gap is the launch (the rank's shortest gap) plus compute, and a rank's factor is the median
     of its compute over the slot medians (``sleuth.whatif.programs``).
@@ -207,7 +208,7 @@ def _gap_factors(gap: np.ndarray, op: np.ndarray, nbytes: np.ndarray, rank: np.n
     slot_median = group_median(slots.slot, compute)
     # Only gaps that are mostly compute measure the slowdown; a launch's jitter would swamp the rest.
     ratio = compute / np.where(slot_median > 4 * launch, slot_median, np.nan)
-    usable = ~np.isnan(ratio) & (slots.peers >= MIN_PEERS)
+    usable = ~np.isnan(ratio) & (slots.peers >= ATTRIBUTION_RULES.min_peers)
     factor = np.ones(len(run_start))
     if usable.any():
         medians = group_median(run_id[usable], ratio[usable], size=len(run_start))

@@ -21,12 +21,12 @@ import numpy as np
 from sleuth.errors import ConfigError
 from sleuth.stream.detection.features import DRIFT_PRONE, FEATURE_NAMES
 from sleuth.stream.detection.forest import AbnormalOperatorForest, check_features
+from sleuth.stream.detection.rules import DETECTION_RULES
+from sleuth.validation import number_above
 
-__all__ = ["DriftTuner", "Tuning", "WEEK_NS", "shift_thresholds"]
+__all__ = ["DriftTuner", "Tuning", "shift_thresholds"]
 
 _log = logging.getLogger(__name__)
-
-WEEK_NS = 7 * 24 * 3600 * 10**9
 
 
 @dataclass(frozen=True)
@@ -61,16 +61,15 @@ class DriftTuner:
     """River-style: ``update(X, t_ns)`` with each scored chunk, read ``tuned`` and use ``model``."""
 
     def __init__(self, original: AbnormalOperatorForest, *, features: tuple[str, ...] = DRIFT_PRONE,
-                 interval_ns: int = WEEK_NS, bound: float = 0.05, min_rows: int = 50_000) -> None:
+                 interval_ns: int = DETECTION_RULES.tune_interval_ns, bound: float = DETECTION_RULES.drift_bound,
+                 min_rows: int = 50_000) -> None:
         if not hasattr(original, "feature_means_"):
             raise ConfigError("the model has no training feature means (fit it with AbnormalOperatorForest.fit)")
         unknown = sorted(set(features) - set(FEATURE_NAMES))
         if unknown:
             raise ConfigError(f"drift features {unknown} are not model features")
-        if interval_ns <= 0:
-            raise ConfigError(f"interval_ns must be positive, got {interval_ns!r}")
-        if not bound > 0:
-            raise ConfigError(f"bound must be positive, got {bound!r}")
+        number_above("interval_ns", interval_ns, 0, finite=False)
+        number_above("bound", bound, 0, finite=False)
         self.original = original
         self.model = original
         self.features = tuple(features)

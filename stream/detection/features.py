@@ -10,7 +10,7 @@ persistent degradation would fill the window within ``window`` iterations and th
 while it is still abnormal against the healthy run (the labels' counterfactual).
 Before an identity has ``min_history`` normal values (a job's first iterations, a new rank), its
 *peers* stand in: the chunk's instances of the same program slot (communicator kind, ordinal, op
-and size) on at least ``MIN_PEERS`` ranks, which run the same operator in the same iteration and
+and size) on at least ``AttributionRules.min_peers`` ranks, which run the same operator in the same iteration and
 need no history. An operator of a slow GPU's group is then judged against the job's other groups
 from the first iteration on, as long as the slowed ranks are a minority of the slot's (the
 median and quartiles are robust to a minority). With fewer peers in the chunk (one rank's
@@ -44,10 +44,10 @@ from sleuth.validation import integer
 from sleuth.whatif.keys import dense_ids as _group_ids
 from sleuth.whatif.keys import packed_key
 # A program slot needs this many ranks in the chunk before its median stands in for a cold identity's window.
-from sleuth.whatif.programs import MIN_PEERS
+from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.timeline import member_groups
 
-__all__ = ["COMM_KINDS", "DRIFT_PRONE", "FEATURE_NAMES", "MIN_PEERS", "Chunk", "OperatorWindows"]
+__all__ = ["COMM_KINDS", "DRIFT_PRONE", "FEATURE_NAMES", "Chunk", "OperatorWindows"]
 
 #: Column order of the feature matrix; saved with every model and checked on load.
 FEATURE_NAMES: tuple[str, ...] = (
@@ -466,7 +466,7 @@ class OperatorWindows:
 class _PeerWindow:
     """Per instance: statistics of its program slot's instances in the chunk (every rank's)."""
 
-    enough: np.ndarray  # the slot spans at least MIN_PEERS ranks
+    enough: np.ndarray  # the slot spans at least AttributionRules.min_peers ranks
     mean: np.ndarray  # the median: robust to the slowed minority
     std: np.ndarray  # from the IQR, likewise
     q1: np.ndarray
@@ -479,7 +479,7 @@ def _peer_window(slot: np.ndarray, rank: np.ndarray, duration: np.ndarray, trans
     """The peer window of each instance, ``slot`` being its dense program-slot id."""
     first_of_rank = np.zeros(len(slot), bool)
     first_of_rank[_one_of_each(_group_ids(slot, rank))] = True
-    enough = np.bincount(slot[first_of_rank], minlength=int(slot.max()) + 1)[slot] >= MIN_PEERS
+    enough = np.bincount(slot[first_of_rank], minlength=int(slot.max()) + 1)[slot] >= ATTRIBUTION_RULES.min_peers
     _, _, q1, q2, q3 = _group_stats(slot, duration)
     # Robust location and scale: the slot's slowed ranks are outliers among its peers, and a mean
     # and standard deviation they inflate would hide them (the z-score of a x3.7 operator was 2.3).

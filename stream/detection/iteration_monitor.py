@@ -23,14 +23,15 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
-from sleuth.errors import ConfigError
 from sleuth.irregularity import Irregularity, IrregularityKind
 from sleuth.records import IterationBatch
 from sleuth.stream.detection.changepoint import BayesianChangePoint
-from sleuth.validation import fraction, positive_int
+from sleuth.stream.detection.rules import DETECTION_RULES
+from sleuth.validation import checked, fraction, number_above, positive_int
 
 __all__ = ["IterationMonitor", "irregular_iterations", "job_iteration_times"]
 
@@ -53,14 +54,8 @@ class _Job:
 class IterationMonitor:
     """Streaming irregular-iteration detector (river style: ``update`` per batch, read the result)."""
 
-    def __init__(self, *, delta: float = 1.1, window: int = 10, min_change: float = 0.10, verify: int = 10,
+    def __init__(self, *, delta: float = DETECTION_RULES.delta, window: int = DETECTION_RULES.window, min_change: float = 0.10, verify: int = 10,
                  before: int = 50, periodic_cv: float = 0.15, periodic_max_gap: int = 20, history: int = 4096) -> None:
-        if not delta > 1:
-            raise ConfigError(f"delta must be > 1, got {delta!r}")
-        for name, value in (("window", window), ("verify", verify), ("before", before),
-                            ("periodic_max_gap", periodic_max_gap), ("history", history)):
-            positive_int(name, value)
-        fraction("min_change", min_change, one=False)
         self.delta = delta
         self.window = window
         self.min_change = min_change
@@ -69,6 +64,9 @@ class IterationMonitor:
         self.periodic_cv = periodic_cv
         self.periodic_max_gap = periodic_max_gap
         self.history = history
+        checked(self, delta=partial(number_above, low=1, finite=False), window=positive_int, verify=positive_int,
+                before=positive_int, periodic_max_gap=positive_int, history=positive_int,
+                min_change=partial(fraction, one=False))
         self.late = 0
         self._jobs: dict[str, _Job] = {}
 
@@ -139,7 +137,7 @@ class IterationMonitor:
         if state.cp is None:
             state.cp = BayesianChangePoint()
         state.cp.update(math.log(max(time, 1)))
-        if state.cp.change_detected and state.cp.change_at is not None:
+        if state.cp.drift_detected and state.cp.change_at is not None:
             state.candidates.append(k - (state.cp.t - 1 - state.cp.change_at))
         out += self._verify(job, state, k)
 
@@ -218,7 +216,7 @@ class IterationMonitor:
         state.episodes = deque((e - cut for e in state.episodes if e >= cut), maxlen=state.episodes.maxlen)
 
 
-def irregular_iterations(iterations: IterationBatch, *, delta: float = 1.1, window: int = 10,
+def irregular_iterations(iterations: IterationBatch, *, delta: float = DETECTION_RULES.delta, window: int = DETECTION_RULES.window,
                          **options: object) -> list[Irregularity]:
     """The irregular iterations of an offline batch (every job in it), in iteration order per job."""
     monitor = IterationMonitor(delta=delta, window=window, **options)  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ member of a job registered without a layout, may land on other workers, and then
 transfer features are missing, which the model was trained to handle.
 From a job's first batch, before an operator has a history, it is judged against the same
 program slot on the other ranks of the batch (features.py); a worker that holds fewer than
-``features.MIN_PEERS`` ranks of a job falls back to the batch's own instances until the windows fill.
+``AttributionRules.min_peers`` ranks of a job falls back to the batch's own instances until the windows fill.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ import numpy as np
 from sleuth.irregularity import Irregularity
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.stream.detection.counterfactual import CounterfactualReplay
-from sleuth.stream.detection.drift import WEEK_NS, DriftTuner
+from sleuth.stream.detection.drift import DriftTuner
 from sleuth.stream.detection.features import OperatorWindows
 from sleuth.stream.detection.iteration_monitor import IterationMonitor
 from sleuth.stream.detection.model_file import DetectorModel, load_default_model
+from sleuth.stream.detection.rules import DETECTION_RULES
 from sleuth.stream.rank_state import RankState
 
 __all__ = ["StreamDetector"]
@@ -48,8 +49,9 @@ _log = logging.getLogger(__name__)
 class StreamDetector:
     """Irregular iterations and abnormal operators of the records a worker consumes."""
 
-    def __init__(self, model: DetectorModel | None = None, *, delta: float = 1.1, iteration_window: int = 10,
-                 tune_interval_ns: int = WEEK_NS, drift_bound: float = 0.05, counterfactual: bool = False,
+    def __init__(self, model: DetectorModel | None = None, *, delta: float = DETECTION_RULES.delta,
+                 iteration_window: int = DETECTION_RULES.window, tune_interval_ns: int = DETECTION_RULES.tune_interval_ns,
+                 drift_bound: float = DETECTION_RULES.drift_bound, counterfactual: bool = False,
                  clock: Callable[[], int] = time.time_ns) -> None:
         self.model = model or load_default_model()
         self.windows = OperatorWindows(window=self.model.window, min_history=self.model.min_history)

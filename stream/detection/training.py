@@ -26,9 +26,10 @@ from sleuth.stream.detection.features import FEATURE_NAMES, OperatorWindows
 from sleuth.stream.detection.forest import AbnormalOperatorForest
 from sleuth.stream.detection.model_file import DetectorModel
 from sleuth.stream.detection.offline import detector_decisions
+from sleuth.stream.detection.rules import DETECTION_RULES
 from sleuth.validation import fraction
 
-__all__ = ["THRESHOLD_GRID", "apply_labels", "choose_threshold", "fit_model", "read_labelled", "sample_rows", "streaming_scores"]
+__all__ = ["apply_labels", "choose_threshold", "fit_model", "read_labelled", "sample_rows", "streaming_scores"]
 
 _RATIO = FEATURE_NAMES.index("ratio")
 
@@ -122,21 +123,13 @@ def streaming_scores(forest: AbnormalOperatorForest, records: RecordBatch, itera
                               counterfactual=False)[0]
 
 
-#: Vote shares ``choose_threshold`` tries. From 0.5, the shipped window threshold: the streaming
-#: votes depend on which instances entered the windows, so a decision threshold below the window
-#: threshold would change the votes it was chosen on.
-THRESHOLD_GRID = tuple(float(t) for t in np.round(np.arange(0.5, 0.9751, 0.025), 3))
-#: F1 differences smaller than this between grid points are noise (a few operators of a scenario).
-REGRET_TOLERANCE = 0.002
-
-
 def _f1(score: np.ndarray, labels: np.ndarray, threshold: float) -> float:
     flags = score >= threshold
     return 2 * int((flags & labels).sum()) / max(int(flags.sum()) + int(labels.sum()), 1)
 
 
-def choose_threshold(held_out: Mapping[str, tuple[np.ndarray, np.ndarray]], *, grid: Iterable[float] = THRESHOLD_GRID,
-                     tolerance: float = REGRET_TOLERANCE) -> tuple[float, dict[float, dict[str, float]]]:
+def choose_threshold(held_out: Mapping[str, tuple[np.ndarray, np.ndarray]], *, grid: Iterable[float] = DETECTION_RULES.threshold_grid,
+                     tolerance: float = DETECTION_RULES.regret_tolerance) -> tuple[float, dict[float, dict[str, float]]]:
     """The vote share whose worst shortfall from any held-out scenario's own best F1 is smallest.
 
     ``held_out``: scenario name -> (votes, labels), votes as ``streaming_scores`` gives them.

@@ -108,7 +108,7 @@ def test_change_point_detector_dates_a_step() -> None:
     changes = []
     for x in np.log(series):
         detector.update(float(x))
-        if detector.change_detected:
+        if detector.drift_detected:
             changes.append(detector.change_at)
     assert changes == [40]
 
