@@ -259,7 +259,7 @@ def _need(entry: Mapping, key: str, kind: type, where: str) -> Any:
     if key not in entry:
         raise ImportFileError(f"{where}.{key}: missing")
     value = entry[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)) or (kind is int and value < 0):
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)) or (kind is int and value < 0):  # type: ignore[operator]  # value is an int when kind is int
         expected = {int: "a non-negative integer", str: "a string"}[kind]
         raise ImportFileError(f"{where}.{key}: expected {expected}, got {value!r}")
     return value
