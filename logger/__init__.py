@@ -140,7 +140,7 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
             # Per user: the temporary folder is shared, and spilled segments are replayed as ours.
             spill_root = Path(settings.logger_spill_dir or Path(tempfile.gettempdir()) / f"sleuth-spill-{os.getuid()}")
             chosen.append(
-                GrpcSink(
+                GrpcSink(  # type: ignore[arg-type]  # both sinks follow the Sink protocol
                     settings.collector,
                     spill_dir=spill_root / identity.job / f"rank-{identity.rank:05d}",
                     buffer_bytes=settings.logger_buffer_bytes,

@@ -63,7 +63,7 @@ class Recorder:
 
     def end(self, handle: int) -> None:
         if 0 <= handle < len(self._state) and self._state[handle] == _HOST:
-            comm, seq, op, peer, nbytes, iteration, t0 = self._slots[handle]
+            comm, seq, op, peer, nbytes, iteration, t0 = self._slots[handle]  # type: ignore[misc]  # a slot in the _HOST state holds its tuple
             self._push(_RECORD.pack(t0, t0, now_ns(), seq, nbytes, iteration, comm, peer, op))
             self._state[handle] = _FREE
             self._slots[handle] = None
@@ -89,7 +89,7 @@ class Recorder:
             out.append(ring[k & mask])
             ring[k & mask] = None
         self._tail += n
-        return b"".join(out)
+        return b"".join(out)  # type: ignore[arg-type]  # the ring holds bytes from tail to head
 
     def begin_cuda(
         self, comm: int, seq: int, op: int, peer: int, nbytes: int, iteration: int, stream: int

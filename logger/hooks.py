@@ -100,7 +100,7 @@ def _global_peer(group: Any, peer: Any, group_peer: Any) -> int:
     if peer is not None:
         return int(peer)
     if group_peer is not None:
-        return int(dist.get_global_rank(group if group is not None else dist.group.WORLD, group_peer))
+        return int(dist.get_global_rank(group if group is not None else dist.group.WORLD, group_peer))  # type: ignore[arg-type]  # WORLD is set once a group exists
     return -1
 
 
@@ -193,7 +193,7 @@ class Hooks:
 
     def _collective(self, name: str, original: Callable) -> Callable:
         op, nbytes_of, group_at, async_at = _COLLECTIVES[name]
-        op = int(op)
+        op = int(op)  # type: ignore[assignment]  # the record takes the OpKind as its byte
         hooks, session = self, self.session
 
         @functools.wraps(original)
@@ -357,7 +357,7 @@ class Hooks:
         """What every way of capturing needs: the final flush, waits, drains and iterations."""
         self._wrap({"destroy_process_group": self._destroy(c10d.destroy_process_group)})
         self._work_wait = dist.Work.wait
-        dist.Work.wait = self._wait(self._work_wait)
+        dist.Work.wait = self._wait(self._work_wait)  # type: ignore[method-assign]  # the hook wraps the wait of every Work
         self.session.pollers.append(self.poll_waiting)
         # torch.optim may still be importing when torch runs the startup hook: the optimizer
         # hook is registered when the first operator is seen.
@@ -382,7 +382,7 @@ class Hooks:
                 setattr(dist, name, original)
         self._originals.clear()
         if self._work_wait is not None:
-            dist.Work.wait = self._work_wait
+            dist.Work.wait = self._work_wait  # type: ignore[method-assign]  # and puts the original back
             self._work_wait = None
         if self.poll_waiting in self.session.pollers:
             self.session.pollers.remove(self.poll_waiting)

@@ -13,11 +13,15 @@ the error exactly as before.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import ColumnBatch, IterationBatch, RecordBatch
+
+_Batch = TypeVar("_Batch", bound=ColumnBatch)
 
 # How each packed field number is encoded on the wire (commops.proto).
 _RECORDS = {2: ("job", "u32"), 3: ("rank", "u32"), 4: ("comm", "u32"), 5: ("seq", "u64"), 6: ("op", "enum"),
@@ -60,7 +64,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _decode(data: bytes, layout: dict[int, tuple[str, str]], kind: type[ColumnBatch]) -> ColumnBatch:
+def _decode(data: bytes, layout: dict[int, tuple[str, str]], kind: type[_Batch]) -> _Batch:
     strings: list[str] = []
     spans: dict[int, list[tuple[int, int]]] = {number: [] for number in layout}
     pos = 0

@@ -238,14 +238,14 @@ def heatmap_svg(heatmap: WorkerHeatmap) -> str:
                 axes.text(d, p, f"{grid[d, p]:.2f}", ha="center", va="center", fontsize=7,
                           color="white" if grid[d, p] > middle else "#1d2a33")
     hot = heatmap.hottest
-    axes.add_patch(Rectangle((hot[0] - 0.5, hot[1] - 0.5), 1, 1, fill=False, edgecolor=VISITED, linewidth=2))
+    axes.add_patch(Rectangle((hot[0] - 0.5, hot[1] - 0.5), 1, 1, fill=False, edgecolor=VISITED, linewidth=2))  # type: ignore[index]  # a drawn heat map has a hottest cell
     step = max(1, dp // 16)
     axes.set_xticks(range(0, dp, step))
     axes.set_yticks(range(0, pp, max(1, pp // 16)))
     axes.set_xlabel("data-parallel replica (dp)")
     axes.set_ylabel("pipeline stage (pp)")
     bar = figure.colorbar(image, ax=axes, fraction=0.04, pad=0.02)
-    bar.solids.set_rasterized(False)  # matplotlib rasterizes a long colour bar: an image again
+    bar.solids.set_rasterized(False)  # type: ignore[union-attr]  # a drawn bar has solids; matplotlib rasterizes a long colour bar: an image again
     bar.set_label("S_w", fontsize=8)
     bar.ax.tick_params(labelsize=7)
     return _svg(figure, "heatmap")

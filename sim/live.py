@@ -109,10 +109,10 @@ def stream_live(
         except grpc.RpcError as error:
             raise ServiceError(f"collector at {target}: {error.code().name}: {error.details()}") from None
     if errors:
-        error = errors[0]
-        if isinstance(error, grpc.RpcError):
-            raise ServiceError(f"collector at {target}: {error.code().name}: {error.details()}") from None
-        raise error
+        first = errors[0]
+        if isinstance(first, grpc.RpcError):
+            raise ServiceError(f"collector at {target}: {first.code().name}: {first.details()}") from None
+        raise first
     reasons = tuple(sorted({reason for s in summaries for reason in s.reasons}))
     return LiveSummary(
         loggers=loggers,

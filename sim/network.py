@@ -98,7 +98,7 @@ class Network:
         self._topology = topology
         self._gpu = np.asarray(gpu_of_rank, dtype=np.int64)
         self._faults = [(k, f.device) for k, f in enumerate(faults) if f.kind.network]
-        self._nominal = {device: self._nominal_bandwidth(device) for _, device in self._faults}
+        self._nominal = {device: self._nominal_bandwidth(device) for _, device in self._faults}  # type: ignore[arg-type]  # a network fault always names its device
         self._device_cost: dict[str, tuple[float, float]] = {}
         self._pairs: dict[tuple[int, int], tuple[float, float, frozenset[str] | tuple[str, ...]]] = {}
         self._sets: dict[str, UnitSet] = {}

@@ -224,17 +224,17 @@ class Plan:
             stage.blocks.append(steps)
 
         reduce_op = OpKind.REDUCE_SCATTER if model.zero else OpKind.ALL_REDUCE
-        for kind, nbytes in (("dp", c.dp_bytes), ("edp", c.edp_bytes)):
-            if kind in kinds and nbytes:
-                stage.tail_reduce.append((COLL, kind, reduce_op, nbytes, slot(kind, reduce_op, nbytes)))
+        for group, nbytes in (("dp", c.dp_bytes), ("edp", c.edp_bytes)):
+            if group in kinds and nbytes:
+                stage.tail_reduce.append((COLL, group, reduce_op, nbytes, slot(group, reduce_op, nbytes)))
         if "embd" in kinds and s in (0, pp - 1):
             stage.embd_slot = slot("embd", OpKind.ALL_REDUCE, c.embd_bytes)
         compute(stage.tail_update, c.optimizer_ns, 0.0, -1)
         if model.zero:
-            for kind, nbytes in (("dp", c.dp_bytes), ("edp", c.edp_bytes)):
-                if kind in kinds and nbytes:
+            for group, nbytes in (("dp", c.dp_bytes), ("edp", c.edp_bytes)):
+                if group in kinds and nbytes:
                     stage.tail_update.append(
-                        (COLL, kind, OpKind.ALL_GATHER, nbytes, slot(kind, OpKind.ALL_GATHER, nbytes))
+                        (COLL, group, OpKind.ALL_GATHER, nbytes, slot(group, OpKind.ALL_GATHER, nbytes))
                     )
 
     def _seq_counters(self, stage: StagePlan) -> tuple[np.ndarray, np.ndarray]:

@@ -148,7 +148,9 @@ def run_processes(load: Load, world: int, processes: int) -> tuple[list[RankResu
         ready, go = context.Event(), context.Queue()
         worker = context.Process(target=_process, args=(load, share, ready, go, results), daemon=True)
         worker.start()
-        readies.append(ready), gos.append(go), workers.append(worker)
+        readies.append(ready)
+        gos.append(go)
+        workers.append(worker)
     for ready in readies:
         ready.wait(300)
     start_at = time.time() + 0.5

@@ -333,7 +333,7 @@ class Emulation:
         return [(int(self.plan.stage_of[part[0]]), part) for part in np.split(chosen, cuts)]
 
     def ranks_records(
-        self, ranks: Iterable[int], *, iterations: Iterable[int] | None = None, comms: Iterable[str] | None = None
+        self, ranks: Iterable[int] | None, *, iterations: Iterable[int] | None = None, comms: Iterable[str] | None = None
     ) -> RecordBatch:
         """Records of ``ranks``, ordered by rank, then iteration, then the rank's program order;
         only those on the communicators ``comms`` when it is given."""

@@ -269,7 +269,7 @@ def _drift(seed: int) -> list[Scenario]:
     late = Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.3, start=80)
     options = dict(topology=topology, drift=0.07, stride=20000)
     return [
-        _scenario("drift-clean", _base(), seed, **options),
+        _scenario("drift-clean", _base(), seed, **options),  # type: ignore[arg-type]  # options are _scenario keywords
         _scenario("drift-fault", _base(), seed, (late,), **options),
     ]
 
@@ -305,6 +305,6 @@ def suite(name: str, *, seed: int = 0, iterations: int | None = None, timing: Ti
         if iterations is not None:
             changes["iterations"] = iterations
         if timing is not None:
-            changes["timing"] = timing
-        scenarios = [replace(sc, **changes) for sc in scenarios]
+            changes["timing"] = timing  # type: ignore[assignment]  # changes are Scenario fields of either type
+        scenarios = [replace(sc, **changes) for sc in scenarios]  # type: ignore[arg-type]  # changes are Scenario fields
     return scenarios

@@ -33,6 +33,7 @@ import socket
 import sys
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -104,12 +105,12 @@ class _CopyToTP(torch.autograd.Function):
     """Megatron's f: identity forward, all-reduce of the gradient within tp backward."""
 
     @staticmethod
-    def forward(ctx, x, group):  # type: ignore[override]
+    def forward(ctx, x, group):
         ctx.group = group
         return x
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
+    def backward(ctx, grad):
         grad = grad.contiguous()
         dist.all_reduce(grad, group=ctx.group)
         return grad, None
@@ -119,17 +120,17 @@ class _ReduceFromTP(torch.autograd.Function):
     """Megatron's g: all-reduce within tp forward, identity backward."""
 
     @staticmethod
-    def forward(ctx, x, group):  # type: ignore[override]
+    def forward(ctx, x, group):
         x = x.clone()
         dist.all_reduce(x, group=group)
         return x
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
+    def backward(ctx, grad):
         return grad, None
 
 
-def _new_groups(layout: ParallelLayout, rank: int) -> dict[str, tuple[object, list[int]]]:
+def _new_groups(layout: ParallelLayout, rank: int) -> dict[str, tuple[Any, list[int]]]:
     """Every group of every kind is created on every rank (new_group is collective)."""
     mine = {}
     for group in layout.groups():

@@ -131,7 +131,7 @@ class RankCoordinates:
 def parse_size(text: str | int, *, name: str = "size") -> int:
     """A positive integer from command-line text; ``LayoutError`` naming ``name`` otherwise."""
     if is_int(text):
-        value = int(text)  # type: ignore[arg-type]
+        value = int(text)
     else:
         try:
             value = int(str(text).strip())
@@ -307,7 +307,7 @@ class ParallelLayout:
                 if self.pp < 2:
                     continue
                 ends = np.take(grid, [0, self.pp - 1], axis=axis_of["pp"])
-                varying = ("pp",)
+                varying: tuple[str, ...] = ("pp",)
                 source = ends
             else:
                 if kind == "edp" and self.ep < 2:

@@ -18,7 +18,7 @@ __all__ = ["iterations_from_records", "read_records"]
 def read_records(path: Path) -> tuple[RecordBatch, IterationBatch]:
     """Records and iteration records of a logger or emulator folder, or of one records file."""
     if path.is_file():
-        records = read_parquet(path)
+        records: RecordBatch = read_parquet(path)
         return records, iterations_from_records(records)
     if (path / "records.parquet").exists():  # the emulator's folder
         records = read_parquet(path / "records.parquet")

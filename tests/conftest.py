@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,12 +58,25 @@ def services() -> Iterator[Services]:
             local_services.stop_services(REPO_ROOT, started_here)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def module_caches_end_with_their_module(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The functools caches a test module uses (emulated runs, their localizations, trained models)
-    are emptied when its tests are done: the suite then holds one module's runs at a time, not all."""
-    yield
-    for value in list(vars(request.module).values()):
-        if callable(getattr(value, "cache_clear", None)) and hasattr(value, "cache_info"):
+def clear_caches(namespace: dict, *, keep: Callable[[Any], bool] = lambda cache: False) -> None:
+    """Empties the functools caches in ``namespace`` (emulated runs, their localizations, trained models)."""
+    for value in list(namespace.values()):
+        if callable(getattr(value, "cache_clear", None)) and hasattr(value, "cache_info") and not keep(value):
             value.cache_clear()
     gc.collect()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def module_caches_end_with_their_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The caches a test module uses are emptied when its tests are done: the suite then holds one
+    module's runs at a time, not all. A cache of its package's conftest is shared by the package's
+    modules and emptied when the package ends (the conftest's own fixture)."""
+    yield
+    module = request.module.__name__
+    clear_caches(vars(request.module), keep=lambda cache: module.startswith(_package_of_conftest(cache)))
+
+
+def _package_of_conftest(cache: Any) -> str:
+    """``tests.stream.detection.`` for a cache defined in tests/stream/detection/conftest.py, else a name no module has."""
+    defined_in = getattr(cache, "__module__", "") or ""
+    return defined_in.removesuffix("conftest") if defined_in.endswith(".conftest") else "\0"

@@ -34,7 +34,7 @@ class Codes:
     def of(self, values: Iterable[str]) -> np.ndarray:
         values = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=object)
         unique, inverse = np.unique(values.astype(str), return_inverse=True) if len(values) else ([], np.empty(0, int))
-        table = np.array([self._codes.setdefault(s, len(self._codes)) for s in unique], dtype=np.int64)
+        table = np.array([self._codes.setdefault(s, len(self._codes)) for s in unique], dtype=np.int64)  # type: ignore[attr-defined]  # unique is an array or, when empty, a list
         return table[inverse] if len(values) else np.empty(0, np.int64)
 
 

@@ -130,7 +130,7 @@ class Fleet:
 
     def _new(self) -> JobAttempt:
         self._next += 1
-        return JobAttempt(f"{self.run}-{self._next}", 0, seed=self.seed + self._next, **self.options)
+        return JobAttempt(f"{self.run}-{self._next}", 0, seed=self.seed + self._next, **self.options)  # type: ignore[arg-type]  # options are JobAttempt keywords
 
     def tick(self) -> None:
         """Replace the jobs that finished logging by new ones (their loggers flush in the background)."""
@@ -147,7 +147,7 @@ class Fleet:
             old.stop(flush_s=5.0)  # torchelastic's SIGTERM, then SIGKILL after its grace
             self.retired.append(old)
             seed = self.seed + int(old.base.rsplit("-", 1)[1])
-            self.slots[slot] = JobAttempt(old.base, old.attempt + 1, seed=seed, **self.options)
+            self.slots[slot] = JobAttempt(old.base, old.attempt + 1, seed=seed, **self.options)  # type: ignore[arg-type]  # options are JobAttempt keywords
             return self.slots[slot].job
 
     def _retire(self, attempt: JobAttempt) -> None:

@@ -90,7 +90,8 @@ def _settle(stack: PrivateStack, ledger: Ledger, receiver: WebhookReceiver, *, s
             time.sleep(3)
         iterations = check.check(client, f"{database}.iterations", check.ITERATION_KEY, ledger.jobs,
                                  ledger.iterations, ledger.handed_iterations)
-        raised, since = set(), time.monotonic()
+        raised: set[tuple[str, str]] = set()
+        since = time.monotonic()
         while True:
             now_raised = incident_keys(client, database, ledger.jobs)
             if now_raised != raised:

@@ -133,7 +133,7 @@ def _serve(args: argparse.Namespace) -> int:
     server = make_server(host, port, connect=lambda: connect.clickhouse_client(settings), database=database,
                          fabric=fabric_from(args.topology), token=settings.serve_token)
     bound_host, bound_port = server.server_address[:2]
-    print(f"serving incident reports of ClickHouse database {database} on http://{bound_host}:{bound_port}/",
+    print(f"serving incident reports of ClickHouse database {database} on http://{bound_host}:{bound_port}/",  # type: ignore[str-bytes-safe]  # a TCP server address is a str host
           flush=True)
     try:
         server.serve_forever()

@@ -183,7 +183,7 @@ def _pg_config(dump: Mapping, source: str) -> dict[str, SourceComm]:
             raise ImportFileError(f"{where}: must be a dict, got {type(info).__name__}")
         raw = info.get("ranks")
         try:
-            ranks = tuple(int(r) for r in (json.loads(raw) if isinstance(raw, str) else raw))
+            ranks = tuple(int(r) for r in (json.loads(raw) if isinstance(raw, str) else raw))  # type: ignore[union-attr]  # a missing list is the TypeError caught below
         except (TypeError, ValueError):
             raise ImportFileError(f"{where}.ranks: not a list of ranks: {raw!r}") from None
         if not ranks or len(set(ranks)) != len(ranks) or min(ranks) < 0:

@@ -205,7 +205,7 @@ def import_folder(
     job_id = job or _job(dumps, Path(folder))
     spec = JobSpec(
         job_id, len(dumps), None, _placements(dumps, ranks),
-        tuple(CommGroup(comm_ids[h], _kind(dumps, h), tuple(members[h])) for h in sorted(members, key=comm_ids.get)),
+        tuple(CommGroup(comm_ids[h], _kind(dumps, h), tuple(members[h])) for h in sorted(members, key=comm_ids.get)),  # type: ignore[arg-type]  # every member hash has an id
     )
     boundaries, used_period = _step_boundaries(dumps, ranks, members, period, notes)
     batches, clocks = [], {}

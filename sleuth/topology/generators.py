@@ -223,4 +223,4 @@ def generate(spec: str | GeneratorSpec, *, defaults: FabricDefaults | None = Non
     for key, (name, default) in keys.items():
         if key not in parsed.params and default is not None:
             kwargs[name] = default
-    return _FUNCTIONS[parsed.kind](**kwargs, defaults=defaults)
+    return _FUNCTIONS[parsed.kind](**kwargs, defaults=defaults)  # type: ignore[operator]  # both generators take the spec keys as keywords

@@ -146,7 +146,7 @@ class _Router:
         if self._gpu_index is None:
             self._gpu_index = {g: i for i, g in enumerate(self.gpus)}
         try:
-            return self._gpu_index[gpu]
+            return self._gpu_index[gpu]  # type: ignore[index]  # any other key falls to the except below
         except (KeyError, TypeError):
             raise TopologyError(f"unknown GPU {gpu!r}") from None
 
@@ -192,7 +192,7 @@ def path(topology: Topology, gpu_a: str | int, gpu_b: str | int) -> GpuPath:
     if len(leaves_a) == 1 and len(leaves_b) == 1:
         (la, ka), (lb, kb) = leaves_a[0], leaves_b[0]
         if la == lb:
-            head = (src, nic_a, links[ka], leaves[la], links[kb], nic_b, dst)
+            head: tuple[str, ...] = (src, nic_a, links[ka], leaves[la], links[kb], nic_b, dst)
             return GpuPath(src, dst, PathScope.SAME_LEAF, head)
         middles = r.middles(la, lb)
         if not middles:
@@ -208,7 +208,7 @@ def path(topology: Topology, gpu_a: str | int, gpu_b: str | int) -> GpuPath:
     shared = [(la, ka) for la, ka in leaves_a if la in down_b]
     if shared:
         scope = PathScope.SAME_LEAF
-        routes = [(links[ka], leaves[la], links[down_b[la]]) for la, ka in shared]
+        routes: list[tuple[str, ...]] = [(links[ka], leaves[la], links[down_b[la]]) for la, ka in shared]
     else:
         scope = PathScope.CROSS_SPINE
         routes = [

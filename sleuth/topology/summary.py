@@ -141,7 +141,7 @@ def summarize(
             samples.append(describe(topology, path(topology, a, b), label))
         except TopologyError:
             continue  # e.g. leaves with no common spine: the sample is skipped, not the summary
-    for a, b in extra_pairs:
+    for a, b in extra_pairs:  # type: ignore[assignment]  # path() takes GPU ids as well as indices
         samples.append(describe(topology, path(topology, a, b), "requested"))
     return TopologySummary(
         source=source or topology.generator,

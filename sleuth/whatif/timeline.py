@@ -89,7 +89,10 @@ def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, comple
     pending = np.bincount(group[complete], minlength=groups)
     level = np.full(n, -1, np.int64)
     frontier = np.flatnonzero(first)
-    op_levels, loose_levels, member_levels, member_starts = [], [], [], []
+    op_levels: list[np.ndarray] = []
+    loose_levels: list[np.ndarray] = []
+    member_levels: list[np.ndarray] = []
+    member_starts: list[np.ndarray] = []
     while len(frontier):
         depth = len(op_levels)
         level[frontier] = depth

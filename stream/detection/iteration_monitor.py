@@ -152,7 +152,7 @@ class IterationMonitor:
         elif irregular:
             state.flagged.add(k)
             kind = IrregularityKind.FLUCTUATION if self._periodic(state) else IrregularityKind.SPIKE
-            out.append(Irregularity(job, iteration, kind, time, int(window_mean), start, end))
+            out.append(Irregularity(job, iteration, kind, time, int(window_mean), start, end))  # type: ignore[arg-type]  # irregular: the window has a mean
         self._trim(state)
         return out
 

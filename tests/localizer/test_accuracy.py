@@ -28,6 +28,11 @@ def _localize(emulation: Emulation, **options):
     return localize(emulation, irregular_iterations=irregular, topology=emulation.scenario.topology, **options)
 
 
+@lru_cache(maxsize=None)  # incidents are small, and two tests judge the same run's at 8,192 GPUs
+def _localized_at_scale(name: str, scenario: str, seed: int) -> tuple:
+    return tuple(_localize(_emulation(name, scenario, seed), window=30, routing="static"))
+
+
 def test_a_second_gpu_that_slows_later_and_is_never_irregular_is_found_too():
     emulation = _emulation("concurrent", "concurrent-gpu-gpu", 102)  # both GPUs in stage 0: +4.5% at 40
     first, second = (f["device"] for f in emulation.truth().faults)
@@ -171,7 +176,7 @@ def test_a_nic_that_spikes_on_a_stage_the_pivot_does_not_wait_for_is_found_from_
 def test_faults_at_thousands_of_gpus_are_found_on_the_device_itself(name, scenario, seed):
     emulation = _emulation(name, scenario, seed)
     [device] = (f["device"] for f in emulation.truth().faults)
-    [incident] = _localize(emulation, window=30, routing="static")
+    [incident] = _localized_at_scale(name, scenario, seed)
     assert device in {s.device for s in incident.suspects[:2]}
 
 
@@ -187,8 +192,7 @@ def test_faults_at_thousands_of_gpus_are_found_on_the_device_itself(name, scenar
     ],
 )
 def test_a_slow_nic_is_a_network_incident_with_no_gpu_beside_it(scenario, seed):
-    emulation = _emulation("scale-nic", scenario, seed)
-    [incident] = _localize(emulation, window=30, routing="static")
+    [incident] = _localized_at_scale("scale-nic", scenario, seed)
     assert str(incident.cause) == "network"
     assert [s.kind for s in incident.suspects] == ["nic", "link"]
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import cache
 
 import numpy as np
+import pytest
 
 from sleuth.layout import ParallelLayout
 from sleuth.sim import Emulation, Scenario, parse_fault
@@ -13,6 +15,7 @@ from sleuth.sim.training_rows import emulation_rows
 from sleuth.stream.detection.training import fit_model
 from sleuth.topology import generate
 
+from tests.conftest import clear_caches
 from tests.sim.conftest import SMALL
 
 FABRIC = "fattree:hosts=4,gpus=4,pod=2,spines=2"
@@ -23,6 +26,13 @@ def scenario(*faults: str, seed: int = 0, iterations: int = 40, **options) -> Sc
     layout = ParallelLayout(16, 4, 2, 2, gpus_per_host=4)
     return Scenario(topology=topology, layout=layout, model=SMALL, microbatches=4, iterations=iterations,
                     faults=tuple(parse_fault(f) for f in faults), seed=seed, job=f"job-{seed}", **options)
+
+
+@pytest.fixture(autouse=True, scope="package")
+def package_caches_end_with_the_package() -> Iterator[None]:
+    """The detection modules share the runs and the model below; they go when the last module is done."""
+    yield
+    clear_caches(globals())
 
 
 @cache
