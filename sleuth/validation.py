@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Hashable, Iterable
-from typing import TypeVar
+from typing import TypeGuard, TypeVar
 
 from sleuth.errors import ConfigError
 
@@ -29,8 +29,8 @@ __all__ = ["Check", "checked", "first_duplicate", "fraction", "integer", "is_int
            "non_negative_int", "non_negative_number", "number_above", "positive_int", "positive_number"]
 
 
-def is_int(value: object) -> bool:
-    """An integer of any integral type (numpy's included), but not a bool."""
+def is_int(value: object) -> TypeGuard[int]:
+    """An integer of any integral type (numpy's included), but not a bool (to a type checker: an int)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -68,25 +68,25 @@ def integer(name: str, value: object, *, low: int, high: int | None = None, low_
             high_shown: str | None = None, error: type[Exception] = ConfigError) -> int:
     """``value`` as an int when it is an integer (not a bool) in ``low``..``high`` (no upper bound when
     ``high`` is None). ``low_shown``, ``high_shown``: how the message writes a bound (``"window (20)"``)."""
-    if not is_int(value) or value < low or (high is not None and value > high):  # type: ignore[operator]
+    if not is_int(value) or value < low or (high is not None and value > high):
         shown = low_shown or low
         bounds = f">= {shown}" if high is None else f"in {shown}..{high_shown or high}"
         raise error(f"{name} must be an integer {bounds}, got {value!r}")
-    return int(value)  # type: ignore[call-overload]
+    return int(value)
 
 
 def positive_int(name: str, value: object, *, error: type[Exception] = ConfigError) -> int:
     """``value`` as an int when it is an integer >= 1 (not a bool)."""
-    if not is_int(value) or value < 1:  # type: ignore[operator]
+    if not is_int(value) or value < 1:
         raise error(f"{name} must be a positive integer, got {value!r}")
-    return int(value)  # type: ignore[call-overload]
+    return int(value)
 
 
 def non_negative_int(name: str, value: object, *, error: type[Exception] = ConfigError) -> int:
     """``value`` as an int when it is an integer >= 0 (not a bool)."""
-    if not is_int(value) or value < 0:  # type: ignore[operator]
+    if not is_int(value) or value < 0:
         raise error(f"{name} must be a non-negative integer, got {value!r}")
-    return int(value)  # type: ignore[call-overload]
+    return int(value)
 
 
 def positive_number(name: str, value: object, *, error: type[Exception] = ConfigError) -> float:

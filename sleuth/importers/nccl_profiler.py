@@ -339,11 +339,11 @@ def _step_boundaries(
         notes.append("no collectives: iterations unknown (-1)")
         return {}, None
     preferred = sorted(colls, key=lambda h: (len(members[h]), len(colls[h]), h), reverse=True)
-    shown = {}
-    for comm in preferred[:1] if period else preferred:
-        steps = _steps_of(colls[comm], period)
+    shown: dict[str, _Steps] = {}
+    for key in preferred[:1] if period else preferred:
+        steps = _steps_of(colls[key], period)
         if steps is not None:
-            shown[comm] = steps
+            shown[key] = steps
     # Among groups of one size, the fewest steps: a group that runs k alike collectives a step
     # (two equal gradients over dp) shows a period of one and k times the steps.
     found = dict(sorted(shown.items(), key=lambda item: (-len(members[item[0]]), len(item[1].starts))))

@@ -40,7 +40,8 @@ class ClickHouseAlertStore:
     def load(self, *, status: AlertStatus | None = None, job: str | None = None,
              announced: bool | None = None) -> list[Alert]:
         """The latest version of each alert, of ``status``, ``job`` and announcement state where given."""
-        where, params = [], {}
+        where: list[str] = []
+        params: dict[str, object] = {}
         if status is not None:
             where.append("status = %(status)s")
             params["status"] = status.value

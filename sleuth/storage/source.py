@@ -78,7 +78,8 @@ class ClickHouseSource:
 
     def _where(self, *, ranks: Iterable[int] | None, iterations: Iterable[int] | None) -> tuple[str | None, dict]:
         """The filter for this job, the ranks and the iterations (None: an empty selection, nothing to ask)."""
-        clauses, params = ["job = %(job)s"], {"job": self.job}
+        clauses = ["job = %(job)s"]
+        params: dict[str, object] = {"job": self.job}
         for column, wanted in (("rank", ranks), ("iteration", iterations)):
             if wanted is None:
                 continue
