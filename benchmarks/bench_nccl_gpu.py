@@ -45,10 +45,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from sleuth.importers.nccl_profiler import read_dumps
 from sleuth.progress import track
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORD_BYTES = 64  # sleuth/logger/commops_record.h
 JOB_TIMEOUT_S = 180
 
 
@@ -101,8 +101,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _records_written(folder: Path) -> int:
-    return sum(path.stat().st_size for path in folder.glob("nccl-*.bin")) // RECORD_BYTES
+def _records_per_rank(folder: Path) -> dict[int | None, int]:
+    """The plugin's records in ``folder``, per global rank (read as the importer reads them)."""
+    written: dict[int | None, int] = {}
+    for dump in read_dumps(folder):
+        written[dump.global_rank] = written.get(dump.global_rank, 0) + len(dump.records)
+    return written
 
 
 def _plugin_env(plugin: Path | None, log_dir: Path, job: str) -> dict[str, str]:
@@ -158,7 +162,7 @@ def op_loop(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) -> 
             data = json.loads(result.read_text())
             runs[mode].append(statistics.median(data["ns_per_op"]))
             if mode == "on":
-                written, issued = _records_written(work / "loop-records"), 2 * data["issued"]
+                written, issued = sum(_records_per_rank(work / "loop-records").values()), 2 * data["issued"]
     off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
     return {"world": 2, "bytes": args.bytes, "ops_per_block": args.ops, "blocks": args.blocks,
             "ns_per_op_off": runs["off"], "ns_per_op_on": runs["on"], "median_off": off, "median_on": on,
@@ -197,12 +201,9 @@ def ddp_fault(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict, *
              "--slow-iters", f"{start}:{args.iters}"]
     results = _job(work, f"{name}/out", extra, env, args, hosts)
     counted = {r["rank"]: sum(r["c10d_ops"].values()) for r in results}
-    per_rank = {}
-    for path in records.glob("nccl-*.json"):
-        side = json.loads(path.read_text())
-        per_rank[side["global_rank"]] = (path.with_suffix(".bin").stat().st_size // RECORD_BYTES)
     return {"world": args.world, "iters": args.iters, "slow_rank": args.slow_rank, "slow_factor": args.slow_factor,
-            "slow_from": start, "c10d_ops_counted": counted, "records_per_rank": per_rank, "folder": str(work / name)}
+            "slow_from": start, "c10d_ops_counted": counted, "records_per_rank": _records_per_rank(records),
+            "folder": str(work / name)}
 
 
 def coverage(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) -> dict:
@@ -212,12 +213,8 @@ def coverage(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) ->
         records = work / mode / "records"
         results = _job(work, f"{mode}/out", ["--count-ops"], _plugin_env(plugin, records, f"gpu-{mode}"), args, hosts,
                        mode=mode, iters=args.coverage_iters)
-        written: dict[int, int] = {}
-        for path in records.glob("nccl-*.json"):
-            rank = json.loads(path.read_text())["global_rank"]
-            written[rank] = written.get(rank, 0) + path.with_suffix(".bin").stat().st_size // RECORD_BYTES
-        found[mode] = {"c10d_ops_counted": {r["rank"]: r["c10d_ops"] for r in results}, "records_per_rank": written,
-                       "folder": str(work / mode)}
+        found[mode] = {"c10d_ops_counted": {r["rank"]: r["c10d_ops"] for r in results},
+                       "records_per_rank": _records_per_rank(records), "folder": str(work / mode)}
     return found
 
 

@@ -201,11 +201,11 @@ class ProcessGroupHooks(Hooks):
         """Put our hooks on ``group`` (once)."""
         if group is None or id(group) in self._hooked or not isinstance(group, dist.ProcessGroup):
             return
-        backends = backend_names(group)
-        if self.defer_nccl and backends == {"nccl"}:
+        backends = backend_names(group) if self.defer_nccl else set()
+        if backends == {"nccl"}:
             return
         started: dict[int, tuple[Any, Any]] = {}  # op_id → (handle, device), from pre to post
-        skip_cuda = self.defer_nccl and "nccl" in backends
+        skip_cuda = "nccl" in backends
         try:
             group.register_pre_hook(HOOK_ID, self._pre(group, started, skip_cuda=skip_cuda))
             group.register_post_hook(HOOK_ID, self._post(started))
