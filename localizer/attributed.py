@@ -53,8 +53,8 @@ from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
-__all__ = ["Episode", "Part", "complement", "diagnose", "episodes", "lead", "lone_hiccup", "parts", "runs", "slowdown_incident",
-           "split_led", "summary", "whatif_search"]
+__all__ = ["Episode", "Part", "complement", "diagnose", "episodes", "grown_to_episode", "hiccup", "lead", "lone_hiccup", "paid", "parts",
+           "runs", "slowdown_incident", "split_led", "summary", "whatif_search"]
 
 _RULES = LOCALIZER_RULES
 _NS_PER_HOUR = 3_600e9
@@ -88,6 +88,29 @@ def lone_hiccup(attribution: Attribution, *, slowdown: float, sustain: int) -> E
     """The one short run of a job with nothing sustained and no other short run: a benign pause."""
     sustained, short = episodes(attribution, slowdown=slowdown, sustain=sustain)
     return short[0] if not sustained and len(short) == 1 else None
+
+
+def hiccup(incident: Incident, others: Sequence[Incident], attribution: Attribution, *, slowdown: float,
+           sustain: int) -> bool:
+    """Whether an irregular iteration's ``incident`` is a benign pause: recorded, never paged.
+
+    One iteration (spilling into its neighbours), not recurring, small cost: every iteration its
+    search found evidence in lies within one short run (fewer than ``sustain`` iterations over the
+    slowdown line, nothing sustained beside it); no ``other`` incident names its first suspect
+    among its tied ones (a device that pauses again is a fault, however brief); and what the run
+    cost is under the slowdown line's share of the whole window (the job does not pay for it).
+    """
+    sustained, short = episodes(attribution, slowdown=slowdown, sustain=sustain)
+    seen = set(incident.iterations) | {i for r in incident.roots for i in (r.iteration, r.ran)}
+    near = [run for run in short if all(run.iterations[0] - 1 <= i <= run.iterations[-1] + 1 for i in seen)]
+    if len(near) != 1 or any(abs(i - j) <= 1 for e in sustained for i in seen for j in (e.iterations[0], e.iterations[-1])):
+        return False
+    top = incident.suspects[0].device if incident.suspects else None
+    if top is not None and any(top in {s.device for s in o.suspects[:_RULES.tied_suspects]} for o in others):
+        return False
+    original, ideal = Part.WHOLE.times(attribution, near[0].iterations)
+    window = float(np.sum(attribution.ideal_ns))
+    return window > 0 and float(np.clip(original - ideal, 0, None).sum()) / window < slowdown - 1.0
 
 
 def diagnose(attribution: Attribution, *, split: bool = True) -> Straggler:
@@ -158,14 +181,12 @@ def slowdown_incident(
         cause = _cause(suspects) or (IncidentCause.COMPUTE if _compute_led(attribution) else IncidentCause.NETWORK)
     else:
         cause = IncidentCause(diagnosis.value)
-    original, ideal = part.times(attribution, episode.iterations)
-    span = source.iterations(ranks=candidates[:1] or [0], iterations=[episode.iterations[0], episode.iterations[-1]])
-    lost = float(np.clip(original - ideal, 0, None).sum()) * graph.world / _NS_PER_HOUR
+    t_from, t_to = _span(source, candidates, episode.iterations)
     return Incident(
         job=graph.job,
         incident=f"{graph.job}-s{episode.iterations[0]}-{episode.iterations[-1]}" + ("-split" if part is Part.SPLIT else ""),
-        t_from_ns=int(span["t_start_ns"].min()) if len(span) else 0,
-        t_to_ns=int(span["t_end_ns"].max()) if len(span) else 0,
+        t_from_ns=t_from,
+        t_to_ns=t_to,
         iterations=episode.iterations,
         cause=cause,
         suspects=suspects,
@@ -175,12 +196,41 @@ def slowdown_incident(
         steps=(),
         ranks_fetched=graph.world,  # the attribution read every rank
         world=graph.world,
-        impact=Impact(float(original.sum() / ideal.sum()) if ideal.sum() > 0 else 1.0, float(ideal.mean()),
-                      float(original.mean()), lost, len(episode.iterations)),
+        impact=paid(attribution, episode.iterations, world=graph.world, part=part),
         advice=ADVICE[diagnosis],
         seconds=time.perf_counter() - started,
         attribution=summary(attribution, "slowdown"),
     )
+
+
+def paid(attribution: Attribution, iterations: Sequence[int], *, world: int, part: Part = Part.WHOLE) -> Impact:
+    """What ``part`` of the job's slowdown costs over ``iterations`` (What-if eq. 3, per iteration replayed)."""
+    original, ideal = part.times(attribution, iterations)
+    lost = float(np.clip(original - ideal, 0, None).sum()) * world / _NS_PER_HOUR
+    if not len(ideal):
+        return Impact(1.0, 0.0, 0.0, 0.0, 0)
+    return Impact(float(original.sum() / ideal.sum()) if ideal.sum() > 0 else 1.0, float(ideal.mean()),
+                  float(original.mean()), lost, len(ideal))
+
+
+def grown_to_episode(source: RecordSource, incident: Incident, attribution: Attribution, episode: Episode, *,
+                     graph: OperatorGraph) -> Incident:
+    """``incident``, an irregular iteration's that the attribution agrees with, spanning the whole
+    sustained ``episode`` it lies in: one fault is one incident, and what the job pays for it is
+    every iteration of the episode, not the few that tripped δ."""
+    iterations = tuple(sorted(set(incident.iterations) | set(episode.iterations)))
+    t_from, t_to = _span(source, _candidates(attribution, graph), iterations)
+    return replace(incident, iterations=iterations, impact=paid(attribution, iterations, world=graph.world),
+                   t_from_ns=min((t for t in (t_from, incident.t_from_ns) if t), default=0),
+                   t_to_ns=max(t_to, incident.t_to_ns))
+
+
+def _span(source: RecordSource, candidates: Sequence[int], iterations: Sequence[int]) -> tuple[int, int]:
+    """(first start, last end) of ``iterations`` on the first candidate rank (ns; 0 when unrecorded)."""
+    span = source.iterations(ranks=list(candidates[:1]) or [0], iterations=[min(iterations), max(iterations)])
+    if not len(span):
+        return 0, 0
+    return int(span["t_start_ns"].min()), int(span["t_end_ns"].max())
 
 
 def whatif_search(
@@ -189,10 +239,11 @@ def whatif_search(
 ) -> tuple[list[tuple[Root, float]], tuple[Suspect, ...]]:
     """The what-if roots with their rates, and the top ``top_k`` suspects of each side (compute,
     network) the job pays for: each side is one fault's evidence, as ``explain.separate`` keeps
-    the top K of each fault the search found."""
+    the top K of each fault the search found; the side that carries most of what the job pays
+    (S_t) comes first, as ``lead`` orders an irregular iteration's incident."""
     rated, on_host = _roots(attribution, _candidates(attribution, graph), graph)
     suspects: list[Suspect] = []
-    for cause in (Cause.COMPUTE, Cause.NETWORK):
+    for cause in (Cause.COMPUTE, Cause.NETWORK) if _compute_led(attribution) else (Cause.NETWORK, Cause.COMPUTE):
         side = [(root, rate) for root, rate in rated if root.cause is cause]
         evidence = accumulate(side, topology=topology, gpus=graph.gpus, routing=routing, host_share=on_host)
         ranking = [s for s in map_scores(evidence, topology=topology, priors=priors) if s.support >= min_support]

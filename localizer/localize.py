@@ -46,7 +46,7 @@ from sleuth.validation import integer, is_int, number_above
 from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import (
-    Part, complement, diagnose, episodes, lead, lone_hiccup, parts, slowdown_incident, summary, whatif_search,
+    Part, complement, diagnose, episodes, grown_to_episode, hiccup, lead, parts, slowdown_incident, summary, whatif_search,
 )
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.episodes import one_per_episode
@@ -156,11 +156,9 @@ def _with_attribution(
 ) -> list[Incident]:
     """The irregular clusters' incidents with what the job pays, less a lone hiccup's, plus one
     incident per sustained episode no cluster covers."""
-    hiccup = lone_hiccup(attribution, slowdown=slowdown, sustain=sustain)
-    near_hiccup = set() if hiccup is None else {i + d for i in hiccup.iterations for d in (-1, 0, 1)}
     kept = [
         replace(incident, attribution=summary(attribution, "irregular")) for incident in incidents
-        if not (hiccup is not None and set(incident.iterations) <= near_hiccup)
+        if not hiccup(incident, [o for o in incidents if o is not incident], attribution, slowdown=slowdown, sustain=sustain)
     ]
     sustained, _ = episodes(attribution, slowdown=slowdown, sustain=sustain)
     for episode in sustained:
@@ -176,6 +174,7 @@ def _with_attribution(
                 continue
             hardware = diagnose(attribution, split=part is Part.WHOLE) is Straggler.HARDWARE
             if covering and kept[covering[0]].cause.hardware == hardware:
+                suspects: tuple[Suspect, ...] = ()
                 if hardware:
                     _, suspects = whatif_search(attribution, graph=graph, topology=topology, routing=routing,
                                                 priors=priors, top_k=top_k, min_support=min_support)
@@ -183,6 +182,8 @@ def _with_attribution(
                     for k in covering:
                         if kept[k].cause.hardware:
                             kept[k] = lead(complement(kept[k], suspects), attribution, suspects)
+                first = _naming(kept, covering, suspects)
+                kept[first] = grown_to_episode(source, kept[first], attribution, episode, graph=graph)
                 continue
             # No cluster covers the episode, or the one that does reads hardware where the attribution,
             # which saw every rank and iteration, does not (or the reverse): the episode's own incident.
@@ -195,6 +196,13 @@ def _with_attribution(
             else:
                 kept.append(incident)
     return kept
+
+
+def _naming(incidents: list[Incident], covering: list[int], suspects: Sequence[Suspect]) -> int:
+    """Which of the ``covering`` incidents is the episode's: the first whose top suspect the
+    what-if search names too, else the first."""
+    named = {s.device for s in suspects}
+    return next((k for k in covering if incidents[k].suspects and incidents[k].suspects[0].device in named), covering[0])
 
 
 def _localize_cluster(

@@ -162,3 +162,56 @@ def test_the_side_the_job_pays_most_for_leads_the_incident_and_the_other_stays_l
     contended = _incident("mixed", ("host:h0", "host"), ("gpu:h0/5", "gpu"), ("nvswitch:h0", "nvswitch"), ("gpu:h0/1", "gpu"))
     whatif = (Suspect("gpu:h0/5", DeviceKind.GPU, 0.9), Suspect("gpu:h0/3", DeviceKind.GPU, 0.1))
     assert [s.device for s in lead(contended, compute_led, whatif).suspects] == ["gpu:h0/5", "host:h0", "gpu:h0/1", "nvswitch:h0"]
+
+
+
+def test_an_irregular_cluster_inside_a_sustained_episode_grows_to_the_episode(tmp_path, capsys) -> None:
+    from sleuth.jobspec import JobSpec
+    from sleuth.localizer import localize
+    from sleuth.records_folder import read_records
+    from sleuth.sources import MemorySource
+    from sleuth.topology.job_fabric import single_leaf
+    from sleuth.whatif.attribution import attribute
+
+    out = tmp_path / "run"
+    _sim(tmp_path, "--fault", "gpu:h0006/2,slow=1.5,start=12", "--out", str(out))
+    records, iterations = read_records(out)
+    spec = JobSpec.read(out)
+    # A loaded machine's δ rule may flag two iterations of a long episode, far apart: the real job's case.
+    found = localize(MemorySource(spec, records, iterations), irregular_iterations=[16, 20], topology=single_leaf(spec),
+                     attribution=attribute(records, spec, iterations=iterations))
+    [incident] = [i for i in found if i.suspects and i.suspects[0].device == "gpu:h0006/2"]
+    assert incident.attribution.trigger == "irregular"  # the cluster's search leads ...
+    assert set(range(12, 30)) <= set(incident.iterations), incident.iterations  # ... over the whole episode
+    rows = json.loads((out / "truth.json").read_text())["iterations"]
+    paid = [r for r in rows if r["iteration"] in incident.iterations]
+    assert incident.impact.slowdown == pytest.approx(sum(r["time_ns"] for r in paid) / sum(r["balanced_ns"] for r in paid),
+                                                     rel=0.05)
+
+
+def test_a_pause_is_a_hiccup_when_brief_cheap_and_not_recurring_on_its_device() -> None:
+    from dataclasses import replace
+
+    from sleuth.localizer.attributed import hiccup
+    from sleuth.localizer.incident import RootOperator
+    from sleuth.localizer.search import Cause
+
+    per = [1.0] * 60
+    per[10] = per[30] = per[50] = 1.4  # three pauses, far apart: 0.4 of one iteration each, 2% of the window
+    found = attribution(tuple(per))
+    at = {k: replace(_incident("compute", (f"gpu:h{k}/1", "gpu")), iterations=(k,)) for k in (10, 30, 50)}
+    assert all(hiccup(at[k], [o for j, o in at.items() if j != k], found, slowdown=1.05, sustain=3) for k in at)
+    # The same device pausing again is a fault, however brief.
+    again = replace(at[50], suspects=at[10].suspects)
+    assert not hiccup(at[10], [at[30], again], found, slowdown=1.05, sustain=3)
+    # Evidence found beyond the pause's run (a probed step) is not a pause's.
+    probed = replace(at[30], roots=(RootOperator(36, Cause.COMPUTE, 1, "", -1, "compute", (1,), 1.0, 36),))
+    assert not hiccup(probed, [], found, slowdown=1.05, sustain=3)
+    # A pause the job pays for (a third of the window's time in one iteration) pages.
+    costly = list(per)
+    costly[30] = 21.0
+    assert not hiccup(at[30], [], attribution(tuple(costly)), slowdown=1.05, sustain=3)
+    # Beside a sustained episode it is that episode's.
+    stepped = list(per)
+    stepped[31:40] = [1.2] * 9
+    assert not hiccup(at[30], [], attribution(tuple(stepped)), slowdown=1.05, sustain=3)
