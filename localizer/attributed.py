@@ -26,8 +26,9 @@ An episode an irregular iteration's incident covers gets no incident of its own;
 takes the what-if suspects of a side (compute, network) its own search left without one, or
 named none of (``complement``: a second, moderate fault that never made an iteration irregular,
 or a search from one irregular iteration that the whole job's attribution contradicts), and the
-side the job pays most for (S_t) leads its list, the what-if's own suspects first (``lead``). A lone short
-run with nothing sustained (one benign pause) is a *hiccup*: recorded, never paged.
+side the job pays most for (S_t) leads its list, the what-if's own suspects first (``lead``), and it
+spans the whole episode (``grown_to_episode``). A brief, cheap pause whose device pauses nowhere
+else is a *hiccup* (``hiccup``): recorded, never paged.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
-__all__ = ["Episode", "Part", "complement", "diagnose", "episodes", "grown_to_episode", "hiccup", "lead", "lone_hiccup", "paid", "parts",
+__all__ = ["Episode", "Part", "complement", "diagnose", "episodes", "grown_to_episode", "hiccup", "lead", "paid", "parts",
            "runs", "slowdown_incident", "split_led", "summary", "whatif_search"]
 
 _RULES = LOCALIZER_RULES
@@ -82,12 +83,6 @@ def runs(iterations: Sequence[int], per_iteration: Sequence[float], *, slowdown:
     edges = np.flatnonzero(np.diff(np.r_[0, above.astype(np.int8), 0]))
     found = [Episode(its[a:b], float(per[a:b].max())) for a, b in zip(edges[::2], edges[1::2])]
     return tuple(r for r in found if len(r.iterations) >= sustain), tuple(r for r in found if len(r.iterations) < sustain)
-
-
-def lone_hiccup(attribution: Attribution, *, slowdown: float, sustain: int) -> Episode | None:
-    """The one short run of a job with nothing sustained and no other short run: a benign pause."""
-    sustained, short = episodes(attribution, slowdown=slowdown, sustain=sustain)
-    return short[0] if not sustained and len(short) == 1 else None
 
 
 def hiccup(incident: Incident, others: Sequence[Incident], attribution: Attribution, *, slowdown: float,

@@ -4,7 +4,8 @@
 
 The records must hold every rank of the job (a logger's or the emulator's folder). Prints the
 slowdown S, GPU-hours lost, S per iteration, per operator type and the top workers, M_W and M_S,
-the sustained slowdown episodes that would open incidents and the lone hiccup recorded, if any.
+the sustained slowdown episodes that would open incidents, and the short runs (benign pauses
+unless their device pauses again, which ``sleuth localize`` decides).
 """
 
 from __future__ import annotations
@@ -26,19 +27,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sleuth.localizer.attributed import episodes, lone_hiccup
+    from sleuth.localizer.attributed import episodes
     from sleuth.whatif.attribution import attribute
 
     resolve_attribution_options(args)
     spec, records, iterations = read_job(args)
     steady, steady_iterations = past_warmup(records, iterations, args.warmup)
     found = attribute(steady, spec, iterations=steady_iterations)
-    sustained, _ = episodes(found, slowdown=args.slowdown, sustain=args.sustain)
-    hiccup = lone_hiccup(found, slowdown=args.slowdown, sustain=args.sustain)
+    sustained, short = episodes(found, slowdown=args.slowdown, sustain=args.sustain)
     document = {
         **found.to_dict(),
         "episodes": [{"iterations": list(e.iterations), "peak": round(e.peak, 4)} for e in sustained],
-        "hiccup": None if hiccup is None else {"iterations": list(hiccup.iterations), "peak": round(hiccup.peak, 4)},
+        "short_runs": [{"iterations": list(e.iterations), "peak": round(e.peak, 4)} for e in short],
     }
     if args.json:
         json.dump(document, sys.stdout, indent=2)
@@ -53,6 +53,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"share of the slowdown: top 3% of workers (M_W) {found.worker_share:.2f}, last stage (M_S) {last}")
     for e in sustained:
         print(f"episode: iterations {e.iterations[0]}-{e.iterations[-1]}, peak x{e.peak:.3f} (opens an incident)")
-    if hiccup is not None:
-        print(f"hiccup: iterations {list(hiccup.iterations)}, peak x{hiccup.peak:.3f} (recorded, not paged)")
+    for e in short:
+        print(f"short run: iterations {list(e.iterations)}, peak x{e.peak:.3f} (a hiccup unless its device "
+              "pauses again: sleuth localize decides)")
     return 0

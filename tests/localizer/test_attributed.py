@@ -8,7 +8,7 @@ import pytest
 
 from sleuth.cli import main
 from sleuth.errors import ConfigError
-from sleuth.localizer.attributed import diagnose, episodes, lone_hiccup
+from sleuth.localizer.attributed import diagnose, episodes
 from sleuth.localizer.nonhardware import Straggler
 from sleuth.whatif.attribution import COMPUTE, Attribution
 
@@ -32,12 +32,6 @@ def test_a_run_of_sustain_iterations_over_the_line_is_an_episode_and_shorter_one
     sustained, short = episodes(found, slowdown=1.05, sustain=3)
     assert [e.iterations for e in sustained] == [(1, 2, 3)]
     assert [e.iterations for e in short] == [(5,), (7, 8)]
-    assert lone_hiccup(found, slowdown=1.05, sustain=3) is None  # something is sustained
-
-
-def test_one_short_run_and_nothing_else_is_a_hiccup_and_two_are_not() -> None:
-    assert lone_hiccup(attribution((1.0, 1.0, 1.4, 1.0, 1.0)), slowdown=1.05, sustain=3).iterations == (2,)
-    assert lone_hiccup(attribution((1.0, 1.4, 1.0, 1.4, 1.0)), slowdown=1.05, sustain=3) is None
 
 
 @pytest.mark.parametrize("shares, expected", [
