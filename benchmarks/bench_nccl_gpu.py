@@ -20,6 +20,9 @@ same run without the plugin:
   torch's profiler sees it run (``--count-ops``). Its records, results and ground truth are left
   in ``FOLDER/fault`` for ``sleuth import nccl-profiler`` and ``sleuth localize``.
 * ``ddp_fault_from_start``: the same, slow from the first step on (``FOLDER/fault-from-start``).
+* ``ddp_seqlen``: the same job without a fault but with uneven batches: each step one rank
+  computes ``slow-factor`` times its base work and the others 1 to that on a long tail, the
+  costly rank moving per step (``--seqlen-jitter``; ``FOLDER/seqlen``).
 * ``coverage``: the FSDP2 and functional-collective (DTensor) jobs with the plugin, each rank's
   records against the c10d operators torch's profiler counts (``FOLDER/fsdp``, ``FOLDER/functional``).
 
@@ -206,6 +209,16 @@ def ddp_fault(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict, *
             "folder": str(work / name)}
 
 
+def ddp_seqlen(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) -> dict:
+    """The DDP job with uneven batches (``--seqlen-jitter``: one rank's compute up to ``slow-factor``
+    times its base each step, on a rank that moves) and no fault, for ``sleuth localize``."""
+    records = work / "seqlen" / "records"
+    env = _plugin_env(plugin, records, "gpu-ddp-seqlen")
+    _job(work, "seqlen/out", ["--seqlen-jitter", str(args.slow_factor), "--seed", "1"], env, args, hosts)
+    return {"world": args.world, "iters": args.iters, "seqlen_jitter": args.slow_factor,
+            "records_per_rank": _records_per_rank(records), "folder": str(work / "seqlen")}
+
+
 def coverage(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) -> dict:
     """FSDP2 and functional collectives / DTensor under the plugin: records against torch's count."""
     found = {}
@@ -219,7 +232,8 @@ def coverage(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) ->
 
 
 PARTS = {"op_loop": op_loop, "ddp_steps": ddp_steps, "ddp_fault": ddp_fault,
-         "ddp_fault_from_start": functools.partial(ddp_fault, from_start=True), "coverage": coverage}
+         "ddp_fault_from_start": functools.partial(ddp_fault, from_start=True), "ddp_seqlen": ddp_seqlen,
+         "coverage": coverage}
 
 
 @contextlib.contextmanager

@@ -8,9 +8,8 @@ as a spike, a step, a ramp or was there from the first iteration. Per episode:
 * a non-hardware cause is named and no device is blamed (What-if §5.2, §5.3): *stage imbalance*
   when evening out the pipeline's split explains most of the slowdown (``split_slowdown``, in
   the log: S is the product of the split's part and the stragglers'); *sequence-length
-  imbalance* when compute carries all but ``LocalizerRules.minor`` of it, neither a few workers (``M_W``) nor
-  the top worker's host explain most of it, and the replica that costs most moves between
-  iterations (on at least ``LocalizerRules.moves`` replicas);
+  imbalance* when compute carries most of it, the top worker's host does not explain most of it,
+  and the work moves between the episode's iterations (``work_moves``);
 * otherwise the device search (``whatif_search``) starts from the ranks the worker slowdowns name: per rank, the
   slowdown of everything fixed but that rank (compute roots, split with the host when its host's
   other GPUs are as slow), and the groups whose transfers were put back (network roots), each
@@ -55,7 +54,7 @@ from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
 __all__ = ["Episode", "Part", "complement", "diagnose", "episodes", "grown_to_episode", "hiccup", "lead", "paid", "parts",
-           "runs", "slowdown_incident", "split_led", "summary", "whatif_search"]
+           "runs", "slowdown_incident", "split_led", "summary", "whatif_search", "work_moves"]
 
 _RULES = LOCALIZER_RULES
 _NS_PER_HOUR = 3_600e9
@@ -67,6 +66,9 @@ class Episode:
 
     iterations: tuple[int, ...]
     peak: float  # the largest per-iteration S in it
+    #: its iterations over the line (not the dips): where the job paid, and where a fluctuating
+    #: device was slow (between them, anyone's jitter is the costliest)
+    paid: tuple[int, ...] = ()
 
 
 def episodes(attribution: Attribution, *, slowdown: float, sustain: int) -> tuple[tuple[Episode, ...], tuple[Episode, ...]]:
@@ -76,13 +78,24 @@ def episodes(attribution: Attribution, *, slowdown: float, sustain: int) -> tupl
 
 def runs(iterations: Sequence[int], per_iteration: Sequence[float], *, slowdown: float,
          sustain: int) -> tuple[tuple[Episode, ...], tuple[Episode, ...]]:
-    """(sustained episodes, shorter runs) of consecutive iterations whose S is at or above ``slowdown``."""
+    """(sustained episodes, shorter runs) of consecutive iterations whose S is at or above ``slowdown``.
+
+    Runs apart by fewer than ``sustain`` iterations under the line are one run, the dip within it:
+    a slowdown that eases for an iteration or two goes on (the pause ``sustain`` outlasts, the
+    other way round). A run is sustained when ``sustain`` of its iterations are over the line."""
     per = np.asarray(per_iteration, dtype=np.float64)
     its = tuple(int(i) for i in iterations)
     above = per >= slowdown
     edges = np.flatnonzero(np.diff(np.r_[0, above.astype(np.int8), 0]))
-    found = [Episode(its[a:b], float(per[a:b].max())) for a, b in zip(edges[::2], edges[1::2])]
-    return tuple(r for r in found if len(r.iterations) >= sustain), tuple(r for r in found if len(r.iterations) < sustain)
+    spans: list[list[int]] = []
+    for a, b in zip(edges[::2].tolist(), edges[1::2].tolist()):
+        if spans and a - spans[-1][1] < sustain:
+            spans[-1][1] = b
+        else:
+            spans.append([a, b])
+    found = [Episode(its[a:b], float(per[a:b].max()), tuple(i for i, over in zip(its[a:b], above[a:b]) if over))
+             for a, b in spans]
+    return tuple(r for r in found if len(r.paid) >= sustain), tuple(r for r in found if len(r.paid) < sustain)
 
 
 def hiccup(incident: Incident, others: Sequence[Incident], attribution: Attribution, *, slowdown: float,
@@ -108,17 +121,48 @@ def hiccup(incident: Incident, others: Sequence[Incident], attribution: Attribut
     return window > 0 and float(np.clip(original - ideal, 0, None).sum()) / window < slowdown - 1.0
 
 
-def diagnose(attribution: Attribution, *, split: bool = True) -> Straggler:
+def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequence[int] | None = None) -> Straggler:
     """Hardware, or a non-hardware cause the paper names, from the attribution alone (``split``
-    False: of what the stragglers cost beside the pipeline's split)."""
+    False: of what the stragglers cost beside the pipeline's split), for the episode of
+    ``iterations`` (default: every iteration attributed)."""
     if split and split_led(attribution):
         return Straggler.STAGE_IMBALANCE
-    # Sequence lengths are compute's; transfers carrying a tenth or more put a device on a path in play.
-    if max(attribution.worker_share, attribution.host_share) >= _RULES.majority or _compute_share(attribution) < 1 - _RULES.minor:
+    # Sequence lengths are compute's: transfers carrying most of it put a device on a path in play, and
+    # one host explaining most of it is that host.
+    if attribution.host_share >= _RULES.majority or _compute_share(attribution) < _RULES.majority:
         return Straggler.HARDWARE
-    if len(set(attribution.slowest_replica)) >= _RULES.moves:
+    # Work that moves is the data's even where one worker explains each of the worst iterations (M_W,
+    # measured on those alone): the slow batch is on some replica in each.
+    if work_moves(attribution, attribution.iterations if iterations is None else iterations):
         return Straggler.SEQLEN_IMBALANCE
     return Straggler.HARDWARE
+
+
+def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
+    """Whether the replica that computes longest changes between ``iterations`` (What-if §5.3),
+    weighing each iteration by what the job paid in it (S - 1): a slow device's replica is the
+    costliest in the iterations it slows, which carry all but a ``minor`` share of what the job
+    pays (jitter carries the rest), and two broken devices are two replicas; data whose cost
+    varies makes a third the costliest of an iteration that paid at least half the mean
+    (``moves``), or with two replicas only, each in turn."""
+    wanted = set(iterations)
+    rows = [(r, h, max(s - 1.0, 0.0)) for it, r, h, s in zip(
+        attribution.iterations, attribution.costliest_replica, attribution.costliest_host, attribution.per_iteration)
+        if it in wanted]
+    excess = np.array([e for _, _, e in rows])
+    if not rows or excess.sum() <= 0:
+        return False
+    replica = np.array([r for r, _, _ in rows])
+    _, host = np.unique(np.array([h for _, h, _ in rows]), return_inverse=True)
+    paid = replica[excess >= _RULES.majority * excess.mean()]
+    moved = len(set(paid.tolist())) >= min(_RULES.moves, attribution.replicas)
+
+    def most(of: np.ndarray) -> float:
+        return float((np.bincount(of, weights=excess) / excess.sum()).max())
+
+    # Replicas taking turns on one host are that host's (contention, its NVSwitch), where the job has more.
+    one_host = attribution.hosts > 1 and most(host.ravel()) > 1 - _RULES.minor
+    return moved and most(replica) <= 1 - _RULES.minor and not one_host
 
 
 def split_led(attribution: Attribution) -> bool:
@@ -166,7 +210,7 @@ def slowdown_incident(
 ) -> Incident:
     """The incident of one sustained episode, or of one ``part`` of what it costs (see the module docstring)."""
     diagnosis = (Straggler.STAGE_IMBALANCE if part is Part.SPLIT
-                 else diagnose(attribution, split=part is Part.WHOLE))
+                 else diagnose(attribution, split=part is Part.WHOLE, iterations=episode.paid))
     candidates = _candidates(attribution, graph)
     rated: list[tuple[Root, float]] = []
     suspects: tuple[Suspect, ...] = ()
@@ -247,14 +291,14 @@ def whatif_search(
 
 
 def complement(incident: Incident, suspects: Sequence[Suspect]) -> Incident:
-    """``incident`` with the what-if suspects of a side (compute, network) its own search left
-    without a suspect (a second fault the job pays for that no irregular iteration showed), or
-    named none of (the two searches disagree: both are listed, the irregular iteration's first)."""
+    """``incident`` with every what-if suspect it does not name, after its own: a side its search
+    left without one (a second fault that no irregular iteration showed), a device the two
+    searches disagree on, or a second straggler its search did not reach. Which comes first is
+    ``lead``'s to say."""
     if not incident.cause.hardware:
         return incident
-    own = {side: {s.device for s in incident.suspects if _is_compute(s) == side} for side in (True, False)}
-    theirs = {side: {s.device for s in suspects if _is_compute(s) == side} for side in (True, False)}
-    added = tuple(s for s in suspects if not own[_is_compute(s)] & theirs[_is_compute(s)])
+    named = {s.device for s in incident.suspects}
+    added = tuple(s for s in suspects if s.device not in named)
     if not added:
         return incident
     merged = incident.suspects + added
@@ -299,12 +343,18 @@ def _compute_led(attribution: Attribution) -> bool:
 
 
 def _candidates(attribution: Attribution, graph: OperatorGraph) -> list[int]:
-    """The ranks tied at the top of the worker slowdowns, with their hosts' other ranks."""
+    """The ranks whose worker slowdown is at least ``majority`` of the top one's (over 1: a second
+    straggler half as costly is a second fault, not noise), with their hosts' other ranks; the
+    costliest first when there are more than ``max_candidates``."""
     values = np.asarray(attribution.by_worker)
-    top = np.flatnonzero(values >= values.max())[:_RULES.max_candidates] if values.max() > 1.0 else np.zeros(0, np.int64)
-    hosts = {graph.hosts[int(r)] for r in top}
-    mates = [r for r in range(graph.world) if graph.hosts[r] in hosts]
-    return sorted(set(top.tolist()) | set(mates))[:_RULES.max_candidates]
+    if not len(values) or values.max() <= 1.0:
+        return []
+    excess = values - 1.0
+    top = [int(r) for r in np.argsort(-values, kind="stable") if excess[r] >= _RULES.majority * excess.max()]
+    hosts = {graph.hosts[r] for r in top}
+    chosen = set(top)
+    mates = [r for r in range(graph.world) if graph.hosts[r] in hosts and r not in chosen]
+    return sorted((top + mates)[:_RULES.max_candidates])
 
 
 def _roots(attribution: Attribution, candidates: Sequence[int], graph: OperatorGraph) -> tuple[list[tuple[Root, float]], dict[int, float]]:

@@ -172,7 +172,7 @@ def _with_attribution(
                     top_k=top_k, min_support=min_support, started=started, part=part,
                 ))
                 continue
-            hardware = diagnose(attribution, split=part is Part.WHOLE) is Straggler.HARDWARE
+            hardware = diagnose(attribution, split=part is Part.WHOLE, iterations=episode.paid) is Straggler.HARDWARE
             if covering and kept[covering[0]].cause.hardware == hardware:
                 suspects: tuple[Suspect, ...] = ()
                 if hardware:

@@ -10,7 +10,10 @@ DTensor's redistribution. The script itself calls no ``torch.distributed`` colle
 
 Faults: ``--slow-rank R --slow-factor F --slow-iters A:B`` makes rank R's compute F times slower
 in iterations A..B-1 (B past the last iteration: to the end; A = 0: from the first step);
-``--ramp`` grows the factor linearly from 1 at A to F at B-1. ``--count-ops`` makes each rank
+``--ramp`` grows the factor linearly from 1 at A to F at B-1. ``--seqlen-jitter F`` (ddp, fsdp:
+every rank is a data-parallel replica) scales each rank's compute in each iteration by a factor
+in [1, F], F on one rank that moves per iteration (uneven batches: sequence-length imbalance,
+no fault). ``--count-ops`` makes each rank
 count, independently of the logger, the c10d operators torch's own profiler sees it run;
 ``--manual-step`` updates the weights without ``torch.optim``, so nothing marks the steps.
 
@@ -37,7 +40,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from sleuth.sim.trainjob import free_port, slowdown_at, write_ground_truth, write_result
+from sleuth.sim.trainjob import free_port, replica_factors, slowdown_at, write_ground_truth, write_result
 
 MODES = ("ddp", "fsdp", "functional")
 DEVICES = ("cpu", "cuda")
@@ -60,6 +63,7 @@ class FrameworkJobOptions:
     slow_factor: float = 1.0
     slow_iters: tuple[int, int] = (0, 0)
     ramp: bool = False
+    seqlen_jitter: float = 1.0  # the largest per-iteration compute factor a rank (a DDP replica) draws
     base_delay_s: float = 0.004  # the compute a slowdown factor multiplies (CPU compute is tiny)
     count_ops: bool = False
     manual_step: bool = False  # update the weights by hand: no torch.optim step marks iterations
@@ -67,9 +71,10 @@ class FrameworkJobOptions:
 
     def factor(self, rank: int, iteration: int) -> float:
         """The slowdown of ``rank``'s compute in ``iteration`` (1: none)."""
+        data = replica_factors(iteration, replicas=self.world, jitter=self.seqlen_jitter, seed=self.seed)[rank]
         if rank != self.slow_rank:
-            return 1.0
-        return slowdown_at(iteration, slow_iters=self.slow_iters, factor=self.slow_factor, ramp=self.ramp)
+            return data
+        return data * slowdown_at(iteration, slow_iters=self.slow_iters, factor=self.slow_factor, ramp=self.ramp)
 
 
 def _model(device: str) -> torch.nn.Sequential:
@@ -231,6 +236,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[FrameworkJobOptions, str 
     parser.add_argument("--slow-factor", type=float, default=1.0)
     parser.add_argument("--slow-iters", default="0:0", help="A:B, iterations A..B-1")
     parser.add_argument("--ramp", action="store_true", help="grow the slowdown from 1 at A to F at B-1")
+    parser.add_argument("--seqlen-jitter", type=float, default=1.0, metavar="F",
+                        help="each iteration, each rank's compute is scaled by a factor in [1, F] drawn from --seed "
+                             "(every rank is a data-parallel replica: uneven batches)")
     parser.add_argument("--count-ops", action="store_true", help="count c10d operators with torch's profiler")
     parser.add_argument("--manual-step", action="store_true", help="update weights without torch.optim")
     parser.add_argument("--device", choices=DEVICES, default="cpu", help="cuda: NCCL, one GPU per rank")
@@ -239,11 +247,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[FrameworkJobOptions, str 
     a, _, b = args.slow_iters.partition(":")
     options = FrameworkJobOptions(
         mode=args.mode, world=args.world, iters=args.iters, seed=args.seed, slow_rank=args.slow_rank,
-        slow_factor=args.slow_factor, slow_iters=(int(a), int(b or a)), ramp=args.ramp, count_ops=args.count_ops,
+        slow_factor=args.slow_factor, slow_iters=(int(a), int(b or a)), ramp=args.ramp, seqlen_jitter=args.seqlen_jitter,
+        count_ops=args.count_ops,
         manual_step=args.manual_step, device=args.device,
     )
     if options.mode == "functional" and options.world % 2:
         parser.error("--mode functional needs an even --world (tp = 2)")
+    if options.mode == "functional" and options.seqlen_jitter > 1.0:
+        parser.error("--seqlen-jitter needs every rank to be a data-parallel replica: --mode ddp or fsdp")
     if options.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch sees no CUDA GPU")
     return options, args.out

@@ -89,16 +89,20 @@ class JobOptions:
         return last * self.replica_factors(iteration)[replica]
 
     def replica_factors(self, iteration: int) -> list[float]:
-        """Each data-parallel replica's compute factor in ``iteration`` (``seqlen_jitter`` F): drawn
-        from a long tail, 1 + (F - 1) u^4 with u uniform (most batches are short, attention cost
-        grows with the square of a document's length), and the replica that drew the largest
-        computes F: each batch has its one long document, on a replica that moves per iteration."""
-        if self.seqlen_jitter <= 1.0:
-            return [1.0] * self.dp
-        draw = torch.Generator().manual_seed(self.seed * 1_000_003 + iteration)
-        factors = 1.0 + (self.seqlen_jitter - 1.0) * torch.rand(self.dp, generator=draw) ** 4
-        factors[int(torch.argmax(factors))] = self.seqlen_jitter
-        return [float(f) for f in factors]
+        return replica_factors(iteration, replicas=self.dp, jitter=self.seqlen_jitter, seed=self.seed)
+
+
+def replica_factors(iteration: int, *, replicas: int, jitter: float, seed: int) -> list[float]:
+    """Each data-parallel replica's compute factor in ``iteration`` (``jitter`` F): drawn from a
+    long tail, 1 + (F - 1) u^4 with u uniform (most batches are short, attention cost grows with
+    the square of a document's length), and the replica that drew the largest computes F: each
+    batch has its one long document, on a replica that moves per iteration."""
+    if jitter <= 1.0:
+        return [1.0] * replicas
+    draw = torch.Generator().manual_seed(seed * 1_000_003 + iteration)
+    factors = 1.0 + (jitter - 1.0) * torch.rand(replicas, generator=draw) ** 4
+    factors[int(torch.argmax(factors))] = jitter
+    return [float(f) for f in factors]
 
 
 class _CopyToTP(torch.autograd.Function):

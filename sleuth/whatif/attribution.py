@@ -83,6 +83,13 @@ class Attribution:
     last_stage_evenness: float = 0.0  # the last stage's median worker excess (S_w - 1) over its largest
     worker_iterations: tuple[int, ...] = ()  # the iterations S_w, M_W and M_S were measured on
     slowest_replica: tuple[int, ...] = ()  # per worker iteration, the replica that cost most (with a layout)
+    #: per iteration (``iterations``), the data-parallel replica of the rank that computed longest
+    #: against the same place in the other replicas (with two replicas or more): replicas run the
+    #: same model on the same number of micro-batches, so it holds the costliest data or the slow device
+    costliest_replica: tuple[int, ...] = ()
+    costliest_host: tuple[str, ...] = ()  # per iteration, the host of the rank that made its replica the costliest
+    replicas: int = 0  # data-parallel replicas (x expert-parallel groups) of the layout, 0 without one
+    hosts: int = 0  # hosts the job runs on
     replayable: _Job | None = field(default=None, repr=False, compare=False)  # for contributors.py's finer variants
     seconds: float = 0.0
 
@@ -138,6 +145,10 @@ class Attribution:
             "last_stage_evenness": round(self.last_stage_evenness, 4),
             "worker_iterations": list(self.worker_iterations),
             "slowest_replica": list(self.slowest_replica),
+            "costliest_replica": list(self.costliest_replica),
+            "costliest_host": list(self.costliest_host),
+            "replicas": self.replicas,
+            "hosts": self.hosts,
             "fidelity": round(self.fidelity, 4),
             "wall_ns": self.wall_ns,
             "seconds": round(self.seconds, 4),
@@ -194,6 +205,7 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     chosen = np.sort(np.argsort(-(original / np.where(hardware_ideal > 0, hardware_ideal, np.nan)),
                                 kind="stable")[:worker_iterations])
     stage, replica = _stage_replica(spec)
+    costliest = _costliest_rank(job, spec, replica, len(steps))
     unit, by_worker, slowest = _workers(hardware, spec, stage, replica, chosen, hardware_ideal, top_workers)
     lost = original[chosen].sum() - hardware_ideal[chosen].sum()
     worker_share = host_share = last_share = 0.0
@@ -225,12 +237,37 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
         recorded_ns=tuple(float(t) for t in recorded), by_type=by_type,
         by_worker=tuple(float(s) for s in by_worker), worker_unit=unit, worker_share=worker_share, host_share=host_share,
         worker_iterations=tuple(int(i) for i in steps[chosen]), slowest_replica=slowest,
+        costliest_replica=tuple(int(replica[r]) for r in costliest) if replica is not None else (),
+        costliest_host=tuple(spec.placements[r].host for r in costliest),
+        replicas=0 if replica is None else int(replica.max()) + 1,
+        hosts=len({p.host for p in spec.placements}),
         replayable=hardware,
         last_stage_share=None if stage is None or stage.max() == 0 else last_share,
         last_stage_evenness=_evenness(by_worker, stage) if unit and stage is not None else 0.0,
         wall_ns=float(records["t_end_ns"].max() - records["t_start_ns"].min()),
         seconds=time.perf_counter() - began,
     )
+
+
+def _costliest_rank(job: _Job, spec: JobSpec, replica: np.ndarray | None, iterations: int) -> tuple[int, ...]:
+    """Per dense iteration, the rank that computed longest against its counterparts in the other
+    replicas (the ranks at its place in the tensor, context and pipeline layout: the same work on
+    other data); () without two replicas. One slow GPU stands out at its place however little of
+    its replica's work it does; a costly batch at every place."""
+    if replica is None or replica.max() < 1 or spec.layout is None:
+        return ()
+    world = spec.world
+    compute = np.bincount(job.iteration * world + job.rank, weights=job.gap, minlength=iterations * world)
+    compute = compute.reshape(iterations, world)
+    coords = spec.layout.coordinate_array()  # columns tp, cp, ep, dp, pp
+    _, place = np.unique(coords[:, [0, 1, 4]], axis=0, return_inverse=True)
+    place = place.ravel()
+    relative = np.zeros_like(compute)
+    for p in range(int(place.max()) + 1):
+        ranks = np.flatnonzero(place == p)
+        median = np.median(compute[:, ranks], axis=1, keepdims=True)
+        relative[:, ranks] = np.divide(compute[:, ranks], median, out=np.ones((iterations, len(ranks))), where=median > 0)
+    return tuple(int(r) for r in relative.argmax(axis=1))
 
 
 def iteration_slowdowns(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,

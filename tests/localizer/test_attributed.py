@@ -14,7 +14,7 @@ from sleuth.whatif.attribution import COMPUTE, Attribution
 
 
 def attribution(per_iteration=(1.0,) * 10, *, by_type=None, worker_share=0.0, host_share=0.0, last_stage_share=0.0,
-                last_stage_evenness=0.0, slowest_replica=(), split=1.0) -> Attribution:
+                last_stage_evenness=0.0, costliest_replica=(), costliest_host=None, replicas=16, split=1.0) -> Attribution:
     """An attribution with the given per-iteration slowdowns (ideal 100 ns each), of which an even
     pipeline split would save ``split``."""
     n = len(per_iteration)
@@ -23,28 +23,47 @@ def attribution(per_iteration=(1.0,) * 10, *, by_type=None, worker_share=0.0, ho
         ideal_ns=(100.0,) * n, hardware_ideal_ns=(100.0 * split,) * n, recorded_ns=(100.0,) * n, by_type=by_type or {COMPUTE: 1.2, "dp.all_reduce": 1.0},
         by_worker=(1.0,) * 8, worker_unit="replica x stage", worker_share=worker_share, host_share=host_share,
         last_stage_share=last_stage_share, last_stage_evenness=last_stage_evenness, wall_ns=1e9,
-        slowest_replica=slowest_replica,
+        costliest_replica=costliest_replica, replicas=replicas, hosts=replicas,
+        costliest_host=tuple(f"h{r}" for r in costliest_replica) if costliest_host is None else costliest_host,
     )
 
 
 def test_a_run_of_sustain_iterations_over_the_line_is_an_episode_and_shorter_ones_are_not() -> None:
-    found = attribution((1.0, 1.2, 1.2, 1.2, 1.0, 1.3, 1.0, 1.06, 1.07, 1.0))
+    found = attribution((1.0, 1.2, 1.2, 1.2, 1.0, 1.0, 1.0, 1.06, 1.07, 1.0, 1.0, 1.0, 1.3))
     sustained, short = episodes(found, slowdown=1.05, sustain=3)
     assert [e.iterations for e in sustained] == [(1, 2, 3)]
-    assert [e.iterations for e in short] == [(5,), (7, 8)]
+    assert [e.iterations for e in short] == [(7, 8), (12,)]
+
+
+def test_a_dip_shorter_than_sustain_does_not_end_an_episode() -> None:
+    # 1-3 over the line, one under, 5 over: one episode; 9 and 13-15 are runs of their own, short.
+    per = (1.0, 1.2, 1.2, 1.2, 1.0, 1.3, 1.0, 1.0, 1.0, 1.06, 1.0, 1.0, 1.0, 1.4, 1.0, 1.4, 1.0)
+    sustained, short = episodes(attribution(per), slowdown=1.05, sustain=3)
+    assert [e.iterations for e in sustained] == [(1, 2, 3, 4, 5)]
+    assert [e.iterations for e in short] == [(9,), (13, 14, 15)]
 
 
 @pytest.mark.parametrize("shares, expected", [
     (dict(worker_share=0.1, last_stage_share=0.8, split=1.15), Straggler.STAGE_IMBALANCE),  # ln 1.15 / ln 1.2 = 0.77
     (dict(worker_share=0.1, last_stage_share=0.8, split=1.05), Straggler.HARDWARE),  # the stragglers pay most
     (dict(worker_share=0.9, split=1.15), Straggler.STAGE_IMBALANCE),  # workers explain the rest, the split most
-    (dict(worker_share=0.1, last_stage_share=0.2, slowest_replica=(0, 3, 5)), Straggler.SEQLEN_IMBALANCE),
-    (dict(worker_share=0.1, last_stage_share=0.2, slowest_replica=(3, 3, 3)), Straggler.HARDWARE),
+    (dict(worker_share=0.1, last_stage_share=0.2, costliest_replica=(0, 3, 5, 1, 9, 3, 2, 7, 0, 4)), Straggler.SEQLEN_IMBALANCE),
+    (dict(worker_share=0.1, last_stage_share=0.2, costliest_replica=(3,) * 10), Straggler.HARDWARE),
+    # Two broken GPUs in two replicas take turns; a third replica in turn is the data.
+    (dict(worker_share=0.1, last_stage_share=0.2, costliest_replica=(3, 5) * 5), Straggler.HARDWARE),
+    # A slow GPU's replica is the costliest in nearly every iteration: jitter takes one of ten.
+    (dict(worker_share=0.1, last_stage_share=0.2, costliest_replica=(3,) * 9 + (4,)), Straggler.HARDWARE),
+    # With two replicas, each in turn is all the data can show, and the slow one is half the workers.
+    (dict(worker_share=0.6, costliest_replica=(0, 1, 1, 0, 1, 0, 0, 1, 0, 1), replicas=2), Straggler.SEQLEN_IMBALANCE),
+    (dict(worker_share=0.6, costliest_replica=(0, 1, 1, 0, 1, 0, 0, 1, 0, 1)), Straggler.HARDWARE),  # two of 16: two devices
+    (dict(worker_share=0.6, costliest_replica=(1,) * 10, replicas=2), Straggler.HARDWARE),
+    # Three replicas taking turns, all on one host: a contended host, not the data.
+    (dict(worker_share=0.1, costliest_replica=(2, 3, 4) * 3 + (2,), costliest_host=("h1",) * 10), Straggler.HARDWARE),
     (dict(worker_share=0.7, last_stage_share=0.9), Straggler.HARDWARE),  # a few workers explain it
     (dict(worker_share=0.4, host_share=0.9, last_stage_share=0.9), Straggler.HARDWARE),  # one host does
     (dict(worker_share=0.1, last_stage_share=0.9, by_type={COMPUTE: 1.01, "dp.all_reduce": 1.3}), Straggler.HARDWARE),
-    (dict(worker_share=0.1, last_stage_share=0.2, slowest_replica=(0, 3, 5), by_type={COMPUTE: 1.1, "dp.all_reduce": 1.08}),
-     Straggler.HARDWARE),  # transfers carry too much of it for sequence lengths
+    (dict(worker_share=0.1, last_stage_share=0.2, costliest_replica=(0, 3, 5, 1, 9, 3, 2, 7, 0, 4),
+          by_type={COMPUTE: 1.06, "dp.all_reduce": 1.08}), Straggler.HARDWARE),  # transfers carry most of it
 ])
 def test_non_hardware_causes_follow_the_papers_shares(shares: dict, expected: Straggler) -> None:
     assert diagnose(attribution((1.2,) * 10, **shares)) is expected
@@ -138,6 +157,9 @@ def test_a_side_the_irregular_search_left_unexplained_is_complemented_by_the_wha
     assert complement(agreed, whatif) == agreed
     stage = _incident("stage_imbalance")
     assert complement(stage, whatif) == stage
+    # A what-if suspect on a side the two searches share is listed after the incident's own.
+    two = (Suspect("gpu:h0/5", DeviceKind.GPU, 0.5), Suspect("gpu:h0/1", DeviceKind.GPU, 0.4))
+    assert [s.device for s in complement(_incident("compute", ("gpu:h0/1", "gpu")), two).suspects] == ["gpu:h0/1", "gpu:h0/5"]
 
 
 def test_the_side_the_job_pays_most_for_leads_the_incident_and_the_other_stays_listed() -> None:

@@ -118,9 +118,25 @@ def test_an_uneven_pipeline_split_is_named_as_such_and_blames_no_device(uneven, 
     found = json.loads(capsys.readouterr().out)
     # An even split of the same work saves most of what the job pays (What-if §5.2).
     assert found["slowdown"] > 1.2 and found["split_slowdown"] > found["slowdown"] ** 0.5, found
-    assert main(["localize", "--records", str(uneven), "--json"]) == 0
-    incidents = json.loads(capsys.readouterr().out)
     # The costliest incident is the split's, and it blames nothing (this loaded machine's jitter
     # may still raise smaller ones of its own: see docs/localization.md).
-    costliest = max(incidents, key=lambda i: i["impact"]["slowdown"])
-    assert costliest["cause"] == "stage_imbalance" and not costliest["suspects"], incidents
+    assert_costliest_blames_no_device(uneven, "stage_imbalance", capsys)
+
+
+def assert_costliest_blames_no_device(records, cause: str, capsys) -> None:
+    """``sleuth localize``'s costliest incident (GPU-hours lost) names ``cause`` and no device."""
+    assert main(["localize", "--records", str(records), "--json"]) == 0
+    incidents = json.loads(capsys.readouterr().out)
+    costliest = max(incidents, key=lambda i: i["impact"]["gpu_hours_lost"])
+    assert costliest["cause"] == cause and not costliest["suspects"], incidents
+
+
+@pytest.fixture(scope="module")
+def seqlen(tmp_path_factory):
+    # Each iteration, each data-parallel replica computes 1 to 3 times its base work: the costly
+    # data lands on either replica in turn, as long-tailed documents do.
+    return logged_job(tmp_path_factory.mktemp("seqlenjob"), "seqlen", "0:0", "--seqlen-jitter", "3")
+
+
+def test_sequence_length_imbalance_is_named_as_such_and_blames_no_device(seqlen, capsys):
+    assert_costliest_blames_no_device(seqlen, "seqlen_imbalance", capsys)

@@ -153,6 +153,16 @@ def test_localize_names_the_slowed_ddp_rank_s_gpu(tmp_path, capsys, shape, fault
     assert {i["suspects"][0]["device"] for i in incidents} == {gpu_id(placement.host, placement.gpu)}, incidents
 
 
+def test_uneven_batches_in_a_ddp_job_are_named_sequence_length_imbalance_and_blame_no_gpu(tmp_path, capsys):
+    # Each step one rank computes 100 times the base work (0.4 s), the others 1 to 100 times on a long
+    # tail: the costly batch lands on another rank each step.
+    run_job(tmp_path, "--mode", "ddp", "--iters", "30", "--seqlen-jitter", "100", "--seed", "1")
+    assert main(["localize", "--records", str(tmp_path / "records"), "--json"]) == 0
+    incidents = json.loads(capsys.readouterr().out)
+    costliest = max(incidents, key=lambda i: i["impact"]["gpu_hours_lost"])
+    assert costliest["cause"] == "seqlen_imbalance" and not costliest["suspects"], incidents
+
+
 _PROBE = textwrap.dedent("""
     import json, tempfile
     import torch, torch.distributed as dist
