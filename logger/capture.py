@@ -121,7 +121,7 @@ class ProcessGroupHooks(Hooks):
                 op = ops[name]
                 # An operator's size is its larger side: an all-gather's output, a reduce-scatter's
                 # input; a receive has only outputs. Reading one side saves building a list.
-                if op == _ALL_GATHER_OP or op == _RECV_OP or op == _GATHER_OP:
+                if op in OUTPUT_SIDE_OPS:
                     inputs, outputs = (), args.output_tensors
                     nbytes = _nbytes(outputs)
                 else:
@@ -246,5 +246,6 @@ class ProcessGroupHooks(Hooks):
 
 
 _SEND_OP, _RECV_OP = int(OpKind.SEND), int(OpKind.RECV)
-_ALL_GATHER_OP, _GATHER_OP = int(OpKind.ALL_GATHER), int(OpKind.GATHER)
+#: The kinds an operator's size is read from its outputs (else from its inputs).
+OUTPUT_SIDE_OPS = frozenset({int(OpKind.ALL_GATHER), _RECV_OP, int(OpKind.GATHER)})
 _ANY_SOURCE = object()  # marks a receive from any source between its pre- and post-hook

@@ -1,0 +1,113 @@
+"""Process-group capture with native hooks: the records of :mod:`~.capture`, no Python per operator.
+
+The same hooks as :class:`~.capture.ProcessGroupHooks` (every group, whoever issues its
+operators; later groups hooked when torch registers them), but compiled (:mod:`~.native`): the
+records, their kinds, sizes, peers, sequence numbers and iterations are the Python hooks', and a
+group's first operator calls into Python once to resolve the group. Works without a future (gloo's
+P2P) end when Python's ``Work.wait`` returns or when the drainer sees them completed, as there.
+
+What stays on the Python process-group hooks, group by group:
+
+* every group while CUDA-event timing is on (a CUDA tensor's operator is timed on its stream by
+  events, which the Python hooks record; gloo on CUDA tensors included);
+* groups with an NCCL backend while sleuth's NCCL profiler plugin records NCCL's operators (the
+  Python hooks leave those operators' CUDA tensors to the plugin).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch.distributed as dist
+
+from sleuth.errors import BuildError
+from sleuth.logger import core, native
+from sleuth.logger.capture import (
+    _NOT_OPERATORS, HOOK_ID, OUTPUT_SIDE_OPS, ProcessGroupHooks, _op_table, backend_names, torch_hook_names,
+)
+from sleuth.logger.hooks import _fail_once
+from sleuth.records import OpKind
+
+__all__ = ["NativeProcessGroupHooks", "unavailable"]
+
+#: The native hooks' mark of a hook name that is not an operator.
+_NOT_AN_OPERATOR = 255
+
+
+def unavailable() -> str | None:
+    """Why the native hooks cannot run in this process, or None when they can (builds them)."""
+    if core.impl.IMPLEMENTATION != "c":
+        return f"the recorder is the pure-Python twin ({core.impl.__name__}), native hooks need the C one"
+    try:
+        native.load()
+    except BuildError as error:
+        return str(error)
+    return None
+
+
+def hook_name_table() -> list[int]:
+    """Our operator kind per torch hook name's number (255: not an operator), for the C++ hooks."""
+    ops = _op_table()
+    names = torch_hook_names()
+    table = [_NOT_AN_OPERATOR] * (max(int(member) for member in names.values()) + 1)
+    for name, member in names.items():
+        table[int(member)] = _NOT_AN_OPERATOR if name in _NOT_OPERATORS else ops[member]
+    return table
+
+
+class NativeProcessGroupHooks(ProcessGroupHooks):
+    """The logger's native hooks on every process group; ``remove()`` takes them off again.
+    Building the extension happens in ``__init__``: BuildError when this machine cannot."""
+
+    def __init__(self, session: Any, *, on_destroy: Callable[[], None] | None = None) -> None:
+        super().__init__(session, on_destroy=on_destroy)
+        # One capture for the hooks' life: its counters outlive a remove() and install().
+        self._capture = native.load().Capture(
+            session.recorder, self._resolve, hook_name_table(),
+            send=int(OpKind.SEND), recv=int(OpKind.RECV), output_side=sorted(OUTPUT_SIDE_OPS),
+        )
+
+    def _resolve(self, key: int) -> tuple[int, list[int]] | None:
+        """A group's first native operator: its communicator code and members (global ranks)."""
+        try:
+            group = self._hooked[key]
+            self._register_groups()
+            info = self.session.group(group)
+            return info.code, list(info.ranks)
+        except Exception as error:  # the group's operators go unrecorded, the job runs on
+            _fail_once("resolving a process group for the native hooks", error)
+            return None
+
+    def hook(self, group: Any) -> None:
+        if group is None or id(group) in self._hooked or not isinstance(group, dist.ProcessGroup):
+            return
+        if self.cuda or (self.defer_nccl and "nccl" in backend_names(group)):
+            super().hook(group)  # CUDA events, or NCCL's operators left to the plugin: the Python hooks'
+            return
+        try:
+            self._capture.hook(group, id(group), HOOK_ID)
+        except Exception as error:
+            _fail_once("hooking a process group natively", error)
+            return
+        self._hooked[id(group)] = group
+
+    def poll_waiting(self) -> None:
+        super().poll_waiting()
+        self._capture.poll()
+        failure = self._capture.failure
+        if failure:
+            _fail_once("a native hook", RuntimeError(failure))
+
+    def _wait(self, original: Callable) -> Callable:
+        wait = super()._wait(original)
+        capture = self._capture
+
+        @functools.wraps(original)
+        def wait_then_poll(work: Any, *args: Any, **kwargs: Any) -> Any:
+            result = wait(work, *args, **kwargs)
+            capture.poll()  # a native record whose work has no future ends when the job has waited
+            return result
+
+        return wait_then_poll
