@@ -1,6 +1,6 @@
 """Cost of the logger's hooks per operator, paired in one process; prints JSON.
 
-    python benchmarks/bench_logger_hooks.py [--blocks 40] [--ops 2000] [--capture process-group|functions]
+    python benchmarks/bench_logger_hooks.py [--blocks 40] [--ops 2000] [--capture native|process-group|functions]
 
 The step-time benchmark (bench_logger_overhead.py) runs the real 8-rank job, whose step time on
 a small shared machine varies by tens of percent from run to run: far more than the logger costs.
@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=40, help="blocks per side (default 40)")
     parser.add_argument("--ops", type=int, default=2000, help="operators per block (default 2000)")
     parser.add_argument(
-        "--capture", choices=("process-group", "functions"), default="process-group",
+        "--capture", choices=("native", "process-group", "functions"), default="process-group",
         help="the logger's way of capturing (SLEUTH_CAPTURE; default process-group)",
     )
     args = parser.parse_args()
@@ -83,6 +83,7 @@ def main() -> None:
         logger.hooks.install()
         sleuth.logger.uninstall()
         floor = torch_hook_floor(ops, args) if args.capture == "process-group" else None
+        capture = type(logger.hooks).__name__
         dist.destroy_process_group()
     off, on = statistics.median(times["off"]), statistics.median(times["on"])
     paired = [b - a for a, b in zip(times["off"], times["on"])]
@@ -96,6 +97,7 @@ def main() -> None:
         "hooks_ns_per_op_iqr_paired": [round(q) for q in statistics.quantiles(paired, n=4)[::2]],
         "ratio_with_over_without": round(on / off, 4),
         "capture": args.capture,
+        "hooks": capture,
         # What any capture through torch's process-group hooks pays before doing anything:
         # two Python calls from C++, the arguments read, a completion callback on the work.
         "torch_hook_floor_ns_per_op": floor,

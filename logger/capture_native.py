@@ -105,9 +105,9 @@ class NativeProcessGroupHooks(ProcessGroupHooks):
         capture = self._capture
 
         @functools.wraps(original)
-        def wait_then_poll(work: Any, *args: Any, **kwargs: Any) -> Any:
+        def wait_and_end(work: Any, *args: Any, **kwargs: Any) -> Any:
             result = wait(work, *args, **kwargs)
-            capture.poll()  # a native record whose work has no future ends when the job has waited
+            capture.waited(work)  # a native record whose work has no future ends when the job has waited
             return result
 
-        return wait_then_poll
+        return wait_and_end

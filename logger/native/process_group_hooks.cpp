@@ -82,7 +82,9 @@ struct Waiting {
 struct Capture : std::enable_shared_from_this<Capture> {
   const CommopsCApi* api = nullptr;
   void* recorder = nullptr;
-  PyObject* resolver = nullptr;  // owned; released by close() (with the GIL)
+  // Held for the process's life, never released: the last owner of a capture may be a group
+  // destroyed on a thread without the GIL.
+  PyObject* resolver = nullptr;
   uint8_t ops[kHookNames];
   // Our operator kinds (sleuth.records.OpKind, given by Python) that the hooks treat apart.
   uint8_t send = 0, recv = 0;
@@ -106,21 +108,19 @@ struct Capture : std::enable_shared_from_this<Capture> {
     if (_Py_IsFinalizing()) return false;
     py::gil_scoped_acquire gil;
     if (group.resolved.load(std::memory_order_acquire)) return group.recorded;
-    if (resolver != nullptr) {
-      try {
-        py::object answer = py::reinterpret_borrow<py::object>(resolver)(group.key);
-        if (!answer.is_none()) {
-          auto [code, ranks] = answer.cast<std::pair<uint32_t, std::vector<int32_t>>>();
-          auto& shared = counters[code];
-          if (!shared) shared = std::make_shared<Counters>();
-          group.code = code;
-          group.ranks = std::move(ranks);
-          group.counters = shared;
-          group.recorded = true;
-        }
-      } catch (py::error_already_set& error) {
-        fail("resolving a process group", error.what());
+    try {
+      py::object answer = py::reinterpret_borrow<py::object>(resolver)(group.key);
+      if (!answer.is_none()) {
+        auto [code, ranks] = answer.cast<std::pair<uint32_t, std::vector<int32_t>>>();
+        auto& shared = counters[code];
+        if (!shared) shared = std::make_shared<Counters>();
+        group.code = code;
+        group.ranks = std::move(ranks);
+        group.counters = shared;
+        group.recorded = true;
       }
+    } catch (const std::exception& error) {  // py::error_already_set too: the group goes unrecorded
+      fail("resolving a process group", error.what());
     }
     group.resolved.store(true, std::memory_order_release);
     return group.recorded;
@@ -152,6 +152,26 @@ struct Capture : std::enable_shared_from_this<Capture> {
     rec.t_issue_ns = rec.t_start_ns = begun.t0;
     rec.t_end_ns = api->now_ns();
     api->record(recorder, &rec);
+  }
+
+  // The job has waited on `work`: its record ends now, completed or not by the backend's flag
+  // (gloo's reduce-scatter work never sets it), as the Python hooks end theirs.
+  void waited(const c10::intrusive_ptr<c10d::Work>& work) {
+    if (n_waiting.load(std::memory_order_acquire) == 0) return;
+    std::vector<Waiting> done;
+    {
+      std::lock_guard<std::mutex> guard(waiting_lock);
+      for (auto it = waiting.begin(); it != waiting.end();) {
+        if (it->work.get() == work.get()) {
+          done.push_back(std::move(*it));
+          it = waiting.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      n_waiting.store(waiting.size(), std::memory_order_release);
+    }
+    for (auto& entry : done) finish(entry.begun, entry.work.get());
   }
 
   size_t poll() {
@@ -293,11 +313,6 @@ void hook(const std::shared_ptr<Capture>& capture, const c10::intrusive_ptr<c10d
   pg->registerPostHook(hook_id, [group](const c10d::PostHookArgs& args) { post_hook(group, args); });
 }
 
-void close_capture(Capture& capture) {
-  // The groups resolved keep their codes; one not yet resolved is not recorded from now on.
-  Py_CLEAR(capture.resolver);
-}
-
 std::string take_failure(Capture& capture) {
   std::lock_guard<std::mutex> guard(capture.failure_lock);
   return capture.failure;
@@ -316,7 +331,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            "register the pre- and post-hook on a process group under hook_id")
       .def("poll", &Capture::poll, py::call_guard<py::gil_scoped_release>(),
            "end the records of completed works that have no future; returns how many")
-      .def("close", &close_capture, "release the resolver (groups not yet resolved are not recorded)")
+      .def("waited", &Capture::waited, py::arg("work"), py::call_guard<py::gil_scoped_release>(),
+           "the job has waited on work: end its records (works without a future)")
       .def_property_readonly("failure", &take_failure, "the first error in a hook, or ''")
       .def_property_readonly("unrecorded", [](const Capture& c) { return c.unrecorded.load(); },
                              "operators passed without a record (receives whose sender was unknown)")
