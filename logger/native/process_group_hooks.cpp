@@ -313,6 +313,23 @@ void hook(const std::shared_ptr<Capture>& capture, const c10::intrusive_ptr<c10d
   pg->registerPostHook(hook_id, [group](const c10d::PostHookArgs& args) { post_hook(group, args); });
 }
 
+// What any native capture pays before doing anything (benchmarks/bench_logger_hooks.py): hooks
+// that read what ours read and put a completion callback on the work, and record nothing.
+void hook_floor(const c10::intrusive_ptr<c10d::ProcessGroup>& pg, int64_t hook_id) {
+  pg->registerPreHook(hook_id, [](const c10d::PreHookArgs& args) {
+    volatile size_t seen = static_cast<size_t>(args.name) + args.input_tensors.size() + args.output_tensors.size() +
+                           static_cast<size_t>(args.root + args.op_id);
+    (void)seen;
+  });
+  pg->registerPostHook(hook_id, [](const c10d::PostHookArgs& args) {
+    if (!args.work) return;
+    try {
+      args.work->getFuture()->addCallback([](c10::ivalue::Future&) {}, /*uses_future=*/false);
+    } catch (const std::exception&) {
+    }
+  });
+}
+
 std::string take_failure(Capture& capture) {
   std::lock_guard<std::mutex> guard(capture.failure_lock);
   return capture.failure;
@@ -322,6 +339,8 @@ std::string take_failure(Capture& capture) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "sleuth's native process-group hooks (sleuth.logger.native)";
+  m.def("hook_floor", &hook_floor, py::arg("group"), py::arg("hook_id"),
+        "register hooks that only read the arguments and add a completion callback (the benchmark's floor)");
   py::class_<Capture, std::shared_ptr<Capture>>(m, "Capture")
       .def(py::init(&make_capture), py::arg("recorder"), py::arg("resolver"), py::arg("ops"), py::arg("send"),
            py::arg("recv"), py::arg("output_side"),
