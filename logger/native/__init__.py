@@ -79,7 +79,7 @@ def _put_pip_ninja_on_path() -> None:
     if shutil.which("ninja"):
         return
     try:
-        import ninja  # type: ignore[import-untyped]  # the wheel ships no types
+        import ninja
     except ImportError:
         return
     bin_dir = getattr(ninja, "BIN_DIR", "") or str(Path(sys.executable).parent)

@@ -112,3 +112,17 @@ def test_cuda_event_timing_keeps_auto_on_the_python_hooks():
 
     assert _hooks_class("auto", cuda=True) is ProcessGroupHooks
     assert _hooks_class("auto", cuda=False) is NativeProcessGroupHooks
+
+
+def test_the_ninja_wheel_is_found_when_the_venv_is_not_on_path(monkeypatch):
+    import shutil
+
+    import ninja
+
+    from sleuth.logger import native
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setenv("PATH", "/nowhere")
+    native._put_pip_ninja_on_path()
+    first = os.environ["PATH"].split(os.pathsep)[0]
+    assert first == ninja.BIN_DIR and os.access(os.path.join(first, "ninja"), os.X_OK)
