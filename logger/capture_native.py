@@ -86,12 +86,12 @@ class NativeProcessGroupHooks(ProcessGroupHooks):
         if self.cuda or (self.defer_nccl and "nccl" in backend_names(group)):
             super().hook(group)  # CUDA events, or NCCL's operators left to the plugin: the Python hooks'
             return
+        self._hooked[id(group)] = group  # first: another thread's first operator may resolve it at once
         try:
             self._capture.hook(group, id(group), HOOK_ID)
         except Exception as error:
+            del self._hooked[id(group)]
             _fail_once("hooking a process group natively", error)
-            return
-        self._hooked[id(group)] = group
 
     def poll_waiting(self) -> None:
         super().poll_waiting()

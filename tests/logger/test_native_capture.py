@@ -4,7 +4,7 @@ cost, and the Python hooks with a logged reason where the extension cannot build
 The real jobs' comparisons (DDP's autograd threads, FSDP, functional collectives, P2P with works
 without a future) are in test_frameworks.py and test_trainjob.py; here a one-rank gloo job covers
 what those jobs do not: a group created after the logger started, async works waited on later,
-operators issued from a thread of the job's own.
+operators issued from threads of the job's own, several at once.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ pytest.importorskip("torch")
 
 STEPS = 3
 OPS_PER_STEP = 7
+THREADS, CONCURRENT_OPS = 4, 200
 
 _JOB = textwrap.dedent(f"""
     import json, tempfile, threading
@@ -48,6 +49,15 @@ _JOB = textwrap.dedent(f"""
         mine.start()
         mine.join()
         sleuth.logger.step()
+    # Threads issuing at once: the native hooks run without the GIL, side by side.
+    def issue(tensor):
+        for _ in range({CONCURRENT_OPS}):
+            dist.all_reduce(tensor, group=late)
+    issuers = [threading.Thread(target=issue, args=(torch.ones(16),)) for _ in range({THREADS})]
+    for issuer in issuers:
+        issuer.start()
+    for issuer in issuers:
+        issuer.join()
     print(json.dumps({{"hooks": type(logger.hooks).__name__}}))
     sleuth.logger.uninstall()
     dist.destroy_process_group()
@@ -68,8 +78,9 @@ def test_native_hooks_record_what_the_python_hooks_record(tmp_path):
     assert run_job(tmp_path / "python", "process-group") == "ProcessGroupHooks"
     native = record_keys(tmp_path / "native")
     assert native == record_keys(tmp_path / "python")
-    assert sum(native.values()) == STEPS * OPS_PER_STEP
-    assert {iteration for *_, iteration in native} == set(range(STEPS))
+    assert sum(native.values()) == STEPS * OPS_PER_STEP + THREADS * CONCURRENT_OPS
+    assert {iteration for *_, iteration in native} == set(range(STEPS + 1))
+    assert max(native.values()) == 1  # each sequence number once, the concurrent threads' too
 
 
 @pytest.fixture
