@@ -83,6 +83,44 @@ def test_native_hooks_record_what_the_python_hooks_record(tmp_path):
     assert max(native.values()) == 1  # each sequence number once, the concurrent threads' too
 
 
+_ANY_SOURCE_JOB = textwrap.dedent("""
+    import sys, tempfile
+    import torch, torch.distributed as dist, torch.multiprocessing as mp
+
+    def rank_main(rank, init):
+        dist.init_process_group("gloo", rank=rank, world_size=2, init_method=init)
+        import sleuth.logger
+        sleuth.logger.install()
+        t = torch.ones(8)
+        for _ in range(2):
+            if rank == 1:
+                dist.send(t, dst=0)
+            else:
+                dist.recv(t)  # from any source: the sender is known when it completes
+        dist.barrier()
+        dist.destroy_process_group()
+
+    if __name__ == "__main__":
+        mp.spawn(rank_main, args=("file://" + tempfile.mktemp(),), nprocs=2)
+""")
+
+
+@pytest.mark.parametrize("capture", ["native", "process-group"])
+def test_a_receive_from_any_source_is_recorded_with_its_sender(tmp_path, capture):
+    from sleuth.records import OpKind
+
+    script = tmp_path / "any_source.py"
+    script.write_text(_ANY_SOURCE_JOB)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
+    env.update(SLEUTH_LOG_DIR=str(tmp_path / "records"), SLEUTH_JOB="any-source", SLEUTH_CAPTURE=capture)
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    p2p = sorted(key[1:6] for key in record_keys(tmp_path / "records") if key[3] != OpKind.BARRIER)
+    # (rank, seq, op, peer, nbytes): each receive names its sender and pairs with its send.
+    assert p2p == [(0, 0, OpKind.RECV, 1, 32), (0, 1, OpKind.RECV, 1, 32),
+                   (1, 0, OpKind.SEND, 0, 32), (1, 1, OpKind.SEND, 0, 32)]
+
+
 @pytest.fixture
 def unbuildable(monkeypatch):
     """No ninja on this machine: the extension's build fails as it would there."""
