@@ -72,6 +72,21 @@ def _op_table() -> dict[Any, int]:
     return {member: int(names.get(name, OpKind.UNKNOWN)) for name, member in hook_names.items()}
 
 
+#: The native hooks' mark of a hook name that is not an operator.
+NOT_AN_OPERATOR = 255
+
+
+def op_kinds_by_hook_number() -> list[int]:
+    """Our operator kind per torch hook name's number, ``NOT_AN_OPERATOR`` for group management:
+    :func:`_op_table` for the native hooks (:mod:`~.capture_native`), which index it in C++."""
+    ops = _op_table()
+    names = torch_hook_names()
+    table = [NOT_AN_OPERATOR] * (max(int(member) for member in names.values()) + 1)
+    for name, member in names.items():
+        table[int(member)] = NOT_AN_OPERATOR if name in _NOT_OPERATORS else ops[member]
+    return table
+
+
 def torch_hook_names() -> dict[str, Any]:
     from torch._C._distributed_c10d import HookOpName
 

@@ -24,17 +24,11 @@ import torch.distributed as dist
 
 from sleuth.errors import BuildError
 from sleuth.logger import core, native
-from sleuth.logger.capture import (
-    _NOT_OPERATORS, HOOK_ID, OUTPUT_SIDE_OPS, ProcessGroupHooks, _op_table, backend_names, torch_hook_names,
-)
+from sleuth.logger.capture import HOOK_ID, OUTPUT_SIDE_OPS, ProcessGroupHooks, backend_names, op_kinds_by_hook_number
 from sleuth.logger.hooks import _fail_once
 from sleuth.records import OpKind
 
 __all__ = ["NativeProcessGroupHooks", "unavailable"]
-
-#: The native hooks' mark of a hook name that is not an operator.
-_NOT_AN_OPERATOR = 255
-
 
 def unavailable() -> str | None:
     """Why the native hooks cannot run in this process, or None when they can (builds them)."""
@@ -47,16 +41,6 @@ def unavailable() -> str | None:
     return None
 
 
-def hook_name_table() -> list[int]:
-    """Our operator kind per torch hook name's number (255: not an operator), for the C++ hooks."""
-    ops = _op_table()
-    names = torch_hook_names()
-    table = [_NOT_AN_OPERATOR] * (max(int(member) for member in names.values()) + 1)
-    for name, member in names.items():
-        table[int(member)] = _NOT_AN_OPERATOR if name in _NOT_OPERATORS else ops[member]
-    return table
-
-
 class NativeProcessGroupHooks(ProcessGroupHooks):
     """The logger's native hooks on every process group; ``remove()`` takes them off again.
     Building the extension happens in ``__init__``: BuildError when this machine cannot."""
@@ -65,7 +49,7 @@ class NativeProcessGroupHooks(ProcessGroupHooks):
         super().__init__(session, on_destroy=on_destroy)
         # One capture for the hooks' life: its counters outlive a remove() and install().
         self._capture = native.load().Capture(
-            session.recorder, self._resolve, hook_name_table(),
+            session.recorder, self._resolve, op_kinds_by_hook_number(),
             send=int(OpKind.SEND), recv=int(OpKind.RECV), output_side=sorted(OUTPUT_SIDE_OPS),
         )
 
@@ -107,7 +91,10 @@ class NativeProcessGroupHooks(ProcessGroupHooks):
         @functools.wraps(original)
         def wait_and_end(work: Any, *args: Any, **kwargs: Any) -> Any:
             result = wait(work, *args, **kwargs)
-            capture.waited(work)  # a native record whose work has no future ends when the job has waited
+            try:
+                capture.waited(work)  # a native record whose work has no future ends when the job has waited
+            except Exception as error:  # the training loop never sees the logger's errors
+                _fail_once("ending a native record at a wait", error)
             return result
 
         return wait_and_end

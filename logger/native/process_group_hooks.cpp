@@ -24,8 +24,10 @@ namespace py = pybind11;
 
 namespace {
 
-// A hook name that is no communication operator (group management): not recorded.
+// A hook name that is no communication operator (group management): not recorded
+// (sleuth.logger.capture.NOT_AN_OPERATOR, which the table from Python uses too).
 constexpr uint8_t kNotAnOperator = 255;
+// The P2P directions of Session.take_seq's keys (sleuth.logger.hooks._SEND, _RECV).
 constexpr int kSendDirection = 0, kRecvDirection = 1;
 constexpr size_t kHookNames = 256;
 
