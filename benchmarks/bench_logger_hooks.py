@@ -1,6 +1,6 @@
 """Cost of the logger's hooks per operator, paired in one process; prints JSON.
 
-    python benchmarks/bench_logger_hooks.py [--blocks 40] [--ops 2000] [--capture process-group|functions]
+    python benchmarks/bench_logger_hooks.py [--blocks 40] [--ops 2000] [--capture native|process-group|functions]
 
 The step-time benchmark (bench_logger_overhead.py) runs the real 8-rank job, whose step time on
 a small shared machine varies by tens of percent from run to run: far more than the logger costs.
@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=40, help="blocks per side (default 40)")
     parser.add_argument("--ops", type=int, default=2000, help="operators per block (default 2000)")
     parser.add_argument(
-        "--capture", choices=("process-group", "functions"), default="process-group",
+        "--capture", choices=("native", "process-group", "functions"), default="process-group",
         help="the logger's way of capturing (SLEUTH_CAPTURE; default process-group)",
     )
     args = parser.parse_args()
@@ -82,7 +82,8 @@ def main() -> None:
             logger.hooks.remove()
         logger.hooks.install()
         sleuth.logger.uninstall()
-        floor = torch_hook_floor(ops, args) if args.capture == "process-group" else None
+        floor = FLOORS[args.capture](ops, args) if args.capture in FLOORS else None
+        capture = type(logger.hooks).__name__
         dist.destroy_process_group()
     off, on = statistics.median(times["off"]), statistics.median(times["on"])
     paired = [b - a for a, b in zip(times["off"], times["on"])]
@@ -96,15 +97,15 @@ def main() -> None:
         "hooks_ns_per_op_iqr_paired": [round(q) for q in statistics.quantiles(paired, n=4)[::2]],
         "ratio_with_over_without": round(on / off, 4),
         "capture": args.capture,
-        # What any capture through torch's process-group hooks pays before doing anything:
-        # two Python calls from C++, the arguments read, a completion callback on the work.
+        "hooks": capture,
+        # What any capture through torch's process-group hooks pays before doing anything: two
+        # calls from C++ (into Python, or C++ for native), the arguments read, a completion callback.
         "torch_hook_floor_ns_per_op": floor,
     }, indent=1))
 
 
 def torch_hook_floor(ops: list, args: argparse.Namespace) -> int:
-    """Median paired ns per operator of hooks that only read what ours read and add a callback."""
-    groups = [g for g in dist.distributed_c10d._world.pg_map]
+    """Median paired ns per operator of Python hooks that only read what ours read and add a callback."""
 
     def pre(hook_args) -> None:
         hook_args.name, hook_args.input_tensors, hook_args.root, hook_args.op_id
@@ -113,17 +114,37 @@ def torch_hook_floor(ops: list, args: argparse.Namespace) -> int:
         hook_args.op_id
         hook_args.work.get_future().add_done_callback(lambda _: None)
 
+    def register(group) -> None:
+        group.register_pre_hook(1, pre)
+        group.register_post_hook(1, post)
+
+    return floor(ops, args, register)
+
+
+def native_hook_floor(ops: list, args: argparse.Namespace) -> int:
+    """The same for C++ hooks (sleuth.logger.native's ``hook_floor``): torch's price for any native capture."""
+    from sleuth.logger import native
+
+    return floor(ops, args, lambda group: native.load().hook_floor(group, 1))
+
+
+def floor(ops: list, args: argparse.Namespace, register) -> int:
+    """Median paired ns per operator of the hooks ``register(group)`` puts on every group (id 1)."""
+    groups = [g for g in dist.distributed_c10d._world.pg_map]
     paired = []
     for _ in range(args.blocks):
         off = block(ops, args.ops)
         for g in groups:
-            g.register_pre_hook(1, pre)
-            g.register_post_hook(1, post)
+            register(g)
         paired.append(block(ops, args.ops) - off)
         for g in groups:
             g.unregister_pre_hook(1)
             g.unregister_post_hook(1)
     return round(statistics.median(paired))
+
+
+#: Each capture's floor: what torch's hooks cost, called from C++, before the logger does anything.
+FLOORS = {"process-group": torch_hook_floor, "native": native_hook_floor}
 
 
 if __name__ == "__main__":

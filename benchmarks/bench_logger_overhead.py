@@ -58,7 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iters", type=int, default=30)
-    parser.add_argument("--capture", default="auto", help="SLEUTH_CAPTURE of the logged runs (auto, process-group, functions)")
+    parser.add_argument("--capture", default="auto", help="SLEUTH_CAPTURE of the logged runs (auto, native, process-group, functions)")
     parser.add_argument("--together", action="store_true",
                         help="run each round's two jobs at the same time (see the module's docstring)")
     args = parser.parse_args()

@@ -4,7 +4,8 @@
 #     clickhouse-server, clickhouse-client, default-jre-headless, curl, maven, openssl,
 #     prometheus-alertmanager (the alerter's tests push alerts to a private one), prometheus (its
 #     promtool parses the Grafana dashboard's queries in tests/test_grafana_dashboard.py), and
-#     chromium with chromium-driver (the HTML incident report's tests open it headless);
+#     chromium with chromium-driver (the HTML incident report's tests open it headless), g++ (the
+#     logger's native hooks are compiled on first use);
 #   * the Kafka broker jars, fetched with Maven into $SLEUTH_STATE_DIR/kafka/lib (if missing).
 # Nothing is started here, and the Debian clickhouse-server and prometheus-alertmanager services are
 # not used: the scripts run private servers from the same binaries (on a systemd machine the packages
@@ -27,6 +28,7 @@ have prometheus-alertmanager || [[ -x /usr/bin/prometheus-alertmanager ]] || mis
 have promtool || missing+=(prometheus)
 have chromium || missing+=(chromium)
 have chromedriver || missing+=(chromium-driver)
+have g++ || missing+=(g++)  # torch's cpp_extension compiles the logger's native hooks with it
 
 if ((${#missing[@]})); then
     sudo=()

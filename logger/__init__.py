@@ -152,7 +152,11 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
         return chosen[0] if len(chosen) == 1 else _Tee(chosen)
 
     pump = Pump(session, sinks, flush_s=settings.logger_flush_s, store=c10d._get_default_store)
-    hooks = _hooks_class(settings.logger_capture)(session, on_destroy=pump.finish)
+    cuda = _cuda_timing()
+    hooks = _hooks_class(settings.logger_capture, cuda=cuda)(session, on_destroy=pump.finish)
+    hooks.cuda = cuda
+    if cuda:
+        pump.device_poll_s = DEVICE_POLL_S
     if nccl_plugin_records(environ, settings):
         _leave_nccl_to_the_plugin(hooks)
     try:
@@ -160,19 +164,24 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
     except BaseException:
         hooks.remove()
         raise
-    try:
-        import torch
-
-        hooks.cuda = torch.cuda.is_available() and core.impl.cuda_available()
-        if hooks.cuda:
-            pump.device_poll_s = DEVICE_POLL_S
-    except Exception as error:  # no usable CUDA: the host clock it is
-        log.info("sleuth logger: CUDA-event timing is off: %r", error)
     atexit.register(pump.finish)
     restore_sigterm = flush_on_sigterm(pump.finish)
     pump.start()
-    log.info("sleuth logger: on (job %s, recorder %s)", job, core.impl.IMPLEMENTATION)
+    log.info("sleuth logger: on (job %s, recorder %s, %s)", job, core.impl.IMPLEMENTATION, type(hooks).__name__)
     return Logger(session, pump, hooks, restore_sigterm)
+
+
+def _cuda_timing() -> bool:
+    """Whether CUDA tensors' operators are timed with CUDA events (else on the host clock)."""
+    from sleuth.logger import core
+
+    try:
+        import torch
+
+        return torch.cuda.is_available() and core.impl.cuda_available()
+    except Exception as error:  # no usable CUDA: the host clock it is
+        log.info("sleuth logger: CUDA-event timing is off: %r", error)
+        return False
 
 
 def _read_ca(path: str) -> bytes | None:
@@ -205,20 +214,32 @@ def _leave_nccl_to_the_plugin(hooks: Any) -> None:
     log.info("sleuth logger: NCCL groups are left to the NCCL profiler plugin (sleuth import nccl-profiler)")
 
 
-def _hooks_class(capture: str) -> type:
-    """The hooks ``SLEUTH_CAPTURE`` asks for; ConfigError when this torch cannot give them."""
+def _hooks_class(capture: str, *, cuda: bool = False) -> type:
+    """The hooks ``SLEUTH_CAPTURE`` asks for; ConfigError when this machine cannot give them.
+    ``cuda``: CUDA-event timing is on, which only the Python process-group hooks do."""
     from sleuth.logger import capture as process_group
     from sleuth.logger.hooks import Hooks
 
     if capture == "functions":
         return Hooks
-    if process_group.supported():
+    if not process_group.supported():
+        if capture != "auto":
+            raise ConfigError(f"SLEUTH_CAPTURE={capture} needs torch >= 2.15 (process-group hooks)")
+        log.warning("sleuth logger: this torch has no process-group hooks: only torch.distributed's "
+                    "Python calls are recorded (not DDP's, FSDP's or functional collectives)")
+        return Hooks
+    if capture == "process-group" or (capture == "auto" and cuda):
         return process_group.ProcessGroupHooks
-    if capture == "process-group":
-        raise ConfigError("SLEUTH_CAPTURE=process-group needs torch >= 2.15 (process-group hooks)")
-    log.warning("sleuth logger: this torch has no process-group hooks: only torch.distributed's "
-                "Python calls are recorded (not DDP's, FSDP's or functional collectives)")
-    return Hooks
+    from sleuth.logger import capture_native
+
+    why = capture_native.unavailable()
+    if why is None:
+        return capture_native.NativeProcessGroupHooks
+    if capture == "native":
+        raise ConfigError(f"SLEUTH_CAPTURE=native: {why}")
+    log.warning("sleuth logger: the Python process-group hooks record (about 6 us per operator); "
+                "the native ones are unavailable: %s", why)
+    return process_group.ProcessGroupHooks
 
 
 class _Tee:

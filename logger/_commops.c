@@ -5,10 +5,12 @@
  * iterations, sending) is Python. `_commops_py.py` is the pure-Python twin with the same API;
  * the same tests run against both.
  *
- * Concurrency: every entry point runs holding the GIL, so producers (the training thread, or a
- * torch future's callback thread) are serialized without a lock of our own. The ring itself is
- * single-producer/single-consumer with acquire/release indices; a full ring drops the new
- * record and counts it, it never waits.
+ * Concurrency: producers are the training thread, torch's callback threads and, through the C API
+ * (commops_capi.h, the capsule `_C_API`), native hooks that fire on threads without the GIL (DDP's
+ * reducer runs in autograd threads). So producers are serialized by a spinlock of the recorder's
+ * own around each begin/end/record: its critical sections are a few stores, far shorter than a
+ * futex round trip. The ring itself is single-consumer (the drainer, holding the GIL) with
+ * acquire/release indices; a full ring drops the new record and counts it, it never waits.
  *
  * CUDA: libcudart is opened with dlopen only when `cuda_available()` is called, through a few
  * function pointers declared here, so this file builds with plain gcc and no CUDA toolkit.
@@ -22,10 +24,12 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <dlfcn.h>
+#include <sched.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
 
+#include "commops_capi.h"
 #include "commops_record.h"
 
 static int64_t now_ns(void) {
@@ -102,6 +106,9 @@ typedef struct {
     int32_t *flight;
     int32_t flight_head, flight_count;
     uint64_t dropped;
+    uint64_t begun;              /* records begun or recorded whole, ever */
+    int64_t iteration;           /* the session's current iteration, read by native hooks */
+    int lock;                    /* the producers' spinlock (see the top of this file) */
     /* CUDA reference: event `ref` happened at host time `ref_ns`. */
     cudaStream_t ref_stream;
     cudaEvent_t ref;
@@ -109,6 +116,15 @@ typedef struct {
     int has_ref;
 } Recorder;
 
+static void lock(Recorder *self) {
+    while (__atomic_exchange_n(&self->lock, 1, __ATOMIC_ACQUIRE)) {
+        while (__atomic_load_n(&self->lock, __ATOMIC_RELAXED)) sched_yield();
+    }
+}
+
+static void unlock(Recorder *self) { __atomic_store_n(&self->lock, 0, __ATOMIC_RELEASE); }
+
+/* push, take_slot and give_slot: the caller holds the lock. */
 static void push(Recorder *self, const Record *rec) {
     uint64_t head = self->head;
     uint64_t tail = __atomic_load_n(&self->tail, __ATOMIC_ACQUIRE);
@@ -196,16 +212,46 @@ static int parse_op(PyObject *args, Record *rec, int extra, unsigned long long *
     return 1;
 }
 
+static int32_t host_begin(Recorder *self, const Record *rec) {
+    lock(self);
+    self->begun++;
+    int32_t i = take_slot(self);
+    if (i >= 0) {
+        Slot *slot = &self->slots[i];
+        slot->rec = *rec;
+        slot->rec.t_issue_ns = slot->rec.t_start_ns = now_ns();
+        slot->state = SLOT_HOST;
+    }
+    unlock(self);
+    return i;
+}
+
+static void host_end(Recorder *self, long i) {
+    /* A handle of -1 (no slot was free) or a stale one is ignored: the loss is already counted. */
+    lock(self);
+    if (i >= 0 && i < self->n_slots && self->slots[i].state == SLOT_HOST) {
+        Slot *slot = &self->slots[i];
+        slot->rec.t_end_ns = now_ns();
+        push(self, &slot->rec);
+        give_slot(self, (int32_t)i);
+    }
+    unlock(self);
+}
+
+static int push_whole(Recorder *self, const Record *rec) {
+    lock(self);
+    self->begun++;
+    uint64_t before = self->dropped;
+    push(self, rec);
+    int kept = self->dropped == before;
+    unlock(self);
+    return kept;
+}
+
 static PyObject *Recorder_begin(Recorder *self, PyObject *args) {
     Record rec;
     if (!parse_op(args, &rec, 0, NULL)) return NULL;
-    int32_t i = take_slot(self);
-    if (i >= 0) {
-        rec.t_issue_ns = rec.t_start_ns = now_ns();
-        self->slots[i].rec = rec;
-        self->slots[i].state = SLOT_HOST;
-    }
-    return PyLong_FromLong(i);
+    return PyLong_FromLong(host_begin(self, &rec));
 }
 
 static int check_handle(Recorder *self, PyObject *arg, long *out) {
@@ -218,13 +264,7 @@ static int check_handle(Recorder *self, PyObject *arg, long *out) {
 static PyObject *Recorder_end(Recorder *self, PyObject *arg) {
     long i;
     if (!check_handle(self, arg, &i)) return NULL;
-    /* A handle of -1 (no slot was free) or a stale one is ignored: the loss is already counted. */
-    if (i >= 0 && i < self->n_slots && self->slots[i].state == SLOT_HOST) {
-        Slot *slot = &self->slots[i];
-        slot->rec.t_end_ns = now_ns();
-        push(self, &slot->rec);
-        give_slot(self, (int32_t)i);
-    }
+    host_end(self, i);
     Py_RETURN_NONE;
 }
 
@@ -241,9 +281,7 @@ static PyObject *Recorder_record(Recorder *self, PyObject *args) {
         return NULL;
     }
     Record rec = {t_issue, t_start, t_end, seq, nbytes, iteration, comm, peer, (uint8_t)op, {0}};
-    uint64_t before = self->dropped;
-    push(self, &rec);
-    return PyBool_FromLong(self->dropped == before);
+    return PyBool_FromLong(push_whole(self, &rec));
 }
 
 static PyObject *Recorder_drain(Recorder *self, PyObject *args, PyObject *kwds) {
@@ -267,6 +305,13 @@ static PyObject *Recorder_drain(Recorder *self, PyObject *args, PyObject *kwds) 
 }
 
 /* ---- CUDA path --------------------------------------------------------------------------- */
+
+static void give_locked(Recorder *self, int32_t i, int lost) {
+    lock(self);
+    give_slot(self, i);
+    self->dropped += lost;
+    unlock(self);
+}
 
 static int cuda_fail(const char *what, int code) {
     PyErr_Format(PyExc_RuntimeError, "%s failed with CUDA error %d", what, code);
@@ -298,18 +343,21 @@ static PyObject *Recorder_begin_cuda(Recorder *self, PyObject *args) {
         return NULL;
     }
     if (!self->has_ref && !calibrate(self)) return NULL;
+    lock(self);
+    self->begun++;
     int32_t i = take_slot(self);
+    unlock(self);
     if (i < 0) return PyLong_FromLong(-1);
     Slot *slot = &self->slots[i];
     if (!slot->ev_start && ((rc = cuda.event_create(&slot->ev_start, 0)) || (rc = cuda.event_create(&slot->ev_end, 0)))) {
-        give_slot(self, i);
+        give_locked(self, i, 0);
         cuda_fail("cudaEventCreateWithFlags", rc);
         return NULL;
     }
     rec.t_issue_ns = now_ns();
     slot->rec = rec;
     if ((rc = cuda.event_record(slot->ev_start, (cudaStream_t)(uintptr_t)stream))) {
-        give_slot(self, i);
+        give_locked(self, i, 0);
         cuda_fail("cudaEventRecord", rc);
         return NULL;
     }
@@ -325,8 +373,7 @@ static PyObject *Recorder_end_cuda(Recorder *self, PyObject *args) {
     if (i < 0 || i >= self->n_slots || self->slots[i].state != SLOT_CUDA_OPEN) Py_RETURN_NONE;
     Slot *slot = &self->slots[i];
     if ((rc = cuda.event_record(slot->ev_end, (cudaStream_t)(uintptr_t)stream))) {
-        give_slot(self, (int32_t)i);
-        self->dropped++;
+        give_locked(self, (int32_t)i, 1);
         cuda_fail("cudaEventRecord", rc);
         return NULL;
     }
@@ -350,8 +397,10 @@ static PyObject *Recorder_poll(Recorder *self, PyObject *Py_UNUSED(ignored)) {
         self->flight_head = (self->flight_head + 1) % self->n_slots;
         self->flight_count--;
         float start_ms = 0, end_ms = 0;
-        if (rc == CUDA_SUCCESS && !cuda.elapsed(&start_ms, self->ref, slot->ev_start) &&
-            !cuda.elapsed(&end_ms, self->ref, slot->ev_end)) {
+        int timed = rc == CUDA_SUCCESS && !cuda.elapsed(&start_ms, self->ref, slot->ev_start) &&
+                    !cuda.elapsed(&end_ms, self->ref, slot->ev_end);
+        lock(self);
+        if (timed) {
             slot->rec.t_start_ns = self->ref_ns + (int64_t)((double)start_ms * 1e6);
             slot->rec.t_end_ns = self->ref_ns + (int64_t)((double)end_ms * 1e6);
             push(self, &slot->rec);
@@ -360,6 +409,7 @@ static PyObject *Recorder_poll(Recorder *self, PyObject *Py_UNUSED(ignored)) {
             self->dropped++; /* an event error: the record's times are unknown */
         }
         give_slot(self, i);
+        unlock(self);
     }
     return PyLong_FromLong(done);
 }
@@ -373,7 +423,25 @@ static PyObject *Recorder_recalibrate(Recorder *self, PyObject *Py_UNUSED(ignore
     Py_RETURN_TRUE;
 }
 
-static PyObject *Recorder_get_dropped(Recorder *self, void *c) { return PyLong_FromUnsignedLongLong(self->dropped); }
+static PyObject *Recorder_get_dropped(Recorder *self, void *c) {
+    return PyLong_FromUnsignedLongLong(__atomic_load_n(&self->dropped, __ATOMIC_RELAXED));
+}
+static PyObject *Recorder_get_begun(Recorder *self, void *c) {
+    return PyLong_FromUnsignedLongLong(__atomic_load_n(&self->begun, __ATOMIC_RELAXED));
+}
+static PyObject *Recorder_get_iteration(Recorder *self, void *c) {
+    return PyLong_FromLongLong(__atomic_load_n(&self->iteration, __ATOMIC_RELAXED));
+}
+static int Recorder_set_iteration(Recorder *self, PyObject *value, void *c) {
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "iteration cannot be deleted");
+        return -1;
+    }
+    long long iteration = PyLong_AsLongLong(value);
+    if (iteration == -1 && PyErr_Occurred()) return -1;
+    __atomic_store_n(&self->iteration, (int64_t)iteration, __ATOMIC_RELAXED);
+    return 0;
+}
 static PyObject *Recorder_get_size(Recorder *self, void *c) {
     return PyLong_FromUnsignedLongLong(__atomic_load_n(&self->head, __ATOMIC_ACQUIRE) - self->tail);
 }
@@ -397,6 +465,9 @@ static PyGetSetDef Recorder_getset[] = {
     {"size", (getter)Recorder_get_size, NULL, "records waiting in the ring", NULL},
     {"capacity", (getter)Recorder_get_capacity, NULL, "ring capacity (a power of two)", NULL},
     {"pending", (getter)Recorder_get_pending, NULL, "operators begun and not yet ended", NULL},
+    {"begun", (getter)Recorder_get_begun, NULL, "records begun or recorded whole, ever", NULL},
+    {"iteration", (getter)Recorder_get_iteration, (setter)Recorder_set_iteration,
+     "the current iteration, as native hooks read it (the session sets it)", NULL},
     {NULL},
 };
 
@@ -411,6 +482,31 @@ static PyTypeObject RecorderType = {
     .tp_methods = Recorder_methods,
     .tp_getset = Recorder_getset,
 };
+
+/* ---- the C API for native hooks (commops_capi.h) ------------------------------------------- */
+
+static int64_t capi_iteration(void *recorder) {
+    return __atomic_load_n(&((Recorder *)recorder)->iteration, __ATOMIC_RELAXED);
+}
+
+static int32_t capi_begin(void *recorder, uint32_t comm, uint64_t seq, uint8_t op, int32_t peer, uint64_t nbytes,
+                          int64_t iteration) {
+    Record rec;
+    memset(&rec, 0, sizeof(rec));
+    rec.comm = comm;
+    rec.seq = seq;
+    rec.op = op;
+    rec.peer = peer;
+    rec.nbytes = nbytes;
+    rec.iteration = iteration;
+    return host_begin((Recorder *)recorder, &rec);
+}
+
+static void capi_end(void *recorder, int32_t handle) { host_end((Recorder *)recorder, handle); }
+
+static int capi_record(void *recorder, const Record *rec) { return push_whole((Recorder *)recorder, rec); }
+
+static CommopsCApi c_api = {SLEUTH_COMMOPS_CAPI_VERSION, now_ns, capi_iteration, capi_begin, capi_end, capi_record};
 
 static PyObject *mod_now_ns(PyObject *m, PyObject *Py_UNUSED(ignored)) { return PyLong_FromLongLong(now_ns()); }
 
@@ -438,5 +534,7 @@ PyMODINIT_FUNC PyInit__commops(void) {
     if (PyModule_AddObject(m, "Recorder", (PyObject *)&RecorderType) < 0) return NULL;
     PyModule_AddIntConstant(m, "RECORD_SIZE", sizeof(Record));
     PyModule_AddStringConstant(m, "IMPLEMENTATION", "c");
+    PyObject *capsule = PyCapsule_New(&c_api, SLEUTH_COMMOPS_CAPI_NAME, NULL);
+    if (!capsule || PyModule_AddObject(m, "_C_API", capsule) < 0) return NULL;
     return m;
 }

@@ -22,7 +22,7 @@ _FREE, _HOST = 0, 1
 class Recorder:
     """Fixed-size ring of CommOps records with begin/end timing (see ``_commops.pyi``)."""
 
-    __slots__ = ("_ring", "_capacity", "_head", "_tail", "_slots", "_state", "_free", "_dropped")
+    __slots__ = ("_ring", "_capacity", "_head", "_tail", "_slots", "_state", "_free", "_dropped", "_begun", "iteration")
 
     def __init__(self, capacity: int, slots: int = 4096) -> None:
         if not 1 <= capacity <= 2**40:
@@ -41,6 +41,8 @@ class Recorder:
         self._state = [_FREE] * slots
         self._free = list(range(slots - 1, -1, -1))
         self._dropped = 0
+        self._begun = 0
+        self.iteration = 0  # the session's current iteration (native hooks read it in C)
 
     def _push(self, packed: bytes) -> bool:
         if self._head - self._tail >= self._capacity:
@@ -53,6 +55,7 @@ class Recorder:
     def begin(self, comm: int, seq: int, op: int, peer: int, nbytes: int, iteration: int) -> int:
         if not 0 <= op <= 255:
             raise ValueError("op must fit in a byte")
+        self._begun += 1
         if not self._free:
             self._dropped += 1
             return -1
@@ -75,6 +78,7 @@ class Recorder:
     ) -> bool:
         if not 0 <= op <= 255:
             raise ValueError("op must fit in a byte")
+        self._begun += 1
         packed = _RECORD.pack(t_issue_ns, t_start_ns, t_end_ns, seq, nbytes, iteration, comm, peer, op)
         return self._push(packed)
 
@@ -120,6 +124,10 @@ class Recorder:
     @property
     def pending(self) -> int:
         return len(self._state) - len(self._free)
+
+    @property
+    def begun(self) -> int:
+        return self._begun
 
 
 def cuda_available(path: str | None = None) -> bool:

@@ -72,6 +72,21 @@ def _op_table() -> dict[Any, int]:
     return {member: int(names.get(name, OpKind.UNKNOWN)) for name, member in hook_names.items()}
 
 
+#: The native hooks' mark of a hook name that is not an operator.
+NOT_AN_OPERATOR = 255
+
+
+def op_kinds_by_hook_number() -> list[int]:
+    """Our operator kind per torch hook name's number, ``NOT_AN_OPERATOR`` for group management:
+    :func:`_op_table` for the native hooks (:mod:`~.capture_native`), which index it in C++."""
+    ops = _op_table()
+    names = torch_hook_names()
+    table = [NOT_AN_OPERATOR] * (max(int(member) for member in names.values()) + 1)
+    for name, member in names.items():
+        table[int(member)] = NOT_AN_OPERATOR if name in _NOT_OPERATORS else ops[member]
+    return table
+
+
 def torch_hook_names() -> dict[str, Any]:
     from torch._C._distributed_c10d import HookOpName
 
@@ -121,7 +136,7 @@ class ProcessGroupHooks(Hooks):
                 op = ops[name]
                 # An operator's size is its larger side: an all-gather's output, a reduce-scatter's
                 # input; a receive has only outputs. Reading one side saves building a list.
-                if op == _ALL_GATHER_OP or op == _RECV_OP or op == _GATHER_OP:
+                if op in OUTPUT_SIDE_OPS:
                     inputs, outputs = (), args.output_tensors
                     nbytes = _nbytes(outputs)
                 else:
@@ -246,5 +261,6 @@ class ProcessGroupHooks(Hooks):
 
 
 _SEND_OP, _RECV_OP = int(OpKind.SEND), int(OpKind.RECV)
-_ALL_GATHER_OP, _GATHER_OP = int(OpKind.ALL_GATHER), int(OpKind.GATHER)
+#: The kinds an operator's size is read from its outputs (else from its inputs).
+OUTPUT_SIDE_OPS = frozenset({int(OpKind.ALL_GATHER), _RECV_OP, int(OpKind.GATHER)})
 _ANY_SOURCE = object()  # marks a receive from any source between its pre- and post-hook

@@ -1,5 +1,5 @@
 /* One CommOps record, 64 bytes: the layout of sleuth.logger.core.RECORD_DTYPE, written by the
- * logger's C recorder (_commops.c) and by the NCCL profiler plugin (nccl_profiler/). */
+ * logger's C recorder (_commops.c), its native hooks (native/) and the NCCL profiler plugin (nccl_profiler/). */
 #ifndef SLEUTH_COMMOPS_RECORD_H
 #define SLEUTH_COMMOPS_RECORD_H
 
@@ -15,6 +15,10 @@ typedef struct {
     uint8_t pad[7];
 } Record;
 
+#ifdef __cplusplus
+static_assert(sizeof(Record) == 64, "Record must be 64 bytes");
+#else
 _Static_assert(sizeof(Record) == 64, "Record must be 64 bytes");
+#endif
 
 #endif

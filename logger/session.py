@@ -52,7 +52,7 @@ class Session:
         self.iteration = 0
         self.explicit_steps = False
         self.advanced = False
-        self._ops_since_step = 0
+        self._begun_at_step = 0  # the recorder's count of records begun when the iteration began
         self._step_start_ns = self.impl.now_ns()
         self._iterations: list[tuple[int, int, int]] = []
         self.on_identity: list[Callable[[], None]] = []  # run once, at the first operator
@@ -70,8 +70,8 @@ class Session:
         return self._register(group)
 
     def take_seq(self, info: GroupInfo, peer: int, direction: int) -> int:
-        """The operator's sequence number: per group for collectives, per (direction, peer) for P2P."""
-        self._ops_since_step += 1
+        """The operator's sequence number: per group for collectives, per (direction, peer) for P2P.
+        Native hooks (``sleuth.logger.native``) number theirs in C, exactly alike."""
         if peer < 0:
             seq = info.next_seq
             info.next_seq = seq + 1
@@ -125,15 +125,17 @@ class Session:
         them end one iteration, not several."""
         if explicit:
             self.explicit_steps = True
-        elif self.explicit_steps or (self.advanced and self._ops_since_step == 0):
+        elif self.explicit_steps or (self.advanced and self.recorder.begun == self._begun_at_step):
             return
         now = self.impl.now_ns()
         with self._lock:
             self._iterations.append((self.iteration, self._step_start_ns, now))
             self._step_start_ns = now
             self.iteration += 1
+            # Native hooks read the iteration in C, where the session's attribute is out of reach.
+            self.recorder.iteration = self.iteration
             self.advanced = True
-            self._ops_since_step = 0
+            self._begun_at_step = self.recorder.begun
 
     # -- draining ------------------------------------------------------------------------------
 

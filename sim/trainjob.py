@@ -260,10 +260,19 @@ def _worker(rank: int, world: int, options: JobOptions, port: int, out: str | No
 
 
 def write_result(out: str | None, result: dict) -> None:
-    """One rank's results (step times...) as ``result-<rank>.json`` in ``out``, when given."""
+    """One rank's results (step times...) as ``result-<rank>.json`` in ``out``, when given, with
+    the logger's hooks that recorded it (``capture``)."""
     if out:
         with open(os.path.join(out, f"result-{result['rank']}.json"), "w") as handle:
-            json.dump(result, handle)
+            json.dump({**result, "capture": logger_hooks()}, handle)
+
+
+def logger_hooks() -> str | None:
+    """The class of the logger's hooks in this process; None while the logger is off."""
+    import sleuth.logger
+
+    logger = sleuth.logger.installed()
+    return type(logger.hooks).__name__ if logger is not None else None
 
 
 def write_ground_truth(out: str | None, options: object) -> None:

@@ -67,3 +67,8 @@ class NotFound(SleuthError, LookupError):
 
 class UnknownJob(NotFound):
     """A job id that no registered job spec has; the message names the job and where it looked."""
+
+
+class BuildError(SleuthError, RuntimeError):
+    """A native part (the logger's C++ hooks) cannot be compiled or loaded on this machine; the
+    message says why (no compiler, no ninja, no torch headers, a compile error)."""

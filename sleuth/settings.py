@@ -100,7 +100,7 @@ def _non_negative(text: str) -> float:
 
 
 #: The logger's ways of capturing operators (``SLEUTH_CAPTURE``).
-CAPTURE_MODES = ("auto", "process-group", "functions")
+CAPTURE_MODES = ("auto", "native", "process-group", "functions")
 
 
 def _capture(text: str) -> str:
@@ -350,9 +350,11 @@ class Settings:
         1 << 16, "SLEUTH_RING", "records the logger's ring holds between two drains", _positive_int
     )
     logger_capture: str = _setting(
-        "auto", "SLEUTH_CAPTURE", "how the logger sees operators: process-group (hooks on every group: "
-        "DDP, FSDP, functional collectives too; torch >= 2.15), functions (wraps torch.distributed's "
-        "Python functions only), auto (process-group where torch has it)", _capture
+        "auto", "SLEUTH_CAPTURE", "how the logger sees operators: native (C++ hooks on every group: "
+        "DDP, FSDP, functional collectives too; torch >= 2.15; compiled on first use, fails if it cannot "
+        "be), process-group (the same hooks in Python), functions (wraps torch.distributed's Python "
+        "functions only), auto (native where it builds and CUDA-event timing is off, else process-group "
+        "where torch has it, else functions)", _capture
     )
     logger_flush_s: float = _setting(
         0.5, "SLEUTH_FLUSH_S", "seconds between two drains of the ring", _seconds

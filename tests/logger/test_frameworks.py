@@ -24,6 +24,8 @@ from sleuth.recordio import read_parquet
 from sleuth.records import IterationBatch, OpKind
 from sleuth.topology.ids import gpu_id
 
+from tests.logger.recorded import record_keys
+
 pytest.importorskip("torch")
 
 WORLD = 4
@@ -72,6 +74,23 @@ def test_every_operator_the_framework_runs_is_recorded_once(counted):
         assert recorded == expected, (mode, result["rank"])
         # The framework's own collectives, not only the script's final barrier.
         assert sum(expected.values()) > ITERS * 2
+
+
+def test_auto_capture_uses_the_native_hooks_where_they_build(counted):
+    from sleuth.logger import _cuda_timing
+
+    mode, _, results = counted
+    # CUDA-event timing is the Python hooks' (sleuth.logger.capture_native says why).
+    expected = "ProcessGroupHooks" if _cuda_timing() else "NativeProcessGroupHooks"
+    assert {result["capture"] for result in results} == {expected}, mode
+
+
+def test_the_python_process_group_hooks_record_what_the_native_ones_record(counted, tmp_path):
+    """The same job under SLEUTH_CAPTURE=process-group: the same records, kinds, sizes, sequence
+    numbers and iterations, the operators of DDP's autograd threads included."""
+    mode, folder, _ = counted
+    run_job(tmp_path, "--mode", mode, "--iters", str(ITERS), env_extra={"SLEUTH_CAPTURE": "process-group"})
+    assert record_keys(tmp_path / "records") == record_keys(folder), mode
 
 
 def test_members_agree_on_every_operator_s_sequence_number_and_kind(counted):

@@ -1,6 +1,7 @@
 """The real job (sleuth.sim.trainjob: 8 gloo ranks, tp2 pp2 dp2) logged with only the
 environment variable set, to a records folder and to a collector that is down at first."""
 
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from sleuth.recordio import read_parquet
 from sleuth.records import IterationBatch, OpKind
 
 from tests.logger import collector
+from tests.logger.recorded import record_keys
 
 pytest.importorskip("torch")  # the `test` extra installs it
 
@@ -168,13 +170,20 @@ def test_the_function_wrappers_record_what_the_process_group_hooks_record(logged
     """SLEUTH_CAPTURE=functions (torch without process-group hooks) sees every operator this job's
     script issues itself, exactly as the process-group hooks do, and nothing twice."""
     run_job({"SLEUTH_LOG_DIR": str(tmp_path / "records"), "SLEUTH_JOB": "demo-1", "SLEUTH_CAPTURE": "functions"}, tmp_path)
+    assert record_keys(tmp_path / "records") == record_keys(logged[0])
 
-    def keys(folder):
-        records = read_parquet(folder)
-        columns = [records.decoded("comm").tolist()] + [records[c].tolist() for c in ("rank", "seq", "op", "peer", "nbytes", "iteration")]
-        return Counter(zip(*columns))
 
-    assert keys(tmp_path / "records") == keys(logged[0])
+def test_the_python_process_group_hooks_record_what_the_native_ones_record(logged, tmp_path):
+    """The job's P2P (send/recv, batch_isend_irecv, isend/irecv: gloo's works without a future),
+    async and sync collectives: the same records under both, peers and sequence numbers included."""
+    from sleuth.logger import _cuda_timing
+
+    results = [json.loads(path.read_text()) for path in (logged[0].parent / "out").glob("result-*.json")]
+    # auto: the native hooks where they build (CUDA-event timing is the Python hooks').
+    expected = "ProcessGroupHooks" if _cuda_timing() else "NativeProcessGroupHooks"
+    assert len(results) == WORLD and {result["capture"] for result in results} == {expected}
+    run_job({"SLEUTH_LOG_DIR": str(tmp_path / "records"), "SLEUTH_JOB": "demo-1", "SLEUTH_CAPTURE": "process-group"}, tmp_path)
+    assert record_keys(tmp_path / "records") == record_keys(logged[0])
 
 
 def test_a_restarted_attempt_under_the_same_job_id_keeps_both_attempts(tmp_path):
