@@ -128,8 +128,9 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
     if split and split_led(attribution):
         return Straggler.STAGE_IMBALANCE
     # Sequence lengths are compute's: transfers carrying most of it put a device on a path in play, and
-    # one host explaining most of it is that host.
-    if attribution.host_share >= _RULES.majority or _compute_share(attribution) < _RULES.majority:
+    # one host explaining most of it, more than its top workers do (a host of one GPU is its worker), is that host.
+    host = attribution.host_share >= _RULES.majority and attribution.host_share > attribution.worker_share + 1e-9
+    if host or _compute_share(attribution) < _RULES.majority:
         return Straggler.HARDWARE
     # Work that moves is the data's even where one worker explains each of the worst iterations (M_W,
     # measured on those alone): the slow batch is on some replica in each.

@@ -32,7 +32,7 @@ from sleuth.logger.naming import infer_layout, name_groups
 from sleuth.logger.period import find_period
 from sleuth.records import OpKind, RecordBatch
 
-__all__ = ["assemble", "kind_counts"]
+__all__ = ["assemble", "kind_counts", "named"]
 
 #: Operators of a stream's start searched for its period (the logger holds 4096 per rank).
 PERIOD_WINDOW = 16384
@@ -115,8 +115,9 @@ def _placements(ranks: Sequence[SourceRank]) -> list[RankPlacement]:
     return placements
 
 
-def _name(comms: Sequence[SourceComm], world: int) -> tuple[dict[str, str], list[Communicator]]:
-    """Each communicator's id, named as the logger names it from its lowest member's view."""
+def named(comms: Sequence[SourceComm], world: int) -> dict[str, tuple[str, str]]:
+    """Each communicator's (name, kind) by its key, named as the logger names it from its lowest
+    member's view (the member-hash id and ``world`` or ``group`` where no name fits)."""
     of_rank: dict[int, list[SourceComm]] = defaultdict(list)
     for comm in comms:
         for rank in comm.ranks:
@@ -124,12 +125,17 @@ def _name(comms: Sequence[SourceComm], world: int) -> tuple[dict[str, str], list
     chosen: dict[str, tuple[str, str]] = {}
     for comm in sorted(comms, key=lambda c: (min(c.ranks), c.key)):
         view = of_rank[min(comm.ranks)]
-        named = name_groups([(c.ranks, c.desc) for c in view], world)
-        found = named[view.index(comm)]
+        found = name_groups([(c.ranks, c.desc) for c in view], world)[view.index(comm)]
         if found is None:
             kind = "world" if len(comm.ranks) == world else "group"
             found = (comm_id(comm.ranks), kind)
         chosen[comm.key] = found
+    return chosen
+
+
+def _name(comms: Sequence[SourceComm], world: int) -> tuple[dict[str, str], list[Communicator]]:
+    """Each communicator's id, named as the logger names it from its lowest member's view."""
+    chosen = named(comms, world)
     names: dict[str, str] = {}
     owners: dict[str, str] = {}
     communicators = []

@@ -37,6 +37,7 @@ What the conversion decides, and how:
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,8 +46,11 @@ from typing import Any
 import numpy as np
 
 from sleuth.errors import RecordError
+from sleuth.importers.assemble import named
+from sleuth.importers.model import SourceComm
 from sleuth.jobspec import JobSpec, RankPlacement
-from sleuth.layout import CommGroup
+from sleuth.layout import CommGroup, ParallelLayout
+from sleuth.logger.naming import infer_layout
 from sleuth.recordio import write_parquet
 from sleuth.records import OpKind, RecordBatch
 from sleuth.validation import is_of, positive_int
@@ -203,8 +207,9 @@ def import_folder(
     ranks = _global_ranks(dumps)
     comm_ids, members = _communicators(dumps, ranks)
     job_id = job or _job(dumps, Path(folder))
+    placements = _placements(dumps, ranks)
     spec = JobSpec(
-        job_id, len(dumps), None, _placements(dumps, ranks),
+        job_id, len(dumps), _layout(dumps, members, placements), placements,
         tuple(CommGroup(comm_ids[h], _kind(dumps, h), tuple(members[h])) for h in sorted(members, key=comm_ids.get)),  # type: ignore[arg-type]  # every member hash has an id
     )
     boundaries, used_period = _step_boundaries(dumps, ranks, members, period, notes)
@@ -282,6 +287,17 @@ def _communicators(dumps: Sequence[ProcessDump], ranks: Sequence[int]) -> tuple[
         if len(hashes) == 1:
             ids[hashes[0]] = name
     return ids, complete
+
+
+def _layout(dumps: Sequence[ProcessDump], members: Mapping[str, list[int]],
+            placements: Sequence[RankPlacement]) -> ParallelLayout | None:
+    """The parallel layout the communicators' member sets imply, as for a logged job (a DDP
+    job's one world communicator: data parallel over the world)."""
+    comms = [SourceComm(h, _kind(dumps, h), tuple(ranks)) for h, ranks in members.items()]
+    chosen = named(comms, len(dumps))
+    kinds = [(chosen[comm.key][1], comm.ranks) for comm in comms]
+    per_host = Counter(p.host for p in placements)
+    return infer_layout(kinds, len(dumps), max(per_host.values()))
 
 
 def _kind(dumps: Sequence[ProcessDump], comm_hash: str) -> str:

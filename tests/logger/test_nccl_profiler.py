@@ -244,6 +244,8 @@ def test_ranks_come_from_the_spanning_communicator_when_no_process_names_its_own
     result = import_folder(tmp_path / "raw", tmp_path / "out")
     assert sorted(set(result.records["rank"].tolist())) == [0, 1, 2]
     assert [p.gpu for p in result.spec.placements] == [0, 1, 2]  # position among the host's ranks
+    # One communicator over the world, as a DDP job's: data parallel over the world, as a logged job's.
+    assert (result.spec.layout.dp, result.spec.layout.tp, result.spec.layout.pp) == (3, 1, 1)
 
 
 def test_a_forced_period_groups_steps(built, tmp_path):
