@@ -22,9 +22,9 @@ GPU are two things to fix), else the whole episode gets one. A split's incident 
 irregular iteration's (the split is the same in every iteration and explains none of them).
 
 An episode an irregular iteration's incident covers gets no incident of its own; that incident
-takes the what-if suspects of a side (compute, network) its own search left without one, or
-named none of (``complement``: a second, moderate fault that never made an iteration irregular,
-or a search from one irregular iteration that the whole job's attribution contradicts), and the
+takes every what-if suspect it lacks (``complement``: a second, moderate fault that never made an
+iteration irregular, a search from one irregular iteration that the whole job's attribution
+contradicts, a second straggler its search did not reach), and the
 side the job pays most for (S_t) leads its list, the what-if's own suspects first (``lead``), and it
 spans the whole episode (``grown_to_episode``). A brief, cheap pause whose device pauses nowhere
 else is a *hiccup* (``hiccup``): recorded, never paged.
@@ -53,7 +53,7 @@ from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
-__all__ = ["Episode", "Part", "complement", "diagnose", "episodes", "grown_to_episode", "hiccup", "lead", "paid", "parts",
+__all__ = ["Episode", "Part", "complement", "diagnose", "episodes", "grown_to_episode", "hiccup", "impact_over", "lead", "parts",
            "runs", "slowdown_incident", "split_led", "summary", "whatif_search", "work_moves"]
 
 _RULES = LOCALIZER_RULES
@@ -236,14 +236,14 @@ def slowdown_incident(
         steps=(),
         ranks_fetched=graph.world,  # the attribution read every rank
         world=graph.world,
-        impact=paid(attribution, episode.iterations, world=graph.world, part=part),
+        impact=impact_over(attribution, episode.iterations, world=graph.world, part=part),
         advice=ADVICE[diagnosis],
         seconds=time.perf_counter() - started,
         attribution=summary(attribution, "slowdown"),
     )
 
 
-def paid(attribution: Attribution, iterations: Sequence[int], *, world: int, part: Part = Part.WHOLE) -> Impact:
+def impact_over(attribution: Attribution, iterations: Sequence[int], *, world: int, part: Part = Part.WHOLE) -> Impact:
     """What ``part`` of the job's slowdown costs over ``iterations`` (What-if eq. 3, per iteration replayed)."""
     original, ideal = part.times(attribution, iterations)
     lost = float(np.clip(original - ideal, 0, None).sum()) * world / _NS_PER_HOUR
@@ -260,7 +260,7 @@ def grown_to_episode(source: RecordSource, incident: Incident, attribution: Attr
     every iteration of the episode, not the few that tripped δ."""
     iterations = tuple(sorted(set(incident.iterations) | set(episode.iterations)))
     t_from, t_to = _span(source, _candidates(attribution, graph), iterations)
-    return replace(incident, iterations=iterations, impact=paid(attribution, iterations, world=graph.world),
+    return replace(incident, iterations=iterations, impact=impact_over(attribution, iterations, world=graph.world),
                    t_from_ns=min((t for t in (t_from, incident.t_from_ns) if t), default=0),
                    t_to_ns=max(t_to, incident.t_to_ns))
 

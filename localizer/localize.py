@@ -104,9 +104,9 @@ def localize(
     were all read. Then every episode of at least ``sustain`` iterations at a slowdown S of at
     least ``slowdown`` that no irregular cluster covers opens an incident of its own
     (``attributed``), every incident carries what the job pays, a cluster whose hardware or
-    non-hardware reading the attribution contradicts gives way to the episode's incident, and
-    an irregular cluster inside the job's one lone short run (a benign pause, nothing sustained)
-    is recorded, not reported.
+    non-hardware reading the attribution contradicts gives way to the episode's incident, one
+    that agrees spans the episode it lies in, and a cluster that is a benign pause (brief, cheap,
+    its device pausing nowhere else: ``attributed.hiccup``) is not reported.
 
     Incidents of one episode (``episodes``: less than ``window`` iterations apart, naming the same
     device first or second) are returned as one, grown over both.
@@ -154,8 +154,9 @@ def _with_attribution(
     topology: Topology, routing: Routing, priors: Priors, top_k: int, min_support: int, started: float,
     slowdown: float, sustain: int,
 ) -> list[Incident]:
-    """The irregular clusters' incidents with what the job pays, less a lone hiccup's, plus one
-    incident per sustained episode no cluster covers."""
+    """The irregular clusters' incidents with what the job pays, less the hiccups' (``hiccup``),
+    the one naming the episode it lies in grown to that episode, plus one incident per sustained
+    episode no cluster covers."""
     kept = [
         replace(incident, attribution=summary(attribution, "irregular")) for incident in incidents
         if not hiccup(incident, [o for o in incidents if o is not incident], attribution, slowdown=slowdown, sustain=sustain)
