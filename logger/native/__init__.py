@@ -10,7 +10,8 @@ The source ships in the package (``process_group_hooks.cpp``) and is compiled wi
 ``cpp_extension.load`` against the torch the job runs, into torch's per-user extensions folder
 (``TORCH_EXTENSIONS_DIR``, else ``~/.cache/torch_extensions``) under a name made of the torch
 version and a hash of the sources, so a new torch or a changed source builds anew and nothing
-else does. Ranks that start together build it once: torch's lock file makes the others wait.
+else does. Ranks that start together build it once: torch's lock file makes the others wait
+(a lock left by a builder that died is dropped after ``STALE_LOCK_S``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -29,6 +31,8 @@ from sleuth.errors import BuildError
 __all__ = ["SOURCES", "extension_name", "load"]
 
 _HERE = Path(__file__).resolve().parent
+#: A build lock this old is stale: the build takes about a minute on two loaded cores.
+STALE_LOCK_S = 600.0
 #: What the extension is built from: its source and the recorder's C headers it includes.
 SOURCES = (_HERE / "process_group_hooks.cpp", _HERE.parent / "commops_capi.h", _HERE.parent / "commops_record.h")
 
@@ -61,9 +65,11 @@ def _build() -> ModuleType | BuildError:
     _put_pip_ninja_on_path()
     if not cpp_extension.is_ninja_available():
         return BuildError("ninja is not installed (pip install ninja; the `logger` extra has it)")
+    name = extension_name(torch.__version__)
+    _drop_stale_lock(cpp_extension, name)
     try:
         return cpp_extension.load(
-            name=extension_name(torch.__version__),
+            name=name,
             sources=[str(SOURCES[0])],
             extra_include_paths=[str(_HERE.parent)],
             extra_cflags=["-O2"],
@@ -71,6 +77,17 @@ def _build() -> ModuleType | BuildError:
         )
     except Exception as error:  # a missing compiler or headers, a compile error: all say why
         return BuildError(f"the native hooks did not build: {_reason(error)}")
+
+
+def _drop_stale_lock(cpp_extension: ModuleType, name: str) -> None:
+    """Remove a build lock older than ``STALE_LOCK_S``: its builder died (a rank killed while it
+    built), and torch's lock has no timeout, so every later job would wait for it forever."""
+    try:
+        lock = Path(cpp_extension._get_build_directory(name, verbose=False)) / "lock"
+        if time.time() - lock.stat().st_mtime > STALE_LOCK_S:
+            lock.unlink()
+    except (AttributeError, OSError):  # no lock (the usual case), or a torch that builds elsewhere
+        pass
 
 
 def _put_pip_ninja_on_path() -> None:

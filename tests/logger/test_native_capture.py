@@ -175,3 +175,23 @@ def test_the_ninja_wheel_is_found_when_the_venv_is_not_on_path(monkeypatch):
     native._put_pip_ninja_on_path()
     first = os.environ["PATH"].split(os.pathsep)[0]
     assert first == ninja.BIN_DIR and os.access(os.path.join(first, "ninja"), os.X_OK)
+
+
+def test_a_build_lock_left_by_a_dead_builder_is_dropped_and_a_live_one_kept(tmp_path):
+    import os
+    import time
+    from types import SimpleNamespace
+
+    from sleuth.logger import native
+
+    torch_like = SimpleNamespace(_get_build_directory=lambda name, verbose: str(tmp_path / name))
+    (tmp_path / "x").mkdir()
+    lock = tmp_path / "x" / "lock"
+    lock.touch()
+    native._drop_stale_lock(torch_like, "x")
+    assert lock.exists()  # a build may be under way: the others wait for it
+    old = time.time() - native.STALE_LOCK_S - 1
+    os.utime(lock, (old, old))
+    native._drop_stale_lock(torch_like, "x")
+    assert not lock.exists()  # torch's lock has no timeout: every later job would hang on it
+    native._drop_stale_lock(torch_like, "x")  # no lock: nothing to do
