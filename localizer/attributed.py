@@ -42,6 +42,7 @@ import numpy as np
 
 from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
+from sleuth.topology.ids import parse_device
 from sleuth.whatif.attribution import COMPUTE, Attribution
 from sleuth.whatif.contributors import rank_slowdowns, slow_groups
 
@@ -292,17 +293,24 @@ def whatif_search(
 
 
 def complement(incident: Incident, suspects: Sequence[Suspect]) -> Incident:
-    """``incident`` with every what-if suspect it does not name, after its own: a side its search
-    left without one (a second fault that no irregular iteration showed), a device the two
-    searches disagree on, or a second straggler its search did not reach. Which comes first is
-    ``lead``'s to say."""
+    """``incident`` with the what-if suspects it lacks, after its own: those of a side (compute,
+    network) whose first what-if suspect it does not name (a second fault no irregular iteration
+    showed, or a search of a few iterations that the whole job's attribution contradicts), and the
+    what-if's GPUs and hosts on hosts none of its compute suspects is on (a second straggler its
+    search did not reach). Which comes first is ``lead``'s to say."""
     if not incident.cause.hardware:
         return incident
     named = {s.device for s in incident.suspects}
-    added = tuple(s for s in suspects if s.device not in named)
+    hosts = {parse_device(s.device).name for s in incident.suspects if _is_compute(s)}
+    added = []
+    for side in (True, False):
+        theirs = [s for s in suspects if _is_compute(s) == side]
+        agreed = bool(theirs) and theirs[0].device in named
+        added += [s for s in theirs if s.device not in named
+                  and (not agreed or (side and parse_device(s.device).name not in hosts))]
     if not added:
         return incident
-    merged = incident.suspects + added
+    merged = incident.suspects + tuple(added)
     return replace(incident, suspects=merged, cause=_cause(merged) or incident.cause)
 
 

@@ -157,9 +157,15 @@ def test_a_side_the_irregular_search_left_unexplained_is_complemented_by_the_wha
     assert complement(agreed, whatif) == agreed
     stage = _incident("stage_imbalance")
     assert complement(stage, whatif) == stage
-    # A what-if suspect on a side the two searches share is listed after the incident's own.
+    # A side whose first what-if suspect the incident lacks gets the what-if's, after its own.
     two = (Suspect("gpu:h0/5", DeviceKind.GPU, 0.5), Suspect("gpu:h0/1", DeviceKind.GPU, 0.4))
     assert [s.device for s in complement(_incident("compute", ("gpu:h0/1", "gpu")), two).suspects] == ["gpu:h0/1", "gpu:h0/5"]
+    # Agreed on the first: a mate on the same host adds nothing, a GPU on another host is a second straggler.
+    mate = (Suspect("gpu:h0/1", DeviceKind.GPU, 0.5), Suspect("gpu:h0/2", DeviceKind.GPU, 0.1))
+    one = _incident("compute", ("gpu:h0/1", "gpu"))
+    assert complement(one, mate) == one
+    other = (Suspect("gpu:h0/1", DeviceKind.GPU, 0.5), Suspect("gpu:h7/3", DeviceKind.GPU, 0.4))
+    assert [s.device for s in complement(one, other).suspects] == ["gpu:h0/1", "gpu:h7/3"]
 
 
 def test_the_side_the_job_pays_most_for_leads_the_incident_and_the_other_stays_listed() -> None:
