@@ -22,9 +22,10 @@ GPU are two things to fix), else the whole episode gets one. A split's incident 
 irregular iteration's (the split is the same in every iteration and explains none of them).
 
 An episode an irregular iteration's incident covers gets no incident of its own; that incident
-takes every what-if suspect it lacks (``complement``: a second, moderate fault that never made an
-iteration irregular, a search from one irregular iteration that the whole job's attribution
-contradicts, a second straggler its search did not reach), and the
+takes the what-if suspects of a side whose first what-if suspect it lacks, and the what-if's GPUs
+on hosts its own compute suspects are not on (``complement``: a second, moderate fault that never
+made an iteration irregular, a search from one irregular iteration that the whole job's
+attribution contradicts, a second straggler its search did not reach), and the
 side the job pays most for (S_t) leads its list, the what-if's own suspects first (``lead``), and it
 spans the whole episode (``grown_to_episode``). A brief, cheap pause whose device pauses nowhere
 else is a *hiccup* (``hiccup``): recorded, never paged.
