@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy.stats import mannwhitneyu
 
 from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
@@ -147,7 +148,9 @@ def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
     costliest in the iterations it slows, which carry all but a ``minor`` share of what the job
     pays (jitter carries the rest), and two broken devices are two replicas; data whose cost
     varies makes a third the costliest of an iteration that paid at least half the mean
-    (``moves``), or with two replicas only, each in turn."""
+    (``moves``), or with two replicas only, each in turn. And the data is as costly whichever
+    replica drew it: a replica whose iterations (of those paying half the mean) pay more than the
+    others' (a one-sided rank test, ``significance``) holds a device, the others' turns being jitter's."""
     wanted = set(iterations)
     rows = [(r, h, max(s - 1.0, 0.0)) for it, r, h, s in zip(
         attribution.iterations, attribution.costliest_replica, attribution.costliest_host, attribution.per_iteration)
@@ -157,7 +160,8 @@ def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
         return False
     replica = np.array([r for r, _, _ in rows])
     _, host = np.unique(np.array([h for _, h, _ in rows]), return_inverse=True)
-    paid = replica[excess >= _RULES.majority * excess.mean()]
+    pays = excess >= _RULES.majority * excess.mean()
+    paid = replica[pays]
     moved = len(set(paid.tolist())) >= min(_RULES.moves, attribution.replicas)
 
     def most(of: np.ndarray) -> float:
@@ -165,7 +169,17 @@ def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
 
     # Replicas taking turns on one host are that host's (contention, its NVSwitch), where the job has more.
     one_host = attribution.hosts > 1 and most(host.ravel()) > 1 - _RULES.minor
-    return moved and most(replica) <= 1 - _RULES.minor and not one_host
+    return moved and most(replica) <= 1 - _RULES.minor and not one_host and not _pays_more(replica[pays], excess[pays])
+
+
+def _pays_more(replica: np.ndarray, excess: np.ndarray) -> bool:
+    """Whether the replica carrying most of the ``excess`` was the costliest of iterations that paid
+    more than those the other replicas were the costliest of (Mann-Whitney U, one-sided)."""
+    top = int(np.argmax(np.bincount(replica, weights=excess)))
+    mine, theirs = excess[replica == top], excess[replica != top]
+    if not len(theirs):
+        return True
+    return bool(mannwhitneyu(mine, theirs, alternative="greater").pvalue < _RULES.significance)
 
 
 def split_led(attribution: Attribution) -> bool:

@@ -63,6 +63,9 @@ class LocalizerRules:
     #: Slowness seen on at least this many hosts or replicas, in as many iterations, moves: two
     #: could be two broken devices; a third, in a third iteration, is the work moving.
     moves: int = 3
+    #: A replica's iterations pay more than the others' when a one-sided rank test says so at this
+    #: level: the usual 5%, since a job's jitter makes some replica the costliest of every iteration.
+    significance: float = 0.05
     #: Suspects of an incident that can tie it to another: a NIC and its own cable, a GPU and its
     #: host, explain the same delays, so either may rank first in one analysis and second in the next.
     tied_suspects: int = 2
@@ -73,7 +76,7 @@ class LocalizerRules:
             probe_transfer_share=partial(fraction, zero=True), probe_spread_k=partial(number_above, low=0),
             earlier_t_min=partial(number_above, low=0), first_read=positive_int, read_batch=positive_int,
             member_share=fraction, majority=fraction, minor=partial(fraction, zero=True, one=False),
-            max_candidates=positive_int, moves=partial(integer, low=2), tied_suspects=positive_int,
+            max_candidates=positive_int, moves=partial(integer, low=2), significance=fraction, tied_suspects=positive_int,
         )
 
 

@@ -312,6 +312,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
                         help="the last pipeline stage computes F times as long as the others (every iteration)")
     parser.add_argument("--seqlen-jitter", type=float, default=1.0, metavar="F",
                         help="each iteration, each dp replica's compute is scaled by a factor in [1, F] drawn from --seed")
+    parser.add_argument("--base-delay-ms", type=float, default=2.0, metavar="MS",
+                        help="the compute time per micro-batch that the factors above multiply (default 2)")
     parser.add_argument("--progress", action="store_true", help='rank 0 prints "iteration K done" per step')
     parser.add_argument("--out", help="folder for per-rank results (step times) and the ground truth")
     args = parser.parse_args(argv)
@@ -320,6 +322,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
         iters=args.iters, tp=args.tp, pp=args.pp, dp=args.dp, seed=args.seed, slow_rank=args.slow_rank,
         slow_factor=args.slow_factor, slow_iters=(int(a), int(b or a)), slow_kind=args.slow_kind,
         ramp=args.ramp, uneven_stages=args.uneven_stages, seqlen_jitter=args.seqlen_jitter, progress=args.progress,
+        base_delay_s=args.base_delay_ms / 1000.0,
     )
     if options.pp != 2 and options.pp != 1:
         parser.error("--pp must be 1 or 2")
@@ -327,6 +330,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
                         ("--seqlen-jitter", options.seqlen_jitter)):
         if value < 1.0:
             parser.error(f"{name} must be >= 1 (a factor on the compute time), got {value}")
+    if not options.base_delay_s > 0:
+        parser.error(f"--base-delay-ms must be > 0, got {args.base_delay_ms}")
     return options, args.out
 
 

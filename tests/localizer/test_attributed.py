@@ -69,6 +69,20 @@ def test_non_hardware_causes_follow_the_papers_shares(shares: dict, expected: St
     assert diagnose(attribution((1.2,) * 10, **shares)) is expected
 
 
+def test_jitter_taking_turns_beside_a_slow_replica_is_not_moving_work() -> None:
+    # Two replicas: 1's GPU slows iterations 10-19 (S 1.5-1.8); this loaded machine's jitter pays up
+    # to 1.25 in the ten before, where either replica is the costliest. The work does not move.
+    noise = (1.2, 1.1, 1.25, 1.05, 1.15, 1.2, 1.1, 1.08, 1.22, 1.12)
+    fault = (1.5, 1.7, 1.6, 1.8, 1.55, 1.65, 1.75, 1.6, 1.5, 1.7)
+    costliest = (0, 1) * 5 + (1,) * 10
+    found = attribution(noise + fault, worker_share=0.6, costliest_replica=costliest, replicas=2)
+    assert diagnose(found) is Straggler.HARDWARE
+    # Data taking turns pays alike whichever replica drew the long batch.
+    turns = (0, 1, 1, 0, 1, 0, 0, 1, 0, 1) * 2
+    assert diagnose(attribution(noise + fault, worker_share=0.6, costliest_replica=turns, replicas=2)) \
+        is Straggler.SEQLEN_IMBALANCE
+
+
 def _sim(tmp_path, *words: str) -> None:
     assert main(["sim", "--generate", "fattree:hosts=16,gpus=8,pod=4,spines=4", "--tp", "4", "--pp", "2", "--dp", "16",
                  "--iterations", "30", "--seed", "5", "--no-labels", *words]) == 0

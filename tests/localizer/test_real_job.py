@@ -133,10 +133,13 @@ def assert_costliest_blames_no_device(records, cause: str, capsys) -> None:
 
 @pytest.fixture(scope="module")
 def seqlen(tmp_path_factory):
-    # Each iteration, each data-parallel replica computes 1 to 10 times its base work (sleeps: the
-    # transfers of this loaded machine must not outweigh it): the costly
-    # data lands on either replica in turn, as long-tailed documents do.
-    return logged_job(tmp_path_factory.mktemp("seqlenjob"), "seqlen", "0:0", "--seqlen-jitter", "10")
+    # Each iteration, each data-parallel replica computes 1 to 10 times its base work of 20 ms per
+    # micro-batch (ten times the other jobs': this loaded machine's transfers must not outweigh it):
+    # the costly data lands on one replica after another, as long-tailed documents do. Four replicas
+    # (tp2 dp4): with two, half of each operator's peers drew the long batch, and no peer median
+    # tells the long batch from the usual one.
+    return logged_job(tmp_path_factory.mktemp("seqlenjob"), "seqlen", "0:0", "--seqlen-jitter", "10",
+                      "--base-delay-ms", "20", "--pp", "1", "--dp", "4")
 
 
 def test_sequence_length_imbalance_is_named_as_such_and_blames_no_device(seqlen, capsys):

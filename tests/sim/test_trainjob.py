@@ -50,3 +50,11 @@ def test_a_factor_below_1_fails_before_the_job_starts(option, capsys):
     with pytest.raises(SystemExit):
         parse_args([option, "0.5"])
     assert option in capsys.readouterr().err
+
+
+def test_the_base_delay_is_the_compute_time_the_factors_multiply(capsys):
+    options, _ = parse_args(["--base-delay-ms", "20"])
+    assert options.base_delay_s == pytest.approx(0.02)
+    with pytest.raises(SystemExit):
+        parse_args(["--base-delay-ms", "0"])
+    assert "--base-delay-ms" in capsys.readouterr().err
