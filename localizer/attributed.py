@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.stats import mannwhitneyu
+from scipy.stats import binom, mannwhitneyu
 
 from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
@@ -149,8 +149,9 @@ def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
     pays (jitter carries the rest), and two broken devices are two replicas; data whose cost
     varies makes a third the costliest of an iteration that paid at least half the mean
     (``moves``), or with two replicas only, each in turn. And the data is as costly whichever
-    replica drew it: a replica whose iterations (of those paying half the mean) pay more than the
-    others' (a one-sided rank test, ``significance``) holds a device, the others' turns being jitter's."""
+    replica drew it: a replica that was the costliest of more of the iterations paying half the
+    mean than chance gives, or of ones that paid more than the others', holds a device, the
+    others' turns being jitter's (``_pays_more``, at ``significance``)."""
     wanted = set(iterations)
     rows = [(r, h, max(s - 1.0, 0.0)) for it, r, h, s in zip(
         attribution.iterations, attribution.costliest_replica, attribution.costliest_host, attribution.per_iteration)
@@ -169,17 +170,21 @@ def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
 
     # Replicas taking turns on one host are that host's (contention, its NVSwitch), where the job has more.
     one_host = attribution.hosts > 1 and most(host.ravel()) > 1 - _RULES.minor
-    return moved and most(replica) <= 1 - _RULES.minor and not one_host and not _pays_more(replica[pays], excess[pays])
+    return moved and most(replica) <= 1 - _RULES.minor and not one_host and not _pays_more(replica[pays], excess[pays], max(attribution.replicas, 2))
 
 
-def _pays_more(replica: np.ndarray, excess: np.ndarray) -> bool:
-    """Whether the replica carrying most of the ``excess`` was the costliest of iterations that paid
-    more than those the other replicas were the costliest of (Mann-Whitney U, one-sided)."""
+def _pays_more(replica: np.ndarray, excess: np.ndarray, replicas: int) -> bool:
+    """Whether the replica carrying most of the ``excess`` stands apart from the other ``replicas``:
+    it was the costliest of more of these iterations than a batch landing anywhere makes one replica
+    (binomial, one-sided, for the most frequent of them), or of iterations that paid more than the
+    others' (Mann-Whitney U, one-sided); each test at half the level, so that both together keep it."""
     top = int(np.argmax(np.bincount(replica, weights=excess)))
     mine, theirs = excess[replica == top], excess[replica != top]
     if not len(theirs):
         return True
-    return bool(mannwhitneyu(mine, theirs, alternative="greater").pvalue < _RULES.significance)
+    level = _RULES.significance / 2
+    often = min(1.0, replicas * float(binom.sf(len(mine) - 1, len(replica), 1.0 / replicas)))
+    return often < level or bool(mannwhitneyu(mine, theirs, alternative="greater").pvalue < level)
 
 
 def split_led(attribution: Attribution) -> bool:

@@ -77,6 +77,13 @@ def test_jitter_taking_turns_beside_a_slow_replica_is_not_moving_work() -> None:
     costliest = (0, 1) * 5 + (1,) * 10
     found = attribution(noise + fault, worker_share=0.6, costliest_replica=costliest, replicas=2)
     assert diagnose(found) is Straggler.HARDWARE
+    # A loaded machine's real job (rank 5 slowed in iterations 15-24 of 5-30): the other replica's
+    # two costliest iterations pay like the fault's weakest, but the slow replica is the costliest
+    # of fourteen of the sixteen that pay half the mean.
+    loaded = (1.168, 1.041, 1.141, 1.394, 1.267, 1.403, 1.196, 1.465, 1.225, 1.107, 1.863, 1.951, 1.732,
+              1.856, 1.884, 1.894, 1.84, 1.795, 1.74, 1.764, 1.072, 1.078, 1.101, 1.494, 1.083, 1.499)
+    replicas = (0, 1, 1, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0)
+    assert diagnose(attribution(loaded, worker_share=0.6, costliest_replica=replicas, replicas=2)) is Straggler.HARDWARE
     # Data taking turns pays alike whichever replica drew the long batch.
     turns = (0, 1, 1, 0, 1, 0, 0, 1, 0, 1) * 2
     assert diagnose(attribution(noise + fault, worker_share=0.6, costliest_replica=turns, replicas=2)) \
