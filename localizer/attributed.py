@@ -170,7 +170,8 @@ def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
 
     # Replicas taking turns on one host are that host's (contention, its NVSwitch), where the job has more.
     one_host = attribution.hosts > 1 and most(host.ravel()) > 1 - _RULES.minor
-    return moved and most(replica) <= 1 - _RULES.minor and not one_host and not _pays_more(replica[pays], excess[pays], max(attribution.replicas, 2))
+    apart = _pays_more(replica[pays], excess[pays], max(attribution.replicas, 2))
+    return moved and most(replica) <= 1 - _RULES.minor and not one_host and not apart
 
 
 def _pays_more(replica: np.ndarray, excess: np.ndarray, replicas: int) -> bool:
