@@ -177,7 +177,7 @@ def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
 def _pays_more(replica: np.ndarray, excess: np.ndarray, replicas: int) -> bool:
     """Whether the replica carrying most of the ``excess`` stands apart from the other ``replicas``:
     it was the costliest of more of these iterations than a batch landing anywhere makes one replica
-    (binomial, one-sided, for the most frequent of them), or of iterations that paid more than the
+    (binomial, one-sided, corrected for picking one of them), or of iterations that paid more than the
     others' (Mann-Whitney U, one-sided); each test at half the level, so that both together keep it."""
     top = int(np.argmax(np.bincount(replica, weights=excess)))
     mine, theirs = excess[replica == top], excess[replica != top]
