@@ -63,8 +63,8 @@ class LocalizerRules:
     #: Slowness seen on at least this many hosts or replicas, in as many iterations, moves: two
     #: could be two broken devices; a third, in a third iteration, is the work moving.
     moves: int = 3
-    #: A replica's iterations pay more than the others' when a one-sided rank test says so at this
-    #: level: the usual 5%, since a job's jitter makes some replica the costliest of every iteration.
+    #: A replica stands apart from the others (how often and how much it pays: one-sided tests, half
+    #: this level each) at the usual 5%: a job's jitter makes some replica the costliest of every iteration.
     significance: float = 0.05
     #: Suspects of an incident that can tie it to another: a NIC and its own cable, a GPU and its
     #: host, explain the same delays, so either may rank first in one analysis and second in the next.
