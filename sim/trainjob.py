@@ -27,6 +27,7 @@ of the logger: set ``SLEUTH_LOG_DIR`` or ``SLEUTH_COLLECTOR`` to log it. Needs t
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import socket
@@ -95,14 +96,22 @@ class JobOptions:
 def replica_factors(iteration: int, *, replicas: int, jitter: float, seed: int) -> list[float]:
     """Each data-parallel replica's compute factor in ``iteration`` (``jitter`` F): drawn from a
     long tail, 1 + (F - 1) u^4 with u uniform (most batches are short, attention cost grows with
-    the square of a document's length), and the replica that drew the largest computes F: each
-    batch has its one long document, on a replica that moves per iteration."""
+    the square of a document's length), and one replica computes F: each batch has its one long
+    document. Which replica holds it follows a fresh shuffle every ``replicas`` iterations, as a
+    distributed sampler gives every replica the same share of a shuffled dataset in each epoch."""
     if jitter <= 1.0:
         return [1.0] * replicas
-    draw = torch.Generator().manual_seed(seed * 1_000_003 + iteration)
+    epoch, turn = divmod(iteration, replicas)
+    holders = torch.randperm(replicas, generator=torch.Generator().manual_seed(_draw_seed(seed, "epoch", epoch)))
+    draw = torch.Generator().manual_seed(_draw_seed(seed, "batch", iteration))
     factors = 1.0 + (jitter - 1.0) * torch.rand(replicas, generator=draw) ** 4
-    factors[int(torch.argmax(factors))] = jitter
+    factors[int(holders[turn])] = jitter
     return [float(f) for f in factors]
+
+
+def _draw_seed(seed: int, stream: str, index: int) -> int:
+    """A generator seed of its own for each (job seed, stream, index): no two draws share one."""
+    return int.from_bytes(hashlib.blake2b(f"{seed}/{stream}/{index}".encode(), digest_size=7).digest(), "little")
 
 
 class _CopyToTP(torch.autograd.Function):

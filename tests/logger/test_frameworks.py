@@ -153,23 +153,28 @@ def test_the_period_detector_numbers_iterations_when_no_optimizer_marks_them(tmp
 SLOW_RANK = 2
 
 
-@pytest.mark.parametrize("shape, fault", [
+@pytest.mark.parametrize("shape, fault, slowed", [
     # 0.8 s more compute per step on rank 2 in iterations 15-24: above the +-50% step-time jitter
     # of 4 processes on a shared 2-core machine (test_real_job.py says more).
-    ("spike", ("--slow-factor", "200", "--slow-iters", "15:25")),
+    ("spike", ("--slow-factor", "200", "--slow-iters", "15:25"), range(15, 25)),
     # 0.4 s more per step from the first step on: no iteration stands out against the others.
-    ("from the first step", ("--slow-factor", "100", "--slow-iters", "0:30")),
+    ("from the first step", ("--slow-factor", "100", "--slow-iters", "0:30"), range(30)),
     # growing from nothing at step 5 to 0.8 s at step 29.
-    ("ramp", ("--slow-factor", "200", "--slow-iters", "5:30", "--ramp")),
+    ("ramp", ("--slow-factor", "200", "--slow-iters", "5:30", "--ramp"), range(5, 30)),
 ])
-def test_localize_names_the_slowed_ddp_rank_s_gpu(tmp_path, capsys, shape, fault):
+def test_localize_names_the_slowed_ddp_rank_s_gpu(tmp_path, capsys, shape, fault, slowed):
     run_job(tmp_path, "--mode", "ddp", "--iters", "30", "--slow-rank", str(SLOW_RANK), *fault)
     folder = tmp_path / "records"
     assert main(["localize", "--records", str(folder), "--json"]) == 0
     incidents = json.loads(capsys.readouterr().out)
     assert incidents, f"no incident for a DDP rank slowed ({shape})"
     placement = JobSpec.read(folder).placements[SLOW_RANK]
-    assert {i["suspects"][0]["device"] for i in incidents} == {gpu_id(placement.host, placement.gpu)}, incidents
+    # The incident over most of the slowed steps names the rank's GPU first.
+    covering = max(incidents, key=lambda i: len(set(slowed) & set(i["iterations"])))
+    assert covering["suspects"] and covering["suspects"][0]["device"] == gpu_id(placement.host, placement.gpu), incidents
+    # No incident blames another device. This loaded machine's own jitter, moving between the
+    # processes, may raise an incident of its own: one naming no device is not a wrong blame.
+    assert {i["suspects"][0]["device"] for i in incidents if i["suspects"]} == {covering["suspects"][0]["device"]}, incidents
 
 
 def test_uneven_batches_in_a_ddp_job_are_named_sequence_length_imbalance_and_blame_no_gpu(tmp_path, capsys):

@@ -38,7 +38,8 @@ def test_sequence_length_jitter_is_the_same_on_every_rank_and_moves_between_repl
     assert draws == [JobOptions(tp=2, pp=1, dp=4, seed=3, seqlen_jitter=200).replica_factors(i) for i in range(30)]
     assert all(max(d) == 200 and min(d) >= 1 for d in draws)
     slowest = [d.index(200) for d in draws]
-    assert set(slowest) == {0, 1, 2, 3}  # the long batch lands on every replica in turn
+    # The long batch lands on every replica equally often in each epoch of four iterations.
+    assert all(sorted(slowest[e:e + 4]) == [0, 1, 2, 3] for e in range(0, 28, 4)), slowest
     assert sum(a != b for a, b in zip(slowest, slowest[1:])) >= 15  # and moves between most iterations
     assert draws != [JobOptions(tp=2, pp=1, dp=4, seed=4, seqlen_jitter=200).replica_factors(i) for i in range(30)]
     assert JobOptions(dp=4).replica_factors(7) == [1.0] * 4
