@@ -36,7 +36,7 @@ from __future__ import annotations
 import enum
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -56,8 +56,8 @@ from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
-__all__ = ["Episode", "Part", "complement", "diagnose", "episodes", "grown_to_episode", "hiccup", "impact_over", "lead", "parts",
-           "runs", "slowdown_incident", "split_led", "summary", "whatif_search", "work_moves"]
+__all__ = ["Episode", "Part", "complement", "diagnose", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
+           "lead", "parts", "runs", "slowdown_incident", "split_led", "summary", "tied_devices", "whatif_search", "work_moves"]
 
 _RULES = LOCALIZER_RULES
 _NS_PER_HOUR = 3_600e9
@@ -101,27 +101,39 @@ def runs(iterations: Sequence[int], per_iteration: Sequence[float], *, slowdown:
     return tuple(r for r in found if len(r.paid) >= sustain), tuple(r for r in found if len(r.paid) < sustain)
 
 
-def hiccup(incident: Incident, others: Sequence[Incident], attribution: Attribution, *, slowdown: float,
-           sustain: int) -> bool:
+def hiccup(incident: Incident, named_elsewhere: Collection[str], attribution: Attribution, *, slowdown: float,
+           sustain: int, horizon: int | None = None) -> bool:
     """Whether an irregular iteration's ``incident`` is a benign pause: recorded, never paged.
 
     One iteration (spilling into its neighbours), not recurring, small cost: every iteration its
-    search found evidence in lies within one short run (fewer than ``sustain`` iterations over the
-    slowdown line, nothing sustained beside it); no ``other`` incident names its first suspect
-    among its tied ones (a device that pauses again is a fault, however brief); and what the run
-    cost is under the slowdown line's share of the whole window (the job does not pay for it).
+    search found evidence in (``evidence_iterations``) lies within one short run (fewer than
+    ``sustain`` iterations over the slowdown line, nothing sustained beside it); its first suspect
+    is not among the devices other incidents name first or tie with (``named_elsewhere``: a device
+    that pauses again is a fault, however brief); and what the run cost is under the slowdown
+    line's share of the whole window (the job does not pay for it), or of ``horizon`` iterations
+    of it where the attribution covers only those around the pause.
     """
     sustained, short = episodes(attribution, slowdown=slowdown, sustain=sustain)
-    seen = set(incident.iterations) | {i for r in incident.roots for i in (r.iteration, r.ran)}
+    seen = evidence_iterations(incident)
     near = [run for run in short if all(run.iterations[0] - 1 <= i <= run.iterations[-1] + 1 for i in seen)]
     if len(near) != 1 or any(abs(i - j) <= 1 for e in sustained for i in seen for j in (e.iterations[0], e.iterations[-1])):
         return False
-    top = incident.suspects[0].device if incident.suspects else None
-    if top is not None and any(top in {s.device for s in o.suspects[:_RULES.tied_suspects]} for o in others):
+    if incident.suspects and incident.suspects[0].device in named_elsewhere:
         return False
     original, ideal = Part.WHOLE.times(attribution, near[0].iterations)
-    window = float(np.sum(attribution.ideal_ns))
+    ideal_ns = np.asarray(attribution.ideal_ns, float)
+    window = float(ideal_ns.sum()) if horizon is None else float(ideal_ns.mean()) * horizon
     return window > 0 and float(np.clip(original - ideal, 0, None).sum()) / window < slowdown - 1.0
+
+
+def evidence_iterations(incident: Incident) -> set[int]:
+    """The iterations ``incident`` rests on: its own and those its root operators were found in."""
+    return set(incident.iterations) | {i for r in incident.roots for i in (r.iteration, r.ran)}
+
+
+def tied_devices(incidents: Iterable[Incident]) -> set[str]:
+    """The devices ``incidents`` name first or tie with first (``LocalizerRules.tied_suspects``)."""
+    return {s.device for incident in incidents for s in incident.suspects[:_RULES.tied_suspects]}
 
 
 def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequence[int] | None = None) -> Straggler:

@@ -46,7 +46,8 @@ from sleuth.validation import integer, is_int, number_above
 from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import (
-    Part, complement, diagnose, episodes, grown_to_episode, hiccup, lead, parts, slowdown_incident, summary, whatif_search,
+    Part, complement, diagnose, episodes, grown_to_episode, hiccup, lead, parts, slowdown_incident, summary, tied_devices,
+    whatif_search,
 )
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.episodes import one_per_episode
@@ -159,7 +160,8 @@ def _with_attribution(
     episode no cluster covers."""
     kept = [
         replace(incident, attribution=summary(attribution, "irregular")) for incident in incidents
-        if not hiccup(incident, [o for o in incidents if o is not incident], attribution, slowdown=slowdown, sustain=sustain)
+        if not hiccup(incident, tied_devices(o for o in incidents if o is not incident), attribution, slowdown=slowdown,
+                      sustain=sustain)
     ]
     sustained, _ = episodes(attribution, slowdown=slowdown, sustain=sustain)
     for episode in sustained:

@@ -14,9 +14,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from sleuth import __version__
 
 __all__ = [
-    "ALERTMANAGER_FAILURES", "ALERTS_SENT", "BUILD_INFO", "CONSUMER_LAG", "DETECTION_FAILURES", "DETECTION_SECONDS",
-    "LOCALIZATION_SECONDS",
-    "LOGGER_DROPPED", "OPEN_INCIDENTS", "RECORDS_IN", "RECORDS_REJECTED", "WEBHOOK_FAILURES", "WORKER_RECORDS", "serve",
+    "ALERTMANAGER_FAILURES", "ALERTS_SENT", "BENIGN_PAUSES", "BUILD_INFO", "CONSUMER_LAG", "DETECTION_FAILURES",
+    "DETECTION_SECONDS", "LOCALIZATION_SECONDS", "LOGGER_DROPPED", "OPEN_INCIDENTS", "RECORDS_IN", "RECORDS_REJECTED", "WEBHOOK_FAILURES", "WORKER_RECORDS", "serve",
 ]
 
 # Latencies from milliseconds (one batch's detection) to minutes (a localization at 16k GPUs).
@@ -34,6 +33,8 @@ DETECTION_FAILURES = Counter("sleuth_detection_failures",
                              "detector runs that raised on a consumed batch (the batch was inserted all the same)")
 LOCALIZATION_SECONDS = Histogram("sleuth_localization_seconds", "from an irregularity's arrival at the streaming localizer to its incident written",
                                  buckets=_SECONDS)
+BENIGN_PAUSES = Counter("sleuth_benign_pauses",
+                        "irregular iterations' incidents the streaming localizer judged benign pauses: logged, not paged")
 # Labelled training_job, not job: Prometheus's own `job` label names the scraped service.
 LOGGER_DROPPED = Counter("sleuth_logger_dropped_records",
                          "records a job's loggers lost before sending (ring full, spill lost), as their next batch reports",

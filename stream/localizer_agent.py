@@ -6,14 +6,15 @@ per job (``episodes.Gatherer``: ``SLEUTH_LOCALIZER_DEBOUNCE_S`` after a job's fi
 job's gathering is due, the agent
 
 1. drops the iterations an incident already spans (replays), per ``episodes``;
-2. waits until the records of every rank have landed in ClickHouse past the last gathered
-   iteration (``sleuth.storage.source.landed_through``), re-checking every ``retry_s``; after
-   ``SLEUTH_LOCALIZER_LAND_TIMEOUT_S`` more it goes on with what has landed;
+2. waits until the records of every rank have landed in ClickHouse ``SLEUTH_ATTRIBUTION_SUSTAIN``
+   iterations past the last gathered one (``sleuth.storage.source.landed_through``), re-checking
+   every ``retry_s``; after ``SLEUTH_LOCALIZER_LAND_TIMEOUT_S`` more it goes on with what has landed;
 3. runs :func:`sleuth.localizer.localize` over a :class:`ClickHouseSource` bounded to the landed
    iterations, on the ``SLEUTH_LOCALIZER_TOPOLOGY`` fabric (without one, the job's hosts behind
    one leaf, as ``sleuth localize`` does);
-4. raises each incident that does not merely continue a raised one (``episodes``) through the
-   ``IncidentSink``: ``SLEUTH_INCIDENTS_TOPIC``, then ClickHouse;
+4. keeps back the benign pauses (``benign_pauses``: brief, cheap, not recurring, which the
+   iterations after them show) and raises each other incident that does not merely continue a
+   raised one (``episodes``) through the ``IncidentSink``: ``SLEUTH_INCIDENTS_TOPIC``, then ClickHouse;
 5. acknowledges the gathered Kafka events, so that faust commits their offsets only now: a crash
    before replays them, and step 1 and the continuation rule keep the replay from raising twice.
 
@@ -40,6 +41,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sleuth import metrics
 from sleuth.errors import ConfigError, SleuthError, UnknownJob
 from sleuth.localizer import Incident, localize
 from sleuth.localizer.episodes import Raised, episode_of, grown
@@ -48,6 +50,7 @@ from sleuth.storage.incidents import ClickHouseIncidentStore
 from sleuth.storage.source import ClickHouseSource, landed_through, registered_jobs
 from sleuth.stores import Bus
 from sleuth.stream import connect
+from sleuth.stream.benign_pauses import PausedDevices, benign_pauses, settled_through
 from sleuth.stream.detection.publish import decode
 from sleuth.stream.episodes import Gatherer, Pending, not_localized
 from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
@@ -107,6 +110,8 @@ class LocalizerAgent:
         self._windows: dict[str, WindowCache] = {}
         self._next_round = 0.0
         self.incidents: list[Incident] = []
+        self.pauses: deque[Incident] = deque(maxlen=1_000)  # irregular incidents found benign: not raised
+        self.paused_devices = PausedDevices()
         self.latencies_s: deque[float] = deque(maxlen=10_000)
         self._stream: Any = None
 
@@ -186,12 +191,14 @@ class LocalizerAgent:
             _log.error("dropping %d irregular iterations: %s", len(fresh), error)
             return True
         through = landed_through(self.client, db, job, world=source.job_spec().world, since=fresh[0])
-        if through is None or through < fresh[-1]:
+        # The iterations after the last show whether a pause recurs or goes on (benign_pauses).
+        if through is None or through < settled_through(fresh[-1], settings):
             waited = self.clock() - pending.first_arrival - settings.localizer_debounce_s
             if waited < settings.localizer_land_timeout_s:
                 return False
-            _log.warning("job %s: records of iterations %s..%s still not landed for every rank after %.0f s; "
-                         "localizing what has (through %s)", job, fresh[0], fresh[-1], waited, through)
+            _log.warning("job %s: records of iterations %s..%s (and %d after) still not landed for every rank after "
+                         "%.0f s; localizing what has (through %s)", job, fresh[0], fresh[-1],
+                         settings.attribution_sustain, waited, through)
             if through is not None:
                 fresh = [i for i in fresh if i <= through]
         source.through = through
@@ -200,10 +207,19 @@ class LocalizerAgent:
         try:
             incidents = localize(source, irregular_iterations=fresh, topology=self.topology or single_leaf(source.job_spec()),
                                  window=settings.localizer_window)
+            named = {device for r in raised for device in r.tops} | self.paused_devices.of(job)
+            pauses = benign_pauses(incidents, source, settings, through=through, named_elsewhere=named)
         except SleuthError as error:  # e.g. a job's GPU missing from the topology: retrying cannot help
             _log.error("job %s: cannot localize iterations %s..%s: %s", job, fresh[0], fresh[-1], error)
             return True
-        for incident in incidents:
+        for incident, pause in zip(incidents, pauses):
+            if pause:
+                self.paused_devices.add(job, incident)
+                self.pauses.append(incident)
+                metrics.BENIGN_PAUSES.inc()
+                _log.info("job %s: iterations %s are a benign pause (top suspect %s); recorded, not paged", job,
+                          list(incident.iterations), incident.suspects[0].device if incident.suspects else "-")
+                continue
             self._raise(incident, raised, since=min(pending.arrivals[i] for i in incident.iterations))
         return True
 
@@ -223,8 +239,9 @@ class LocalizerAgent:
         started, db = self.clock(), self.settings.clickhouse_database
         jobs = registered_jobs(self.client, db)
         self.watch.forget(set(jobs))
-        for job in (set(self._windows) - set(jobs)) | set(self.watch.idle(started)):
+        for job in ((set(self._windows) | self.paused_devices.jobs()) - set(jobs)) | set(self.watch.idle(started)):
             self._windows.pop(job, None)
+            self.paused_devices.forget(job)
         for job, world in jobs.items():
             if not self.watch.asks(job, started):
                 continue

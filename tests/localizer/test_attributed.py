@@ -235,7 +235,7 @@ def test_an_irregular_cluster_inside_a_sustained_episode_grows_to_the_episode(tm
 def test_a_pause_is_a_hiccup_when_brief_cheap_and_not_recurring_on_its_device() -> None:
     from dataclasses import replace
 
-    from sleuth.localizer.attributed import hiccup
+    from sleuth.localizer.attributed import hiccup, tied_devices
     from sleuth.localizer.incident import RootOperator
     from sleuth.localizer.search import Cause
 
@@ -243,18 +243,18 @@ def test_a_pause_is_a_hiccup_when_brief_cheap_and_not_recurring_on_its_device() 
     per[10] = per[30] = per[50] = 1.4  # three pauses, far apart: 0.4 of one iteration each, 2% of the window
     found = attribution(tuple(per))
     at = {k: replace(_incident("compute", (f"gpu:h{k}/1", "gpu")), iterations=(k,)) for k in (10, 30, 50)}
-    assert all(hiccup(at[k], [o for j, o in at.items() if j != k], found, slowdown=1.05, sustain=3) for k in at)
+    assert all(hiccup(at[k], tied_devices(o for j, o in at.items() if j != k), found, slowdown=1.05, sustain=3) for k in at)
     # The same device pausing again is a fault, however brief.
     again = replace(at[50], suspects=at[10].suspects)
-    assert not hiccup(at[10], [at[30], again], found, slowdown=1.05, sustain=3)
+    assert not hiccup(at[10], tied_devices([at[30], again]), found, slowdown=1.05, sustain=3)
     # Evidence found beyond the pause's run (a probed step) is not a pause's.
     probed = replace(at[30], roots=(RootOperator(36, Cause.COMPUTE, 1, "", -1, "compute", (1,), 1.0, 36),))
-    assert not hiccup(probed, [], found, slowdown=1.05, sustain=3)
+    assert not hiccup(probed, set(), found, slowdown=1.05, sustain=3)
     # A pause the job pays for (a third of the window's time in one iteration) pages.
     costly = list(per)
     costly[30] = 21.0
-    assert not hiccup(at[30], [], attribution(tuple(costly)), slowdown=1.05, sustain=3)
+    assert not hiccup(at[30], set(), attribution(tuple(costly)), slowdown=1.05, sustain=3)
     # Beside a sustained episode it is that episode's.
     stepped = list(per)
     stepped[31:40] = [1.2] * 9
-    assert not hiccup(at[30], [], attribution(tuple(stepped)), slowdown=1.05, sustain=3)
+    assert not hiccup(at[30], set(), attribution(tuple(stepped)), slowdown=1.05, sustain=3)

@@ -3,7 +3,8 @@ streams through the gateway, Kafka and a worker whose detector publishes irregul
 localizer agent raises one incident, in ClickHouse and on the incidents topic, whose top suspect
 is the slow GPU, whether its irregular iterations or its what-if rounds saw it first. A replay of
 every irregularity (a fresh consumer group) raises nothing new. A GPU slow from the first step
-(no iteration irregular) is one incident too, opened by a what-if round and grown to the end."""
+(no iteration irregular) is one incident too, opened by a what-if round and grown to the end. A
+fault-free job's one pause is judged benign once the iterations after it land: no incident."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import time
 import uuid
 
 import pytest
+from prometheus_client import REGISTRY
 
+from sleuth.sim import Emulation, Timing
 from sleuth.storage import schema
 from sleuth.stream import connect
 from sleuth.stream.detection import StreamDetector
@@ -24,7 +27,7 @@ from sleuth.stream.worker import Worker
 from sleuth.topology import save_topology
 
 from ..conftest import Services
-from .detection.conftest import emulation, small_model
+from .detection.conftest import emulation, scenario, small_model
 from .harness import consume, private_settings, stream_emulation
 
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -52,22 +55,28 @@ def halt(stop, thread) -> None:
     assert not thread.is_alive()
 
 
-@pytest.fixture(scope="module")
-def streamed(services: Services, tmp_path_factory):
-    """The pipeline run once for the module: (settings, client, first agent, irregularity messages)."""
-    fabric = tmp_path_factory.mktemp("fabric") / "fabric.yaml"
-    em = emulation(f"{FAULTY},slow=1.5,start=15")
-    save_topology(em.scenario.topology, fabric)
+def localizer_settings(services: Services, topology, fabric, **more):
+    """Private settings with topics and a group of their own and the emulation's fabric, its topics
+    made and its database migrated: (settings, client)."""
+    save_topology(topology, fabric)
     settings = private_settings(services)
     tag = settings.records_topic.rsplit("-", 1)[1]
     settings = dataclasses.replace(
         settings, irregularities_topic=f"sleuth-irregularities-{tag}", incidents_topic=f"sleuth-incidents-{tag}",
-        localizer_group=f"sleuth-localizers-{tag}", localizer_debounce_s=3.0, localizer_land_timeout_s=30.0,
-        localizer_topology=str(fabric),
+        localizer_group=f"sleuth-localizers-{tag}", localizer_topology=str(fabric), **more,
     )
     client = connect.clickhouse_client(settings)
     schema.migrate(client, settings.clickhouse_database)
     connect.ensure_topics(settings, {settings.irregularities_topic: 2, settings.incidents_topic: 1})
+    return settings, client
+
+
+@pytest.fixture(scope="module")
+def streamed(services: Services, tmp_path_factory):
+    """The pipeline run once for the module: (settings, client, first agent, irregularity messages)."""
+    em = emulation(f"{FAULTY},slow=1.5,start=15")
+    settings, client = localizer_settings(services, em.scenario.topology, tmp_path_factory.mktemp("fabric") / "fabric.yaml",
+                                          localizer_debounce_s=3.0, localizer_land_timeout_s=30.0)
     publisher = IrregularityPublisher(settings)
     worker = Worker(settings, client=connect.clickhouse_client(settings),
                     detectors=[StreamDetector(small_model())], publish=publisher)
@@ -132,19 +141,39 @@ def test_a_replay_of_every_irregularity_raises_no_second_incident(streamed) -> N
     assert len(consume(settings, settings.incidents_topic, messages=100, timeout_s=5)) == 1 + first.grew + agent.grew
 
 
+def test_a_lone_pause_is_recorded_and_never_paged(services: Services, tmp_path) -> None:
+    em = Emulation(scenario(timing=Timing(hiccup_rate=0.0, hiccups_at=(20,)), iterations=40))  # no fault at all
+    settings, client = localizer_settings(services, em.scenario.topology, tmp_path / "fabric.yaml", localizer_debounce_s=1.0)
+    publisher = IrregularityPublisher(settings)
+    worker = Worker(settings, client=connect.clickhouse_client(settings),
+                    detectors=[StreamDetector(small_model())], publish=publisher)
+    agent = LocalizerAgent(settings, client=connect.clickhouse_client(settings), topology=cluster_topology(settings))
+    running = [start(worker.run), start(agent.run)]
+    db = settings.clickhouse_database
+    counted = REGISTRY.get_sample_value("sleuth_benign_pauses_total") or 0.0
+    try:
+        stream_emulation(settings, client, em, range(40))
+        wait_until(lambda: agent.pauses, timeout_s=120, what="the pause judged")
+        messages = consume(settings, settings.irregularities_topic, messages=10_000, timeout_s=5)
+        wait_until(lambda: agent.handled == len(messages), timeout_s=120, what="every irregularity handled")
+        [pause] = agent.pauses
+        assert 20 in pause.iterations and agent.incidents == []
+        assert REGISTRY.get_sample_value("sleuth_benign_pauses_total") == counted + 1
+        assert client.execute(f"SELECT count() FROM {db}.incidents FINAL") == [(0,)]
+        assert consume(settings, settings.incidents_topic, messages=1, timeout_s=3) == []
+        # The job's records and iterations, the pause's among them, are kept in ClickHouse as ever.
+        assert client.execute(f"SELECT count() FROM {db}.iterations FINAL WHERE iteration = 20")[0][0] == em.job_spec().world
+    finally:
+        for stop, thread in reversed(running):
+            halt(stop, thread)
+        publisher.close()
+        client.execute(f"DROP DATABASE IF EXISTS {db}")
+        client.disconnect()
+
+
 def test_a_gpu_slow_from_the_first_step_opens_one_incident_that_grows(services: Services, tmp_path) -> None:
-    fabric = tmp_path / "fabric.yaml"
     em = emulation(f"{FAULTY},slow=1.5,start=0", iterations=30)
-    save_topology(em.scenario.topology, fabric)
-    settings = private_settings(services)
-    tag = settings.records_topic.rsplit("-", 1)[1]
-    settings = dataclasses.replace(
-        settings, irregularities_topic=f"sleuth-irregularities-{tag}", incidents_topic=f"sleuth-incidents-{tag}",
-        localizer_group=f"sleuth-localizers-{tag}", localizer_topology=str(fabric), attribution_interval_s=0.5,
-    )
-    client = connect.clickhouse_client(settings)
-    schema.migrate(client, settings.clickhouse_database)
-    connect.ensure_topics(settings, {settings.irregularities_topic: 2, settings.incidents_topic: 1})
+    settings, client = localizer_settings(services, em.scenario.topology, tmp_path / "fabric.yaml", attribution_interval_s=0.5)
     worker = Worker(settings, client=connect.clickhouse_client(settings))  # no detector: nothing is irregular
     agent = LocalizerAgent(settings, client=connect.clickhouse_client(settings), topology=cluster_topology(settings))
     running = [start(worker.run), start(agent.run)]

@@ -1,0 +1,79 @@
+"""Which of the streaming localizer's δ-irregular incidents are benign pauses: recorded, never paged.
+
+``sleuth localize`` drops an irregular cluster's incident that the job's what-if attribution shows
+to be a hiccup (``sleuth.localizer.attributed.hiccup``: one short run, not recurring, cheap). Live,
+only the iterations after a pause tell whether it recurs or goes on, so an incident is judged once
+``SLEUTH_ATTRIBUTION_SUSTAIN`` iterations past the last one it rests on have landed for every rank:
+on the attribution of those and of the ``SLEUTH_ATTRIBUTION_WINDOW`` iterations before its first
+(past ``SLEUTH_ATTRIBUTION_WARMUP``), its cost a share of the ``SLEUTH_LOCALIZER_WINDOW`` iterations
+the localizer looks across, as offline it is of the records read. One that cannot be judged (its iterations still in the warmup,
+or the iterations after it never landed) pages: a fault is never held back for want of data.
+A device that paused before pages the second time (``PausedDevices``), as offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sleuth.localizer import Incident
+from sleuth.localizer.attributed import evidence_iterations, hiccup, tied_devices
+from sleuth.settings import Settings
+from sleuth.sources import RecordSource
+from sleuth.whatif.attribution import attribute
+
+__all__ = ["PausedDevices", "benign_pauses", "settled_through"]
+
+
+class PausedDevices:
+    """Per job, the first suspects of the pauses not paged: the same device pausing again is a fault."""
+
+    def __init__(self) -> None:
+        self._devices: dict[str, set[str]] = {}
+
+    def of(self, job: str) -> set[str]:
+        return self._devices.get(job, set())
+
+    def add(self, job: str, incident: Incident) -> None:
+        if incident.suspects:
+            self._devices.setdefault(job, set()).add(incident.suspects[0].device)
+
+    def jobs(self) -> set[str]:
+        return set(self._devices)
+
+    def forget(self, job: str) -> None:
+        self._devices.pop(job, None)
+
+
+def settled_through(last: int, settings: Settings) -> int:
+    """The iteration whose landing settles whether a pause ending at ``last`` is benign."""
+    return last + settings.attribution_sustain
+
+
+def benign_pauses(incidents: Sequence[Incident], source: RecordSource, settings: Settings, *, through: int | None,
+                  named_elsewhere: set[str]) -> list[bool]:
+    """For each of one gathering's ``incidents``, whether it is a benign pause, judged on ``source``'s
+    records landed ``through`` an iteration for every rank (None: none yet); ``named_elsewhere``:
+    devices the job's raised incidents name first or tie with, and its earlier pauses' (``PausedDevices``)."""
+    if through is None:
+        return [False] * len(incidents)
+    judged = [i for i, incident in enumerate(incidents) if _judgeable(incident, settings, through=through)]
+    if not judged:
+        return [False] * len(incidents)
+    seen = set().union(*(evidence_iterations(incidents[i]) for i in judged))
+    first = max(settings.attribution_warmup, min(seen) - settings.attribution_window)
+    last = min(through, settled_through(max(seen), settings))
+    wanted = list(range(first, last + 1))
+    attribution = attribute(source.ranks_records(None, iterations=wanted), source.job_spec(),
+                            iterations=source.iterations(iterations=wanted))
+    pauses = [False] * len(incidents)
+    for i in judged:
+        others = tied_devices(o for o in incidents if o is not incidents[i]) | named_elsewhere
+        pauses[i] = hiccup(incidents[i], others, attribution, slowdown=settings.attribution_slowdown,
+                           sustain=settings.attribution_sustain, horizon=max(len(wanted), settings.localizer_window))
+    return pauses
+
+
+def _judgeable(incident: Incident, settings: Settings, *, through: int) -> bool:
+    """Past the warmup, and the iterations that show whether it goes on have landed."""
+    seen = evidence_iterations(incident)
+    return min(seen) >= settings.attribution_warmup and settled_through(max(seen), settings) <= through

@@ -1,0 +1,57 @@
+"""Benign pauses in the streaming localizer: judged once the iterations after them landed, never
+before; a pause that recurs on its device, a fault that goes on, and a pause in the warmup page."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+
+from sleuth.localizer import localize
+from sleuth.settings import Settings
+from sleuth.sim import Emulation, Timing
+from sleuth.stream.benign_pauses import PausedDevices, benign_pauses, settled_through
+
+from .detection.conftest import scenario
+
+SETTINGS = Settings()
+
+
+@cache
+def judged(*faults: str, pause_at: tuple[int, ...] = ()):
+    """An emulated 64-GPU job with only ``pause_at``'s pauses besides ``faults``, and the incidents of
+    its δ-irregular iterations."""
+    em = Emulation(scenario(*faults, timing=Timing(hiccup_rate=0.0, hiccups_at=pause_at), iterations=40))
+    irregular = [t.iteration for t in em.truth().iterations if t.irregular]
+    return em, localize(em, irregular_iterations=irregular, topology=em.scenario.topology, window=100)
+
+
+def test_a_pause_is_benign_once_the_iterations_after_it_landed_and_not_before() -> None:
+    em, incidents = judged(pause_at=(20,))
+    [incident] = incidents
+    assert incident.iterations == (20,)
+    assert settled_through(20, SETTINGS) == 20 + SETTINGS.attribution_sustain
+    for through in (None, 20, settled_through(20, SETTINGS) - 1):  # it might still go on: it pages
+        assert benign_pauses(incidents, em, SETTINGS, through=through, named_elsewhere=set()) == [False]
+    for through in (settled_through(20, SETTINGS), 39):
+        assert benign_pauses(incidents, em, SETTINGS, through=through, named_elsewhere=set()) == [True]
+
+
+def test_a_pause_on_a_device_named_before_pages() -> None:
+    em, [incident] = judged(pause_at=(20,))
+    paused = PausedDevices()
+    paused.add(em.scenario.job, incident)
+    assert benign_pauses([incident], em, SETTINGS, through=39, named_elsewhere=paused.of(em.scenario.job)) == [False]
+    paused.forget(em.scenario.job)
+    assert paused.of(em.scenario.job) == set() and paused.jobs() == set()
+
+
+def test_a_fault_that_goes_on_pages() -> None:
+    em, incidents = judged("gpu:h0003/1,slow=1.5,start=20")
+    assert incidents and incidents[0].suspects[0].device == "gpu:h0003/1"
+    assert benign_pauses(incidents, em, SETTINGS, through=39, named_elsewhere=set()) == [False] * len(incidents)
+
+
+def test_a_pause_in_the_warmup_pages_the_attribution_leaves_those_iterations_out() -> None:
+    em, [incident] = judged(pause_at=(20,))
+    warm = replace(SETTINGS, attribution_warmup=21)
+    assert benign_pauses([incident], em, warm, through=39, named_elsewhere=set()) == [False]
