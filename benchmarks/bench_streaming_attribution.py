@@ -8,7 +8,10 @@ held-out seed, the rounds ``sleuth localizer`` runs as each iteration lands
 attribution and device search once a slowdown is sustained), on records already in memory (the
 ClickHouse read of one new iteration is not in these figures):
 
-* ``round_s``: the median and largest round that only measured (no sustained slowdown yet);
+* ``round_s``: the median and largest round that only measured (no sustained slowdown yet), each
+  replaying the iteration that landed, its peers across iterations from the earlier ones' history;
+* the same-run baseline ``window_round_s``: the same rounds replaying their whole window (what a
+  round cost before the history was kept), and ``round_ratio`` = round_s / window_round_s (medians);
 * ``opening_round_s``: the round that opened the incident, measured from its start to the
   incident made (the streaming latency once the sustaining iteration has landed, less the read);
 * ``opened_at`` against ``sustained_at`` (the fault's start + sustain - 1): in the same round;
@@ -33,7 +36,7 @@ def run(world: int, seed: int, iterations: int) -> dict:
     from sleuth.settings import Settings
     from sleuth.sim import Emulation, suite
     from sleuth.stream.slowdown_watch import SlowdownWatch, WindowCache, slowdown_incidents
-    from sleuth.whatif.attribution import attribute
+    from sleuth.whatif.attribution import attribute, newest_slowdowns
 
     [scenario] = [sc for sc in suite("scale", seed=seed) if sc.layout.world == world]
     emulation = Emulation(replace(scenario, iterations=iterations))
@@ -45,6 +48,7 @@ def run(world: int, seed: int, iterations: int) -> dict:
                           sustain=settings.attribution_sustain, warmup=settings.attribution_warmup)
     cache = WindowCache()
     measuring: list[float] = []
+    whole: list[float] = []  # the same rounds replaying their whole window: the baseline
     opened = None
     for landed in range(settings.attribution_warmup, iterations):
         first, last = watch.window_of(spec.job, landed, float(landed))
@@ -60,10 +64,16 @@ def run(world: int, seed: int, iterations: int) -> dict:
             opened = (landed, seconds, incidents[0])
             break
         measuring.append(seconds)
+        window_records, window_rows = cache.window(first, last)
+        began = time.perf_counter()
+        newest_slowdowns(window_records, spec, iterations=window_rows)
+        whole.append(time.perf_counter() - began)
     row = {
         "world": world, "seed": seed, "records_per_iteration": len(records) // iterations,
         "window": settings.attribution_window,
         "round_s": {"median": round(statistics.median(measuring), 2), "max": round(max(measuring), 2)},
+        "window_round_s": {"median": round(statistics.median(whole), 2), "max": round(max(whole), 2)},
+        "round_ratio": round(statistics.median(measuring) / statistics.median(whole), 3),
         "sustained_at": int(fault["start"]) + settings.attribution_sustain - 1,
     }
     if opened is None:

@@ -4,7 +4,7 @@ A job that is slow from its first step, or slows gradually, makes no iteration Î
 the irregularities topic never names it. The localizer therefore also watches every registered
 job's progress: each round (``SLEUTH_ATTRIBUTION_INTERVAL_S``), a job whose records have landed
 for every rank past the last iteration it measured gets its newest ``SLEUTH_ATTRIBUTION_WINDOW``
-landed iterations replayed (``sleuth.whatif.iteration_slowdowns``), past its first
+landed iterations replayed (``sleuth.whatif.newest_slowdowns``), past its first
 ``SLEUTH_ATTRIBUTION_WARMUP`` (uneven across ranks by nature: a job that starts is not a straggler's
 job). Only when a run of
 ``SLEUTH_ATTRIBUTION_SUSTAIN`` iterations at or above ``SLEUTH_ATTRIBUTION_SLOWDOWN`` is in the
@@ -12,7 +12,8 @@ window does the full attribution (S_t, S_w) and the device search run: the two r
 decide cost a fraction of the many that explain.
 
 The window's records are kept between rounds (``WindowCache``), so each round reads from
-ClickHouse only the iterations that landed since the last one. A job whose progress stood still
+ClickHouse only the iterations that landed since the last one, and replays only those: what the
+earlier ones' peers need (their transfers by operator identity, their stages' work) is kept too. A job whose progress stood still
 is asked again after twice as long each time, up to ``MAX_IDLE_S``: finished jobs cost nothing.
 One whose progress stood still for ``SLEUTH_JOB_IDLE_S`` is handed back by ``idle`` once, for the
 localizer to drop its window; the few numbers of its progress stay (as long as it is registered),
@@ -34,7 +35,7 @@ from sleuth.settings import Settings
 from sleuth.sources import MemorySource
 from sleuth.topology import Topology
 from sleuth.validation import number_above
-from sleuth.whatif.attribution import attribute, iteration_slowdowns
+from sleuth.whatif.attribution import PeerHistory, attribute, newest_slowdowns
 
 __all__ = ["MAX_IDLE_S", "SlowdownWatch", "WindowCache", "slowdown_incidents"]
 
@@ -111,11 +112,13 @@ class SlowdownWatch:
 @dataclass
 class WindowCache:
     """One job's newest iterations: records and iteration rows read once each, each iteration's S
-    measured once (when it was the newest), and the last iteration a full analysis covered."""
+    measured once (when it was the newest) with what it leaves for its successors' peers, and the
+    last iteration a full analysis covered."""
 
     records: dict[int, RecordBatch] = field(default_factory=dict)
     iterations: dict[int, IterationBatch] = field(default_factory=dict)
     slowdowns: dict[int, float] = field(default_factory=dict)
+    history: dict[int, PeerHistory] = field(default_factory=dict)  # what each measured one leaves its successors' peers
     analysed_through: int = -1
 
     def missing(self, first: int, last: int) -> list[int]:
@@ -130,7 +133,7 @@ class WindowCache:
 
     def window(self, first: int, last: int) -> tuple[RecordBatch, IterationBatch]:
         """The held records and rows of [first, last]; the older ones are dropped."""
-        for held in (self.records, self.iterations, self.slowdowns):
+        for held in (self.records, self.iterations, self.slowdowns, self.history):
             for it in [i for i in held if i < first]:
                 del held[it]
         its = range(first, last + 1)
@@ -146,8 +149,14 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
     if not len(records):
         return []
     new = [i for i in range(first, last + 1) if i not in cache.slowdowns]
-    steps, measured = iteration_slowdowns(records, spec, iterations=iterations, only=new)
-    cache.slowdowns.update(zip(steps.tolist(), measured.tolist()))
+    fresh = np.isin(records["iteration"], new)
+    if new and fresh.any():
+        # Only the new iterations are prepared: the earlier ones' peers come from their history.
+        earlier = [cache.history[i] for i in range(first, min(new)) if i in cache.history]
+        steps, measured, left = newest_slowdowns(records.take(np.flatnonzero(fresh)), spec, history=earlier,
+                                                 iterations=iterations.take(np.flatnonzero(np.isin(iterations["iteration"], new))))
+        cache.slowdowns.update(zip(steps.tolist(), measured.tolist()))
+        cache.history.update(left)
     held = sorted(cache.slowdowns)
     sustained, _ = runs(held, [cache.slowdowns[i] for i in held], slowdown=settings.attribution_slowdown,
                         sustain=settings.attribution_sustain)

@@ -32,6 +32,7 @@ job's steps have similar slowdowns), and every variant of a batch shares one swe
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Sequence
@@ -43,12 +44,12 @@ from sleuth.errors import RecordError
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, OpKind, RecordBatch
 from sleuth.validation import fraction, integer
-from sleuth.whatif.keys import dense_ids, group_median, group_spread
+from sleuth.whatif.keys import dense_ids, group_median, group_spread, mix
 from sleuth.whatif.programs import program_slots
 from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, member_groups, replay
 
-__all__ = ["COMPUTE", "Attribution", "attribute", "iteration_slowdowns"]
+__all__ = ["COMPUTE", "Attribution", "PeerHistory", "attribute", "newest_slowdowns"]
 
 _RULES = ATTRIBUTION_RULES
 
@@ -183,7 +184,7 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     began = time.perf_counter()
     integer("worker_iterations", worker_iterations, low=1)
     fraction("top_workers", top_workers)
-    job, steps, recorded = _prepare(_one_jobs(records, spec), spec, iterations)
+    job, steps, recorded, _ = _prepare(_one_jobs(records, spec), spec, iterations)
     everything = np.arange(len(steps))
     original, ideal = _as_recorded_and_ideal(job, everything)
     hardware = _hardware(job)
@@ -270,17 +271,28 @@ def _costliest_rank(job: _Job, spec: JobSpec, replica: np.ndarray | None, iterat
     return tuple(int(r) for r in relative.argmax(axis=1))
 
 
-def iteration_slowdowns(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
-                        only: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(iteration ids, S of each): the replay as recorded over the ideal one, of the ``only``
-    iterations (default: all). Whether a job pays needs these two variants alone; the attributions
-    that explain it (S_t, S_w) cost many more. The other records still give the peers' lengths."""
-    job, steps, _ = _prepare(_one_jobs(records, spec), spec, iterations)
-    chosen = np.arange(len(steps)) if only is None else np.flatnonzero(np.isin(steps, np.asarray(only)))
-    if not len(chosen):
-        return steps[chosen], np.zeros(0)
-    original, ideal = _as_recorded_and_ideal(job, chosen)
-    return steps[chosen], np.divide(original, ideal, out=np.ones_like(original), where=ideal > 0)
+@dataclass(frozen=True)
+class PeerHistory:
+    """What one prepared iteration leaves for a later iteration's peers (``newest_slowdowns``): its
+    complete transfers keyed by their operator identity (rank, place in its program, communicator,
+    op) with their lengths, and each pipeline stage's work in it (``_rebalanced``)."""
+
+    keys: np.ndarray  # uint64
+    transfer: np.ndarray
+    stage_work: np.ndarray | None  # per stage, NaN where the iteration shows none; None without stages
+
+
+def newest_slowdowns(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
+                     history: Sequence[PeerHistory] = ()) -> tuple[np.ndarray, np.ndarray, dict[int, PeerHistory]]:
+    """(iteration ids, S of each, what each leaves for later ones' peers) of ``records``' iterations:
+    the replay as recorded over the ideal one. Their peers across iterations are their own and the
+    ``history`` of the window's earlier ones, so that each iteration's S is the one the whole
+    window's records give, at the cost of the new iterations alone. Whether a job pays needs these
+    two variants; the attributions that explain it (S_t, S_w) cost many more."""
+    job, steps, _, left = _prepare(_one_jobs(records, spec), spec, iterations, history)
+    original, ideal = _as_recorded_and_ideal(job, np.arange(len(steps)))
+    slowdowns = np.divide(original, ideal, out=np.ones_like(original), where=ideal > 0)
+    return steps, slowdowns, dict(zip((int(s) for s in steps), left))
 
 
 def _one_jobs(records: RecordBatch, spec: JobSpec) -> RecordBatch:
@@ -304,7 +316,11 @@ def _as_recorded_and_ideal(job: _Job, chosen: np.ndarray) -> tuple[np.ndarray, n
     return original, ideal
 
 
-def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | None) -> tuple[_Job, np.ndarray, np.ndarray]:
+def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | None,
+             history: Sequence[PeerHistory] = ()) -> tuple[_Job, np.ndarray, np.ndarray, list[PeerHistory]]:
+    """The job ready to replay, its iteration ids, each iteration's recorded span, and what each
+    iteration leaves for later ones' peers; the ``history`` of earlier ones joins the peers across
+    iterations (a transfer's other iterations, a stage's work)."""
     steps, it = np.unique(records["iteration"], return_inverse=True)
     rank = records["rank"].astype(np.int64)
     op = records["op"].astype(np.int64)
@@ -357,11 +373,21 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     slots = program_slots(op, records["nbytes"][order].astype(np.int64), rank, it, first)
     enough = slots.peers >= _RULES.min_peers
     hardware_gap = _put_back(gap, slots.slot, enough)
-    ideal_gap = _rebalanced(hardware_gap, first, rank, it, *_stage_replica(spec))
+    stage, replica = _stage_replica(spec)
+    work = _stage_work(hardware_gap, first, rank, it, stage, replica)
+    earlier = [h.stage_work for h in history if h.stage_work is not None]
+    ideal_gap = _rebalanced(hardware_gap, first, rank, stage, None if work is None else np.vstack([*earlier, work]))
     # A transfer's peers: the same slot on the ranks running its program, and its own other iterations.
     spatial = _put_back(transfer, slots.slot, enough & complete)
-    temporal = _put_back(transfer, dense_ids(rank, slots.position, comm, op), complete)
+    identity = _identity_keys(rank, slots.position, comm, op, records.strings)
+    n_earlier = sum(len(h.keys) for h in history)
+    temporal = _put_back(np.concatenate([*(h.transfer for h in history), transfer]),
+                         dense_ids(np.concatenate([*(h.keys for h in history), identity]).view(np.int64)),
+                         np.r_[np.ones(n_earlier, bool), complete])[n_earlier:]
     ideal_transfer = np.where(complete, np.minimum(spatial, temporal), 0.0)
+    bounds = np.searchsorted(it, np.arange(len(steps) + 1))  # operators are in iteration order
+    left = [PeerHistory(identity[a:b][complete[a:b]], transfer[a:b][complete[a:b]], None if work is None else work[k])
+            for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
     # An operator type: its communicator's kind (the name's prefix) and its op, send and receive together.
     prefixes = [c.split(".", 1)[0] if "." in c else "" for c in records.strings]
@@ -383,7 +409,20 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     seq = records["seq"][order].astype(np.uint64)
     job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, hardware_gap,
                ideal_transfer, comm, tuple(records.strings), seq, steps)
-    return job, steps, (span_end - span_start).astype(np.float64)
+    return job, steps, (span_end - span_start).astype(np.float64), left
+
+
+def _identity_keys(rank: np.ndarray, position: np.ndarray, comm: np.ndarray, op: np.ndarray,
+                   strings: Sequence[str]) -> np.ndarray:
+    """One uint64 per operator for (rank, place in its program, communicator name, op), the same in
+    every batch of the job (a batch's communicator index is its own, the name is not)."""
+    named = np.array([int.from_bytes(hashlib.blake2b(c.encode(), digest_size=8).digest(), "little") for c in strings],
+                     np.uint64)
+    with np.errstate(over="ignore"):
+        key = mix(rank.astype(np.uint64))
+        for part in (position.astype(np.uint64), named[comm], op.astype(np.uint64)):
+            key = mix(key + part)
+    return key
 
 
 def _put_back(values: np.ndarray, group: np.ndarray, usable: np.ndarray) -> np.ndarray:
@@ -394,8 +433,25 @@ def _put_back(values: np.ndarray, group: np.ndarray, usable: np.ndarray) -> np.n
     return np.where(usable & (values > median + _RULES.spread_k * spread), median, values)
 
 
-def _rebalanced(gap: np.ndarray, first: np.ndarray, rank: np.ndarray, it: np.ndarray,
-                stage: np.ndarray | None, replica: np.ndarray | None) -> np.ndarray:
+def _stage_work(gap: np.ndarray, first: np.ndarray, rank: np.ndarray, it: np.ndarray,
+                stage: np.ndarray | None, replica: np.ndarray | None) -> np.ndarray | None:
+    """Per dense iteration and pipeline stage, the stage's work (``_rebalanced``; NaN where it shows
+    none), or None without two stages and replicas."""
+    if stage is None or replica is None or stage.max() == 0 or not len(gap):
+        return None
+    interior = ~first
+    run = np.cumsum(first) - 1
+    work = np.bincount(run, weights=np.where(interior, gap, 0.0))
+    run_rank, run_it = rank[first], it[first]
+    stages, replicas, iterations = int(stage.max()) + 1, int(replica.max()) + 1, int(it.max()) + 1
+    cell = (run_it * stages + stage[run_rank]) * replicas + replica[run_rank]
+    per_replica = group_median(cell, work, size=iterations * stages * replicas).reshape(iterations, stages, replicas)
+    per_iteration = np.min(np.where(np.isfinite(per_replica), per_replica, np.inf), axis=2)
+    return np.where(np.isfinite(per_iteration), per_iteration, np.nan)
+
+
+def _rebalanced(gap: np.ndarray, first: np.ndarray, rank: np.ndarray, stage: np.ndarray | None,
+                per_iteration: np.ndarray | None) -> np.ndarray:
     """The compute gaps with the work spread evenly over the pipeline stages (What-if
     §3.2, §5.2): compute lengths take their average over stages too, which amounts to rebalancing
     the partition.
@@ -409,19 +465,14 @@ def _rebalanced(gap: np.ndarray, first: np.ndarray, rank: np.ndarray, it: np.nda
     interior gaps are scaled by the mean stage work over its own, so the work stays and every
     stage gets an equal share, unless no stage's work lies beyond ``AttributionRules.spread_k`` standard errors of
     its median from that mean (jitter, not a split). Gaps already put back to their program's median go in, so one
-    slow rank does not weigh either."""
-    if stage is None or replica is None or stage.max() == 0 or not len(gap):
+    slow rank does not weigh either. ``per_iteration``: ``_stage_work``'s rows, of these iterations
+    and of the window's earlier ones."""
+    if per_iteration is None or stage is None:
         return gap
     interior = ~first
     run = np.cumsum(first) - 1
-    work = np.bincount(run, weights=np.where(interior, gap, 0.0))
-    run_rank, run_it = rank[first], it[first]
-    run_stage = stage[run_rank]
-    stages, replicas, iterations = int(stage.max()) + 1, int(replica.max()) + 1, int(it.max()) + 1
-    cell = (run_it * stages + run_stage) * replicas + replica[run_rank]
-    per_replica = group_median(cell, work, size=iterations * stages * replicas).reshape(iterations, stages, replicas)
-    per_iteration = np.min(np.where(np.isfinite(per_replica), per_replica, np.inf), axis=2)
-    per_iteration = np.where(np.isfinite(per_iteration), per_iteration, np.nan)
+    run_stage = stage[rank[first]]
+    stages = per_iteration.shape[1]
     with np.errstate(all="ignore"):
         per_stage = np.nanmedian(per_iteration, axis=0)
         quartiles = np.nanpercentile(per_iteration, [25, 75], axis=0)

@@ -13,7 +13,7 @@ from sleuth.layout import ParallelLayout
 from sleuth.records import RecordBatch
 from sleuth.sim import Emulation, Scenario, Timing, parse_fault
 from sleuth.topology import generate
-from sleuth.whatif.attribution import COMPUTE, attribute
+from sleuth.whatif.attribution import COMPUTE, attribute, newest_slowdowns
 
 from tests.sim.conftest import SMALL
 
@@ -143,3 +143,27 @@ def test_a_job_on_one_host_names_no_host() -> None:
     together = attribute(em.records(), one_host, iterations=em.iterations())
     assert spread.host_share > 0.5 and together.host_share == 0.0
     assert together.worker_share == pytest.approx(spread.worker_share)
+
+
+@pytest.mark.parametrize("faults", [(GPU,), (NIC,), ()])
+def test_the_newest_iterations_slowdown_from_the_earlier_ones_history_is_the_whole_windows(faults) -> None:
+    # The streaming localizer replays only the iteration that landed; its peers across iterations
+    # (a transfer's other iterations, a stage's work) come from what the earlier ones left.
+    em = emulation(*faults)
+    records, rows, spec = em.records(), em.iterations(), em.job_spec()
+
+    def of(first: int, last: int):
+        return (records.take(np.flatnonzero((records["iteration"] >= first) & (records["iteration"] <= last))),
+                rows.take(np.flatnonzero((rows["iteration"] >= first) & (rows["iteration"] <= last))))
+
+    first, first_rows = of(0, 7)
+    _, _, history = newest_slowdowns(first, spec, iterations=first_rows)
+    for newest in range(8, 12):
+        new, new_rows = of(newest, newest)
+        steps, slowdowns, left = newest_slowdowns(new, spec, iterations=new_rows,
+                                                  history=[history[i] for i in range(newest - 8, newest)])
+        history.update(left)
+        window_records, window_rows = of(newest - 8, newest)
+        window_steps, window, _ = newest_slowdowns(window_records, spec, iterations=window_rows)
+        assert steps.tolist() == [newest] and set(left) == {newest}
+        assert slowdowns[0] == pytest.approx(window[window_steps.tolist().index(newest)], rel=1e-12)
