@@ -12,8 +12,11 @@ ClickHouse read of one new iteration is not in these figures):
   replaying the iteration that landed, its peers across iterations from the earlier ones' history;
 * the same-run baseline ``window_round_s``: the same rounds replaying their whole window (what a
   round cost before the history was kept), and ``round_ratio`` = round_s / window_round_s (medians);
-* ``opening_round_s``: the round that opened the incident, measured from its start to the
-  incident made (the streaming latency once the sustaining iteration has landed, less the read);
+* ``incidents``: each incident a round opened before the fault's (``at``, ``cause``, ``top``,
+  ``round_s``): a job may pay before the fault, e.g. for a pipeline split the layout makes uneven;
+* ``opening_round_s``: the round that opened the fault's incident (its top suspect the fault, or the
+  last incident when none names it), from its start to the incident made (the streaming latency
+  once the sustaining iteration has landed, less the read);
 * ``opened_at`` against ``sustained_at`` (the fault's start + sustain - 1): in the same round;
 * ``top_suspect_is_fault``;
 * the same-run baseline ``full_round_s``: one round that replays and attributes the whole window
@@ -50,6 +53,7 @@ def run(world: int, seed: int, iterations: int) -> dict:
     measuring: list[float] = []
     whole: list[float] = []  # the same rounds replaying their whole window: the baseline
     opened = None
+    before: list[dict] = []  # incidents opened before the fault's
     for landed in range(settings.attribution_warmup, iterations):
         first, last = watch.window_of(spec.job, landed, float(landed))
         began = time.perf_counter()
@@ -61,8 +65,13 @@ def run(world: int, seed: int, iterations: int) -> dict:
         seconds = time.perf_counter() - began
         watch.done(spec.job, last)
         if incidents:
-            opened = (landed, seconds, incidents[0])
-            break
+            named = [i for i in incidents if i.suspects and i.suspects[0].device == fault["device"]]
+            opened = (landed, seconds, (named or incidents)[0])
+            if named:
+                break
+            before.extend({"at": landed, "cause": i.cause.value, "top": i.suspects[0].device if i.suspects else None,
+                           "round_s": round(seconds, 2)} for i in incidents)
+            continue
         measuring.append(seconds)
         window_records, window_rows = cache.window(first, last)
         began = time.perf_counter()
@@ -74,7 +83,7 @@ def run(world: int, seed: int, iterations: int) -> dict:
         "round_s": {"median": round(statistics.median(measuring), 2), "max": round(max(measuring), 2)},
         "window_round_s": {"median": round(statistics.median(whole), 2), "max": round(max(whole), 2)},
         "round_ratio": round(statistics.median(measuring) / statistics.median(whole), 3),
-        "sustained_at": int(fault["start"]) + settings.attribution_sustain - 1,
+        "sustained_at": int(fault["start"]) + settings.attribution_sustain - 1, "incidents": before,
     }
     if opened is None:
         return row | {"opened_at": None}

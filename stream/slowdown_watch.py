@@ -113,13 +113,14 @@ class SlowdownWatch:
 class WindowCache:
     """One job's newest iterations: records and iteration rows read once each, each iteration's S
     measured once (when it was the newest) with what it leaves for its successors' peers, and the
-    last iteration a full analysis covered."""
+    last iteration a full analysis covered, with the level it saw."""
 
     records: dict[int, RecordBatch] = field(default_factory=dict)
     iterations: dict[int, IterationBatch] = field(default_factory=dict)
     slowdowns: dict[int, float] = field(default_factory=dict)
     history: dict[int, PeerHistory] = field(default_factory=dict)  # what each measured one leaves its successors' peers
     analysed_through: int = -1
+    analysed_level: float = 0.0  # the median S of the episode the last analysis covered (0: none yet)
 
     def missing(self, first: int, last: int) -> list[int]:
         """The iterations of [first, last] not held yet."""
@@ -160,20 +161,28 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
     held = sorted(cache.slowdowns)
     sustained, _ = runs(held, [cache.slowdowns[i] for i in held], slowdown=settings.attribution_slowdown,
                         sustain=settings.attribution_sustain)
-    if not sustained or not _analysis_due(sustained[-1].iterations, cache.analysed_through, last,
-                                          every=settings.attribution_window):
+    if not sustained:
+        return []
+    episode = sustained[-1].iterations
+    # The newest sustained iterations each pay the slowdown line's margin more than the level the
+    # last analysis saw: a second cause joined the one analysed (a GPU failing beside an uneven split).
+    newest = [cache.slowdowns[i] for i in held[-settings.attribution_sustain:]]
+    stepped = cache.analysed_level > 0 and min(newest) >= cache.analysed_level * settings.attribution_slowdown
+    if not _analysis_due(episode, cache.analysed_through, last, every=settings.attribution_window, stepped=stepped):
         return []
     cache.analysed_through = last
+    cache.analysed_level = float(np.median([cache.slowdowns[i] for i in episode if i in cache.slowdowns]))
     attribution = attribute(records, spec, iterations=iterations)
     return localize(MemorySource(spec, records, iterations), irregular_iterations=[], topology=topology,
                     window=settings.localizer_window, attribution=attribution,
                     slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain)
 
 
-def _analysis_due(episode: tuple[int, ...], analysed_through: int, last: int, *, every: int) -> bool:
+def _analysis_due(episode: tuple[int, ...], analysed_through: int, last: int, *, every: int, stepped: bool = False) -> bool:
     """Whether the newest sustained episode needs the full analysis (attribution and device search):
-    it is new, or it ended since the last analysis (its incident's final extent), or it went on for
-    a window since (the incident grows, and its alert stays open, a window at a time)."""
+    it is new, or it ended since the last analysis (its incident's final extent), or what it pays
+    ``stepped`` up since (a second cause), or it went on for a window since (the incident grows,
+    and its alert stays open, a window at a time)."""
     if episode[-1] <= analysed_through:
         return False
-    return episode[0] > analysed_through or episode[-1] < last or last - analysed_through >= every
+    return episode[0] > analysed_through or episode[-1] < last or stepped or last - analysed_through >= every

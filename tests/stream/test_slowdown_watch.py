@@ -96,6 +96,15 @@ def test_a_gpu_slow_from_the_first_step_is_one_incident_opened_once_sustained_an
     assert incident.attribution is not None and incident.attribution.trigger == "slowdown"
 
 
+def test_a_second_fault_joining_a_sustained_slowdown_is_analysed_once_it_is_sustained_not_a_window_later() -> None:
+    # The job pays for a slow GPU from the first step; a second GPU breaks at 14: what it pays steps
+    # up past the level analysed at 7, and the round that sees three such iterations analyses it.
+    incidents, opened = rounds(emulation(f"{FAULTY},slow=1.3,start=0", "gpu:h0001/2,slow=2,start=14", iterations=24),
+                               through=23)
+    assert opened == [7, 16]
+    assert [i.suspects[0].device for i in incidents] == [FAULTY, "gpu:h0001/2"]
+
+
 def test_a_clean_job_raises_nothing() -> None:
     incidents, _ = rounds(emulation(iterations=20), through=19)
     assert incidents == []
