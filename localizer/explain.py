@@ -27,6 +27,7 @@ a congested spine's delays spread over several leaves. The regression scenarios 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from typing import TypeVar
 
 from sleuth.topology import DeviceKind
 
@@ -34,9 +35,41 @@ from sleuth.localizer.scoring import Score
 from sleuth.localizer.search import Root
 from sleuth.validation import fraction, integer
 
-__all__ = ["separate"]
+__all__ = ["nic_beside_its_cable", "separate"]
 
 Rated = Sequence[tuple[Root, float]]
+_Named = TypeVar("_Named")
+_COMPUTE_PREFIXES = (f"{DeviceKind.GPU.value}:", f"{DeviceKind.HOST.value}:")
+
+
+def nic_beside_its_cable(suspects: Sequence[_Named], device: Callable[[_Named], str]) -> tuple[_Named, ...]:
+    """``suspects`` in their order, but among the fabric's (all but GPUs and hosts, whose places
+    stay) a NIC's own cable, or a cable's NIC, listed right after it: the two explain the same
+    delays, which no record can part, so one is never read without the other."""
+    fabric = [k for k, suspect in enumerate(suspects) if not device(suspect).startswith(_COMPUTE_PREFIXES)]
+    ordered: list[int] = []
+    for k in fabric:
+        if k in ordered:
+            continue
+        ordered.append(k)
+        nic = _nic_of(device(suspects[k]))
+        partner = next((j for j in fabric if j > k and j not in ordered and nic is not None
+                        and _nic_of(device(suspects[j])) == nic), None)
+        if partner is not None:
+            ordered.append(partner)
+    out = list(suspects)
+    for place, k in zip(fabric, ordered):
+        out[place] = suspects[k]
+    return tuple(out)
+
+
+def _nic_of(device: str) -> str | None:
+    """The NIC a device id is (``nic:...``) or hangs a cable from (``link:...~nic:...``), else None."""
+    if device.startswith(f"{DeviceKind.NIC.value}:"):
+        return device
+    if device.startswith(f"{DeviceKind.LINK.value}:"):
+        return next((end for end in device.split(":", 1)[1].split("~") if end.startswith(f"{DeviceKind.NIC.value}:")), None)
+    return None
 
 
 def separate(

@@ -51,7 +51,7 @@ from sleuth.localizer.attributed import (
 )
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.episodes import one_per_episode
-from sleuth.localizer.explain import separate
+from sleuth.localizer.explain import nic_beside_its_cable, separate
 from sleuth.localizer.fetch import AbnormalFn, Fetcher
 from sleuth.localizer.graph import OperatorGraph, build_graph
 from sleuth.localizer.impact import estimate
@@ -147,7 +147,8 @@ def localize(
             source, incidents, attribution, graph=graph, topology=topology, routing=routing, priors=priors, top_k=top_k,
             min_support=min_support, started=started, slowdown=slowdown, sustain=sustain,
         )
-    return one_per_episode(incidents, window=window)
+    return [replace(incident, suspects=nic_beside_its_cable(incident.suspects, lambda s: s.device))
+            for incident in one_per_episode(incidents, window=window)]
 
 
 def _with_attribution(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sleuth.errors import ConfigError
-from sleuth.localizer.explain import separate
+from sleuth.localizer.explain import nic_beside_its_cable, separate
 from sleuth.localizer.scoring import Score
 from sleuth.localizer.search import Cause, Root
 from sleuth.topology import DeviceKind
@@ -118,3 +118,18 @@ def test_a_spine_layer_whose_evidence_is_all_one_leafs_yields_to_that_leaf():
     kinds, rated, devices = _layer_scenario(["zleaf"])
     [fault] = separate(rated, ranked=_ranked_kinds(kinds, devices), devices_of=lambda r: devices[r.key], top_k=2)
     assert [s.device for s in fault] == ["zleaf", "spines"]
+
+
+def test_a_nic_and_its_own_cable_are_listed_together_and_compute_suspects_keep_their_places() -> None:
+    cable = "link:leaf:p2r2~nic:h0011/2"
+    # A flapping cable beside a contended host: the cable's NIC led the fabric's side, another
+    # NIC came between them.
+    listed = ["host:h0008", "gpu:h0008/2", "nic:h0011/2", "nic:h0008/2", cable, "spines:s0,s1"]
+    assert nic_beside_its_cable(listed, str) == ("host:h0008", "gpu:h0008/2", "nic:h0011/2", cable, "nic:h0008/2",
+                                                 "spines:s0,s1")
+    # The cable first: its NIC follows it among the fabric's suspects, the GPU stays where it was.
+    assert nic_beside_its_cable([cable, "gpu:h0001/1", "leaf:p2r2", "nic:h0011/2"], str) == (
+        cable, "gpu:h0001/1", "nic:h0011/2", "leaf:p2r2")
+    # Another NIC's cable, or a spine's, is not this NIC's.
+    other = ["nic:h0011/2", "link:leaf:p2r2~spine:s1", "link:leaf:p0r1~nic:h0001/1"]
+    assert nic_beside_its_cable(other, str) == tuple(other)
