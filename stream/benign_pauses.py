@@ -6,9 +6,10 @@ only the iterations after a pause tell whether it recurs or goes on, so an incid
 ``SLEUTH_ATTRIBUTION_SUSTAIN`` iterations past the last one it rests on have landed for every rank:
 on the attribution of those and of the ``SLEUTH_ATTRIBUTION_WINDOW`` iterations before its first
 (past ``SLEUTH_ATTRIBUTION_WARMUP``), its cost a share of the ``SLEUTH_LOCALIZER_WINDOW`` iterations
-the localizer looks across, as offline it is of the records read. One that cannot be judged (its iterations still in the warmup,
-or the iterations after it never landed) pages: a fault is never held back for want of data.
-A device that paused before pages the second time (``PausedDevices``), as offline.
+the localizer looks across, as offline it is of the records read. One that cannot be judged (its
+iterations still in the warmup, or the iterations after it never landed) pages: a fault is never
+held back for want of data. A device that paused before pages the second time (``PausedDevices``),
+as offline.
 """
 
 from __future__ import annotations

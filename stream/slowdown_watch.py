@@ -4,7 +4,7 @@ A job that is slow from its first step, or slows gradually, makes no iteration Î
 the irregularities topic never names it. The localizer therefore also watches every registered
 job's progress: each round (``SLEUTH_ATTRIBUTION_INTERVAL_S``), a job whose records have landed
 for every rank past the last iteration it measured gets its newest ``SLEUTH_ATTRIBUTION_WINDOW``
-landed iterations replayed (``sleuth.whatif.newest_slowdowns``), past its first
+landed iterations measured (``sleuth.whatif.newest_slowdowns``), past its first
 ``SLEUTH_ATTRIBUTION_WARMUP`` (uneven across ranks by nature: a job that starts is not a straggler's
 job). Only when a run of
 ``SLEUTH_ATTRIBUTION_SUSTAIN`` iterations at or above ``SLEUTH_ATTRIBUTION_SLOWDOWN`` is in the
@@ -13,8 +13,9 @@ decide cost a fraction of the many that explain.
 
 The window's records are kept between rounds (``WindowCache``), so each round reads from
 ClickHouse only the iterations that landed since the last one, and replays only those: what the
-earlier ones' peers need (their transfers by operator identity, their stages' work) is kept too. A job whose progress stood still
-is asked again after twice as long each time, up to ``MAX_IDLE_S``: finished jobs cost nothing.
+earlier ones' peers need (their transfers by operator identity, their stages' work) is kept too.
+A job whose progress stood still is asked again after twice as long each time, up to
+``MAX_IDLE_S``: finished jobs cost nothing.
 One whose progress stood still for ``SLEUTH_JOB_IDLE_S`` is handed back by ``idle`` once, for the
 localizer to drop its window; the few numbers of its progress stay (as long as it is registered),
 so that a finished job is not measured again, and a job that resumes reads its window afresh.
@@ -120,7 +121,7 @@ class WindowCache:
     slowdowns: dict[int, float] = field(default_factory=dict)
     history: dict[int, PeerHistory] = field(default_factory=dict)  # what each measured one leaves its successors' peers
     analysed_through: int = -1
-    analysed_level: float = 0.0  # the median S of the episode the last analysis covered (0: none yet)
+    analysed_level: float = 0.0  # the median S of the newest sustained iterations the last analysis saw (0: none yet)
 
     def missing(self, first: int, last: int) -> list[int]:
         """The iterations of [first, last] not held yet."""
@@ -171,7 +172,7 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
     if not _analysis_due(episode, cache.analysed_through, last, every=settings.attribution_window, stepped=stepped):
         return []
     cache.analysed_through = last
-    cache.analysed_level = float(np.median([cache.slowdowns[i] for i in episode if i in cache.slowdowns]))
+    cache.analysed_level = float(np.median(newest))
     attribution = attribute(records, spec, iterations=iterations)
     return localize(MemorySource(spec, records, iterations), irregular_iterations=[], topology=topology,
                     window=settings.localizer_window, attribution=attribution,

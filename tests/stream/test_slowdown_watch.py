@@ -65,8 +65,9 @@ def test_the_cache_reads_each_iteration_once_and_forgets_the_old_ones() -> None:
     assert cache.missing(0, 1) == [0, 1]  # dropped: older than the window
 
 
-def rounds(em, *, through: int, window: int = 12, warmup: int = 5) -> tuple[list, list[int]]:
-    """Run the agent's rounds as each iteration lands; (raised incidents, the round each was opened in)."""
+def rounds(em, *, through: int, window: int = 12, warmup: int = 5, analysed: list[int] | None = None) -> tuple[list, list[int]]:
+    """Run the agent's rounds as each iteration lands; (raised incidents, the round each was opened in).
+    ``analysed`` gets each round that ran the full analysis (it returned incidents)."""
     settings = Settings(attribution_window=window)
     watch = SlowdownWatch(interval_s=1.0, window=window, sustain=settings.attribution_sustain, warmup=warmup)
     cache, spec, topology = WindowCache(), em.job_spec(), em.scenario.topology
@@ -77,7 +78,10 @@ def rounds(em, *, through: int, window: int = 12, warmup: int = 5) -> tuple[list
         assert span is not None
         wanted = cache.missing(*span)
         cache.add(wanted, em.records(iterations=wanted), em.iterations(iterations=wanted))
-        for incident in slowdown_incidents(cache, spec, *span, topology=topology, settings=settings):
+        found = slowdown_incidents(cache, spec, *span, topology=topology, settings=settings)
+        if found and analysed is not None:
+            analysed.append(landed)
+        for incident in found:
             old = episode_of(incident, [Raised.of(i) for i in raised.values()], window=settings.localizer_window)
             if old is None:
                 raised[incident.incident] = incident
@@ -99,9 +103,11 @@ def test_a_gpu_slow_from_the_first_step_is_one_incident_opened_once_sustained_an
 def test_a_second_fault_joining_a_sustained_slowdown_is_analysed_once_it_is_sustained_not_a_window_later() -> None:
     # The job pays for a slow GPU from the first step; a second GPU breaks at 14: what it pays steps
     # up past the level analysed at 7, and the round that sees three such iterations analyses it.
+    analysed: list[int] = []
     incidents, opened = rounds(emulation(f"{FAULTY},slow=1.3,start=0", "gpu:h0001/2,slow=2,start=14", iterations=24),
-                               through=23)
+                               through=23, analysed=analysed)
     assert opened == [7, 16]
+    assert analysed == [7, 16]  # the new level is the one analysed: not again until a window later
     assert [i.suspects[0].device for i in incidents] == [FAULTY, "gpu:h0001/2"]
 
 
