@@ -207,11 +207,15 @@ class LocalizerAgent:
         try:
             incidents = localize(source, irregular_iterations=fresh, topology=self.topology or single_leaf(source.job_spec()),
                                  window=settings.localizer_window)
-            named = {device for r in raised for device in r.tops} | self.paused_devices.of(job)
-            pauses = benign_pauses(incidents, source, settings, through=through, named_elsewhere=named)
         except SleuthError as error:  # e.g. a job's GPU missing from the topology: retrying cannot help
             _log.error("job %s: cannot localize iterations %s..%s: %s", job, fresh[0], fresh[-1], error)
             return True
+        try:
+            named = {device for r in raised for device in r.tops} | self.paused_devices.of(job)
+            pauses = benign_pauses(incidents, source, settings, through=through, named_elsewhere=named)
+        except SleuthError as error:  # records the replay cannot order: the incidents page unjudged
+            _log.warning("job %s: cannot judge iterations %s..%s for benign pauses: %s", job, fresh[0], fresh[-1], error)
+            pauses = [False] * len(incidents)
         for incident, pause in zip(incidents, pauses):
             if pause:
                 self.paused_devices.add(job, incident)
