@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +23,9 @@ from sleuth.settings import Settings
 from sleuth.stream import stack
 
 SERVICES = ("kafka", "clickhouse", "alertmanager")
+# One thread at a time has a stack's variables in os.environ: two overlapping would each restore
+# what it found, and the later to finish would leave the stack's ports for the whole process.
+_ENVIRON = threading.RLock()
 PROCESSES = stack.PROCESSES
 
 
@@ -60,17 +64,19 @@ class PrivateStack:
 
     @contextmanager
     def environment(self) -> Iterator[None]:
-        """This stack's variables in ``os.environ`` (``sleuth.services`` and ``stack`` read them there)."""
-        saved = {name: os.environ.get(name) for name in self.env()}
-        os.environ.update(self.env())
-        try:
-            yield
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+        """This stack's variables in ``os.environ`` (``sleuth.services`` and ``stack`` read them there),
+        while no other thread has them there."""
+        with _ENVIRON:
+            saved = {name: os.environ.get(name) for name in self.env()}
+            os.environ.update(self.env())
+            try:
+                yield
+            finally:
+                for name, value in saved.items():
+                    if value is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = value
 
     @property
     def gateway(self) -> str:
