@@ -289,7 +289,7 @@ def newest_slowdowns(records: RecordBatch, spec: JobSpec, *, iterations: Iterati
     ``history`` of the window's earlier ones, so that each iteration's S is the one the whole
     window's records give, at the cost of the new iterations alone. Whether a job pays needs these
     two variants; the attributions that explain it (S_t, S_w) cost many more."""
-    job, steps, _, left = _prepare(_one_jobs(records, spec), spec, iterations, history)
+    job, steps, _, left = _prepare(_one_jobs(records, spec), spec, iterations, history, leave=True)
     original, ideal = _as_recorded_and_ideal(job, np.arange(len(steps)))
     slowdowns = np.divide(original, ideal, out=np.ones_like(original), where=ideal > 0)
     return steps, slowdowns, dict(zip((int(s) for s in steps), left))
@@ -317,10 +317,10 @@ def _as_recorded_and_ideal(job: _Job, chosen: np.ndarray) -> tuple[np.ndarray, n
 
 
 def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | None,
-             history: Sequence[PeerHistory] = ()) -> tuple[_Job, np.ndarray, np.ndarray, list[PeerHistory]]:
-    """The job ready to replay, its iteration ids, each iteration's recorded span, and what each
-    iteration leaves for later ones' peers; the ``history`` of earlier ones joins the peers across
-    iterations (a transfer's other iterations, a stage's work)."""
+             history: Sequence[PeerHistory] = (), *, leave: bool = False) -> tuple[_Job, np.ndarray, np.ndarray, list[PeerHistory]]:
+    """The job ready to replay, its iteration ids, each iteration's recorded span, and (``leave``)
+    what each iteration leaves for later ones' peers; the ``history`` of earlier ones joins the peers
+    across iterations (a transfer's other iterations, a stage's work)."""
     steps, it = np.unique(records["iteration"], return_inverse=True)
     rank = records["rank"].astype(np.int64)
     op = records["op"].astype(np.int64)
@@ -385,9 +385,11 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
                          dense_ids(np.concatenate([*(h.keys for h in history), identity]).view(np.int64)),
                          np.r_[np.ones(n_earlier, bool), complete])[n_earlier:]
     ideal_transfer = np.where(complete, np.minimum(spatial, temporal), 0.0)
-    bounds = np.searchsorted(it, np.arange(len(steps) + 1))  # operators are in iteration order
-    left = [PeerHistory(identity[a:b][complete[a:b]], transfer[a:b][complete[a:b]], None if work is None else work[k])
-            for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    left: list[PeerHistory] = []
+    if leave:  # copies of every complete transfer: only the streaming rounds keep them
+        bounds = np.searchsorted(it, np.arange(len(steps) + 1))  # operators are in iteration order
+        left = [PeerHistory(identity[a:b][complete[a:b]], transfer[a:b][complete[a:b]], None if work is None else work[k])
+                for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
     # An operator type: its communicator's kind (the name's prefix) and its op, send and receive together.
     prefixes = [c.split(".", 1)[0] if "." in c else "" for c in records.strings]
