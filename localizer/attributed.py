@@ -163,17 +163,22 @@ def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
     (``moves``), or with two replicas only, each in turn. And the data is as costly whichever
     replica drew it: a replica that was the costliest of more of the iterations paying half the
     mean than chance gives, or of ones that paid more than the others', holds a device, the
-    others' turns being jitter's (``_pays_more``, at ``significance``)."""
+    others' turns being jitter's (``_pays_more``, at ``significance``). Where a replica has ranks at
+    several places, costly data is costly at most of them (``Attribution.costliest_breadth`` over
+    ``data_breadth``); two slow devices taking turns are each at their own."""
     wanted = set(iterations)
-    rows = [(r, h, max(s - 1.0, 0.0)) for it, r, h, s in zip(
-        attribution.iterations, attribution.costliest_replica, attribution.costliest_host, attribution.per_iteration)
-        if it in wanted]
-    excess = np.array([e for _, _, e in rows])
+    breadth_of = attribution.costliest_breadth or (math.nan,) * len(attribution.iterations)
+    rows = [(r, h, max(s - 1.0, 0.0), b) for it, r, h, s, b in zip(
+        attribution.iterations, attribution.costliest_replica, attribution.costliest_host, attribution.per_iteration,
+        breadth_of) if it in wanted]
+    excess = np.array([e for _, _, e, _ in rows])
     if not rows or excess.sum() <= 0:
         return False
-    replica = np.array([r for r, _, _ in rows])
-    _, host = np.unique(np.array([h for _, h, _ in rows]), return_inverse=True)
+    replica = np.array([r for r, _, _, _ in rows])
+    _, host = np.unique(np.array([h for _, h, _, _ in rows]), return_inverse=True)
     pays = excess >= _RULES.majority * excess.mean()
+    breadth = np.array([b for _, _, _, b in rows])[pays]
+    everywhere = bool(np.isnan(breadth).all()) or float(np.average(breadth, weights=excess[pays])) > _RULES.data_breadth
     paid = replica[pays]
     moved = len(set(paid.tolist())) >= min(_RULES.moves, attribution.replicas)
 
@@ -183,7 +188,7 @@ def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
     # Replicas taking turns on one host are that host's (contention, its NVSwitch), where the job has more.
     one_host = attribution.hosts > 1 and most(host.ravel()) > 1 - _RULES.minor
     apart = _pays_more(replica[pays], excess[pays], max(attribution.replicas, 2))
-    return moved and most(replica) <= 1 - _RULES.minor and not one_host and not apart
+    return moved and everywhere and most(replica) <= 1 - _RULES.minor and not one_host and not apart
 
 
 def _pays_more(replica: np.ndarray, excess: np.ndarray, replicas: int) -> bool:

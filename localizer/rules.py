@@ -66,6 +66,9 @@ class LocalizerRules:
     #: A replica stands apart from the others (how often and how much it pays: one-sided tests, half
     #: this level each) at the usual 5%: a job's jitter makes some replica the costliest of every iteration.
     significance: float = 0.05
+    #: The costliest replica's share of places computing over their median above which its cost is its
+    #: data's: midway between a slow device's (chance elsewhere, a half) and costly data's (every place, 1).
+    data_breadth: float = 0.75
     #: Suspects of an incident that can tie it to another: a NIC and its own cable, a GPU and its
     #: host, explain the same delays, so either may rank first in one analysis and second in the next.
     tied_suspects: int = 2
@@ -76,7 +79,8 @@ class LocalizerRules:
             probe_transfer_share=partial(fraction, zero=True), probe_spread_k=partial(number_above, low=0),
             earlier_t_min=partial(number_above, low=0), first_read=positive_int, read_batch=positive_int,
             member_share=fraction, majority=fraction, minor=partial(fraction, zero=True, one=False),
-            max_candidates=positive_int, moves=partial(integer, low=2), significance=fraction, tied_suspects=positive_int,
+            max_candidates=positive_int, moves=partial(integer, low=2), significance=fraction, data_breadth=fraction,
+            tied_suspects=positive_int,
         )
 
 

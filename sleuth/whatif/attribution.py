@@ -89,6 +89,10 @@ class Attribution:
     #: same model on the same number of micro-batches, so it holds the costliest data or the slow device
     costliest_replica: tuple[int, ...] = ()
     costliest_host: tuple[str, ...] = ()  # per iteration, the host of the rank that made its replica the costliest
+    #: per iteration, the share of that replica's ranks at the other places that computed longer than
+    #: their place's median: every layer's work grows with a batch's tokens, so costly data is costly at
+    #: every place (near 1), a slow device at its own (the others at chance, about a half); () without other places
+    costliest_breadth: tuple[float, ...] = ()
     replicas: int = 0  # data-parallel replicas (x expert-parallel groups) of the layout, 0 without one
     hosts: int = 0  # hosts the job runs on
     replayable: _Job | None = field(default=None, repr=False, compare=False)  # for contributors.py's finer variants
@@ -148,6 +152,7 @@ class Attribution:
             "slowest_replica": list(self.slowest_replica),
             "costliest_replica": list(self.costliest_replica),
             "costliest_host": list(self.costliest_host),
+            "costliest_breadth": [round(b, 4) for b in self.costliest_breadth],
             "replicas": self.replicas,
             "hosts": self.hosts,
             "fidelity": round(self.fidelity, 4),
@@ -206,7 +211,7 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     chosen = np.sort(np.argsort(-(original / np.where(hardware_ideal > 0, hardware_ideal, np.nan)),
                                 kind="stable")[:worker_iterations])
     stage, replica = _stage_replica(spec)
-    costliest = _costliest_rank(job, spec, replica, len(steps))
+    costliest, breadth = _costliest_rank(job, spec, replica, len(steps))
     unit, by_worker, slowest = _workers(hardware, spec, stage, replica, chosen, hardware_ideal, top_workers)
     lost = original[chosen].sum() - hardware_ideal[chosen].sum()
     worker_share = host_share = last_share = 0.0
@@ -239,7 +244,7 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
         by_worker=tuple(float(s) for s in by_worker), worker_unit=unit, worker_share=worker_share, host_share=host_share,
         worker_iterations=tuple(int(i) for i in steps[chosen]), slowest_replica=slowest,
         costliest_replica=tuple(int(replica[r]) for r in costliest) if replica is not None else (),
-        costliest_host=tuple(spec.placements[r].host for r in costliest),
+        costliest_host=tuple(spec.placements[r].host for r in costliest), costliest_breadth=breadth,
         replicas=0 if replica is None else int(replica.max()) + 1,
         hosts=len({p.host for p in spec.placements}),
         replayable=hardware,
@@ -250,13 +255,16 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     )
 
 
-def _costliest_rank(job: _Job, spec: JobSpec, replica: np.ndarray | None, iterations: int) -> tuple[int, ...]:
+def _costliest_rank(job: _Job, spec: JobSpec, replica: np.ndarray | None,
+                    iterations: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """Per dense iteration, the rank that computed longest against its counterparts in the other
     replicas (the ranks at its place in the tensor, context and pipeline layout: the same work on
-    other data); () without two replicas. One slow GPU stands out at its place however little of
-    its replica's work it does; a costly batch at every place."""
+    other data), and the share of its replica's ranks at the other places that computed longer than
+    their counterparts' median (``Attribution.costliest_breadth``); ((), ()) without two replicas.
+    One slow GPU stands out at its place however little of its replica's work it does; a costly
+    batch at every place."""
     if replica is None or replica.max() < 1 or spec.layout is None:
-        return ()
+        return (), ()
     world = spec.world
     compute = np.bincount(job.iteration * world + job.rank, weights=job.gap, minlength=iterations * world)
     compute = compute.reshape(iterations, world)
@@ -268,7 +276,13 @@ def _costliest_rank(job: _Job, spec: JobSpec, replica: np.ndarray | None, iterat
         ranks = np.flatnonzero(place == p)
         median = np.median(compute[:, ranks], axis=1, keepdims=True)
         relative[:, ranks] = np.divide(compute[:, ranks], median, out=np.ones((iterations, len(ranks))), where=median > 0)
-    return tuple(int(r) for r in relative.argmax(axis=1))
+    costliest = relative.argmax(axis=1)
+    breadth: list[float] = []
+    if place.max() > 0:
+        for it, rank in enumerate(costliest.tolist()):
+            others = (replica == replica[rank]) & (place != place[rank])
+            breadth.append(float((relative[it, others] > 1.0).mean()))
+    return tuple(int(r) for r in costliest), tuple(breadth)
 
 
 @dataclass(frozen=True)

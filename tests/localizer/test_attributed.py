@@ -14,7 +14,8 @@ from sleuth.whatif.attribution import COMPUTE, Attribution
 
 
 def attribution(per_iteration=(1.0,) * 10, *, by_type=None, worker_share=0.0, host_share=0.0, last_stage_share=0.0,
-                last_stage_evenness=0.0, costliest_replica=(), costliest_host=None, replicas=16, split=1.0) -> Attribution:
+                last_stage_evenness=0.0, costliest_replica=(), costliest_host=None, costliest_breadth=(), replicas=16,
+                split=1.0) -> Attribution:
     """An attribution with the given per-iteration slowdowns (ideal 100 ns each), of which an even
     pipeline split would save ``split``."""
     n = len(per_iteration)
@@ -23,7 +24,7 @@ def attribution(per_iteration=(1.0,) * 10, *, by_type=None, worker_share=0.0, ho
         ideal_ns=(100.0,) * n, hardware_ideal_ns=(100.0 * split,) * n, recorded_ns=(100.0,) * n, by_type=by_type or {COMPUTE: 1.2, "dp.all_reduce": 1.0},
         by_worker=(1.0,) * 8, worker_unit="replica x stage", worker_share=worker_share, host_share=host_share,
         last_stage_share=last_stage_share, last_stage_evenness=last_stage_evenness, wall_ns=1e9,
-        costliest_replica=costliest_replica, replicas=replicas, hosts=replicas,
+        costliest_replica=costliest_replica, costliest_breadth=costliest_breadth, replicas=replicas, hosts=replicas,
         costliest_host=tuple(f"h{r}" for r in costliest_replica) if costliest_host is None else costliest_host,
     )
 
@@ -88,6 +89,30 @@ def test_jitter_taking_turns_beside_a_slow_replica_is_not_moving_work() -> None:
     turns = (0, 1, 1, 0, 1, 0, 0, 1, 0, 1) * 2
     assert diagnose(attribution(noise + fault, worker_share=0.6, costliest_replica=turns, replicas=2)) \
         is Straggler.SEQLEN_IMBALANCE
+
+
+@pytest.mark.parametrize("breadth, expected", [
+    ((1.0, 0.9, 1.0, 1.0, 0.8, 1.0, 1.0, 1.0, 0.9, 1.0), Straggler.SEQLEN_IMBALANCE),  # long batches: every place
+    ((0.4, 0.6, 0.5, 0.5, 0.3, 0.6, 0.4, 0.5, 0.5, 0.6), Straggler.HARDWARE),  # one place each: two devices
+])
+def test_replicas_taking_turns_are_the_data_only_when_costly_at_every_place(breadth, expected) -> None:
+    turns = (0, 1, 1, 0, 1, 0, 0, 1, 0, 1)
+    found = attribution((1.2,) * 10, worker_share=0.6, costliest_replica=turns, costliest_breadth=breadth, replicas=2)
+    assert diagnose(found) is expected
+
+
+def test_two_equally_slow_gpus_in_a_two_replica_job_are_both_named_not_read_as_seqlen(tmp_path, capsys) -> None:
+    # tp4 pp2 dp2: h0000/1 is replica 0's first stage, h0001/6 replica 1's second; either replica is the
+    # costliest of an iteration by its jitter, as with data taking turns, but each only at its slow GPU's place.
+    out = tmp_path / "run"
+    assert main(["sim", "--generate", "fattree:hosts=2,gpus=8,pod=2,spines=2", "--tp", "4", "--pp", "2", "--dp", "2",
+                 "--iterations", "30", "--seed", "7", "--no-labels", "--fault", "gpu:h0000/1,slow=1.5",
+                 "--fault", "gpu:h0001/6,slow=1.5", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["localize", "--records", str(out), "--json"]) == 0
+    incidents = json.loads(capsys.readouterr().out)
+    assert incidents and all(i["cause"] == "compute" for i in incidents), incidents
+    assert {"gpu:h0000/1", "gpu:h0001/6"} <= {s["device"] for i in incidents for s in i["suspects"][:2]}
 
 
 def _sim(tmp_path, *words: str) -> None:
