@@ -8,6 +8,7 @@ localizer agent's) is tested without a server.
 * records source: :class:`sleuth.sources.RecordSource` (the localizer's progressive fetch);
 * :class:`RecordSink`: the workers' records, iterations, job specs, abnormal operators and drops;
 * :class:`IncidentStore`: the localizer's incidents, what was raised and the documents to grow;
+* :class:`PauseStore`: the benign pauses the localizer recorded instead of raising;
 * :class:`AlertStore`: the alerter's state, one row version per change of an alert;
 * :class:`LabelStore`: operator labels (on-call verdicts) and the verdicts they record;
 * :class:`Bus`: a Kafka producer of small acknowledged messages (irregularities, incidents, alerts).
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from sleuth.oncall.alerts import Alert, AlertStatus
     from sleuth.records import IterationBatch, RecordBatch
 
-__all__ = ["AlertStore", "Bus", "Delivery", "IncidentStore", "LabelStore", "RecordSink"]
+__all__ = ["AlertStore", "Bus", "Delivery", "IncidentStore", "LabelStore", "PauseStore", "RecordSink"]
 
 
 @runtime_checkable
@@ -55,6 +56,19 @@ class IncidentStore(Protocol):
 
     def write(self, incident: Incident) -> None:
         """Keep ``incident``, replacing an earlier version of the same (job, incident)."""
+        ...
+
+
+@runtime_checkable
+class PauseStore(Protocol):
+    """The benign pauses the streaming localizer recorded and never paged, per job."""
+
+    def paused(self, job: str) -> list[Raised]:
+        """The pauses held for ``job``, with their first suspects (the devices that paused)."""
+        ...
+
+    def record(self, pause: Incident) -> None:
+        """Keep ``pause``, replacing an earlier version of the same (job, incident)."""
         ...
 
 

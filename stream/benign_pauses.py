@@ -8,8 +8,8 @@ on the attribution of those and of the ``SLEUTH_ATTRIBUTION_WINDOW`` iterations 
 (past ``SLEUTH_ATTRIBUTION_WARMUP``), its cost a share of the ``SLEUTH_LOCALIZER_WINDOW`` iterations
 the localizer looks across, as offline it is of the records read. One that cannot be judged (its
 iterations still in the warmup, or the iterations after it never landed) pages: a fault is never
-held back for want of data. A device that paused before pages the second time (``PausedDevices``),
-as offline.
+held back for want of data. A pause judged benign is recorded (``sleuth.stores.PauseStore``), and a
+device that paused before pages the second time, as offline.
 """
 
 from __future__ import annotations
@@ -22,27 +22,7 @@ from sleuth.settings import Settings
 from sleuth.sources import RecordSource
 from sleuth.whatif.attribution import attribute
 
-__all__ = ["PausedDevices", "benign_pauses", "settled_through"]
-
-
-class PausedDevices:
-    """Per job, the first suspects of the pauses not paged: the same device pausing again is a fault."""
-
-    def __init__(self) -> None:
-        self._devices: dict[str, set[str]] = {}
-
-    def of(self, job: str) -> set[str]:
-        return self._devices.get(job, set())
-
-    def add(self, job: str, incident: Incident) -> None:
-        if incident.suspects:
-            self._devices.setdefault(job, set()).add(incident.suspects[0].device)
-
-    def jobs(self) -> set[str]:
-        return set(self._devices)
-
-    def forget(self, job: str) -> None:
-        self._devices.pop(job, None)
+__all__ = ["benign_pauses", "settled_through"]
 
 
 def settled_through(last: int, settings: Settings) -> int:
@@ -54,7 +34,7 @@ def benign_pauses(incidents: Sequence[Incident], source: RecordSource, settings:
                   named_elsewhere: set[str]) -> list[bool]:
     """For each of one gathering's ``incidents``, whether it is a benign pause, judged on ``source``'s
     records landed ``through`` an iteration for every rank (None: none yet); ``named_elsewhere``:
-    devices the job's raised incidents name first or tie with, and its earlier pauses' (``PausedDevices``)."""
+    devices the job's raised incidents name first or tie with, and its recorded pauses' first suspects."""
     if through is None:
         return [False] * len(incidents)
     judged = [i for i, incident in enumerate(incidents) if _judgeable(incident, settings, through=through)]

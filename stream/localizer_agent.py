@@ -47,10 +47,11 @@ from sleuth.localizer import Incident, localize
 from sleuth.localizer.episodes import Raised, episode_of, grown
 from sleuth.settings import Settings
 from sleuth.storage.incidents import ClickHouseIncidentStore
+from sleuth.storage.pauses import ClickHousePauseStore
 from sleuth.storage.source import ClickHouseSource, landed_through, registered_jobs
-from sleuth.stores import Bus
+from sleuth.stores import Bus, PauseStore
 from sleuth.stream import connect
-from sleuth.stream.benign_pauses import PausedDevices, benign_pauses, settled_through
+from sleuth.stream.benign_pauses import benign_pauses, settled_through
 from sleuth.stream.detection.publish import decode
 from sleuth.stream.episodes import Gatherer, Pending, not_localized
 from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
@@ -87,7 +88,7 @@ class LocalizerAgent:
 
     def __init__(self, settings: Settings, *, client: Client, producer: Bus | None = None, topology: Topology | None = None,
                  on_incident: IncidentCallback | None = None, retry_s: float = 0.5,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, pauses: PauseStore | None = None) -> None:
         self.settings = settings
         self.client = client
         self.topology = topology
@@ -110,8 +111,8 @@ class LocalizerAgent:
         self._windows: dict[str, WindowCache] = {}
         self._next_round = 0.0
         self.incidents: list[Incident] = []
-        self.pauses: deque[Incident] = deque(maxlen=1_000)  # irregular incidents found benign: not raised
-        self.paused_devices = PausedDevices()
+        self.pauses: deque[Incident] = deque(maxlen=1_000)  # irregular incidents this agent found benign: not raised
+        self.paused: PauseStore = pauses or ClickHousePauseStore(client, settings.clickhouse_database)
         self.latencies_s: deque[float] = deque(maxlen=10_000)
         self._stream: Any = None
 
@@ -180,8 +181,8 @@ class LocalizerAgent:
     def _handle(self, pending: Pending) -> bool:
         """Localize one job's gathering; False when its records have not landed yet (try again later)."""
         settings, db, job = self.settings, self.settings.clickhouse_database, pending.job
-        raised = self.sink.raised(job)
-        fresh = not_localized(pending.iterations, raised)
+        raised, paused = self.sink.raised(job), self.paused.paused(job)
+        fresh = not_localized(pending.iterations, [*raised, *paused])
         self.replayed += len(pending.arrivals) - len(fresh)
         if not fresh:
             return True
@@ -211,14 +212,14 @@ class LocalizerAgent:
             _log.error("job %s: cannot localize iterations %s..%s: %s", job, fresh[0], fresh[-1], error)
             return True
         try:
-            named = {device for r in raised for device in r.tops} | self.paused_devices.of(job)
+            named = {device for r in raised for device in r.tops} | {p.top for p in paused if p.top}
             pauses = benign_pauses(incidents, source, settings, through=through, named_elsewhere=named)
         except SleuthError as error:  # records the replay cannot order: the incidents page unjudged
             _log.warning("job %s: cannot judge iterations %s..%s for benign pauses: %s", job, fresh[0], fresh[-1], error)
             pauses = [False] * len(incidents)
         for incident, pause in zip(incidents, pauses):
             if pause:
-                self.paused_devices.add(job, incident)
+                self.paused.record(incident)
                 self.pauses.append(incident)
                 metrics.BENIGN_PAUSES.inc()
                 _log.info("job %s: iterations %s are a benign pause (top suspect %s); recorded, not paged", job,
@@ -243,9 +244,8 @@ class LocalizerAgent:
         started, db = self.clock(), self.settings.clickhouse_database
         jobs = registered_jobs(self.client, db)
         self.watch.forget(set(jobs))
-        for job in ((set(self._windows) | self.paused_devices.jobs()) - set(jobs)) | set(self.watch.idle(started)):
+        for job in (set(self._windows) - set(jobs)) | set(self.watch.idle(started)):
             self._windows.pop(job, None)
-            self.paused_devices.forget(job)
         for job, world in jobs.items():
             if not self.watch.asks(job, started):
                 continue

@@ -9,6 +9,7 @@ Modules, one job each:
 * :mod:`~sleuth.storage.sink` — the workers' ``RecordSink`` (records, iterations, jobs, abnormal operators, drops);
 * :mod:`~sleuth.storage.source` — the localizer's ``RecordSource`` over one job, and the jobs' progress;
 * :mod:`~sleuth.storage.incidents` — the ``IncidentStore`` and the on-call commands' incident queries;
+* :mod:`~sleuth.storage.pauses` — the streaming localizer's ``PauseStore`` of benign pauses;
 * :mod:`~sleuth.storage.alerts` — the alerter's ``AlertStore``;
 * :mod:`~sleuth.storage.labels` — the ``LabelStore`` of on-call verdicts;
 * :mod:`~sleuth.storage.progress` — how far jobs got, which resolves their alerts;

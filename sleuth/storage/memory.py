@@ -17,7 +17,8 @@ from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.oncall.alerts import Alert, AlertStatus
 from sleuth.records import IterationBatch, RecordBatch
 
-__all__ = ["MemoryAlertStore", "MemoryBus", "MemoryIncidentStore", "MemoryLabelStore", "MemoryRecordSink", "Message"]
+__all__ = ["MemoryAlertStore", "MemoryBus", "MemoryIncidentStore", "MemoryLabelStore", "MemoryPauseStore",
+           "MemoryRecordSink", "Message"]
 
 
 class MemoryRecordSink:
@@ -60,6 +61,21 @@ class MemoryIncidentStore:
 
     def write(self, incident: Incident) -> None:
         self.incidents[(incident.job, incident.incident)] = incident
+
+
+class MemoryPauseStore:
+    """A ``PauseStore``: the latest version of each (job, incident)."""
+
+    def __init__(self) -> None:
+        self.pauses: dict[tuple[str, str], Incident] = {}
+
+    def paused(self, job: str) -> list[Raised]:
+        return [Raised(p.incident, min(p.iterations), max(p.iterations), "",
+                       tuple(s.device for s in p.suspects[:LOCALIZER_RULES.tied_suspects]))
+                for (j, _), p in self.pauses.items() if j == job and p.iterations]
+
+    def record(self, pause: Incident) -> None:
+        self.pauses[(pause.job, pause.incident)] = pause
 
 
 class MemoryAlertStore:

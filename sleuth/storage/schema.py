@@ -160,12 +160,22 @@ MIGRATIONS: tuple[Migration, ...] = (
             ") ENGINE = ReplacingMergeTree(reported_ns)\nORDER BY (job, rank, before_ns)",
         ),
     ),
+    Migration(
+        12,
+        "pauses: the benign pauses the localizer recorded and never paged (job x incident), with their documents",
+        (
+            "CREATE TABLE IF NOT EXISTS {db}.pauses (\n"
+            "    job String, incident String, iterations Array(Int64), tops Array(String), document String,\n"
+            "    recorded_ns Int64\n"
+            ") ENGINE = ReplacingMergeTree(recorded_ns)\nORDER BY (job, incident)",
+        ),
+    ),
 )
 
 #: Every table the migrations create, for tools and tests.
 TABLES = (
     "records", "iterations", "jobs", "abnormal_ops", "incidents", "suspects", "labels", "incident_details", "traversals",
-    "alerts", "logger_drops",
+    "alerts", "logger_drops", "pauses",
 )
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

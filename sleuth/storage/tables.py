@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from sleuth.localizer.incident import Incident
 
 __all__ = ["ABNORMAL_COLUMNS", "ALERT_COLUMNS", "ALERT_FIELDS", "DROP_COLUMNS", "ITERATION_COLUMNS", "JOB_COLUMNS",
-           "LABEL_COLUMNS", "alert_from_row", "alert_row", "incident_rows", "insert", "job_row"]
+           "LABEL_COLUMNS", "PAUSE_COLUMNS", "alert_from_row", "alert_row", "incident_rows", "insert", "job_row",
+           "pause_row"]
 
 ITERATION_COLUMNS = ("job", "rank", "iteration", "t_start_ns", "t_end_ns")
 JOB_COLUMNS = ("job", "world", "spec", "registered_ns")
@@ -28,6 +29,7 @@ LABEL_COLUMNS = ("job", "rank", "comm", "seq", "iteration", "abnormal", "source"
 ALERT_COLUMNS = ("job", "device", "starts_ns", "status", "severity", "cause", "kind", "score", "incident", "incidents",
                  "slowdown", "gpu_hours_lost", "first_irregular", "last_irregular", "ends_ns", "advice", "announced",
                  "updated_ns")
+PAUSE_COLUMNS = ("job", "incident", "iterations", "tops", "document", "recorded_ns")
 #: The alert columns an ``Alert`` is made of.
 ALERT_FIELDS = ALERT_COLUMNS[:-2]
 
@@ -69,6 +71,13 @@ def incident_rows(incident: Incident, *, created_ns: int) -> dict[str, list[tupl
             for k, s in enumerate(incident.steps)
         ],
     }
+
+
+def pause_row(pause: Incident, *, tops: int, recorded_ns: int) -> tuple:
+    """A ``pauses`` row (``PAUSE_COLUMNS``): the pause's iterations, its first ``tops`` suspects' devices
+    and the whole JSON document."""
+    return (pause.job, pause.incident, list(pause.iterations), [s.device for s in pause.suspects[:tops]],
+            pause.to_json(), recorded_ns)
 
 
 def alert_row(a: Alert, *, announced: bool, updated_ns: int) -> tuple:

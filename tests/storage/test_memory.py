@@ -12,9 +12,11 @@ from sleuth.oncall.verdicts import CONFIRMED, REJECTED, store_verdict
 from sleuth.storage.alerts import ClickHouseAlertStore
 from sleuth.storage.incidents import ClickHouseIncidentStore
 from sleuth.storage.labels import ClickHouseLabelStore
-from sleuth.storage.memory import MemoryAlertStore, MemoryBus, MemoryIncidentStore, MemoryLabelStore, MemoryRecordSink
+from sleuth.storage.memory import (MemoryAlertStore, MemoryBus, MemoryIncidentStore, MemoryLabelStore, MemoryPauseStore,
+                                   MemoryRecordSink)
+from sleuth.storage.pauses import ClickHousePauseStore
 from sleuth.storage.sink import ClickHouseSink
-from sleuth.stores import AlertStore, Bus, IncidentStore, LabelStore, RecordSink
+from sleuth.stores import AlertStore, Bus, IncidentStore, LabelStore, PauseStore, RecordSink
 from sleuth.stream.incident_sink import IncidentSink, kafka_value
 
 from ..localizer.test_incident_json import INCIDENT
@@ -25,6 +27,7 @@ from ..localizer.test_incident_json import INCIDENT
     (IncidentStore, (MemoryIncidentStore, ClickHouseIncidentStore, IncidentSink)),
     (AlertStore, (MemoryAlertStore, ClickHouseAlertStore)),
     (LabelStore, (MemoryLabelStore, ClickHouseLabelStore)),
+    (PauseStore, (MemoryPauseStore, ClickHousePauseStore)),
 ])
 def test_the_twin_and_the_clickhouse_store_have_the_contracts_methods(contract, implementations) -> None:
     methods = {name for name in vars(contract) if not name.startswith("_")}

@@ -9,7 +9,8 @@ from functools import cache
 from sleuth.localizer import localize
 from sleuth.settings import Settings
 from sleuth.sim import Emulation, Timing
-from sleuth.stream.benign_pauses import PausedDevices, benign_pauses, settled_through
+from sleuth.storage.memory import MemoryPauseStore
+from sleuth.stream.benign_pauses import benign_pauses, settled_through
 
 from .detection.conftest import scenario
 
@@ -38,11 +39,12 @@ def test_a_pause_is_benign_once_the_iterations_after_it_landed_and_not_before() 
 
 def test_a_pause_on_a_device_named_before_pages() -> None:
     em, [incident] = judged(pause_at=(20,))
-    paused = PausedDevices()
-    paused.add(em.scenario.job, incident)
-    assert benign_pauses([incident], em, SETTINGS, through=39, named_elsewhere=paused.of(em.scenario.job)) == [False]
-    paused.forget(em.scenario.job)
-    assert paused.of(em.scenario.job) == set() and paused.jobs() == set()
+    store = MemoryPauseStore()
+    store.record(incident)
+    [paused] = store.paused(em.scenario.job)
+    assert (paused.first, paused.last, paused.top) == (20, 20, incident.suspects[0].device)
+    assert benign_pauses([incident], em, SETTINGS, through=39, named_elsewhere={paused.top}) == [False]
+    assert store.paused("another job") == []
 
 
 def test_a_fault_that_goes_on_pages() -> None:

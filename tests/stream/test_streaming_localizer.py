@@ -13,10 +13,12 @@ import json
 import threading
 import time
 import uuid
+from collections import deque
 
 import pytest
 from prometheus_client import REGISTRY
 
+from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.sim import Emulation, Timing
 from sleuth.storage import schema
 from sleuth.stream import connect
@@ -163,6 +165,15 @@ def test_a_lone_pause_is_recorded_and_never_paged(services: Services, tmp_path) 
         assert consume(settings, settings.incidents_topic, messages=1, timeout_s=3) == []
         # The job's records and iterations, the pause's among them, are kept in ClickHouse as ever.
         assert client.execute(f"SELECT count() FROM {db}.iterations FINAL WHERE iteration = 20")[0][0] == em.job_spec().world
+        # Recorded: a restarted localizer replaying the topic finds it, and neither judges nor counts it again.
+        assert client.execute(f"SELECT incident, tops FROM {db}.pauses FINAL") == [
+            (pause.incident, [s.device for s in pause.suspects[:LOCALIZER_RULES.tied_suspects]])]
+        replay = dataclasses.replace(settings, localizer_group=f"{settings.localizer_group}-replay")
+        again = LocalizerAgent(replay, client=connect.clickhouse_client(replay), topology=cluster_topology(replay))
+        running.append(start(again.run))
+        wait_until(lambda: again.handled == len(messages), timeout_s=120, what="the replay handled")
+        assert again.pauses == deque() and again.incidents == [] and again.replayed >= 1
+        assert REGISTRY.get_sample_value("sleuth_benign_pauses_total") == counted + 1
     finally:
         for stop, thread in reversed(running):
             halt(stop, thread)
