@@ -46,7 +46,7 @@ from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
 from sleuth.topology.ids import parse_device
 from sleuth.whatif.attribution import COMPUTE, Attribution
-from sleuth.whatif.contributors import rank_slowdowns, slow_groups
+from sleuth.whatif.contributors import compute_put_back, rank_compute_slowdowns, slow_groups
 
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.impact import Impact
@@ -390,14 +390,20 @@ def _compute_led(attribution: Attribution) -> bool:
 
 
 def _candidates(attribution: Attribution, graph: OperatorGraph) -> list[int]:
-    """The ranks whose worker slowdown is at least ``majority`` of the top one's (over 1: a second
-    straggler half as costly is a second fault, not noise), with their hosts' other ranks; the
-    costliest first when there are more than ``max_candidates``."""
+    """The ranks whose compute the replay put back most, then those whose worker slowdown is at least
+    ``majority`` of the top one's (over 1: a second straggler half as costly is a second fault, not
+    noise), with their hosts' other ranks; the first ``max_candidates`` of them. A slow ring or NIC
+    makes every worker on it costly, and the paper's replica x stage approximation a whole stage,
+    which would crowd out a slow GPU elsewhere: its put-back compute names it whatever the transfers do."""
     values = np.asarray(attribution.by_worker)
     if not len(values) or values.max() <= 1.0:
         return []
+    put_back = compute_put_back(attribution)
+    computing = [int(r) for r in np.argsort(-put_back, kind="stable")
+                 if put_back.max() > 0 and put_back[r] >= _RULES.majority * put_back.max()]
     excess = values - 1.0
-    top = [int(r) for r in np.argsort(-values, kind="stable") if excess[r] >= _RULES.majority * excess.max()]
+    top = computing + [int(r) for r in np.argsort(-values, kind="stable")
+                       if excess[r] >= _RULES.majority * excess.max() and r not in computing]
     hosts = {graph.hosts[r] for r in top}
     chosen = set(top)
     mates = [r for r in range(graph.world) if graph.hosts[r] in hosts and r not in chosen]
@@ -416,17 +422,19 @@ def _roots(attribution: Attribution, candidates: Sequence[int], graph: OperatorG
     per_iteration = np.asarray(attribution.per_iteration)
     position = {it: k for k, it in enumerate(attribution.iterations)}
     if compute_weight > 0 and candidates:
-        slowdowns = rank_slowdowns(attribution, list(candidates))
+        slowdowns = rank_compute_slowdowns(attribution, list(candidates))
         gain = np.clip(slowdowns - 1.0, 0.0, None).mean(axis=0)
         for j, rank in enumerate(candidates):
             mates = [k for k, other in enumerate(candidates) if other != rank and graph.hosts[other] == graph.hosts[rank]]
             # A mate is as slow when it gains at least half what the rank gains (``peers.host_share``'s question).
             on_host[rank] = float(np.mean([gain[k] >= _RULES.majority * gain[j] for k in mates])) if mates and gain[j] > 0 else 0.0
+        # A rank gaining under ``minor`` of the top one's is the jitter a 3-sigma put-back lets through.
+        slow = gain >= _RULES.minor * gain.max() if gain.max() > 0 else np.zeros(len(candidates), bool)
         for row, iteration in enumerate(attribution.worker_iterations):
             paid = max(per_iteration[position[iteration]] - 1.0, 1e-12)
             for j, rank in enumerate(candidates):
                 share = min(1.0, max(slowdowns[row, j] - 1.0, 0.0) / paid)
-                if share > 0:
+                if share > 0 and slow[j]:
                     root = Root(iteration, Cause.COMPUTE, int(rank), "", -1, "compute", (int(rank),), (int(rank),), (), iteration)
                     rated.append((root, compute_weight * share))
     if network_weight > 0:

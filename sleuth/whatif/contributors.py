@@ -15,7 +15,7 @@ from sleuth.errors import ConfigError
 from sleuth.whatif.attribution import Attribution, _run_variants
 from sleuth.whatif.rules import ATTRIBUTION_RULES
 
-__all__ = ["SlowGroup", "rank_slowdowns", "slow_groups"]
+__all__ = ["SlowGroup", "compute_put_back", "rank_compute_slowdowns", "slow_groups"]
 
 
 @dataclass(frozen=True)
@@ -38,14 +38,24 @@ def _job(attribution: Attribution):
     return job, chosen
 
 
-def rank_slowdowns(attribution: Attribution, ranks: list[int]) -> np.ndarray:
+def compute_put_back(attribution: Attribution) -> np.ndarray:
+    """Per rank, the compute the replay put back to its peers' over the worker iterations (ns): a
+    slow GPU's excess is its own, where a worker slowdown also counts the waits its slow transfers cause."""
+    job, chosen = _job(attribution)
+    mine = np.isin(job.iteration, chosen)
+    return np.bincount(job.rank[mine], weights=(job.gap - job.hardware_gap)[mine], minlength=attribution.world)
+
+
+def rank_compute_slowdowns(attribution: Attribution, ranks: list[int]) -> np.ndarray:
     """Per worker iteration (rows) and rank (columns): that iteration's time with everything fixed
-    but the rank's own operators, over its ideal time (the paper's S_w, one iteration at a time)."""
+    but the rank's own compute gaps, over its ideal time (the paper's S_w of one type, compute, one
+    iteration at a time). Its transfers are fixed too: a rank on a slow ring or behind a slow NIC
+    waits in its transfers, which are the network's to explain, not its GPU's."""
     job, chosen = _job(attribution)
     if not ranks:
         return np.zeros((len(chosen), 0))
     keep = job.rank[:, None] == np.asarray(ranks, np.int64)[None, :]
-    times = _run_variants(job, keep, keep, chosen)
+    times = _run_variants(job, keep, np.zeros_like(keep), chosen)
     ideal = np.asarray(attribution.hardware_ideal_ns)[chosen]
     return times / ideal[:, None]
 

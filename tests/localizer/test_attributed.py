@@ -158,6 +158,21 @@ def test_an_uneven_split_and_a_gpu_slow_from_the_first_iteration_are_two_inciden
     assert together == pytest.approx(_truth_slowdown(out), rel=0.05)
 
 
+def test_a_gpu_slow_from_iteration_10_then_a_nic_from_30_are_each_first_on_their_side(tmp_path, capsys) -> None:
+    # The NIC slows a data-parallel ring of stage 1, so every stage-1 worker is costly (S_w) and the
+    # GPU on stage 0 must be found by its own compute; the ring's ranks wait in transfers, not compute.
+    out = tmp_path / "run"
+    assert main(["sim", "--generate", "fattree:hosts=16,gpus=8,pod=4,spines=4", "--tp", "4", "--pp", "2", "--dp", "16",
+                 "--iterations", "50", "--seed", "23", "--no-labels", "--fault", "gpu:h0006/2,slow=1.5,start=10",
+                 "--fault", "nic:h0011/5,slow=5,start=30", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["localize", "--records", str(out), "--routing", "static", "--json"]) == 0
+    incidents = json.loads(capsys.readouterr().out)
+    compute = [s["device"] for i in incidents for s in i["suspects"] if s["kind"] in ("gpu", "host")]
+    network = [s["device"] for i in incidents for s in i["suspects"] if s["kind"] not in ("gpu", "host")]
+    assert compute[:1] == ["gpu:h0006/2"] and network[:1] == ["nic:h0011/5"], incidents
+
+
 def test_a_clean_run_with_one_hiccup_pages_nothing(tmp_path, capsys) -> None:
     out = tmp_path / "suite"
     assert main(["sim", "suite", "hiccups", "--seed", "5", "--iterations", "40", "--out", str(out), "--no-labels"]) == 0
