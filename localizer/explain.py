@@ -31,6 +31,7 @@ from typing import TypeVar
 
 from sleuth.topology import DeviceKind
 
+from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.localizer.scoring import Score
 from sleuth.localizer.search import Root
 from sleuth.validation import fraction, integer
@@ -78,9 +79,9 @@ def separate(
     ranked: Callable[[Rated], Sequence[Score]],
     devices_of: Callable[[Root], Collection[str]],
     top_k: int,
-    max_faults: int = 3,
-    min_share: float = 0.25,
-    dominant: float = 0.8,
+    max_faults: int = LOCALIZER_RULES.max_faults,
+    min_share: float = LOCALIZER_RULES.second_fault_share,
+    dominant: float = LOCALIZER_RULES.dominant_below,
 ) -> list[tuple[Score, ...]]:
     """Per fault found, its top ``top_k`` suspects (strongest fault first).
 

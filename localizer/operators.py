@@ -25,6 +25,7 @@ from sleuth.errors import ConfigError
 from sleuth.records import OpKind, RecordBatch
 
 from sleuth.localizer.graph import OperatorGraph
+from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.validation import checked, non_negative_number
 
 __all__ = [
@@ -45,8 +46,13 @@ class Thresholds:
     spread is their scaled median absolute deviation (robust to the faulty iterations).
     """
 
+    #: Robust spreads over the baseline: every slot of every rank read is a test of its own, so the bar
+    #: sits well past one test's 3, where a healthy slot's jitter does not reach.
     spread_k: float = 5.0
+    #: Share of the baseline: a slot whose healthy lengths barely vary would otherwise call a delay of a
+    #: few percent of one operator abnormal, far too little to make an iteration δ-irregular.
     relative: float = 0.25
+    #: Nanoseconds: below 20 µs a delay is launch and timer jitter, lost in an iteration of milliseconds.
     floor_ns: float = 20_000.0
 
     def __post_init__(self) -> None:
@@ -75,7 +81,8 @@ class Window:
         return len(self.iterations)
 
 
-def make_window(available: np.ndarray, irregular: Sequence[int], *, size: int, min_reference: int = 5) -> Window:
+def make_window(available: np.ndarray, irregular: Sequence[int], *, size: int,
+                min_reference: int = LOCALIZER_RULES.min_reference) -> Window:
     """The ``size`` iterations around ``irregular`` (all of which must be ``available``).
 
     The window starts up to half its size before the first irregular iteration. Reference

@@ -40,6 +40,7 @@ import numpy as np
 from sleuth.localizer.fetch import Fetcher
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.operators import RankOperators
+from sleuth.localizer.rules import LOCALIZER_RULES
 
 __all__ = ["PeerShare", "compute_excess", "host_share", "is_steady", "peer_share", "stands_out"]
 
@@ -67,7 +68,8 @@ def compute_excess(ops: RankOperators, columns: Sequence[int]) -> np.ndarray:
 
 
 def peer_share(
-    fetcher: Fetcher, graph: OperatorGraph, rank: int, columns: Sequence[int], *, sample: int = 4, quantile: float = 0.8
+    fetcher: Fetcher, graph: OperatorGraph, rank: int, columns: Sequence[int], *, sample: int = LOCALIZER_RULES.peer_sample,
+    quantile: float = LOCALIZER_RULES.peer_quantile,
 ) -> PeerShare:
     """How many of up to ``sample`` data-parallel peers of ``rank`` are as slow as ``rank`` is
     in ``columns`` (compute excess at least half of the rank's mean there): in those same
@@ -97,7 +99,8 @@ def peer_share(
     return PeerShare(float(np.mean(together)), sum(anytime) / len(picked), steady, sum(ever) / len(picked))
 
 
-def is_steady(excess: np.ndarray, *, share: float = 0.9, min_run: int = 3) -> bool:
+def is_steady(excess: np.ndarray, *, share: float = LOCALIZER_RULES.steady_share,
+              min_run: int = LOCALIZER_RULES.steady_min_run) -> bool:
     """Is a rank slow (compute excess at least half its peak) in at least ``share`` of the
     iterations from the first one it was slow in to the last, and in at least ``min_run`` of them?
 
@@ -130,7 +133,8 @@ def host_share(fetcher: Fetcher, graph: OperatorGraph, rank: int, columns: Seque
     return float(np.mean(_as_slow(held, others, columns, own)))
 
 
-def stands_out(fetcher: Fetcher, rank: int, columns: Sequence[int], *, spreads: float = 3.0) -> bool:
+def stands_out(fetcher: Fetcher, rank: int, columns: Sequence[int], *,
+               spreads: float = LOCALIZER_RULES.stands_out_spreads) -> bool:
     """Is the rank's mean compute excess over ``columns`` more than ``spreads`` robust spreads
     (scaled median absolute deviation) of its excess in the window's healthy iterations?"""
     if not len(columns):

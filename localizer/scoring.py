@@ -50,7 +50,7 @@ from sleuth.topology import DeviceKind, Routing, Topology, nics_below, route, sp
 from sleuth.topology.ids import host_id
 
 from sleuth.localizer.search import Cause, Root
-from sleuth.validation import fraction, non_negative_number
+from sleuth.validation import fraction, non_negative_number, positive_int
 
 __all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay", "device_kind", "map_scores", "root_devices"]
 
@@ -124,8 +124,7 @@ class Score:
 
 def decay(c: int) -> float:
     """H(d) for a device with ``c`` endpoints below it (see the module docstring for the rule)."""
-    if c < 1:
-        raise ConfigError(f"C(d) must be >= 1, got {c}")
+    positive_int("C(d)", c)
     if c == 1:
         return 1.0
     return max(math.log(c + EPSILON - 1) / c, 1.0 / c)

@@ -139,11 +139,11 @@ def search(
     iteration: int,
     pivots: Sequence[int],
     thresholds: Thresholds,
-    pivot_ops: int = 3,
+    pivot_ops: int = LOCALIZER_RULES.pivot_ops,
     explain: float = 0.0,
     max_steps: int = 100_000,
-    member_rings: int = 8,
-    member_fanout: int = 4,
+    member_rings: int = LOCALIZER_RULES.member_rings,
+    member_fanout: int = LOCALIZER_RULES.member_fanout,
     min_transfer: float = 0.0,
 ) -> SearchResult:
     """Root operators of one irregular ``iteration``, starting from ``pivots``' abnormal operators.

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sleuth.localizer.rules import LOCALIZER_RULES
+
 __all__ = ["Shift", "level_shifts", "persists"]
 
 
@@ -32,8 +34,8 @@ class Shift:
 
 
 def level_shifts(
-    times: np.ndarray, *, start: int, after: int | None = None, min_len: int = 5, t_min: float = 8.0,
-    min_step: float = 0.01,
+    times: np.ndarray, *, start: int, after: int | None = None, min_len: int = LOCALIZER_RULES.shift_min_len,
+    t_min: float = LOCALIZER_RULES.shift_t_min, min_step: float = LOCALIZER_RULES.shift_min_step,
 ) -> list[Shift]:
     """Upward level shifts of ``times`` (per column, NaN where unknown) in columns after ``after``.
 
@@ -67,8 +69,8 @@ def level_shifts(
 
 
 def persists(
-    times: np.ndarray, *, at: int, reference: np.ndarray, probe: int, min_len: int = 5, t_min: float = 5.0,
-    min_step: float = 0.01,
+    times: np.ndarray, *, at: int, reference: np.ndarray, probe: int, min_len: int = LOCALIZER_RULES.shift_min_len,
+    t_min: float = LOCALIZER_RULES.lasting_t_min, min_step: float = LOCALIZER_RULES.shift_min_step,
 ) -> Shift | None:
     """The step at column ``at`` when the iteration time stays up after it: the ``probe`` columns
     after ``at`` against the ``reference`` columns (a boolean mask), by the same test as a level

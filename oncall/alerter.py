@@ -31,6 +31,7 @@ from sleuth import metrics
 from sleuth.localizer.incident import Incident
 from sleuth.oncall.alerts import Alert, AlertStatus, Evidence, evidence_from_incident, severity_of
 from sleuth.stores import AlertStore
+from sleuth.validation import positive_int
 
 __all__ = ["Alerter"]
 
@@ -39,11 +40,9 @@ class Alerter:
     def __init__(self, store: AlertStore, *, notify: Callable[[list[Alert]], None], resolve_after: int,
                  critical_slowdown: float, critical_gpu_hours: float, clock: Callable[[], int] = time.time_ns,
                  refresh: Callable[[list[Alert]], None] | None = None) -> None:
-        if resolve_after < 1:
-            raise ValueError(f"resolve_after must be at least 1 iteration, got {resolve_after}")
         self.store = store
         self.notify = notify
-        self.resolve_after = resolve_after
+        self.resolve_after = positive_int("resolve_after", resolve_after, error=ValueError)
         self.critical_slowdown = critical_slowdown
         self.critical_gpu_hours = critical_gpu_hours
         self.clock = clock

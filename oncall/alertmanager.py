@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from sleuth.oncall.alerts import Alert, AlertStatus, rfc3339
+from sleuth.validation import positive_number
 
 __all__ = ["ALERTS_PATH", "AlertmanagerPusher", "alerts_api", "postable_alert"]
 
@@ -55,10 +56,8 @@ class AlertmanagerPusher:
 
     def __init__(self, sender: Sender, *, resend_s: float, incident_url: Callable[[str], str],
                  clock: Callable[[], int] = time.time_ns) -> None:
-        if not resend_s > 0:
-            raise ValueError(f"resend_s must be a positive number of seconds, got {resend_s}")
         self.sender = sender
-        self.resend_ns = int(resend_s * 1e9)
+        self.resend_ns = int(positive_number("resend_s", resend_s, error=ValueError) * 1e9)
         self.incident_url = incident_url
         self.clock = clock
         self._pushed: dict[str, tuple[dict[str, str], int]] = {}  # firing alert's fingerprint -> (labels, pushed at)

@@ -31,12 +31,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sleuth.errors import ConfigError
 from sleuth.records import OpKind
 
 from sleuth.sim.network import transfer_ns
 from sleuth.sim.plan import COLL, COMPUTE, RECV, RING, SEND, Plan, StagePlan
-from sleuth.validation import is_int, non_negative_number
+from sleuth.validation import checked, non_negative_int, non_negative_number
 
 __all__ = ["Effects", "Timeline", "Timing", "run"]
 
@@ -62,10 +61,10 @@ class Timing:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hiccups_at", tuple(self.hiccups_at))
-        if any(not is_int(i) or i < 0 for i in self.hiccups_at):
-            raise ConfigError(f"timing.hiccups_at must be iteration numbers >= 0, got {self.hiccups_at!r}")
-        for name in ("launch_us", "compute_jitter", "comm_jitter", "hiccup_rate", "hiccup_ms"):
-            non_negative_number(f"timing.{name}", getattr(self, name))
+        for k, iteration in enumerate(self.hiccups_at):
+            non_negative_int(f"timing.hiccups_at[{k}]", iteration)
+        checked(self, prefix="timing.", launch_us=non_negative_number, compute_jitter=non_negative_number,
+                comm_jitter=non_negative_number, hiccup_rate=non_negative_number, hiccup_ms=non_negative_number)
 
     @classmethod
     def exact(cls, *, launch_us: float = 5.0) -> Timing:

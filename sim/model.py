@@ -16,10 +16,10 @@ operators all keep their real proportions. Deeper models are one ``layers=`` awa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from sleuth.errors import ConfigError
-from sleuth.validation import positive_number
+from sleuth.validation import boolean, checked, positive_int, positive_number
 
 __all__ = ["ModelSpec", "StageCosts", "stage_costs"]
 
@@ -48,17 +48,11 @@ class ModelSpec:
     hbm_gbps: float = 2000.0  # for the memory-bound optimizer step
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in ("sequence_parallel", "zero"):
-                if not isinstance(value, bool):
-                    raise ConfigError(f"model.{f.name} must be true or false, got {value!r}")
-                continue
-            if f.name == "ffn_hidden" and value is None:
-                continue
-            positive_number(f"model.{f.name}", value)
-            if f.name not in ("gpu_tflops", "hbm_gbps") and value != int(value):
-                raise ConfigError(f"model.{f.name} must be an integer, got {value!r}")
+        checked(self, prefix="model.", layers=positive_int, hidden=positive_int, seq_len=positive_int,
+                micro_batch=positive_int, dtype_bytes=positive_int, vocab=positive_int, topk=positive_int,
+                sequence_parallel=boolean, zero=boolean, gpu_tflops=positive_number, hbm_gbps=positive_number)
+        if self.ffn_hidden is not None:
+            positive_int("model.ffn_hidden", self.ffn_hidden)
 
     @property
     def ffn(self) -> int:

@@ -20,6 +20,7 @@ from sleuth.errors import ConfigError
 from sleuth.progress import track
 from sleuth.sim.scenario import Emulation, Scenario
 from sleuth.stream.detection.offline import training_set
+from sleuth.stream.detection.rules import DETECTION_RULES
 from sleuth.stream.detection.training import sample_rows
 from sleuth.validation import integer
 
@@ -45,7 +46,8 @@ def sample_ranks(emulation: Emulation, groups: int) -> np.ndarray:
 
 
 def emulation_rows(scenarios: Iterable[Scenario], *, groups: int | None = None, max_rows: int | None = None,
-                   abnormal_share: float | Callable[[Scenario], float] = 0.5, window: int = 20, min_history: int = 5,
+                   abnormal_share: float | Callable[[Scenario], float] = 0.5,
+                   window: int = DETECTION_RULES.operator_window, min_history: int = DETECTION_RULES.min_history,
                    seed: int = 0, jobs: int = 1, progress: str | None = None) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Sampled training rows of each scenario and a summary.
 

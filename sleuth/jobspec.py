@@ -31,7 +31,7 @@ from typing import Any
 
 from sleuth.errors import ConfigError, LayoutError
 from sleuth.json_fields import json_type
-from sleuth.validation import is_int, non_negative_int
+from sleuth.validation import is_int, non_negative_int, positive_int
 from sleuth.layout import CommGroup, ParallelLayout
 from sleuth.topology.ids import host_name
 
@@ -85,9 +85,7 @@ class JobSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.job, str) or not self.job:
             raise ConfigError(f"job: must be a non-empty string, got {self.job!r}")
-        if not is_int(self.world) or self.world < 1:
-            raise ConfigError(f"world: must be a positive integer, got {self.world!r}")
-        world = int(self.world)
+        world = positive_int("world:", self.world)
         object.__setattr__(self, "world", world)
         if self.layout is not None:
             if not isinstance(self.layout, ParallelLayout):
@@ -244,9 +242,7 @@ class JobSpec:
     def _parse(cls, data: Any) -> JobSpec:
         top = _mapping(data, "job spec")
         job = _field(top, "job", str, "job")
-        world = _field(top, "world", int, "world")
-        if world < 1:
-            raise ConfigError(f"world: must be a positive integer, got {world}")
+        world = positive_int("world:", _field(top, "world", int, "world"))
 
         layout = None
         raw_layout = _require(top, "layout", "layout")
@@ -278,8 +274,7 @@ class JobSpec:
                 raise ConfigError(f"{where}.rank: rank {rank} is outside the world of {world}")
             if not host:
                 raise ConfigError(f"{where}.host: must be a non-empty string")
-            if gpu < 0:
-                raise ConfigError(f"{where}.gpu: must be a non-negative integer, got {gpu}")
+            non_negative_int(f"{where}.gpu:", gpu)
             placements.append(RankPlacement(rank, host, gpu))
 
         communicators = []

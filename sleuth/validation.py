@@ -25,7 +25,7 @@ _O = TypeVar("_O")
 #: A parameter check: ``check(name, value, error=...)`` raises ``error`` naming the parameter, else returns the value.
 Check = Callable[..., object]
 
-__all__ = ["Check", "checked", "first_duplicate", "fraction", "integer", "is_int", "is_number", "is_of",
+__all__ = ["Check", "boolean", "checked", "first_duplicate", "fraction", "integer", "is_int", "is_number", "is_of",
            "non_negative_int", "non_negative_number", "number_above", "positive_int", "positive_number"]
 
 
@@ -112,6 +112,13 @@ def fraction(name: str, value: object, *, zero: bool = False, one: bool = True,
     if not inside:
         raise error(f"{name} must be in {'[' if zero else '('}0, 1{']' if one else ')'}, got {value!r}")
     return float(value)  # type: ignore[arg-type]
+
+
+def boolean(name: str, value: object, *, error: type[Exception] = ConfigError) -> bool:
+    """``value`` when it is a bool: a switch is true or false, not 0, 1 or "yes"."""
+    if not isinstance(value, bool):
+        raise error(f"{name} must be true or false, got {value!r}")
+    return bool(value)
 
 
 def non_negative_number(name: str, value: object, *, error: type[Exception] = ConfigError) -> float:

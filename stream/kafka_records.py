@@ -26,6 +26,7 @@ from sleuth.proto import codec, wire
 from sleuth.proto import commops_pb2 as pb
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
+from sleuth.validation import positive_int
 
 #: A job's registered layout, or None where it has none (then each rank is its own unit).
 LayoutOf = Callable[[str], ParallelLayout | None]
@@ -53,8 +54,7 @@ def _keyed_messages(batch: RecordBatch | IterationBatch, max_records: int, layou
                     encode: Callable[[Any], Any]) -> list[tuple[bytes, bytes]]:
     """(key, value) pairs: ``batch`` split by (job, unit), each slice at most ``max_records`` in
     batch order, keyed by the unit (module docstring), encoded by ``encode``."""
-    if max_records < 1:
-        raise ValueError(f"max_records must be positive, got {max_records}")
+    positive_int("max_records", max_records, error=ValueError)
     if not len(batch):
         return []
     group = (batch["job"].astype(np.uint64) << np.uint64(32)) | _units(batch, layout_of)

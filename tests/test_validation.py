@@ -9,7 +9,8 @@ import pytest
 
 from sleuth.errors import ConfigError, TopologyError
 from sleuth.validation import (
-    checked, fraction, integer, is_of, non_negative_int, non_negative_number, number_above, positive_int, positive_number,
+    boolean, checked, fraction, integer, is_of, non_negative_int, non_negative_number, number_above, positive_int,
+    positive_number,
 )
 
 
@@ -97,3 +98,10 @@ def test_checked_runs_each_declared_check_on_its_attribute_in_order() -> None:
 def test_is_of_takes_no_bool_for_a_number_unless_asked() -> None:
     assert is_of(3, int) and is_of(2.5, (int, float)) and is_of(True, (int, bool))
     assert not is_of(True, int) and not is_of(False, (int, float)) and not is_of("3", int)
+
+
+def test_a_switch_is_a_bool_not_a_number_or_a_word() -> None:
+    assert boolean("zero", True) is True and boolean("zero", False) is False
+    for bad in (1, 0, "yes", None):
+        with pytest.raises(ConfigError, match=f"^zero must be true or false, got {bad!r}$"):
+            boolean("zero", bad)

@@ -39,7 +39,7 @@ class AttributionRules:
     #: the paper's approximation needs the layout's replicas and stages.
     max_rank_variants: int = 256
     #: Groups with a transfer put back kept per iteration: as many slow rings as the device search
-    #: follows per irregular iteration (``localizer.search``'s ``member_rings``).
+    #: follows per irregular iteration (``LocalizerRules.member_rings``).
     groups_per_iteration: int = 8
 
     def __post_init__(self) -> None:

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from sleuth.errors import ConfigError
+from sleuth.stream.detection.rules import DETECTION_RULES
 from sleuth.validation import fraction, integer, positive_int
 
 __all__ = ["BayesianChangePoint"]
@@ -26,7 +27,8 @@ __all__ = ["BayesianChangePoint"]
 class BayesianChangePoint:
     """Online change points in a series (feed it values on a comparable scale, e.g. log times)."""
 
-    def __init__(self, *, hazard: float = 1 / 200, threshold: float = 0.9, lag: int = 5, max_run: int = 400,
+    def __init__(self, *, hazard: float = DETECTION_RULES.change_hazard, threshold: float = DETECTION_RULES.change_mass,
+                 lag: int = DETECTION_RULES.change_lag, max_run: int = DETECTION_RULES.change_max_run,
                  prior_strength: float = 1.0, prior_scale: float = 0.05) -> None:
         fraction("hazard", hazard, one=False)
         fraction("threshold", threshold, one=False)

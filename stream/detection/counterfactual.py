@@ -77,13 +77,15 @@ class Replayed:
 class CounterfactualReplay:
     """Replays chunks in order; each rank's clocks carry from one chunk to the next.
 
-    ``transfer_cut``: a transfer over this multiple of its usual one is put back (2: the NIC spike
-    and slow-NIC jobs of seed 7 gave the same result for any cut from 1.3 to 3, and a transfer's
-    jitter stays far below it). ``compute_cut``: a rank whose compute runs this much longer than
-    its program's peers' has it scaled back. ``excess``: the abnormal line.
+    ``transfer_cut``: a transfer over this multiple of its usual one is put back (a slowed transfer
+    runs several times its usual length, a transfer's jitter stays far below it, so any cut between
+    the two puts back the same transfers). ``compute_cut``: a rank whose compute runs this much
+    longer than its program's peers' has it scaled back. ``excess``: the abnormal line. Defaults:
+    ``DetectionRules``.
     """
 
-    def __init__(self, *, transfer_cut: float = 2.0, compute_cut: float = 1.03, excess: float = EXCESS) -> None:
+    def __init__(self, *, transfer_cut: float = DETECTION_RULES.transfer_cut,
+                 compute_cut: float = DETECTION_RULES.compute_cut, excess: float = EXCESS) -> None:
         for name, value in (("transfer_cut", transfer_cut), ("compute_cut", compute_cut), ("excess", excess)):
             number_above(name, value, 1)
         self.transfer_cut = float(transfer_cut)

@@ -39,6 +39,7 @@ import numpy as np
 from sleuth.errors import RecordError
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.stream.group_keys import by_group_then_value, unique_inverse
+from sleuth.stream.detection.rules import DETECTION_RULES
 from sleuth.stream.key_ids import KeyIds
 from sleuth.validation import integer
 from sleuth.whatif.keys import dense_ids as _group_ids
@@ -104,7 +105,8 @@ class OperatorWindows:
     trusted over the chunk's own values.
     """
 
-    def __init__(self, *, window: int = 20, min_history: int = 5) -> None:
+    def __init__(self, *, window: int = DETECTION_RULES.operator_window,
+                 min_history: int = DETECTION_RULES.min_history) -> None:
         integer("window", window, low=2)
         integer("min_history", min_history, low=1, high=window, high_shown=f"window ({window})")
         self.window = window

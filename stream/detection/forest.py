@@ -30,9 +30,9 @@ SCALE_DEPENDENT = DRIFT_PRONE + ("win_std_ns", "win_iqr_ns", "rank", "nbytes")
 #: Features that count the detector's own past decisions: how many instances entered the window is
 #: set by the labels in training and by the forest's votes in scoring. Hidden from the trees always:
 #: in training an identity abnormal from the start never enters its window (count 0, every row
-#: abnormal), so the trees learned "count 0 is abnormal", and in scoring an identity flagged once
-#: stayed out of its window and was flagged again (the cold-start false alarms on data-parallel
-#: all-reduces, more than half of a slow NIC's false alarms on seed 7).
+#: abnormal), so the trees would learn "count 0 is abnormal", and in scoring an identity flagged once
+#: stays out of its window and is flagged again: a false alarm that feeds itself, from a job's cold
+#: start on, wherever the first vote went wrong.
 FEEDBACK = ("win_count",)
 
 

@@ -54,8 +54,10 @@ class _Job:
 class IterationMonitor:
     """Streaming irregular-iteration detector (river style: ``update`` per batch, read the result)."""
 
-    def __init__(self, *, delta: float = DETECTION_RULES.delta, window: int = DETECTION_RULES.window, min_change: float = 0.10, verify: int = 10,
-                 before: int = 50, periodic_cv: float = 0.15, periodic_max_gap: int = 20, history: int = 4096) -> None:
+    def __init__(self, *, delta: float = DETECTION_RULES.delta, window: int = DETECTION_RULES.window,
+                 min_change: float = DETECTION_RULES.min_change, verify: int = DETECTION_RULES.verify_iterations,
+                 before: int = 50, periodic_cv: float = DETECTION_RULES.periodic_cv,
+                 periodic_max_gap: int = DETECTION_RULES.periodic_max_gap, history: int = 4096) -> None:
         self.delta = delta
         self.window = window
         self.min_change = min_change

@@ -30,6 +30,7 @@ import sklearn
 from sleuth.errors import ConfigError
 from sleuth.stream.detection.features import FEATURE_NAMES
 from sleuth.stream.detection.forest import AbnormalOperatorForest
+from sleuth.stream.detection.rules import DETECTION_RULES
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "TRUSTED_TYPES", "DetectorModel", "load", "load_default_model",
            "read_metadata", "save"]
@@ -52,8 +53,8 @@ class DetectorModel:
     """A fitted forest with the window options its features were computed with, and its metadata."""
 
     forest: AbnormalOperatorForest
-    window: int = 20
-    min_history: int = 5
+    window: int = DETECTION_RULES.operator_window
+    min_history: int = DETECTION_RULES.min_history
     metadata: dict[str, Any] = field(default_factory=dict)
 
 

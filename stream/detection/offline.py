@@ -16,6 +16,7 @@ from sleuth.errors import RecordError
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.stream.detection.counterfactual import CounterfactualReplay
 from sleuth.stream.detection.features import Chunk, OperatorWindows
+from sleuth.stream.detection.rules import DETECTION_RULES
 
 if TYPE_CHECKING:
     from sleuth.stream.detection.forest import AbnormalOperatorForest
@@ -59,7 +60,8 @@ def replay(records: RecordBatch, iterations: IterationBatch, judge: Judge, *,
 
 
 def training_set(records: RecordBatch, iterations: IterationBatch, abnormal: np.ndarray, *,
-                 window: int = 20, min_history: int = 5) -> tuple[np.ndarray, np.ndarray]:
+                 window: int = DETECTION_RULES.operator_window,
+                 min_history: int = DETECTION_RULES.min_history) -> tuple[np.ndarray, np.ndarray]:
     """Feature rows and labels of every record with a known iteration, windows fed by the labels."""
     abnormal = np.asarray(abnormal, dtype=bool)
     if abnormal.shape != (len(records),):
@@ -78,7 +80,8 @@ def training_set(records: RecordBatch, iterations: IterationBatch, abnormal: np.
 
 
 def detector_decisions(records: RecordBatch, iterations: IterationBatch, forest: AbnormalOperatorForest, *,
-                       window: int = 20, min_history: int = 5, counterfactual: bool = True) -> tuple[np.ndarray, np.ndarray]:
+                       window: int = DETECTION_RULES.operator_window, min_history: int = DETECTION_RULES.min_history,
+                       counterfactual: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """``(votes, flags)`` of every record as a worker holding all of them decides: the forest's vote
     (0 for records never scored; an instance enters its window only when voted below
     ``window_threshold``), and the flags, the counterfactual replay's verdict where it is certain

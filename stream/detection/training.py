@@ -103,7 +103,8 @@ def apply_labels(records: RecordBatch, labels: np.ndarray,
     return labels, changed
 
 
-def fit_model(X: np.ndarray, y: np.ndarray, *, window: int = 20, min_history: int = 5, training: dict | None = None,
+def fit_model(X: np.ndarray, y: np.ndarray, *, window: int = DETECTION_RULES.operator_window,
+              min_history: int = DETECTION_RULES.min_history, training: dict | None = None,
               **params: Any) -> DetectorModel:
     forest = AbnormalOperatorForest(**params).fit(X, y)
     summary = dict(training or {})
@@ -112,7 +113,8 @@ def fit_model(X: np.ndarray, y: np.ndarray, *, window: int = 20, min_history: in
 
 
 def streaming_scores(forest: AbnormalOperatorForest, records: RecordBatch, iterations: IterationBatch, *,
-                     window: int = 20, min_history: int = 5) -> np.ndarray:
+                     window: int = DETECTION_RULES.operator_window,
+                     min_history: int = DETECTION_RULES.min_history) -> np.ndarray:
     """Each record's vote as a worker scores it: replayed iteration by iteration, an instance entering
     its window only when the forest voted it below ``window_threshold`` (0 for records never scored).
 

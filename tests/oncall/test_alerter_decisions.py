@@ -104,3 +104,9 @@ def test_a_non_hardware_incident_is_one_job_level_alert() -> None:
     [alert] = alerter(store, receiver).on_incident(incident(cause=IncidentCause.STAGE_IMBALANCE, suspects=(), advice="rebalance"))
     assert (alert.device, alert.kind, alert.advice) == ("stage_imbalance", "job", "rebalance")
     assert store.load(job="j1") == [alert]
+
+
+@pytest.mark.parametrize("resolve_after", [0, True, 2.5])
+def test_resolve_after_must_be_a_count_of_iterations(resolve_after) -> None:
+    with pytest.raises(ValueError, match=f"^resolve_after must be a positive integer, got {resolve_after}$"):
+        alerter(MemoryAlertStore(), Receiver(), resolve_after=resolve_after)

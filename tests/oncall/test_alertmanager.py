@@ -116,6 +116,8 @@ def test_a_label_change_resolves_the_label_set_pushed_before() -> None:
 def test_bad_arguments_fail_before_work() -> None:
     with pytest.raises(ValueError, match="resend_s"):
         AlertmanagerPusher(Recorder(), resend_s=0, incident_url=str)
+    with pytest.raises(ValueError, match="^resend_s must be a positive number, got inf$"):
+        AlertmanagerPusher(Recorder(), resend_s=float("inf"), incident_url=str)
     assert alerts_api("http://am:9093/") == "http://am:9093/api/v2/alerts"
     assert alerts_api("http://am:9093/prefix") == "http://am:9093/prefix/api/v2/alerts"
 

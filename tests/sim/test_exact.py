@@ -165,3 +165,21 @@ def test_a_hiccup_asked_for_pauses_that_iteration_alone() -> None:
     assert slower[3] and not any(slower[:3])
     with pytest.raises(ConfigError, match="hiccups_at"):
         Timing(hiccups_at=(-1,))
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"layers": 16.0}, r"^model.layers must be a positive integer, got 16.0$"),
+    ({"ffn_hidden": 0}, r"^model.ffn_hidden must be a positive integer, got 0$"),
+    ({"zero": 1}, r"^model.zero must be true or false, got 1$"),
+    ({"gpu_tflops": True}, r"^model.gpu_tflops must be a positive number, got True$"),
+])
+def test_a_bad_model_fails_naming_the_field(options, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ModelSpec(**options)
+
+
+def test_a_bad_hiccup_iteration_is_named_by_its_place() -> None:
+    from sleuth.sim import Timing
+
+    with pytest.raises(ConfigError, match=r"^timing.hiccups_at\[1\] must be a non-negative integer, got 2.5$"):
+        Timing(hiccups_at=(3, 2.5))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from sleuth.layout import ParallelLayout
 from sleuth.records import IterationBatch, OpKind, RecordBatch
@@ -88,3 +89,9 @@ def test_a_hostile_string_table_costs_each_message_only_its_own_strings() -> Non
     back = RecordBatch.concat(kafka_records.from_message(v) for _, v in messages)
     assert all(len(kafka_records.from_message(v).strings) == 2 for _, v in messages[:10])
     assert sorted(back.decoded("comm").tolist()) == sorted(batch.decoded("comm").tolist())
+
+
+def test_a_message_holds_a_positive_whole_number_of_records() -> None:
+    for bad in (0, True, 2.5):
+        with pytest.raises(ValueError, match=f"^max_records must be a positive integer, got {bad}$"):
+            kafka_records.to_messages(RecordBatch.empty(), max_records=bad)
