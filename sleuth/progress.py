@@ -2,7 +2,7 @@
 
 The one home of them: ``sleuth sim suite``, ``sleuth detect train`` / ``eval``, ``sleuth localize``,
 the benchmarks and ``scripts/train_default_model.py`` use :func:`track` (a loop) or :func:`progress`
-(steps advanced by hand). On a pipe, a file or under pytest nothing is written, so stderr logs
+(steps advanced by hand, or set to a measure such as seconds gone with ``Steps.reach``). On a pipe, a file or under pytest nothing is written, so stderr logs
 read as before and the JSON a command prints on stdout is never touched (the bar does not
 redirect stdout). The bar is transient: it is erased when the work is done.
 
@@ -48,6 +48,14 @@ class Steps:
         """Rename the step under way without advancing."""
         if self._bar is not None:
             self._bar.update(self._task, description=description)
+
+    def reach(self, completed: float, *, description: str | None = None) -> None:
+        """Set the bar to ``completed`` steps: for work measured rather than counted, such as the
+        seconds gone of a run of set length (``bench_chaos --seconds``)."""
+        non_negative_number("completed", completed, error=ValueError)
+        if self._bar is not None:
+            self._bar.update(self._task, completed=completed,
+                             **({} if description is None else {"description": description}))
 
 
 def _stderr_console() -> Console | None:
