@@ -126,3 +126,19 @@ def test_localize_names_each_file_of_a_many_file_logger_folder_on_its_one_bar(tm
     assert reading[7] == "localize: reading records, 8 of 8 files (rank-00007.parquet)"
     assert reading[8:] == [f"localize: reading records, {k} of 8 files (iterations/rank-{k - 1:05d}.parquet)"
                            for k in range(1, 9)]
+
+
+def test_without_a_timer_no_thread_draws_and_each_change_is_drawn_at_once() -> None:
+    import threading
+
+    from rich.live import _RefreshThread
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=100)
+    with progress("blocks", total=3, console=console, redraw_on_timer=False) as steps:
+        assert not any(isinstance(thread, _RefreshThread) for thread in threading.enumerate())
+        steps.advance()
+        assert "1/3" in out.getvalue()  # drawn by the advance itself, not by a later tick
+        steps.reach(2, description="blocks, second")
+        assert "blocks, second" in out.getvalue() and "2/3" in out.getvalue()
+    assert list(track(range(2), "pairs", console=console, redraw_on_timer=False)) == [0, 1]
