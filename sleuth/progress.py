@@ -2,9 +2,9 @@
 
 The one home of them: ``sleuth sim suite``, ``sleuth detect train`` / ``eval``, ``sleuth localize``,
 the benchmarks and ``scripts/train_default_model.py`` use :func:`track` (a loop) or :func:`progress`
-(steps advanced by hand, or set to a measure such as seconds gone with ``Steps.reach``). On a pipe, a file or under pytest nothing is written, so stderr logs
-read as before and the JSON a command prints on stdout is never touched (the bar does not
-redirect stdout). The bar is transient: it is erased when the work is done.
+(steps advanced by hand, or set to a measure such as seconds gone with ``Steps.reach``). On a pipe,
+a file or under pytest nothing is written, so stderr logs read as before and the JSON a command
+prints on stdout is never touched (the bar does not redirect stdout). The bar is transient: it is erased when the work is done.
 
 rich draws it (the ``service`` extra brings rich); where rich is not installed (the logger's
 install in a training container) nothing is shown. ``FORCE_COLOR`` does not turn it on: rich
