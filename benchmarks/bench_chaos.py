@@ -10,7 +10,8 @@ counted twice, an incident went unalerted, or a fault kind was never injected.
 
     python benchmarks/bench_chaos.py --seconds 300 [--seed 0] [--jobs 2] [--gap 5 20] [--state-dir DIR]
 
-The run goes on past ``--seconds`` until every fault kind came once.
+The run goes on past ``--seconds`` until every fault kind came once. On a terminal, a bar on stderr
+follows ``--seconds`` (``run_chaos``'s, naming the stack's start and the settling after).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ import time
 
 import ingest_job
 from bench_ingest import worker_batches
+from sleuth.progress import progress
 from sleuth.proto import codec
 from sleuth.settings import Settings
 from sleuth.stream.detection.deployed import worker_detectors
@@ -39,30 +40,43 @@ def main() -> None:
     args = parser.parse_args()
 
     settings = Settings.from_env()
-    records, iterations = ingest_job.emulate(args.world, args.iterations)
-    batches = ingest_job.batches(records, iterations, ranks_per_batch=args.ranks_per_batch)
-    decoded = worker_batches(batches, settings, args.world)
-    total = sum(len(d.records) for d in decoded)
+    # The bar is drawn only as it advances, between the timed runs: never while one is timed.
+    with progress(f"detection throughput: emulating {args.world} ranks' batches",
+                  total=1 + 2 * args.repeat + (1 if args.profile else 0), redraw_on_timer=False) as steps:
+        records, iterations = ingest_job.emulate(args.world, args.iterations)
+        batches = ingest_job.batches(records, iterations, ranks_per_batch=args.ranks_per_batch)
+        decoded = worker_batches(batches, settings, args.world)
+        total = sum(len(d.records) for d in decoded)
+        steps.advance(description="detection throughput: timed runs (detection, then the encoding baseline)")
 
-    def run() -> tuple[float, float, int, int]:
-        worker = Worker(settings, client=None, detectors=worker_detectors(settings))
-        start, cpu = time.perf_counter(), time.process_time()
-        found = [worker.detect(d) for d in decoded]
-        cpu, seconds = time.process_time() - cpu, time.perf_counter() - start
-        return cpu, seconds, sum(len(f.abnormal) for f in found), sum(len(f.irregularities) for f in found)
+        def run() -> tuple[float, float, int, int]:
+            worker = Worker(settings, client=None, detectors=worker_detectors(settings))
+            start, cpu = time.perf_counter(), time.process_time()
+            found = [worker.detect(d) for d in decoded]
+            cpu, seconds = time.process_time() - cpu, time.perf_counter() - start
+            return cpu, seconds, sum(len(f.abnormal) for f in found), sum(len(f.irregularities) for f in found)
 
-    def encode() -> tuple[float, float]:
-        start, cpu = time.perf_counter(), time.process_time()
-        for b in batches:
-            codec.records_to_proto(b.records)
-        return time.process_time() - cpu, time.perf_counter() - start
+        def encode() -> tuple[float, float]:
+            start, cpu = time.perf_counter(), time.process_time()
+            for b in batches:
+                codec.records_to_proto(b.records)
+            return time.process_time() - cpu, time.perf_counter() - start
 
-    runs = [run() for _ in range(args.repeat)]
-    cpu, seconds, abnormal, irregular = min(runs)
-    base_cpu, base_seconds = min(encode() for _ in range(args.repeat))
-    if args.profile:
-        profile = cProfile.Profile()
-        profile.runcall(run)
+        runs = []
+        for _ in range(args.repeat):
+            runs.append(run())
+            steps.advance()
+        cpu, seconds, abnormal, irregular = min(runs)
+        encodings = []
+        for _ in range(args.repeat):
+            encodings.append(encode())
+            steps.advance()
+        base_cpu, base_seconds = min(encodings)
+        if args.profile:
+            profile = cProfile.Profile()
+            profile.runcall(run)
+            steps.advance()
+    if args.profile:  # once the bar is gone: the table is printed on the same stderr
         pstats.Stats(profile, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
     print(json.dumps({
         "world": args.world, "iterations": args.iterations, "records": total, "worker_batches": len(decoded),

@@ -31,6 +31,7 @@ import numpy as np
 from sleuth import services
 from sleuth.jobspec import JobSpec
 from sleuth.layout import ParallelLayout
+from sleuth.progress import progress
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.proto import commops_pb2_grpc as pb_grpc
@@ -116,34 +117,40 @@ def main() -> None:
                              records=args.records, stream_s=args.stream_s, channels=args.channels,
                              give_up_s=args.give_up_s)
     problems: list[str] = []
-    gateway = _gateway(settings, problems)
-    sampler = Sampler(gateway.pid)
-    sampler.start()
-    try:
-        stub = pb_grpc.CollectorStub(grpc.insecure_channel(target, options=[("grpc.max_send_message_length", 64 << 20)]))
-        began = time.perf_counter()
-        stub.RegisterJob(codec.jobspec_to_proto(spec), timeout=120)
-        register_s = time.perf_counter() - began
+    # One bar over the phases; the rank streams (the longest) run in the client processes.
+    with progress("gateway ranks: starting the gateway", total=4) as steps:
+        gateway = _gateway(settings, problems)
+        sampler = Sampler(gateway.pid)
+        sampler.start()
+        steps.advance(description="gateway ranks: RegisterJob")
+        try:
+            stub = pb_grpc.CollectorStub(grpc.insecure_channel(target, options=[("grpc.max_send_message_length", 64 << 20)]))
+            began = time.perf_counter()
+            stub.RegisterJob(codec.jobspec_to_proto(spec), timeout=120)
+            register_s = time.perf_counter() - began
+            steps.advance(description=f"gateway ranks: baseline, {args.world} ranks' batches over one stream")
 
-        # Baseline: every rank's batches back to back over one stream.
-        messages = [m for rank in range(args.world) for m in rank_streams.rank_messages(load, rank)]
-        send_raw = grpc.insecure_channel(target).stream_unary(
-            "/sleuth.v1.Collector/Stream", request_serializer=None, response_deserializer=pb.StreamSummary.FromString)
-        began = time.perf_counter()
-        assert send_raw(iter(messages), timeout=600).accepted == len(messages)
-        one_stream_s = time.perf_counter() - began
-        del messages
-        rss_before_kb = _status(gateway.pid)["VmRSS"]
-        sampler.rss_kb = sampler.threads = 0
+            # Baseline: every rank's batches back to back over one stream.
+            messages = [m for rank in range(args.world) for m in rank_streams.rank_messages(load, rank)]
+            send_raw = grpc.insecure_channel(target).stream_unary(
+                "/sleuth.v1.Collector/Stream", request_serializer=None, response_deserializer=pb.StreamSummary.FromString)
+            began = time.perf_counter()
+            assert send_raw(iter(messages), timeout=600).accepted == len(messages)
+            one_stream_s = time.perf_counter() - began
+            del messages
+            steps.advance(description=f"gateway ranks: {args.world} rank streams at once")
+            rss_before_kb = _status(gateway.pid)["VmRSS"]
+            sampler.rss_kb = sampler.threads = 0
 
-        began = time.perf_counter()
-        results, client_rss_kb = rank_streams.run_processes(load, args.world, args.processes)
-        wall_s = time.perf_counter() - began
-        peak = _status(gateway.pid)
-    finally:
-        sampler.stop.set()
-        gateway.terminate()
-        gateway.wait(60)
+            began = time.perf_counter()
+            results, client_rss_kb = rank_streams.run_processes(load, args.world, args.processes)
+            wall_s = time.perf_counter() - began
+            peak = _status(gateway.pid)
+            steps.advance()
+        finally:
+            sampler.stop.set()
+            gateway.terminate()
+            gateway.wait(60)
     served = [r for r in results if r.confirmed_after_s is not None]
     confirmed = [r.confirmed_after_s for r in served]
     streams = [r.stream_s for r in served]

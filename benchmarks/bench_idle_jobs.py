@@ -20,6 +20,7 @@ import tracemalloc
 
 import numpy as np
 
+from sleuth.progress import Steps, progress
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
 from sleuth.stream import kafka_records
@@ -47,13 +48,19 @@ def _batch(job: str, ranks: int, iteration: int, t0: int) -> list[_Message]:
             + [_Message(v, kafka_records.ITERATIONS) for _, v in kafka_records.iteration_messages(its)])
 
 
-def run(idle_s: float, *, jobs: int, ranks: int, iterations: int, step_s: float) -> dict:
+def _heap_bytes() -> int:
+    """Python heap traced now, less what the progress bar holds (rich's caches and samples): the worker's alone."""
+    bar = (tracemalloc.Filter(False, "*/rich/*"), tracemalloc.Filter(False, "*/sleuth/progress.py"))
+    return sum(stat.size for stat in tracemalloc.take_snapshot().filter_traces(bar).statistics("filename"))
+
+
+def run(idle_s: float, steps: Steps, *, jobs: int, ranks: int, iterations: int, step_s: float) -> dict:
     now = [0.0]
     detector = StreamDetector(load_default_model(), counterfactual=True, clock=lambda: 0)
     worker = Worker(Settings(job_idle_s=idle_s), client=None, detectors=[detector], clock=lambda: now[0])
     gc.collect()
     tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
+    base = _heap_bytes()
     spent, batches = 0.0, 0
     for j in range(jobs):
         for it in range(iterations):
@@ -63,8 +70,9 @@ def run(idle_s: float, *, jobs: int, ranks: int, iterations: int, step_s: float)
             spent += time.perf_counter() - began
             batches += 1
             now[0] += step_s
+        steps.advance()  # between jobs: never inside a timed batch
     gc.collect()
-    held = tracemalloc.get_traced_memory()[0] - base
+    held = _heap_bytes() - base
     tracemalloc.stop()
     return {"idle_s": idle_s, "jobs_held": len(detector.monitor._jobs), "rank_rows": len(worker.state),
             "identities": len(detector.windows), "heap_bytes": held, "s_per_batch": round(spent / batches, 5)}
@@ -79,8 +87,10 @@ def main() -> None:
     parser.add_argument("--idle-s", type=float, default=60.0)
     args = parser.parse_args()
     options = dict(jobs=args.jobs, ranks=args.ranks, iterations=args.iterations, step_s=args.step_s)
-    baseline = run(1e12, **options)
-    evicting = run(args.idle_s, **options)
+    with progress("idle jobs: jobs through the worker (baseline, then evicting)", total=2 * args.jobs,
+                  redraw_on_timer=False) as steps:
+        baseline = run(1e12, steps, **options)
+        evicting = run(args.idle_s, steps, **options)
     print(json.dumps({**options, "baseline": baseline, "evicting": evicting,
                       "heap_ratio": round(evicting["heap_bytes"] / max(baseline["heap_bytes"], 1), 4)}, indent=1))
 

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' forma
 
 from sleuth.cli import main  # noqa: E402
 from sleuth.jobspec import JobSpec  # noqa: E402
+from sleuth.progress import Steps, progress  # noqa: E402
 from sleuth.recordio import read_parquet  # noqa: E402
 from sleuth.records_folder import read_records  # noqa: E402
 from tests.importers.writers import EPOCH_NS, write_flight_recorder, write_inspector  # noqa: E402
@@ -49,14 +50,28 @@ def _start_errors_us(folder: Path, truth: dict) -> np.ndarray:
                      if (k := (r["rank"], r["comm"], r["op"], r["peer"], r["seq"])) in truth])
 
 
+#: Flight Recorder's sweep: the watchdog's discovery lag (ms), with and without TORCH_NCCL_ENABLE_TIMING.
+SWEEP = [(poll_ms, timing) for poll_ms in (0.1, 1, 5, 20, 100) for timing in (True, False)]
+
+
 def main_() -> None:
     base = Path(tempfile.mkdtemp(prefix="bench-import-"))
+    # One bar over the emulation and each import (and its localize), drawn only as it advances, between the
+    # timed imports; the CLI calls, their stderr swallowed, draw none of their own.
+    with progress("import: emulating the job", total=2 + len(SWEEP), redraw_on_timer=False) as steps:
+        result = _run(base, steps)
+    print(json.dumps(result, indent=1))
+
+
+def _run(base: Path, steps: Steps) -> dict:
+    """The figures, in ``base``; ``steps`` advanced after the emulation and after each import."""
     _quiet(["sim", "--generate", "fattree:hosts=2,gpus=4,pod=2,spines=1", "--tp", "2", "--pp", "2", "--dp", "2",
             "--iterations", "40", "--microbatches", "2", "--fault", "gpu:h0001/1,slow=1.5,start=20", "--seed", "3",
             "--out", str(base / "sim"), "--no-labels"])
     records, spec = read_parquet(base / "sim" / "records.parquet"), JobSpec.read(base / "sim")
     truth = {(r["rank"], r["comm"], r["op"], r["peer"], r["seq"]): r["t_start_ns"] for r in records.rows()}
     result: dict = {"records": len(records), "ranks": spec.world}
+    steps.advance(description="import: NCCL Inspector's files")
 
     write_inspector(base / "inspector", records, spec)
     t0 = time.perf_counter()
@@ -64,24 +79,25 @@ def main_() -> None:
     seconds = time.perf_counter() - t0
     result["nccl_inspector"] = {"import_s": round(seconds, 3), "records_per_s": round(len(records) / seconds),
                                 "top_suspect": _top(base / "inspector-out")}
+    steps.advance(description="import: Flight Recorder's dumps, watchdog lag swept")
 
     sweep = []
-    for poll_ms in (0.1, 1, 5, 20, 100):
-        for timing in (True, False):
-            name = f"fr-{poll_ms}-{timing}"
-            write_flight_recorder(base / name, records, spec, poll_ns=int(poll_ms * 1e6), timing=timing)
-            t0 = time.perf_counter()
-            _quiet(["import", "flight-recorder", str(base / name), "--out", str(base / f"{name}-out"),
-                    "--gpus-per-host", "4"])
-            seconds = time.perf_counter() - t0
-            errors = _start_errors_us(base / f"{name}-out", truth)
-            sweep.append({"watchdog_lag_ms": poll_ms, "timing": timing, "import_s": round(seconds, 3),
-                          "start_error_us_median": round(float(np.median(errors)), 1),
-                          "start_error_us_p99": round(float(np.percentile(errors, 99)), 1),
-                          "top_suspect": _top(base / f"{name}-out")})
+    for poll_ms, timing in SWEEP:
+        name = f"fr-{poll_ms}-{timing}"
+        write_flight_recorder(base / name, records, spec, poll_ns=int(poll_ms * 1e6), timing=timing)
+        t0 = time.perf_counter()
+        _quiet(["import", "flight-recorder", str(base / name), "--out", str(base / f"{name}-out"),
+                "--gpus-per-host", "4"])
+        seconds = time.perf_counter() - t0
+        errors = _start_errors_us(base / f"{name}-out", truth)
+        sweep.append({"watchdog_lag_ms": poll_ms, "timing": timing, "import_s": round(seconds, 3),
+                      "start_error_us_median": round(float(np.median(errors)), 1),
+                      "start_error_us_p99": round(float(np.percentile(errors, 99)), 1),
+                      "top_suspect": _top(base / f"{name}-out")})
+        steps.advance()
     result["flight_recorder"] = sweep
     result["truth"] = "gpu:h0001/1"
-    print(json.dumps(result, indent=1))
+    return result
 
 
 if __name__ == "__main__":

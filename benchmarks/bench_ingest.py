@@ -36,6 +36,7 @@ import numpy as np
 
 import ingest_job
 import ingest_procs
+from sleuth.progress import progress
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.settings import Settings
@@ -315,20 +316,29 @@ def main() -> None:
     args = parser.parse_args()
     tag = uuid.uuid4().hex[:8]
     settings = dataclasses.replace(Settings.from_env(), clickhouse_database=f"bench_{tag}")
-    records, iterations = ingest_job.emulate(args.world, args.iterations)
-    batches = ingest_job.batches(records, iterations, ranks_per_batch=args.ranks_per_batch)
-    out: dict = {"world": args.world, "layout": ingest_job.layout_for(args.world).to_dict(),
-                 "records_per_iteration": len(records) // args.iterations, "batches": len(batches)}
-    out["baseline_encode_rps"] = timed(len(records), lambda: [codec.records_to_proto(b.records) for b in batches])
-    client = connect.clickhouse_client(settings)
-    schema.migrate(client, settings.clickhouse_database)
-    try:
-        if not args.no_stages:
-            out["stages"] = stages(settings, batches, args.world, tag, args.partitions)
-        out["end_to_end"] = [end_to_end(settings, batches, args.world, n, args, tag) for n in args.workers]
-    finally:
-        client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
-        client.disconnect()
+    # One bar over the phases: the job, its stages alone, then one end-to-end run per worker count.
+    with progress(f"ingest: emulating {args.world} ranks", total=1 + (0 if args.no_stages else 1) + len(args.workers)) as steps:
+        records, iterations = ingest_job.emulate(args.world, args.iterations)
+        batches = ingest_job.batches(records, iterations, ranks_per_batch=args.ranks_per_batch)
+        out: dict = {"world": args.world, "layout": ingest_job.layout_for(args.world).to_dict(),
+                     "records_per_iteration": len(records) // args.iterations, "batches": len(batches)}
+        out["baseline_encode_rps"] = timed(len(records), lambda: [codec.records_to_proto(b.records) for b in batches])
+        steps.advance()
+        client = connect.clickhouse_client(settings)
+        schema.migrate(client, settings.clickhouse_database)
+        try:
+            if not args.no_stages:
+                steps.describe("ingest: each stage alone")
+                out["stages"] = stages(settings, batches, args.world, tag, args.partitions)
+                steps.advance()
+            out["end_to_end"] = []
+            for n in args.workers:
+                steps.describe(f"ingest: end to end, {n} worker(s)")
+                out["end_to_end"].append(end_to_end(settings, batches, args.world, n, args, tag))
+                steps.advance()
+        finally:
+            client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
+            client.disconnect()
     base = out["baseline_encode_rps"]
     rates = {**{f"stage_{k}": v for k, v in out.get("stages", {}).items()},
              **{f"end_to_end_{r['workers']}w_rps": r["rps"] for r in out["end_to_end"]}}

@@ -42,6 +42,8 @@ import time
 
 import numpy as np
 
+from sleuth.progress import progress
+
 POLL_EVERY = 4096
 
 
@@ -283,10 +285,23 @@ def main() -> None:
     parser.add_argument("--hooks-blocks", type=int, default=10)
     args = parser.parse_args()
     torch, commops = require_gpu()
-    runs = [hot_path(torch, commops, args.ops) for _ in range(args.repeats)]
+    # The bar is drawn only as it advances, between the timed parts: never while one is timed.
+    with progress("logger cuda: hot-path runs", total=args.repeats + 4, redraw_on_timer=False) as steps:
+        runs = []
+        for _ in range(args.repeats):
+            runs.append(hot_path(torch, commops, args.ops))
+            steps.advance()
+        steps.describe("logger cuda: cudaEventRecord's floor")
+        floor = cuda_floor(torch)
+        steps.advance(description="logger cuda: operators behind a spin kernel")
+        behind = never_synchronizes(torch, commops)
+        steps.advance(description="logger cuda: CUDA's launch queue")
+        queue = launch_queue(torch, commops)
+        steps.advance(description="logger cuda: the hooks on an NCCL group")
+        hooked = hooks(torch, args.hooks_ops, args.hooks_blocks)
+        steps.advance()
     cuda_ns = statistics.median(r["cuda"] for r in runs)
     host_ns = statistics.median(r["host"] for r in runs)
-    floor = cuda_floor(torch)
     print(json.dumps({
         "benchmark": "logger_cuda_path",
         "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
@@ -300,9 +315,9 @@ def main() -> None:
             "floor": {k: (round(v, 1) if isinstance(v, float) else v) for k, v in floor.items()},
             "dropped": sum(r["dropped"] for r in runs),
         },
-        "never_synchronizes": never_synchronizes(torch, commops),
-        "launch_queue": launch_queue(torch, commops),
-        "hooks": hooks(torch, args.hooks_ops, args.hooks_blocks),
+        "never_synchronizes": behind,
+        "launch_queue": queue,
+        "hooks": hooked,
         "goal_c_ns": 500,
     }, indent=1))
 

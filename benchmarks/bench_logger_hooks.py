@@ -25,6 +25,8 @@ import torch
 import torch.distributed as dist
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
+from sleuth.progress import Steps, progress
+
 
 def operators(world: int) -> list:
     """One round of the real job's operator kinds (sleuth.sim.trainjob), on small tensors."""
@@ -62,7 +64,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     world = 8
-    with tempfile.TemporaryDirectory() as folder:
+    pairs = args.blocks * (2 if args.capture in FLOORS else 1)  # the hooks' pairs of blocks, then the floor's
+    # The bar is drawn only as it advances, between pairs of timed blocks: never while one is timed.
+    with tempfile.TemporaryDirectory() as folder, progress("logger hooks: pairs of blocks (off, on)", total=pairs,
+                                                           redraw_on_timer=False) as steps:
         os.environ.update(
             SLEUTH_LOG_DIR=folder, SLEUTH_JOB="bench-hooks", SLEUTH_SPILL_DIR=folder, SLEUTH_CAPTURE=args.capture
         )
@@ -80,9 +85,11 @@ def main() -> None:
             logger.hooks.install()
             times["on"].append(block(ops, args.ops))
             logger.hooks.remove()
+            steps.advance()
         logger.hooks.install()
         sleuth.logger.uninstall()
-        floor = FLOORS[args.capture](ops, args) if args.capture in FLOORS else None
+        steps.describe("logger hooks: torch's hook floor, pairs of blocks")
+        floor = FLOORS[args.capture](ops, args, steps) if args.capture in FLOORS else None
         capture = type(logger.hooks).__name__
         dist.destroy_process_group()
     off, on = statistics.median(times["off"]), statistics.median(times["on"])
@@ -104,7 +111,7 @@ def main() -> None:
     }, indent=1))
 
 
-def torch_hook_floor(ops: list, args: argparse.Namespace) -> int:
+def torch_hook_floor(ops: list, args: argparse.Namespace, steps: Steps) -> int:
     """Median paired ns per operator of Python hooks that only read what ours read and add a callback."""
 
     def pre(hook_args) -> None:
@@ -118,18 +125,19 @@ def torch_hook_floor(ops: list, args: argparse.Namespace) -> int:
         group.register_pre_hook(1, pre)
         group.register_post_hook(1, post)
 
-    return floor(ops, args, register)
+    return floor(ops, args, register, steps)
 
 
-def native_hook_floor(ops: list, args: argparse.Namespace) -> int:
+def native_hook_floor(ops: list, args: argparse.Namespace, steps: Steps) -> int:
     """The same for C++ hooks (sleuth.logger.native's ``hook_floor``): torch's price for any native capture."""
     from sleuth.logger import native
 
-    return floor(ops, args, lambda group: native.load().hook_floor(group, 1))
+    return floor(ops, args, lambda group: native.load().hook_floor(group, 1), steps)
 
 
-def floor(ops: list, args: argparse.Namespace, register) -> int:
-    """Median paired ns per operator of the hooks ``register(group)`` puts on every group (id 1)."""
+def floor(ops: list, args: argparse.Namespace, register, steps: Steps) -> int:
+    """Median paired ns per operator of the hooks ``register(group)`` puts on every group (id 1);
+    ``steps`` advanced after each pair of blocks."""
     groups = [g for g in dist.distributed_c10d._world.pg_map]
     paired = []
     for _ in range(args.blocks):
@@ -140,6 +148,7 @@ def floor(ops: list, args: argparse.Namespace, register) -> int:
         for g in groups:
             g.unregister_pre_hook(1)
             g.unregister_post_hook(1)
+        steps.advance()
     return round(statistics.median(paired))
 
 

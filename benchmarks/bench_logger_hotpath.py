@@ -21,6 +21,7 @@ import time
 from sleuth.logger import core
 from sleuth.logger.identity import Identity
 from sleuth.logger.session import Session
+from sleuth.progress import progress
 
 DRAIN_EVERY = 1 << 15
 
@@ -76,11 +77,17 @@ def main() -> None:
     args = parser.parse_args()
     twins = {name: core.load(name) for name in ("c", "python")}
     runs: dict[str, list[float]] = {}
-    for _ in range(args.repeats):  # interleaved, so that machine noise hits every variant alike
-        for name, impl in twins.items():
-            runs.setdefault(f"recorder_{name}", []).append(recorder_ns(impl, args.ops))
-            runs.setdefault(f"session_{name}", []).append(session_ns(impl, args.ops))
-        runs.setdefault("baseline_noop_calls", []).append(baseline_ns(args.ops))
+    # The bar is drawn only as it advances, between the timed runs: never while one is timed.
+    with progress("logger hot path: timed runs", total=args.repeats * (2 * len(twins) + 1),
+                  redraw_on_timer=False) as steps:
+        for _ in range(args.repeats):  # interleaved, so that machine noise hits every variant alike
+            for name, impl in twins.items():
+                runs.setdefault(f"recorder_{name}", []).append(recorder_ns(impl, args.ops))
+                steps.advance()
+                runs.setdefault(f"session_{name}", []).append(session_ns(impl, args.ops))
+                steps.advance()
+            runs.setdefault("baseline_noop_calls", []).append(baseline_ns(args.ops))
+            steps.advance()
     median = {key: round(statistics.median(values), 1) for key, values in runs.items()}
     print(json.dumps({
         "benchmark": "logger_hotpath",

@@ -20,6 +20,7 @@ import tempfile
 import numpy as np
 
 from sleuth.logger.sender import GrpcSink
+from sleuth.progress import progress
 from sleuth.records import RecordBatch
 
 
@@ -53,20 +54,25 @@ def main() -> None:
 
     per_batch = len(pb.StreamMessage(records=records_to_proto(probe)).SerializeToString())
     batches = args.mib * (1 << 20) // per_batch
-    for k in range(batches // 10):
-        make_batch(k * 10_000)
-    gc.collect()
-    base = rss_mib()
-    with tempfile.TemporaryDirectory() as spill:
-        sink = GrpcSink(
-            "127.0.0.1:9", spill_dir=spill, buffer_bytes=args.buffer_mib << 20,
-            spill_bytes=args.spill_mib << 20, backoff_s=(0.5, 2.0),
-        )
-        for k in range(batches):
-            sink.records(make_batch(k * 10_000), dropped=0)
-        stats = sink.stats()
-        grown = rss_mib() - base
-        sink.close(0.1)
+    # The bar (and rich, once loaded) is there before the baseline's RSS is read: the growth is the sink's alone.
+    with progress("logger outage: baseline batches", total=batches // 10 + batches, redraw_on_timer=False) as steps:
+        for k in range(batches // 10):
+            make_batch(k * 10_000)
+            steps.advance()
+        gc.collect()
+        base = rss_mib()
+        with tempfile.TemporaryDirectory() as spill:
+            sink = GrpcSink(
+                "127.0.0.1:9", spill_dir=spill, buffer_bytes=args.buffer_mib << 20,
+                spill_bytes=args.spill_mib << 20, backoff_s=(0.5, 2.0),
+            )
+            steps.describe("logger outage: batches fed to a sink with no collector")
+            for k in range(batches):
+                sink.records(make_batch(k * 10_000), dropped=0)
+                steps.advance()
+            stats = sink.stats()
+            grown = rss_mib() - base
+            sink.close(0.1)
     print(json.dumps({
         "benchmark": "logger_outage_memory",
         "fed_mib": round(batches * per_batch / (1 << 20), 1), "batches": batches, "records": batches * 10_000,

@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from sleuth.progress import progress
+
 ROOT = Path(__file__).resolve().parent.parent
 OPS_PER_ITER = 3
 
@@ -50,14 +52,19 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    # The bar is drawn only as it advances, between the timed harness runs: never while one is timed.
+    with tempfile.TemporaryDirectory() as tmp, progress("nccl profiler: building the plugins", total=1 + 2 * args.repeats,
+                                                        redraw_on_timer=False) as steps:
         out = Path(tmp)
         build(out)
+        steps.advance(description="nccl profiler: timed harness runs (sleuth's plugin, the counting one)")
         sleuth, baseline = [], []
         for _ in range(args.repeats):
             sleuth.append(run(out, "libnccl-profiler-sleuth.so", args.iters, out / "logs"))
             written = sum(p.stat().st_size for p in (out / "logs").glob("*.bin")) // 64
+            steps.advance()
             baseline.append(run(out, "libnext.so", args.iters, out / "logs"))
+            steps.advance()
     s, b = statistics.median(sleuth), statistics.median(baseline)
     print(json.dumps({
         "benchmark": "nccl_profiler", "machine": platform.machine(), "iters": args.iters, "repeats": args.repeats,

@@ -29,40 +29,49 @@ import time
 
 def _emulate(world: int, iterations: int, labels: bool, queue: mp.Queue) -> None:
     from sleuth.layout import ParallelLayout
+    from sleuth.progress import progress
     from sleuth.sim import Emulation, Scenario, parse_fault
     from sleuth.topology import generate
 
     pp = 8
     dp = world // (8 * pp)
-    figures: dict[str, float | int] = {}
-    start = time.perf_counter()
-    topology = generate(f"fattree:hosts={world // 8},gpus=8,pod=32,spines=16")
-    scenario = Scenario(
-        topology=topology,
-        layout=ParallelLayout(world, 8, pp, dp),
-        microbatches=8,
-        iterations=iterations,
-        faults=(parse_fault("gpu:h0042/3,slow=1.3,start=10"),),
-        seed=0,
-    )
-    emulation = Emulation(scenario)
-    figures["plan_s"] = time.perf_counter() - start
-    t = time.perf_counter()
-    emulation.timeline
-    figures["timeline_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    records = 0
-    for batch in emulation.iter_records(chunk_ranks=1024):
-        records += len(batch)
-    figures["emit_s"] = time.perf_counter() - t
-    if labels:
+    chunks = -(-world // 1024)
+    # The child draws the bar (stderr is the parent's): planning, the timeline, then 1,024 ranks at a time.
+    with progress(f"sim: planning {world} GPUs", total=2 + chunks * (2 if labels else 1)) as steps:
+        figures: dict[str, float | int] = {}
+        start = time.perf_counter()
+        topology = generate(f"fattree:hosts={world // 8},gpus=8,pod=32,spines=16")
+        scenario = Scenario(
+            topology=topology,
+            layout=ParallelLayout(world, 8, pp, dp),
+            microbatches=8,
+            iterations=iterations,
+            faults=(parse_fault("gpu:h0042/3,slow=1.3,start=10"),),
+            seed=0,
+        )
+        emulation = Emulation(scenario)
+        figures["plan_s"] = time.perf_counter() - start
+        steps.advance(description=f"sim: the timeline of {world} ranks, {iterations} iterations")
         t = time.perf_counter()
-        abnormal = 0
-        for first in range(0, world, 1024):
-            flags, _ = emulation.abnormal(range(first, first + 1024))
-            abnormal += int(flags.sum())
-        figures["labels_s"] = time.perf_counter() - t
-        figures["abnormal_operators"] = abnormal
+        emulation.timeline
+        figures["timeline_s"] = time.perf_counter() - t
+        steps.advance(description="sim: records, 1,024 ranks at a time")
+        t = time.perf_counter()
+        records = 0
+        for batch in emulation.iter_records(chunk_ranks=1024):
+            records += len(batch)
+            steps.advance()
+        figures["emit_s"] = time.perf_counter() - t
+        if labels:
+            steps.describe("sim: counterfactual and labels, 1,024 ranks at a time")
+            t = time.perf_counter()
+            abnormal = 0
+            for first in range(0, world, 1024):
+                flags, _ = emulation.abnormal(range(first, first + 1024))
+                abnormal += int(flags.sum())
+                steps.advance()
+            figures["labels_s"] = time.perf_counter() - t
+            figures["abnormal_operators"] = abnormal
     figures["total_s"] = time.perf_counter() - start
     figures["records"] = records
     figures["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

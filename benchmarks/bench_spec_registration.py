@@ -27,6 +27,7 @@ from sleuth.layout import ParallelLayout
 from sleuth.logger.groups import GroupInfo, comm_id, rank_entry, version_key
 from sleuth.logger.identity import Identity
 from sleuth.logger.pump import Pump
+from sleuth.progress import progress
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.stream import kafka_records
@@ -55,44 +56,49 @@ def main() -> None:
     parser.add_argument("--world", type=int, default=16384)
     args = parser.parse_args()
     world = args.world
-    layout = ParallelLayout(world, 8, 8, world // 64)
-    groups_of: list[list[GroupInfo]] = [[GroupInfo(0, "world", "world", tuple(range(world)))] for _ in range(world)]
-    for group in layout.groups():
-        if group.kind in ("tp", "pp", "dp"):
-            for rank in group.ranks:
-                groups_of[rank].append(GroupInfo(len(groups_of[rank]), comm_id(group.ranks), group.kind, tuple(group.ranks)))
+    # The bar is drawn only as it advances, between the phases: never while the registration is timed.
+    with progress(f"spec registration: {world} ranks' groups and pumps", total=3, redraw_on_timer=False) as steps:
+        layout = ParallelLayout(world, 8, 8, world // 64)
+        groups_of: list[list[GroupInfo]] = [[GroupInfo(0, "world", "world", tuple(range(world)))] for _ in range(world)]
+        for group in layout.groups():
+            if group.kind in ("tp", "pp", "dp"):
+                for rank in group.ranks:
+                    groups_of[rank].append(GroupInfo(len(groups_of[rank]), comm_id(group.ranks), group.kind, tuple(group.ranks)))
 
-    store, sent = DictStore(), []
-    sink = SimpleNamespace(spec=sent.append)
-    pumps = []
-    for rank in range(world):
-        session = SimpleNamespace(identity=Identity("job", rank, world, f"h{rank // 8:05d}", rank % 8),
-                                  groups=groups_of[rank], groups_version=1)
-        pump = Pump(session, lambda identity: sink, store=lambda: store)
-        pump.sink = sink
-        pumps.append(pump)
+        store, sent = DictStore(), []
+        sink = SimpleNamespace(spec=sent.append)
+        pumps = []
+        for rank in range(world):
+            session = SimpleNamespace(identity=Identity("job", rank, world, f"h{rank // 8:05d}", rank % 8),
+                                      groups=groups_of[rank], groups_version=1)
+            pump = Pump(session, lambda identity: sink, store=lambda: store)
+            pump.sink = sink
+            pumps.append(pump)
 
-    # Round 1: the ranks publish in four waves between two of rank 0's flushes (timers drift apart).
-    began = time.perf_counter()
-    merges = 0
-    for wave in range(4):
-        for pump in pumps[1:][wave::4]:
-            pump._share_groups(final=False)
+        steps.advance(description="spec registration: round 1, every rank publishes (timed)")
+        # Round 1: the ranks publish in four waves between two of rank 0's flushes (timers drift apart).
+        began = time.perf_counter()
+        merges = 0
+        for wave in range(4):
+            for pump in pumps[1:][wave::4]:
+                pump._share_groups(final=False)
+            pumps[0]._share_groups(final=False)
+            merges += 1
+        first_reads, first_bytes = store.reads, store.bytes_read
+        first_s = time.perf_counter() - began
+
+        # Round 2: a new group over the 8 ranks of one host appears.
+        steps.advance(description="spec registration: round 2, a late group on 8 ranks")
+        late = tuple(range(8, 16))
+        for rank in late:
+            session = pumps[rank].session
+            session.groups.append(GroupInfo(len(session.groups), comm_id(late, qualifier="late"), "tp", late))
+            session.groups_version += 1
+            pumps[rank]._share_groups(final=False)
         pumps[0]._share_groups(final=False)
         merges += 1
-    first_reads, first_bytes = store.reads, store.bytes_read
-    first_s = time.perf_counter() - began
-
-    # Round 2: a new group over the 8 ranks of one host appears.
-    late = tuple(range(8, 16))
-    for rank in late:
-        session = pumps[rank].session
-        session.groups.append(GroupInfo(len(session.groups), comm_id(late, qualifier="late"), "tp", late))
-        session.groups_version += 1
-        pumps[rank]._share_groups(final=False)
-    pumps[0]._share_groups(final=False)
-    merges += 1
-    change_reads = store.reads - first_reads
+        change_reads = store.reads - first_reads
+        steps.advance()
 
     entry = rank_entry("h00000", 0, groups_of[0])
     baseline_entry = _baseline_entry("h00000", 0, groups_of[0])

@@ -25,6 +25,7 @@ import time
 import networkx as nx
 import numpy as np
 
+from sleuth.progress import progress
 from sleuth.topology import DeviceKind, Topology, nics_below_all, nics_below_by_kind, path, rail_optimized
 
 SPEC_16K = {"hosts": 2048, "gpus_per_host": 8, "hosts_per_pod": 32, "spines": 16}
@@ -99,43 +100,50 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
 
-    # 16k: generation (cold every time: a new object), ids, C(d).
-    generate_s, big = _best(lambda: rail_optimized(**SPEC_16K))
+    # The bar is drawn only as it advances, between the timed phases: never while one is timed.
+    with progress("topology: generating the 16k fabric", total=5, redraw_on_timer=False) as steps:
+        # 16k: generation (cold every time: a new object), ids, C(d).
+        generate_s, big = _best(lambda: rail_optimized(**SPEC_16K))
 
-    def with_ids() -> Topology:
-        t = rail_optimized(**SPEC_16K)
-        t.devices()
-        "gpu:h0000/0" in t  # builds the id → device index
-        return t
+        def with_ids() -> Topology:
+            t = rail_optimized(**SPEC_16K)
+            t.devices()
+            "gpu:h0000/0" in t  # builds the id → device index
+            return t
 
-    generate_ids_s, _ = _best(with_ids)
-    fresh = [rail_optimized(**SPEC_16K) for _ in range(3)]
-    c_arrays_s = min(_best(lambda t=t: nics_below_by_kind(t), repeat=1)[0] for t in fresh)
-    c_dict_s, c_all = _best(lambda: nics_below_all(big))
+        generate_ids_s, _ = _best(with_ids)
+        steps.advance(description="topology: C(d) of every device")
+        fresh = [rail_optimized(**SPEC_16K) for _ in range(3)]
+        c_arrays_s = min(_best(lambda t=t: nics_below_by_kind(t), repeat=1)[0] for t in fresh)
+        c_dict_s, c_all = _best(lambda: nics_below_all(big))
 
-    # 16k: path queries (the first call builds the per-topology lookup tables; time it apart).
-    pairs_16k = _pairs(big, args.pairs, rng)
-    start = time.perf_counter()
-    path(big, *pairs_16k[0])
-    first_query_s = time.perf_counter() - start
-    path_us = _time_paths(big, pairs_16k, weighted=False)
-    path_weighted_us = _time_paths(big, pairs_16k, weighted=True)
-
-    # Baseline: networkx on the 1,024-GPU fabric, and sleuth on the same fabric.
-    small = rail_optimized(**SPEC_1K)
-    nx_build_s, graph = _best(lambda: _networkx_graph(small), repeat=1)
-    ours_1k_build_s, _ = _best(lambda: rail_optimized(**SPEC_1K))
-    gpus = small.devices(DeviceKind.GPU)
-    pairs_1k = _pairs(small, args.baseline_pairs, rng)
-    nx_sets = []
-    with _NoGC():
+        # 16k: path queries (the first call builds the per-topology lookup tables; time it apart).
+        steps.advance(description=f"topology: {args.pairs} path queries at 16k")
+        pairs_16k = _pairs(big, args.pairs, rng)
         start = time.perf_counter()
-        for a, b in pairs_1k:
-            nx_sets.append({device for route in nx.all_shortest_paths(graph, gpus[a], gpus[b]) for device in route})
-        nx_path_us = (time.perf_counter() - start) / len(pairs_1k) * 1e6
-    path(small, *pairs_1k[0])  # lookup tables
-    ours_1k_path_us = _time_paths(small, pairs_1k, weighted=True)
-    agree = all(set(path(small, a, b).devices()) == s for (a, b), s in zip(pairs_1k, nx_sets))
+        path(big, *pairs_16k[0])
+        first_query_s = time.perf_counter() - start
+        path_us = _time_paths(big, pairs_16k, weighted=False)
+        path_weighted_us = _time_paths(big, pairs_16k, weighted=True)
+
+        # Baseline: networkx on the 1,024-GPU fabric, and sleuth on the same fabric.
+        steps.advance(description="topology: baseline, networkx's graph of the 1k fabric")
+        small = rail_optimized(**SPEC_1K)
+        nx_build_s, graph = _best(lambda: _networkx_graph(small), repeat=1)
+        ours_1k_build_s, _ = _best(lambda: rail_optimized(**SPEC_1K))
+        steps.advance(description=f"topology: baseline, {args.baseline_pairs} networkx and sleuth paths at 1k")
+        gpus = small.devices(DeviceKind.GPU)
+        pairs_1k = _pairs(small, args.baseline_pairs, rng)
+        nx_sets = []
+        with _NoGC():
+            start = time.perf_counter()
+            for a, b in pairs_1k:
+                nx_sets.append({device for route in nx.all_shortest_paths(graph, gpus[a], gpus[b]) for device in route})
+            nx_path_us = (time.perf_counter() - start) / len(pairs_1k) * 1e6
+        path(small, *pairs_1k[0])  # lookup tables
+        ours_1k_path_us = _time_paths(small, pairs_1k, weighted=True)
+        agree = all(set(path(small, a, b).devices()) == s for (a, b), s in zip(pairs_1k, nx_sets))
+        steps.advance()
 
     report = {
         "fabric": "rail-optimized fat tree: 2048 hosts x 8 GPUs, pods of 32 hosts, 16 spines",

@@ -12,7 +12,7 @@ JSON lines hold one record per line with names decoded and ``op`` as its label
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TypeVar
 
@@ -25,6 +25,10 @@ from sleuth.records import ColumnBatch, IterationBatch, OpKind, RecordBatch
 from sleuth.validation import is_int
 
 _Batch = TypeVar("_Batch", bound=ColumnBatch)
+
+#: Called after each file of a folder is read: the file, the files read so far, the files in all
+#: (``sleuth localize`` names them on its bar: a large logger folder holds a file per rank and flush).
+FileRead = Callable[[Path, int, int], None]
 
 # Parquet key-value metadata naming which batch type a file holds.
 _KIND_KEY = b"sleuth.batch"
@@ -90,8 +94,10 @@ def write_parquet(batch: ColumnBatch, path: str | Path) -> Path:
     return path
 
 
-def read_parquet(path: str | Path, batch_type: type[_Batch] = RecordBatch) -> _Batch:  # type: ignore[assignment]
-    """Read a Parquet file, or every ``*.parquet`` file of a folder in name order, as one batch."""
+def read_parquet(path: str | Path, batch_type: type[_Batch] = RecordBatch, *,  # type: ignore[assignment]
+                 on_file: FileRead | None = None) -> _Batch:
+    """Read a Parquet file, or every ``*.parquet`` file of a folder in name order, as one batch;
+    ``on_file`` hears of each file read."""
     path = Path(path)
     files = sorted(path.glob("*.parquet")) if path.is_dir() else [path]
     if not files:
@@ -108,6 +114,8 @@ def read_parquet(path: str | Path, batch_type: type[_Batch] = RecordBatch) -> _B
             batches.append(from_arrow(table, batch_type))
         except RecordError as error:
             raise RecordError(f"{file}: {error}") from None
+        if on_file is not None:
+            on_file(file, len(batches), len(files))
     return batch_type.concat(batches)
 
 

@@ -9,24 +9,25 @@ from pathlib import Path
 
 import numpy as np
 
-from sleuth.recordio import read_parquet
+from sleuth.recordio import FileRead, read_parquet
 from sleuth.records import IterationBatch, RecordBatch
 
 __all__ = ["iterations_from_records", "read_records"]
 
 
-def read_records(path: Path) -> tuple[RecordBatch, IterationBatch]:
-    """Records and iteration records of a logger or emulator folder, or of one records file."""
+def read_records(path: Path, *, on_file: FileRead | None = None) -> tuple[RecordBatch, IterationBatch]:
+    """Records and iteration records of a logger or emulator folder, or of one records file;
+    ``on_file`` hears of each file read (the records' files, then the iterations')."""
     if path.is_file():
-        records: RecordBatch = read_parquet(path)
+        records: RecordBatch = read_parquet(path, on_file=on_file)
         return records, iterations_from_records(records)
     if (path / "records.parquet").exists():  # the emulator's folder
-        records = read_parquet(path / "records.parquet")
+        records = read_parquet(path / "records.parquet", on_file=on_file)
         its = path / "iterations.parquet"
     else:  # the logger's local mode
-        records = read_parquet(path)
+        records = read_parquet(path, on_file=on_file)
         its = path / "iterations"
-    iterations = read_parquet(its, IterationBatch) if its.exists() else iterations_from_records(records)
+    iterations = read_parquet(its, IterationBatch, on_file=on_file) if its.exists() else iterations_from_records(records)
     return records, iterations
 
 

@@ -88,3 +88,57 @@ def test_a_command_prints_the_same_json_on_stdout_with_a_bar_on_stderr(tmp_path,
     # ... and stdout is the same JSON, byte for byte but the run's own timings.
     strip = lambda docs: [{k: v for k, v in d.items() if k != "seconds"} for d in docs]
     assert strip(json.loads(terminal_out)) == strip(incidents)
+
+
+def test_reach_sets_the_bar_to_a_measure_and_refuses_a_negative_one() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=100)
+    with progress("chaos: starting", total=300, console=console) as steps:
+        steps.reach(120, description="chaos: faults come")
+    assert "chaos: faults come" in out.getvalue() and "120/300" in out.getvalue()
+    with pytest.raises(ValueError, match="completed"):
+        with progress("x", total=3) as steps:
+            steps.reach(-1)
+
+
+def test_localize_names_each_file_of_a_many_file_logger_folder_on_its_one_bar(tmp_path, monkeypatch) -> None:
+    from sleuth.progress import Steps
+    from sleuth.recordio import read_parquet, write_parquet
+    from sleuth.records import IterationBatch
+
+    emulated = tmp_path / "sim"
+    assert main(["sim", "--generate", "fattree:hosts=2,gpus=4,pod=2,spines=1", "--tp", "2", "--pp", "2", "--dp", "2",
+                 "--iterations", "12", "--microbatches", "2", "--seed", "3", "--out", str(emulated), "--no-labels"]) == 0
+    logger = tmp_path / "logger"  # the logger's local mode: a file per rank, and iterations/ likewise
+    (logger / "iterations").mkdir(parents=True)
+    (logger / "job.json").write_bytes((emulated / "job.json").read_bytes())
+    records = read_parquet(emulated / "records.parquet")
+    iterations = read_parquet(emulated / "iterations.parquet", IterationBatch)
+    for rank in range(8):
+        write_parquet(records.take(records["rank"] == rank), logger / f"rank-{rank:05d}.parquet")
+        write_parquet(iterations.take(iterations["rank"] == rank), logger / "iterations" / f"rank-{rank:05d}.parquet")
+    described: list[str] = []
+    monkeypatch.setattr(Steps, "describe", lambda self, description: described.append(description))
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["localize", "--records", str(logger), "--json"]) == 0
+    reading = [d for d in described if d.startswith("localize: reading records, ")]
+    assert reading[0] == "localize: reading records, 1 of 8 files (rank-00000.parquet)"
+    assert reading[7] == "localize: reading records, 8 of 8 files (rank-00007.parquet)"
+    assert reading[8:] == [f"localize: reading records, {k} of 8 files (iterations/rank-{k - 1:05d}.parquet)"
+                           for k in range(1, 9)]
+
+
+def test_without_a_timer_no_thread_draws_and_each_change_is_drawn_at_once() -> None:
+    import threading
+
+    from rich.live import _RefreshThread
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=100)
+    with progress("blocks", total=3, console=console, redraw_on_timer=False) as steps:
+        assert not any(isinstance(thread, _RefreshThread) for thread in threading.enumerate())
+        steps.advance()
+        assert "1/3" in out.getvalue()  # drawn by the advance itself, not by a later tick
+        steps.reach(2, description="blocks, second")
+        assert "blocks, second" in out.getvalue() and "2/3" in out.getvalue()
+    assert list(track(range(2), "pairs", console=console, redraw_on_timer=False)) == [0, 1]

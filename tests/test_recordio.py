@@ -98,3 +98,11 @@ def test_iteration_batches_round_trip(tmp_path):
     recordio.write_jsonl(its, out)
     out.seek(0)
     assert recordio.read_jsonl(out, IterationBatch).equals(its)
+
+
+def test_reading_a_folder_tells_of_each_file_read_in_name_order(tmp_path):
+    for k in (1, 0, 2):
+        recordio.write_parquet(random_records(5, seed=10 + k), tmp_path / f"rank-000{k}.parquet")
+    heard = []
+    recordio.read_parquet(tmp_path, on_file=lambda file, done, total: heard.append((file.name, done, total)))
+    assert heard == [("rank-0000.parquet", 1, 3), ("rank-0001.parquet", 2, 3), ("rank-0002.parquet", 3, 3)]

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sleuth.progress import progress
 from sleuth.sim.chaos import check
 from sleuth.sim.chaos.faults import FaultInjector
 from sleuth.sim.chaos.jobs import Fleet, Ledger
@@ -32,23 +33,30 @@ def run_chaos(repo_root: Path, state_dir: Path, *, seconds: float, seed: int = 0
     started = time.monotonic()
     injector: FaultInjector | None = None
     try:
-        stack.up()
-        ledger = Ledger()
-        fleet = Fleet(target=stack.gateway, ledger=ledger, spill_root=state_dir / "spill", concurrent=concurrent,
-                      iterations=iterations, iteration_s=iteration_s, seed=seed)
-        injector = FaultInjector(stack, fleet, seed=seed, gap_s=gap_s)
-        injector.start()
-        # Past ``seconds`` until every kind came once (a run that asks for all of them gets all of them), within reason.
-        while time.monotonic() - started < seconds or not all(injector.counts.values()) and \
-                time.monotonic() - started < 3 * seconds:
-            fleet.tick()
-            _supervise(stack, injector)
-            time.sleep(0.5)
-        injector.stop()
-        for name in SERVICES + PROCESSES:  # the supervisor brings back whatever is still down
-            stack.restart(name)
-        fleet.stop(flush_s=settle_s)
-        figures = _settle(stack, ledger, receiver, settle_s=settle_s, quiet_s=quiet_s)
+        # One bar over ``seconds`` (the run's length, stack start included, as the loop counts it); the
+        # phases before and after it are named on the same bar.
+        with progress("chaos: starting the private stack", total=seconds) as steps:
+            stack.up()
+            ledger = Ledger()
+            fleet = Fleet(target=stack.gateway, ledger=ledger, spill_root=state_dir / "spill", concurrent=concurrent,
+                          iterations=iterations, iteration_s=iteration_s, seed=seed)
+            injector = FaultInjector(stack, fleet, seed=seed, gap_s=gap_s)
+            injector.start()
+            # Past ``seconds`` until every kind came once (a run that asks for all of them gets all of them), within reason.
+            while time.monotonic() - started < seconds or not all(injector.counts.values()) and \
+                    time.monotonic() - started < 3 * seconds:
+                gone = time.monotonic() - started
+                steps.reach(min(gone, seconds), description="chaos: jobs stream, faults come (seconds)" if gone < seconds
+                            else "chaos: past --seconds until every fault kind came")
+                fleet.tick()
+                _supervise(stack, injector)
+                time.sleep(0.5)
+            steps.reach(seconds, description="chaos: faults stopped; settling (records landed, incidents alerted)")
+            injector.stop()
+            for name in SERVICES + PROCESSES:  # the supervisor brings back whatever is still down
+                stack.restart(name)
+            fleet.stop(flush_s=settle_s)
+            figures = _settle(stack, ledger, receiver, settle_s=settle_s, quiet_s=quiet_s)
         sinks = [sink for attempt in fleet.retired for sink in attempt.sinks]
         return figures | {
             "faults_injected": dict(injector.counts),

@@ -19,16 +19,21 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sleuth.cli.arguments import above_one, non_negative_int, positive_int
 from sleuth.errors import ConfigError, RecordError
 from sleuth.jobspec import JobSpec
+from sleuth.recordio import FileRead
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.records_folder import read_records
 from sleuth.settings import Settings
 from sleuth.sources import MemorySource
 from sleuth.topology import load_topology
 from sleuth.topology.job_fabric import single_leaf
+
+if TYPE_CHECKING:
+    from sleuth.progress import Steps
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -84,14 +89,26 @@ def past_warmup(records: RecordBatch, iterations: IterationBatch, warmup: int) -
     return records.take(records["iteration"] >= warmup), iterations.take(iterations["iteration"] >= warmup)
 
 
-def read_job(args: argparse.Namespace) -> tuple[JobSpec, RecordBatch, IterationBatch]:
-    """The job spec and records that ``--records`` and ``--job`` name."""
+def read_job(args: argparse.Namespace, *, on_file: FileRead | None = None) -> tuple[JobSpec, RecordBatch, IterationBatch]:
+    """The job spec and records that ``--records`` and ``--job`` name (``on_file``: hears of each file read)."""
     path = Path(args.records)
     if not path.exists():
         raise ConfigError(f"--records {path}: no such file or folder")
-    records, iterations = read_records(path)
+    records, iterations = read_records(path, on_file=on_file)
     spec_path = Path(args.job) if args.job else (path if path.is_dir() else path.parent)
     return JobSpec.read(spec_path), records, iterations
+
+
+def _name_files_on(steps: Steps, root: Path) -> FileRead:
+    """Names each file read on the bar's reading step: a logger folder holds a file per rank and
+    flush, thousands on a large job, and reading them is the wait before any figure."""
+
+    def named(file: Path, done: int, total: int) -> None:
+        if total > 1:  # one file is read at once; many are worth counting
+            shown = file.relative_to(root) if file.is_relative_to(root) else file.name
+            steps.describe(f"localize: reading records, {done} of {total} files ({shown})")
+
+    return named
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -103,7 +120,7 @@ def _run(args: argparse.Namespace) -> int:
     resolve_attribution_options(args)
     # Steps of a large folder's run: read, detect, attribute (unless --no-attribution), localize.
     with progress("localize: reading records", total=3 if args.no_attribution else 4) as steps:
-        spec, records, iterations = read_job(args)
+        spec, records, iterations = read_job(args, on_file=_name_files_on(steps, Path(args.records)))
         topology = load_topology(args.topology) if args.topology else single_leaf(spec)
         source = MemorySource(spec, records, iterations)
         steps.advance(description=f"localize: irregular iterations of {spec.world} ranks")
