@@ -5,7 +5,7 @@ import warnings
 
 from sleuth.proto import commops_pb2 as sleuth_dot_proto_dot_commops__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.72.2'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in sleuth/proto/commops_pb2_grpc.py depends on'
+        + f' but the generated code in sleuth/proto/commops_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class CollectorStub:
+class CollectorStub(object):
     """The gateway that training jobs stream into.
     """
 
@@ -52,7 +52,7 @@ class CollectorStub:
                 _registered_method=True)
 
 
-class CollectorServicer:
+class CollectorServicer(object):
     """The gateway that training jobs stream into.
     """
 
@@ -102,7 +102,7 @@ def add_CollectorServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class Collector:
+class Collector(object):
     """The gateway that training jobs stream into.
     """
 

@@ -2,6 +2,8 @@
 
 The generated modules are committed (a training job's interpreter need not have grpcio-tools);
 ``tests/proto/test_generated.py`` regenerates them into a temporary folder and fails on any diff.
+Run it with the grpcio-tools pinned in constraints.txt: its protoc's version is the oldest protobuf
+runtime the generated code accepts, the floor of the protobuf range in pyproject.toml.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -61,6 +60,7 @@ def test_the_logger_extra_and_the_core_keep_a_training_containers_packages() -> 
     assert set(declared) >= {"numpy", "protobuf", "pyarrow", "pyyaml", "grpcio"}
     assert "1.26.4" in declared["numpy"] and "2.0.0" in declared["numpy"]  # both numpy majors of today's containers
     assert "6.0.1" in declared["pyyaml"] and "14.0.2" in declared["pyarrow"] and "1.60.0" in declared["grpcio"]
+    assert "6.30.0" in declared["protobuf"] and "7.34.0" in declared["protobuf"]  # both protobuf majors of today's containers
 
 
 def test_constraints_pin_every_dependency_exactly_within_its_range() -> None:
@@ -91,8 +91,15 @@ def test_every_install_of_the_project_goes_through_the_constraints(path) -> None
             assert "-c constraints.txt" in line, f"{path}: {line.strip()!r} installs without -c constraints.txt"
 
 
-# What a training container already holds, and the logger must leave as it is.
-TRAINING_PACKAGES = ("torch", "numpy", "protobuf", "grpcio", "pyarrow", "PyYAML")
+# What training containers already hold, and the logger must leave as it is: the oldest versions
+# the ranges keep (protobuf's first 6.x: the committed generated code is protobuf 6.30.0's), and
+# the newest majors.
+TRAINING_CONTAINERS = {
+    "oldest": {"torch": "2.6.0", "numpy": "1.26.4", "protobuf": "6.30.0", "grpcio": "1.60.0",
+               "pyarrow": "14.0.2", "PyYAML": "6.0.1", "ninja": "1.11.1.1"},
+    "newest": {"torch": "2.15.0", "numpy": "2.3.5", "protobuf": "7.34.0", "grpcio": "1.80.0",
+               "pyarrow": "22.0.0", "PyYAML": "6.0.2", "ninja": "1.13.0"},
+}
 
 
 @pytest.fixture(scope="module")
@@ -116,21 +123,34 @@ def _offline_pip() -> dict[str, str]:
     return {**kept, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
 
 
-def _dry_run(wheel: Path, report: Path, *extra: str) -> subprocess.CompletedProcess:
-    """``pip install --dry-run --report`` of ``sleuth[logger]`` from ``wheel`` into this interpreter's
-    environment, offline: anything pip would need beyond what is installed cannot be found."""
+def _container(root: Path, held: dict[str, str]) -> Path:
+    """A virtual environment holding only the metadata of ``held`` (all that pip's resolver reads of
+    an installed package), standing for a training container; returns its interpreter."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True)
+    [site] = root.glob("lib/python*/site-packages")
+    for name, version in held.items():
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return root / "bin" / "python"
+
+
+def _dry_run(wheel: Path, report: Path, python: Path, *extra: str) -> subprocess.CompletedProcess:
+    """``pip install --dry-run --report`` of ``sleuth[logger]`` from ``wheel`` into the environment of
+    ``python``, offline: anything pip would need beyond what is installed there cannot be found."""
     return subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--find-links", str(wheel.parent),
-         "--report", str(report), f"sleuth[logger] @ {wheel.as_uri()}", *extra],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--dry-run", "--no-index",
+         "--find-links", str(wheel.parent), "--report", str(report), f"sleuth[logger] @ {wheel.as_uri()}", *extra],
         env=_offline_pip(), capture_output=True, text=True, timeout=120,
     )
 
 
-def test_the_logger_extra_installs_beside_a_torch_environment_without_changing_it(project_wheel, tmp_path) -> None:
-    # The environment the tests run in is a training environment: torch and the packages it brings.
-    held = {name: metadata.version(name) for name in TRAINING_PACKAGES}
+@pytest.mark.parametrize("container", TRAINING_CONTAINERS)
+def test_the_logger_extra_installs_beside_a_torch_environment_without_changing_it(container, project_wheel,
+                                                                                   tmp_path) -> None:
+    held = TRAINING_CONTAINERS[container]
     report = tmp_path / "report.json"
-    done = _dry_run(project_wheel, report)
+    done = _dry_run(project_wheel, report, _container(tmp_path / "container", held))
     assert done.returncode == 0, f"pip cannot install sleuth[logger] beside {held}:\n{done.stderr}"
     installs = {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
                 for item in json.loads(report.read_text())["install"]}
@@ -140,11 +160,12 @@ def test_the_logger_extra_installs_beside_a_torch_environment_without_changing_i
 
 def test_the_offline_dry_run_fails_when_a_pin_fights_an_installed_package(project_wheel, tmp_path) -> None:
     # The check above can fail: pinning grpcio (the logger extra's own dependency) away from the
-    # installed version, as an exact pin in the extra would, leaves pip nothing it may install.
-    installed = metadata.version("grpcio")
-    other = "1.49.1" if installed != "1.49.1" else "1.60.0"
+    # container's version, as an exact pin in the extra would, leaves pip nothing it may install.
+    held = TRAINING_CONTAINERS["oldest"]
+    other = "1.49.1"
+    assert held["grpcio"] != other
     pins = tmp_path / "pins.txt"
     pins.write_text(f"grpcio=={other}\n")
-    done = _dry_run(project_wheel, tmp_path / "report.json", "-c", str(pins))
+    done = _dry_run(project_wheel, tmp_path / "report.json", _container(tmp_path / "container", held), "-c", str(pins))
     said = done.stdout + done.stderr
     assert done.returncode != 0 and "ResolutionImpossible" in said and f"grpcio=={other}" in said, said
