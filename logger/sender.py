@@ -101,7 +101,9 @@ class GrpcSink:
         self._window_limit = max(1, buffer_bytes // 4)
         self.held_bytes = 0  # bytes of queued and in-flight messages in memory
         self.peak_bytes = 0
-        self._gap = 0  # records dropped that no sent batch has reported yet
+        # Records dropped that no sent batch has reported yet: at first, those an earlier sender's
+        # crash tore from the spill.
+        self._gap = self.spill.take_dropped()
         self._spec: JobSpec | None = None
         self._spec_sent: JobSpec | None = None
         self.sent_messages = 0

@@ -1,5 +1,6 @@
 """The gRPC sink against a real gRPC server on 127.0.0.1."""
 
+import os
 import threading
 import time
 
@@ -133,6 +134,26 @@ def test_closing_while_the_collector_is_away_keeps_the_records_for_the_next_send
         later = sink_for(port, tmp_path)
         later.close(10)
         assert sorted(servicer.all_records()["seq"].tolist()) == list(range(40))
+    finally:
+        srv.stop(0)
+
+
+def test_records_a_crash_tore_from_the_spill_are_counted_and_what_follows_arrives(tmp_path):
+    port = collector.free_port()
+    sink = sink_for(port, tmp_path, backoff_s=(0.05, 0.2), connect_timeout_s=0.2)
+    sink.records(batch(0, 40), dropped=0)
+    sink.records(batch(40, 30), dropped=0)
+    sink.close(0.5)
+    (segment,) = (tmp_path / "spill").glob("seg-*.bin")
+    os.truncate(segment, segment.stat().st_size - 5)  # the process died writing the second batch
+    srv, servicer, _ = collector.start(port)
+    try:
+        later = sink_for(port, tmp_path)
+        assert wait_for(lambda: len(servicer.all_records()) == 40)  # the spill replayed: nothing on disk
+        later.records(batch(70, 10), dropped=0)
+        later.close(10)
+        assert servicer.all_records()["seq"].tolist() == [*range(40), *range(70, 80)]
+        assert servicer.dropped == 30
     finally:
         srv.stop(0)
 
