@@ -68,13 +68,15 @@ _CHANNEL_OPTIONS = [
 
 
 class GrpcSink:
-    """Streams to ``target`` (``host:port``) from its own daemon thread."""
+    """Streams to ``target`` (``host:port``) from its own daemon thread; spills to ``spill_dir``,
+    which must be private from ``spill_root`` (default: ``spill_dir`` itself) down."""
 
     def __init__(
         self,
         target: str,
         *,
         spill_dir: str | Path,
+        spill_root: str | Path | None = None,
         buffer_bytes: int = 64 << 20,
         spill_bytes: int = 1 << 30,
         stream_s: float = 5.0,
@@ -96,7 +98,7 @@ class GrpcSink:
         self.connect_timeout_s = connect_timeout_s
         self.unregistered_grace_s = unregistered_grace_s
         self._unregistered_since: float | None = None  # first FAILED_PRECONDITION since the last success
-        self.spill = Spill(spill_dir, max_bytes=spill_bytes, segment_bytes=max(1, buffer_bytes // 4))
+        self.spill = Spill(spill_dir, root=spill_root, max_bytes=spill_bytes, segment_bytes=max(1, buffer_bytes // 4))
         self._queue: deque[Item] = deque()
         self._window_limit = max(1, buffer_bytes // 4)
         self.held_bytes = 0  # bytes of queued and in-flight messages in memory

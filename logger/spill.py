@@ -69,13 +69,30 @@ def _parse(data: bytes) -> tuple[list[tuple[int, int, int]], int, int | None]:
     return messages, offset, 0
 
 
-def private_folder(folder: str | os.PathLike[str]) -> Path:
-    """``folder``, created readable by its owner only; ConfigError when it is a link, someone
-    else's, or open to others: its segments are replayed as this job's records, so nobody else
-    may plant or read them (the default lies in the shared temporary folder)."""
-    path = Path(folder)
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    status = os.lstat(path)
+def private_folder(folder: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> Path:
+    """``folder``, created readable by its owner only; ConfigError when it, or any folder between
+    it and ``root`` (default: ``folder`` itself), is a link, someone else's, or open to others:
+    its segments are replayed as this job's records, so nobody else may plant or read them (the
+    default lies in the shared temporary folder, where anyone may make the root first). Every
+    folder made on the way is made mode 700."""
+    path = Path(os.path.abspath(folder))
+    top = path if root is None else Path(os.path.abspath(root))
+    if top != path and top not in path.parents:
+        raise ConfigError(f"spill folder {path} does not lie inside its private root {top}")
+    # Made one by one (mkdir(parents=True) gives the parents the default mode, not 700), and each
+    # checked before the next is made in it.
+    for level in [*reversed(path.parents), path]:
+        if not os.path.lexists(level):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(level, 0o700)
+                os.chmod(level, 0o700)  # mkdir's mode passes through the umask
+        if level == top or top in level.parents:
+            _check_private(level)
+    return path
+
+
+def _check_private(path: Path) -> None:
+    status = os.lstat(path)  # never follows a link: the link itself is what is refused
     if stat.S_ISLNK(status.st_mode) or not stat.S_ISDIR(status.st_mode):
         raise ConfigError(f"spill folder {path} is a link or not a folder: refusing to replay from it")
     if status.st_uid != os.getuid():
@@ -83,14 +100,18 @@ def private_folder(folder: str | os.PathLike[str]) -> Path:
     if status.st_mode & 0o077:
         raise ConfigError(f"spill folder {path} is open to other users (mode {stat.S_IMODE(status.st_mode):o}); "
                           "chmod 700 it or choose another SLEUTH_SPILL_DIR")
-    return path
 
 
 class Spill:
-    def __init__(self, folder: str | os.PathLike[str], *, max_bytes: int, segment_bytes: int) -> None:
+    """``root``: the private folder ``folder`` lies in (``private_folder``)."""
+
+    def __init__(
+        self, folder: str | os.PathLike[str], *, max_bytes: int, segment_bytes: int,
+        root: str | os.PathLike[str] | None = None,
+    ) -> None:
         positive_int("max_bytes", max_bytes, error=ValueError)
         positive_int("segment_bytes", segment_bytes, error=ValueError)
-        self.folder = private_folder(folder)
+        self.folder = private_folder(folder, root=root)
         self.max_bytes = max_bytes
         self.segment_bytes = min(segment_bytes, max_bytes)
         # (path, bytes, records) of each closed or open segment, oldest first.
