@@ -4,7 +4,9 @@ The drainer hands batches over (``records``, ``iterations``, ``spec``); they are
 once and queued, so the memory held is exactly the bytes queued, kept under ``buffer_bytes``:
 past it the oldest messages move to a bounded spill file (``sleuth.logger.spill``), and past the
 spill's bound the oldest are dropped and counted. The count travels in the ``dropped`` field of
-the next record batch sent (the gap record), so loss is visible downstream.
+the next record batch sent that has records (the gap record), so loss is visible downstream; a
+count no batch carried when the sink closes is kept in the spill folder, and the next sender of
+the job and rank reports it (as it reports records an earlier process's crash tore from the spill).
 
 A stream carries messages until ``stream_s`` has passed, then closes and the collector's summary
 confirms it; only then are its messages forgotten. What happens to a failed stream's messages
@@ -139,6 +141,12 @@ class GrpcSink:
     # -- the Sink contract (drainer thread) --------------------------------------------------
 
     def records(self, batch: RecordBatch, *, dropped: int) -> None:
+        if not len(batch):
+            # A gap with no records rides the next batch that has some: the collector reports a
+            # drop by its batch's first record.
+            with self._cond:
+                self._gap += dropped
+            return
         message = pb.StreamMessage(records=records_to_proto(batch, dropped=dropped))
         self._put((message.SerializeToString(), len(batch)))
 
@@ -169,8 +177,16 @@ class GrpcSink:
                     self.dropped += lost
                 self.held_bytes -= sum(len(data) for data, _ in self._queue)
                 self._queue.clear()
-            if self._gap:
-                log.warning("sleuth logger: %d records were dropped after the last batch sent", self._gap)
+            if self._gap:  # no batch left to report it in: the next sender of this job and rank will
+                try:
+                    self.spill.keep_dropped(self._gap)
+                except OSError as error:
+                    log.warning("sleuth logger: %d records were dropped after the last batch sent, and the count "
+                                "could not be kept for the next logger (%r)", self._gap, error)
+                else:
+                    log.warning("sleuth logger: %d records were dropped after the last batch sent; the next logger "
+                                "of this job and rank reports them", self._gap)
+                    self._gap = 0
         self._channel.close()
 
     # -- queue -------------------------------------------------------------------------------

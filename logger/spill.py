@@ -33,6 +33,9 @@ log = logging.getLogger("sleuth.logger")
 _HEADER = struct.Struct("<IIII")
 _COUNTED = struct.Struct("<III")  # the part of the header its CRC covers
 
+#: The count of records dropped that no sent batch reported, left by the last sender to close.
+_DROPPED = "dropped"
+
 #: The first segment number of a new spill: room below it for segments put before the oldest.
 _FIRST_SEGMENT = 1 << 20
 
@@ -118,12 +121,36 @@ class Spill:
         self._segments: deque[list] = deque()
         # Numbers start high so that segments can be put before the oldest (``prepend``).
         self._next = _FIRST_SEGMENT
-        self.dropped = 0  # records lost to the bound (or torn) since the caller last took the count
+        # Records lost (to the bound, torn, or left unreported by the last sender) since the
+        # caller last took the count.
+        self.dropped = self._adopt_dropped()
         for path in sorted(self.folder.glob("seg-*.bin")):
             self._next = max(self._next, int(path.stem[4:]) + 1)
             size, records = self._adopt(path)
             if size:
                 self._segments.append([path, size, records])
+
+    def _adopt_dropped(self) -> int:
+        """The count an earlier sender left (``keep_dropped``), taken off disk: this one reports it."""
+        path = self.folder / _DROPPED
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            return 0
+        path.unlink()
+        try:
+            return int(text)
+        except ValueError:
+            log.warning("sleuth logger: %s holds %r, not a count of dropped records: an unknown number of "
+                        "records an earlier logger dropped go unreported", path, text[:40])
+            return 0
+
+    def keep_dropped(self, count: int) -> None:
+        """Leave ``count`` dropped records, not reported yet, for the next sender of this job and rank."""
+        path = self.folder / _DROPPED
+        written = path.with_name(_DROPPED + ".new")
+        written.write_text(str(count))
+        os.replace(written, path)  # whole or not at all: a count cut short would be a wrong one
 
     def _adopt(self, path: Path) -> tuple[int, int]:
         """The bytes and records of an earlier process's segment, cut to its valid prefix."""
