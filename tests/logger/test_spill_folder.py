@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
 from sleuth.errors import ConfigError
 from sleuth.logger.sender import GrpcSink
 from sleuth.logger.spill import Spill, private_folder
+
+from tests.logger import collector
 
 
 def test_a_new_spill_folder_is_made_private(tmp_path):
@@ -97,3 +102,30 @@ def test_the_logger_s_spill_is_private_from_its_root_down(tmp_path):
     root.chmod(0o755)
     with pytest.raises(ConfigError, match=f"spill folder {root} is open to other users"):
         GrpcSink("127.0.0.1:9", spill_dir=a_rank_s_folder(root), spill_root=root)
+
+
+_JOB = textwrap.dedent("""
+    import tempfile
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo", rank=0, world_size=1, init_method="file://" + tempfile.mktemp())
+    for _ in range(3):
+        dist.all_reduce(torch.ones(4))
+    dist.destroy_process_group()
+""")
+
+
+def test_an_installed_logger_checks_its_spill_folder_from_the_private_root_down(tmp_path):
+    pytest.importorskip("torch")
+    root = tmp_path / "sleuth-spill-1000"
+    root.mkdir()
+    root.chmod(0o777)
+    server, collected, port = collector.start()
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
+        env.update(SLEUTH_COLLECTOR=f"127.0.0.1:{port}", SLEUTH_SPILL_DIR=str(root), SLEUTH_JOB="spill-root")
+        done = subprocess.run([sys.executable, "-c", _JOB], env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        server.stop(0)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"spill folder {root} is open to other users" in done.stderr
+    assert list(root.iterdir()) == [] and collected.records == []
