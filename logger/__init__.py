@@ -143,6 +143,7 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
                 GrpcSink(  # type: ignore[arg-type]  # both sinks follow the Sink protocol
                     settings.collector,
                     spill_dir=spill_root / identity.job / f"rank-{identity.rank:05d}",
+                    spill_root=spill_root,
                     buffer_bytes=settings.logger_buffer_bytes,
                     spill_bytes=settings.logger_spill_bytes,
                     token=settings.collector_token,

@@ -4,7 +4,9 @@ The drainer hands batches over (``records``, ``iterations``, ``spec``); they are
 once and queued, so the memory held is exactly the bytes queued, kept under ``buffer_bytes``:
 past it the oldest messages move to a bounded spill file (``sleuth.logger.spill``), and past the
 spill's bound the oldest are dropped and counted. The count travels in the ``dropped`` field of
-the next record batch sent (the gap record), so loss is visible downstream.
+the next record batch sent that has records (the gap record), so loss is visible downstream; a
+count no batch carried when the sink closes is kept in the spill folder, and the next sender of
+the job and rank reports it (as it reports records an earlier process's crash tore from the spill).
 
 A stream carries messages until ``stream_s`` has passed, then closes and the collector's summary
 confirms it; only then are its messages forgotten. What happens to a failed stream's messages
@@ -68,13 +70,15 @@ _CHANNEL_OPTIONS = [
 
 
 class GrpcSink:
-    """Streams to ``target`` (``host:port``) from its own daemon thread."""
+    """Streams to ``target`` (``host:port``) from its own daemon thread; spills to ``spill_dir``,
+    which must be private from ``spill_root`` (default: ``spill_dir`` itself) down."""
 
     def __init__(
         self,
         target: str,
         *,
         spill_dir: str | Path,
+        spill_root: str | Path | None = None,
         buffer_bytes: int = 64 << 20,
         spill_bytes: int = 1 << 30,
         stream_s: float = 5.0,
@@ -96,12 +100,14 @@ class GrpcSink:
         self.connect_timeout_s = connect_timeout_s
         self.unregistered_grace_s = unregistered_grace_s
         self._unregistered_since: float | None = None  # first FAILED_PRECONDITION since the last success
-        self.spill = Spill(spill_dir, max_bytes=spill_bytes, segment_bytes=max(1, buffer_bytes // 4))
+        self.spill = Spill(spill_dir, root=spill_root, max_bytes=spill_bytes, segment_bytes=max(1, buffer_bytes // 4))
         self._queue: deque[Item] = deque()
         self._window_limit = max(1, buffer_bytes // 4)
         self.held_bytes = 0  # bytes of queued and in-flight messages in memory
         self.peak_bytes = 0
-        self._gap = 0  # records dropped that no sent batch has reported yet
+        # Records dropped that no sent batch has reported yet: at first, those an earlier sender's
+        # crash tore from the spill.
+        self._gap = self.spill.take_dropped()
         self._spec: JobSpec | None = None
         self._spec_sent: JobSpec | None = None
         self.sent_messages = 0
@@ -135,6 +141,12 @@ class GrpcSink:
     # -- the Sink contract (drainer thread) --------------------------------------------------
 
     def records(self, batch: RecordBatch, *, dropped: int) -> None:
+        if not len(batch):
+            # A gap with no records rides the next batch that has some: the collector reports a
+            # drop by its batch's first record.
+            with self._cond:
+                self._gap += dropped
+            return
         message = pb.StreamMessage(records=records_to_proto(batch, dropped=dropped))
         self._put((message.SerializeToString(), len(batch)))
 
@@ -165,8 +177,16 @@ class GrpcSink:
                     self.dropped += lost
                 self.held_bytes -= sum(len(data) for data, _ in self._queue)
                 self._queue.clear()
-            if self._gap:
-                log.warning("sleuth logger: %d records were dropped after the last batch sent", self._gap)
+            if self._gap:  # no batch left to report it in: the next sender of this job and rank will
+                try:
+                    self.spill.keep_dropped(self._gap)
+                except OSError as error:
+                    log.warning("sleuth logger: %d records were dropped after the last batch sent, and the count "
+                                "could not be kept for the next logger (%r)", self._gap, error)
+                else:
+                    log.warning("sleuth logger: %d records were dropped after the last batch sent; the next logger "
+                                "of this job and rank reports them", self._gap)
+                    self._gap = 0
         self._channel.close()
 
     # -- queue -------------------------------------------------------------------------------

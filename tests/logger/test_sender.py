@@ -1,5 +1,6 @@
 """The gRPC sink against a real gRPC server on 127.0.0.1."""
 
+import os
 import threading
 import time
 
@@ -137,6 +138,26 @@ def test_closing_while_the_collector_is_away_keeps_the_records_for_the_next_send
         srv.stop(0)
 
 
+def test_records_a_crash_tore_from_the_spill_are_counted_and_what_follows_arrives(tmp_path):
+    port = collector.free_port()
+    sink = sink_for(port, tmp_path, backoff_s=(0.05, 0.2), connect_timeout_s=0.2)
+    sink.records(batch(0, 40), dropped=0)
+    sink.records(batch(40, 30), dropped=0)
+    sink.close(0.5)
+    (segment,) = (tmp_path / "spill").glob("seg-*.bin")
+    os.truncate(segment, segment.stat().st_size - 5)  # the process died writing the second batch
+    srv, servicer, _ = collector.start(port)
+    try:
+        later = sink_for(port, tmp_path)
+        assert wait_for(lambda: len(servicer.all_records()) == 40)  # the spill replayed: nothing on disk
+        later.records(batch(70, 10), dropped=0)
+        later.close(10)
+        assert servicer.all_records()["seq"].tolist() == [*range(40), *range(70, 80)]
+        assert servicer.dropped == 30
+    finally:
+        srv.stop(0)
+
+
 def test_what_a_sender_leaves_behind_replays_in_order_for_the_next_one(tmp_path):
     port = collector.free_port()
     sink = sink_for(port, tmp_path, buffer_bytes=20_000, spill_bytes=10_000_000,
@@ -197,6 +218,38 @@ def test_a_refused_batch_is_dropped_and_counted_and_what_was_confirmed_is_never_
         assert not sink.spill
     finally:
         srv.stop(0)
+
+
+def test_a_drop_count_pending_when_the_sink_closes_is_reported_by_the_next_sender(tmp_path):
+    srv, servicer, port = collector.start(refuse=lambda m: grpc.StatusCode.INVALID_ARGUMENT if 100 in _seqs(m) else None)
+    try:
+        sink = sink_for(port, tmp_path, stream_s=5.0, backoff_s=(0.05, 0.2))
+        sink.records(batch(0, 60), dropped=0)
+        sink.records(batch(100, 50), dropped=0)  # refused: the last batch, so no later one reports it
+        sink.close(10)
+        assert (sink.stats()["dropped"], servicer.dropped) == (50, 0)
+        later = sink_for(port, tmp_path)  # the job's next process on this rank
+        later.records(batch(200, 10), dropped=0)
+        later.close(10)
+        assert servicer.dropped == 50
+        assert sorted(servicer.all_records()["seq"].tolist()) == [*range(60), *range(200, 210)]
+        again = sink_for(port, tmp_path)
+        again.records(batch(300, 10), dropped=0)
+        again.close(10)
+        assert servicer.dropped == 50  # reported once
+    finally:
+        srv.stop(0)
+
+
+def test_a_drop_count_with_no_records_rides_the_next_batch_that_has_some(server, tmp_path):
+    servicer, port = server
+    sink = sink_for(port, tmp_path)
+    sink.records(batch(0, 0), dropped=7)  # the ring overflowed and nothing else was ready
+    sink.records(batch(0, 10), dropped=0)
+    sink.close(10)
+    assert servicer.dropped == 7
+    # The gateway reports a drop by its batch's first record: a batch with none could not say whose.
+    assert [len(b) for b in servicer.records] == [10]
 
 
 @pytest.mark.parametrize("code", TRANSIENT, ids=[c.name for c in TRANSIENT])
