@@ -40,8 +40,9 @@ def _quiet(argv: list[str]) -> str:
 
 
 def _top(folder: Path) -> str | None:
+    """The first suspect of the first incident that names a device (a non-hardware one names none)."""
     incidents = json.loads(_quiet(["localize", "--records", str(folder), "--json"]))
-    return incidents[0]["suspects"][0]["device"] if incidents else None
+    return next((i["suspects"][0]["device"] for i in incidents if i["suspects"]), None)
 
 
 def _start_errors_us(folder: Path, truth: dict) -> np.ndarray:
