@@ -56,11 +56,13 @@ def slowed_gpu(folder: Path) -> str:
     return gpu_of_rank(JobSpec.read(folder), RealJob().rank)
 
 
-def test_embedded_demo_names_the_slowed_gpu_and_the_spine(tmp_path, capsys) -> None:
+def test_embedded_demo_names_the_slowed_gpu_and_the_spine(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # an 80-column terminal: what on-call reads fits it, the rest is folded
     code = main(["demo", "--mode", "embedded", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0, out[-4000:]
     assert "embedded" in out and out.count(": found as the top suspect") == 2
+    assert max(len(line) for line in out.splitlines()) <= 80
     assert top_suspects(tmp_path) == {"demo-real": slowed_gpu(tmp_path / "real-records"), "demo-spine": "spine:s0"}
 
 
