@@ -101,7 +101,7 @@ class AlerterService:
 
     def handle_incident(self, payload: bytes) -> None:
         """Open or update the alerts of one incident message; raises when they could not be saved
-        (the caller retries: ``Alerter`` changes nothing before its save succeeded)."""
+        (the caller retries it: what an earlier try saved comes back as a replay, which changes nothing)."""
         try:
             incident = Incident.from_json(payload, source=f"{self.settings.incidents_topic} message")
             self.alerter.on_incident(incident)
