@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,17 +33,38 @@ def job_id(environ: Mapping[str, str], configured: str = "") -> str:
     its own, and both are kept. torchrun's default run id is the literal ``"none"``, which would
     merge unrelated jobs: it does not count.
     """
-    restart = attempt(environ)
-    suffix = f".r{restart}" if restart else ""
+    return attempt_id(_launched_job(environ, configured), attempt(environ))
+
+
+def _launched_job(environ: Mapping[str, str], configured: str) -> str:
     if configured:
-        return configured + suffix
+        return configured
     run_id = environ.get("TORCHELASTIC_RUN_ID", "")
     if run_id and run_id != "none":
-        return run_id + suffix
+        return run_id
     if environ.get("SLURM_JOB_ID"):
-        return environ["SLURM_JOB_ID"] + suffix
+        return environ["SLURM_JOB_ID"]
     master = environ.get("MASTER_ADDR", socket.gethostname())
-    return f"job-{master}-{environ.get('MASTER_PORT', '0')}{suffix}"
+    return f"job-{master}-{environ.get('MASTER_PORT', '0')}"
+
+
+#: ``<job>.r<N>``: the N-th restarted attempt of ``<job>``, N a positive integer written without
+#: leading zeros (``attempt_id`` writes it so), so that one attempt has exactly one id.
+_ATTEMPT = re.compile(r"(?P<job>.+)\.r(?P<restart>[1-9][0-9]*)", re.DOTALL)
+
+
+def attempt_id(job: str, restart: int) -> str:
+    """The id of attempt ``restart`` of ``job``: ``job`` itself for the first (0), ``<job>.r<N>`` after."""
+    if restart < 0:
+        raise ValueError(f"restart: a restart count is 0 or more, got {restart}")
+    return f"{job}.r{restart}" if restart else job
+
+
+def job_of_attempt(job: str) -> str:
+    """The job that ``job`` is a restarted attempt of (``X`` for ``X.r<N>``), else ``job`` itself;
+    the inverse of ``attempt_id``, so whoever reads attempt ids (the gateway's tokens) reads them alike."""
+    match = _ATTEMPT.fullmatch(job)
+    return match["job"] if match else job
 
 
 def attempt(environ: Mapping[str, str]) -> int:

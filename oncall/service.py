@@ -8,18 +8,24 @@ Two agents and a timer, in one consumer group (``SLEUTH_ALERTER_GROUP``):
   and the open alerts are reannounced to Alertmanager when due (``SLEUTH_ALERT_RESEND_S``).
 
 All three hand their work to one thread (``Alerter`` is not thread-safe, and its ClickHouse and
-HTTP calls block), which keeps the event loop free to heartbeat the group. An alert change is saved,
-marked unannounced, before it is announced; the timer announces what a failed announcement or a
-crash of the previous process left unannounced (``Alerter.announce_pending``), so an incident
-acknowledged once its change was saved still reaches the receivers.
+HTTP calls block), which keeps the event loop free to heartbeat the group. An incident message is
+acknowledged only once its alert changes are saved (``stream.at_least_once``, as the worker does):
+while ClickHouse is away the agent retries it with backoff and reads no further, and a stop
+meanwhile leaves it unacknowledged for the next alerter, whose replay rule (``Alerter``) keeps a
+replay from alerting twice. An alert change is saved, marked unannounced, before it is announced;
+the timer announces what a failed announcement or a crash of the previous process left unannounced
+(``Alerter.announce_pending``), so an incident acknowledged once its change was saved still reaches
+the receivers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +40,7 @@ from sleuth.settings import Settings
 from sleuth.storage.alerts import ClickHouseAlertStore
 from sleuth.storage.progress import completed_iterations
 from sleuth.stores import Bus
+from sleuth.stream.at_least_once import acknowledged_when_done, until_done
 from sleuth.stream.faust_app import create_app, serve_until
 
 if TYPE_CHECKING:
@@ -63,12 +70,20 @@ def build_alerter(settings: Settings, *, client: Client, producer: Bus | None = 
                    critical_gpu_hours=settings.alert_critical_gpu_hours)
 
 
+#: Incident messages taken at once: few arrive, and each waits for its save before the next.
+_INCIDENTS_AT_ONCE = 100
+
+
 class AlerterService:
-    def __init__(self, settings: Settings, *, alerter: Alerter, client: Client, check_s: float = 5.0) -> None:
+    """``retry_max_s``: the longest pause between two attempts to save an incident's alert changes."""
+
+    def __init__(self, settings: Settings, *, alerter: Alerter, client: Client, check_s: float = 5.0,
+                 retry_max_s: float = 5.0) -> None:
         self.settings = settings
         self.alerter = alerter
         self.client = client
         self.check_s = check_s
+        self.retry_max_s = retry_max_s
         self.incidents_seen = 0
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="alerter")
 
@@ -79,12 +94,14 @@ class AlerterService:
             self._thread.shutdown(wait=True)
 
     async def _serve(self, stop: threading.Event) -> None:
-        await serve_until(stop, self._build_app, name="alerter")
+        await serve_until(stop, lambda loop, datadir: self._build_app(loop, datadir, stop), name="alerter")
 
     async def _call(self, function: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._thread, function, *args)
 
     def handle_incident(self, payload: bytes) -> None:
+        """Open or update the alerts of one incident message; raises when they could not be saved
+        (the caller retries it: what an earlier try saved comes back as a replay, which changes nothing)."""
         try:
             incident = Incident.from_json(payload, source=f"{self.settings.incidents_topic} message")
             self.alerter.on_incident(incident)
@@ -92,6 +109,14 @@ class AlerterService:
             _log.error("skipping incident message: %s", error)
             return
         self.incidents_seen += 1
+
+    async def _handle_incidents(self, events: Sequence[Any], stop: threading.Event) -> bool:
+        """Each incident in turn, retried until its alert changes are saved; False once stopping before."""
+        for event in events:
+            handle = functools.partial(self._call, self.handle_incident, event.value)
+            if not await until_done(handle, stop, what="saving an incident's alerts", retry_max_s=self.retry_max_s):
+                return False
+        return True
 
     def handle_irregularity(self, payload: bytes) -> None:
         try:
@@ -107,15 +132,14 @@ class AlerterService:
         if jobs:
             self.alerter.resolve(completed_iterations(self.client, self.settings.clickhouse_database, jobs))
 
-    def _build_app(self, loop: asyncio.AbstractEventLoop, datadir: str) -> Any:
+    def _build_app(self, loop: asyncio.AbstractEventLoop, datadir: str, stop: threading.Event) -> Any:
         settings = self.settings
         app = create_app(settings, settings.alerter_group, loop=loop, datadir=datadir)
         incidents = app.topic(settings.incidents_topic, key_serializer="raw", value_serializer="raw")
         irregularities = app.topic(settings.irregularities_topic, key_serializer="raw", value_serializer="raw")
 
-        async def on_incidents(stream: Any) -> None:
-            async for payload in stream:
-                await self._call(self.handle_incident, payload)
+        on_incidents = acknowledged_when_done(lambda events: self._handle_incidents(events, stop),
+                                              max_events=_INCIDENTS_AT_ONCE, within_s=0.2)
 
         async def on_irregularities(stream: Any) -> None:
             async for payload in stream:

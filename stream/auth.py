@@ -1,4 +1,6 @@
-"""Per-job bearer tokens: a token for job A can write job A and nothing else.
+"""Per-job bearer tokens: a token for job A can write job A, its restarted attempts ``A.r<N>``
+(``sleuth.logger.identity``: a restart keeps the launcher's job id and the logger appends the
+attempt), and nothing else.
 
 Tokens come from a JSON file ``{"<job>": "<token>", ...}`` (setting ``SLEUTH_GATEWAY_TOKENS``).
 Callers send ``authorization: Bearer <token>`` as gRPC metadata. With no tokens file the gateway
@@ -15,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from sleuth.errors import ConfigError, Forbidden, Unauthenticated
+from sleuth.logger.identity import job_of_attempt
 
 _HEADER = "authorization"
 _SCHEME = "bearer "
@@ -78,9 +81,11 @@ class TokenBook:
 
 
 def check_jobs(caller: str | None, jobs: Iterable[str]) -> None:
-    """``Forbidden`` unless every job is the caller's (``caller`` None: authentication is off)."""
+    """``Forbidden`` unless every job is the caller's or an attempt of it (``caller`` None:
+    authentication is off)."""
     if caller is None:
         return
-    others = sorted(set(jobs) - {caller})
+    # A restarted attempt is the same training run under the same launcher credentials: it keeps the token.
+    others = sorted(job for job in set(jobs) if job != caller and job_of_attempt(job) != caller)
     if others:
         raise Forbidden(f"job: the token is for job {caller!r}, not for {others}")

@@ -5,6 +5,10 @@ what the producer already holds. kafka-python 3 has no ``buffer_memory`` bound o
 ``Publisher`` counts the bytes handed to Kafka but not yet acknowledged and makes callers wait
 beyond ``inflight_bytes``: a stream whose hand-off waits (on one of the gateway's threads) stops
 reading, and HTTP/2 flow control then holds the logger back instead of the gateway's memory growing.
+
+A message over Kafka's cap (``MAX_REQUEST_BYTES``) is refused as ``BatchRejected`` (INVALID_ARGUMENT,
+naming its size and the cap), not as a failed send: sent again it would be refused again, so the
+logger must drop and count it rather than retry it forever (a job spec of a huge job, say).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from sleuth.errors import Overloaded, ServiceError
+from sleuth.errors import BatchRejected, Overloaded, ServiceError
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
@@ -24,6 +28,9 @@ if TYPE_CHECKING:
 
 #: Largest part of a rejected payload kept in the dead-letter topic (messages stay under 1 MB).
 MAX_REJECT_PAYLOAD = 256 * 1024
+#: The producer's ``max_request_size``: the largest message, with Kafka's framing, the producer sends
+#: (the broker's default ``message.max.bytes`` is the same 1 MiB, so a larger one would be refused there).
+MAX_REQUEST_BYTES = 1 << 20
 
 
 class InflightBytes:
@@ -75,7 +82,7 @@ class Publisher:
             batch_size=1 << 20,
             # Record columns compress about 3x; lz4 costs ~60 ns a record, the bytes saved more.
             compression_type="lz4",
-            max_request_size=1 << 20,
+            max_request_size=MAX_REQUEST_BYTES,
             # Long enough to ride out a broker restart; the budget above bounds what piles up.
             delivery_timeout_ms=180_000,
             max_block_ms=30_000,
@@ -151,6 +158,11 @@ class Publisher:
                 future = self._producer.send(topic or self._records_topic, key=key, value=value, headers=headers)
             except Exception as error:
                 self._budget.release(size)
+                from kafka.errors import MessageSizeTooLargeError
+
+                if isinstance(error, MessageSizeTooLargeError):  # kafka-python's own rule, framing included
+                    raise BatchRejected(f"{kind.decode()} message: {size} bytes, over Kafka's cap of {MAX_REQUEST_BYTES} "
+                                        f"bytes a message with its framing (max_request_size)") from None
                 raise ServiceError(f"Kafka refused a batch: {error}") from None
             future.add_both(lambda _result, size=size: self._budget.release(size))
             futures.append(future)

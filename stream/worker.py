@@ -9,11 +9,10 @@ Kafka messages in batches (``Stream.take_events``) and for each batch does
     -> acknowledge the events
 
 and faust commits only acknowledged offsets (on its commit timer, at a rebalance and at stop).
-``take_events`` acknowledges a batch when the agent asks for the next one, and also when the
-generator is closed under it (a stop in the middle of a retry); a batch that is abandoned before
-ClickHouse and Kafka acknowledged it is therefore marked so that faust never counts it as processed.
-A crash anywhere before the acknowledgement replays those messages to whichever worker owns the
-partition next, and the ReplacingMergeTree tables fold the replay into the rows already there.
+A batch abandoned before ClickHouse and Kafka acknowledged it is never acknowledged
+(``at_least_once``, which the alerter shares). A crash anywhere before the acknowledgement replays
+those messages to whichever worker owns the partition next, and the ReplacingMergeTree tables fold
+the replay into the rows already there.
 
 Detection never costs records: a detector that raises is logged and counted
 (``sleuth_detection_failures_total``) and the batch is inserted all the same, with what the other
@@ -39,6 +38,7 @@ from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
 from sleuth.storage.sink import ClickHouseSink
 from sleuth.stream import kafka_records
+from sleuth.stream.at_least_once import acknowledged_when_done, until_done
 from sleuth.stream.detect import Detector
 from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
 from sleuth.stream.idle_jobs import IdleJobs
@@ -139,20 +139,8 @@ class Worker:
         app = create_app(settings, settings.worker_group, loop=loop, datadir=datadir)
         topic = app.topic(settings.records_topic, key_serializer="raw", value_serializer="raw")
 
-        async def ingest(stream: Any) -> None:
-            async for events in stream.take_events(settings.worker_max_records, within=0.2):
-                inserted = False
-                try:
-                    inserted = await self._process(events, stop)
-                finally:
-                    if not inserted:  # stopping, or cancelled by ``app.stop()`` in the middle of a retry
-                        for event in events:
-                            # Never acknowledged: take_events' own ack on close becomes a no-op, so
-                            # the offsets are not committed and the next owner replays them.
-                            event.message.acked = True
-                if not inserted:
-                    return
-
+        ingest = acknowledged_when_done(lambda events: self._process(events, stop),
+                                        max_events=settings.worker_max_records, within_s=0.2)
         app.agent(topic, name=f"{settings.worker_group}.ingest")(ingest)
         return app
 
@@ -220,7 +208,8 @@ class Worker:
             except Exception:
                 pass
 
-        if not await self._until_done(insert, stop, what="insert", on_failure=reconnect, first_failure=self._retried):
+        if not await until_done(insert, stop, what="insert", retry_max_s=self.retry_max_s, on_failure=reconnect,
+                                first_failure=self._retried):
             return False
         publish = self.publish
         if publish is not None and detected.irregularities:
@@ -228,7 +217,7 @@ class Worker:
                 return loop.run_in_executor(None, publish, detected.irregularities)
 
             # After the insert: the localizer fetches the records an irregularity names.
-            if not await self._until_done(send, stop, what="publishing irregularities"):
+            if not await until_done(send, stop, what="publishing irregularities", retry_max_s=self.retry_max_s):
                 return False
         self.inserted_records += len(decoded.records)
         self.batches += 1
@@ -238,23 +227,3 @@ class Worker:
 
     def _retried(self) -> None:
         self.batches_retried += 1
-
-    async def _until_done(self, action: Callable[[], Awaitable[None]], stop: threading.Event, *, what: str,
-                          on_failure: Callable[[], None] = lambda: None,
-                          first_failure: Callable[[], None] = lambda: None) -> bool:
-        """Run ``action`` until it succeeds (True), backing off between attempts; False once ``stop`` is set."""
-        delay, attempt = 0.2, 0
-        while True:
-            attempt += 1
-            try:
-                await action()
-                return True
-            except Exception as error:
-                if attempt == 1:
-                    first_failure()
-                _log.warning("%s failed, retrying in %.1fs: %s", what, delay, error)
-                on_failure()
-            if stop.is_set():
-                return False
-            await asyncio.sleep(delay)
-            delay = min(self.retry_max_s, delay * 2)

@@ -7,7 +7,7 @@ import pytest
 from sleuth.errors import ConfigError
 from sleuth.logger import autostart, core, install, installed
 from sleuth.logger.groups import GroupInfo, comm_id, merge_spec, rank_entry
-from sleuth.logger.identity import Identity, job_id, local_gpu
+from sleuth.logger.identity import Identity, attempt_id, job_id, job_of_attempt, local_gpu
 from sleuth.logger.session import Session, to_record_batch
 from sleuth.records import OpKind
 from sleuth.settings import Settings
@@ -97,6 +97,16 @@ def test_a_restarted_attempt_is_a_job_of_its_own() -> None:
     assert job_id({"TORCHELASTIC_RESTART_COUNT": "1", "SLURM_RESTART_COUNT": "4"}, "mine") == "mine.r1"
     assert job_id({"TORCHELASTIC_RESTART_COUNT": "", "SLURM_RESTART_COUNT": "x"}, "mine") == "mine"
     assert local_gpu({"LOCAL_RANK": "3"}) == 3 and local_gpu({}) is None
+
+
+def test_an_attempt_id_reads_back_as_its_job_and_nothing_else_does() -> None:
+    for job in ("9", "train", "a.r1-b", "job.r"):
+        assert job_of_attempt(job_id({"SLURM_RESTART_COUNT": "3"}, job)) == job
+        assert attempt_id(job, 0) == job and job_of_attempt(attempt_id(job, 12)) == job
+    for other in ("train.other", "trainr1", "train.r0", "train.r01", "train.r", "train.r1x", "train.r-1"):
+        assert job_of_attempt(other) == other
+    with pytest.raises(ValueError, match="restart: a restart count is 0 or more, got -1"):
+        attempt_id("train", -1)
 
 
 def test_the_startup_hook_does_nothing_when_both_variables_are_unset(monkeypatch):

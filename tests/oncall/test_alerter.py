@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import threading
@@ -193,4 +194,102 @@ def test_the_service_consumes_incidents_from_kafka(oncall_settings, receiver, em
     finally:
         stop.set()
         thread.join(timeout=60)
+        producer.close()
+
+
+class FailingFirst:
+    """An alert store that fails its first ``failures`` saves, as ClickHouse does while it is away."""
+
+    def __init__(self, store, failures: int) -> None:
+        self.store = store
+        self.failures = failures
+        self.failed = 0
+
+    def save(self, alerts, *, announced: bool = True) -> None:
+        from clickhouse_driver.errors import NetworkError
+
+        if self.failed < self.failures:
+            self.failed += 1
+            raise NetworkError("Connection refused (127.0.0.1:19000)")
+        self.store.save(alerts, announced=announced)
+
+    def load(self, **which):
+        return self.store.load(**which)
+
+
+@contextlib.contextmanager
+def serving(service: AlerterService):
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+
+
+def incidents_producer(settings):
+    from kafka import KafkaProducer
+
+    connect.ensure_topics(settings, {settings.incidents_topic: 1, settings.irregularities_topic: 1,
+                                     settings.alerts_topic: 1})
+    return KafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
+
+
+def send_incidents(producer, settings, *incidents) -> None:
+    """On one partition (one key), in order."""
+    for incident in incidents:
+        producer.send(settings.incidents_topic, key=b"one-partition", value=incident.to_json().encode()).get(30)
+
+
+def test_an_incident_is_acknowledged_only_once_its_alerts_are_saved_and_alerts_once(oncall_settings, receiver,
+                                                                                   emulated_run) -> None:
+    settings, client = oncall_settings
+    settings = dataclasses.replace(settings, alert_webhooks=receiver.url)
+    producer = incidents_producer(settings)
+    alerter = build_alerter(settings, client=client)
+    store = ClickHouseAlertStore(client, settings.clickhouse_database)
+    alerter.store = failing = FailingFirst(store, failures=3)
+    service = AlerterService(settings, alerter=alerter, client=client, check_s=0.5, retry_max_s=0.2)
+    incident = emulated_run.incidents[0]
+    # A second job's incident after it: once that one is alerted, the first was handled.
+    after = dataclasses.replace(incident, job="after-the-outage", incident="after-the-outage-1")
+    try:
+        with serving(service):
+            send_incidents(producer, settings, incident, after)
+            bodies = receiver.wait_for(2, timeout_s=90)
+        assert [body["groupLabels"]["sleuth_job"] for body in bodies] == [incident.job, after.job], bodies
+        assert failing.failed == 3 and service.incidents_seen == 2
+        assert {a.device for a in store.load(job=incident.job)} == {s.device for s in incident.suspects}
+        assert store.load(announced=False) == []
+    finally:
+        producer.close()
+
+
+def test_an_incident_not_saved_when_the_alerter_stops_is_alerted_once_by_the_next(oncall_settings, receiver,
+                                                                                 emulated_run) -> None:
+    settings, client = oncall_settings
+    settings = dataclasses.replace(settings, alert_webhooks=receiver.url)
+    producer = incidents_producer(settings)
+    incident = emulated_run.incidents[0]
+    after = dataclasses.replace(incident, job="after-the-restart", incident="after-the-restart-1")
+    store = ClickHouseAlertStore(client, settings.clickhouse_database)
+    try:
+        alerter = build_alerter(settings, client=client)
+        alerter.store = failing = FailingFirst(store, failures=10**9)  # ClickHouse away for as long as it runs
+        with serving(AlerterService(settings, alerter=alerter, client=client, check_s=0.5, retry_max_s=0.2)):
+            send_incidents(producer, settings, incident)
+            deadline = time.monotonic() + 90
+            while failing.failed < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+        assert failing.failed >= 2 and receiver.bodies == []
+        # The next alerter (the same consumer group) is handed the incident again, and the store answers.
+        with serving(AlerterService(settings, alerter=build_alerter(settings, client=client), client=client,
+                                    check_s=0.5)):
+            send_incidents(producer, settings, after)
+            bodies = receiver.wait_for(2, timeout_s=90)
+        assert [body["groupLabels"]["sleuth_job"] for body in bodies] == [incident.job, after.job], bodies
+        assert {a.device for a in store.load(job=incident.job)} == {s.device for s in incident.suspects}
+    finally:
         producer.close()

@@ -84,6 +84,57 @@ def test_a_token_for_one_job_never_writes_another(gateway_with_tokens) -> None:
     assert client.Stream(record_stream(job_b, per_message=50), metadata=bearer(TOKENS["job-b"])).accepted == 1
 
 
+def test_a_token_for_a_job_writes_its_restarted_attempts_and_no_other_job(gateway_with_tokens) -> None:
+    # A restarted attempt streams as ``<job>.r<N>`` (``logger.identity``) under the launcher's same token.
+    settings, collector, client, target = gateway_with_tokens
+    batch = training_records(200, seed=12)
+    first = batch.take(batch.decoded("job") == "job-a")
+    attempt = RecordBatch(first.columns, ["job-a.r1" if s == "job-a" else s for s in first.strings])
+    client.RegisterJob(job_spec("job-a.r1"), metadata=bearer(TOKENS["job-a"]))
+    summary = client.Stream(record_stream(attempt, per_message=50), metadata=bearer(TOKENS["job-a"]))
+    assert summary.accepted == -(-len(attempt) // 50) and summary.rejected == 0
+    got = consume(settings, settings.records_topic, expect_records=len(attempt))
+    records = [kafka_records.from_message(m.value) for m in got if kafka_records.kind_of(m.headers) == kafka_records.RECORDS]
+    assert sum(int((r.decoded("job") == "job-a.r1").sum()) for r in records) == len(attempt)
+    other = batch.take(batch.decoded("job") == "job-b")
+    client.RegisterJob(job_spec("job-b.r1"), metadata=bearer(TOKENS["job-b"]))
+    for job in ("job-b", "job-b.r1"):
+        named = RecordBatch(other.columns, [job if s == "job-b" else s for s in other.strings])
+        with pytest.raises(grpc.RpcError) as error:
+            client.Stream(record_stream(named, per_message=50), metadata=bearer(TOKENS["job-a"]))
+        assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED, job
+        assert error.value.details() == f"batch 0: job: the token is for job 'job-a', not for [{job!r}]"
+        with pytest.raises(grpc.RpcError) as error:
+            client.RegisterJob(job_spec(job), metadata=bearer(TOKENS["job-a"]))
+        assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED, job
+
+
+def test_a_job_spec_over_kafkas_message_cap_is_refused_for_good_naming_its_size(gateway_with_tokens) -> None:
+    import dataclasses
+
+    from sleuth.jobspec import JobSpec, RankPlacement
+    from sleuth.layout import ParallelLayout
+    from sleuth.stream.grpc_status import retryable
+    from sleuth.stream.publisher import MAX_REQUEST_BYTES
+
+    settings, collector, client, target = gateway_with_tokens
+    spec = JobSpec.from_layout("job-a.r2", ParallelLayout(4096, 8, 1, 512))
+    # Host names that long make the 4,096-rank spec about 2 MiB: Kafka would refuse it on every resend.
+    spec = dataclasses.replace(spec, placements=tuple(
+        RankPlacement(rank=p.rank, host=f"node-{p.rank // 8:04d}-" + "x" * 4000, gpu=p.gpu) for p in spec.placements))
+    key, value = kafka_records.job_message(spec)
+    size = len(key) + len(value)
+    assert size > MAX_REQUEST_BYTES
+    with pytest.raises(grpc.RpcError) as error:
+        client.RegisterJob(codec.jobspec_to_proto(spec), metadata=bearer(TOKENS["job-a"]), timeout=60)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.value.details() == (f"job message: {size} bytes, over Kafka's cap of {MAX_REQUEST_BYTES} bytes "
+                                     "a message with its framing (max_request_size)")
+    # The logger's classification (``GrpcSink._register_spec``): not sent again.
+    assert not retryable(error.value)
+    assert "job-a.r2" not in collector.jobs
+
+
 def test_a_bad_batch_is_refused_counted_and_dead_lettered(gateway_with_tokens) -> None:
     settings, collector, client, target = gateway_with_tokens
     good = training_records(300, seed=5)
