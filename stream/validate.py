@@ -65,6 +65,10 @@ def check_message(
         found += _record_range_problems(batch)
     if found:
         raise BatchRejected(f"{kind}: " + "; ".join(found))
+    if kind == "records" and message.records.dropped and not len(batch):
+        # A drop is the job's and rank's of the batch that reports it: an empty batch names neither.
+        raise BatchRejected(f"records.dropped: {message.records.dropped} records reported lost by a batch without "
+                            "records, which names no job or rank (report them with the next batch of records)")
     for code in np.unique(batch["job"]):
         job = batch.strings[code]
         if job not in registered:

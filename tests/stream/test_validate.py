@@ -73,6 +73,15 @@ def test_each_kind_of_bad_batch_is_refused_naming_the_field(prefix, breaker) -> 
     assert str(error.value).startswith(prefix), str(error.value)
 
 
+def test_records_reported_lost_by_a_batch_without_records_are_refused_naming_the_field() -> None:
+    message = records_message(good_records(0))
+    message.records.dropped = 12
+    with pytest.raises(BatchRejected, match=r"^records\.dropped: 12 records reported lost by a batch without records"):
+        check(message)
+    message.records.dropped = 0  # an empty batch alone is harmless
+    assert len(check(message)) == 0
+
+
 def test_size_limits_come_before_decoding() -> None:
     with pytest.raises(BatchRejected, match=r"^records: 1001 records, more than the limit of 1000"):
         check(records_message(good_records(1001)))
