@@ -56,7 +56,7 @@ from sleuth.localizer.fetch import AbnormalFn, Fetcher
 from sleuth.localizer.graph import OperatorGraph, build_graph
 from sleuth.localizer.impact import estimate
 from sleuth.localizer.incident import Incident, IncidentCause, RootOperator, Suspect
-from sleuth.localizer.nonhardware import Diagnosis, Straggler, classify
+from sleuth.localizer.nonhardware import ADVICE, Diagnosis, Straggler, classify
 from sleuth.localizer.peers import host_share, peer_share, stands_out
 from sleuth.localizer.operators import Thresholds, Window, baseline, make_window, rebase
 from sleuth.localizer.rules import LOCALIZER_RULES
@@ -160,7 +160,8 @@ def _with_attribution(
     the one naming the episode it lies in grown to that episode, plus one incident per sustained
     episode no cluster covers."""
     kept = [
-        replace(incident, attribution=summary(attribution, "irregular")) for incident in incidents
+        _data_not_device(replace(incident, attribution=summary(attribution, "irregular")), attribution)
+        for incident in incidents
         if not hiccup(incident, tied_devices(o for o in incidents if o is not incident), attribution, slowdown=slowdown,
                       sustain=sustain)
     ]
@@ -200,6 +201,17 @@ def _with_attribution(
             else:
                 kept.append(incident)
     return kept
+
+
+def _data_not_device(incident: Incident, attribution: Attribution) -> Incident:
+    """A cluster's compute incident as sequence-length imbalance when, over its iterations, the work
+    moves between replicas (``attributed.work_moves``, What-if §5.3): its search saw a few ranks, late
+    by chance twice on one GPU as often as not, where the replay saw every rank of every iteration."""
+    if incident.cause is not IncidentCause.COMPUTE:
+        return incident
+    if diagnose(attribution, split=False, iterations=incident.iterations) is not Straggler.SEQLEN_IMBALANCE:
+        return incident
+    return replace(incident, cause=IncidentCause.SEQLEN_IMBALANCE, suspects=(), advice=ADVICE[Straggler.SEQLEN_IMBALANCE])
 
 
 def _naming(incidents: list[Incident], covering: list[int], suspects: Sequence[Suspect]) -> int:

@@ -69,3 +69,22 @@ def test_a_lone_onset_persists_on_a_pivot_noisier_than_the_job_regression_seed_3
     assert shift is not None and shift.at == 10 and shift.since == 0
     assert shift.ratio == pytest.approx(1.03, abs=0.01)
     assert level_shifts(times, start=11) == []  # no step after the onset: the onset alone carries it
+
+
+def test_uneven_batches_whose_search_finds_one_gpu_late_twice_are_the_data_regression_seed_1511():
+    """Sequence-length imbalance under the slowdown line, searched on its five slowest iterations: a
+    different replica computes longest in each, at every place, but the clusters' search found one
+    rank late in two of them (sixteen replicas, five iterations: as likely as not). The replay of
+    every rank reads the work moving, so no GPU is blamed."""
+    from sleuth.sim import suite
+    from sleuth.whatif.attribution import attribute
+
+    [scenario] = [s for s in suite("nonhw", seed=1511) if s.name == "nonhw-seqlen"]
+    emulation = Emulation(scenario)
+    start = min(f["start"] for f in emulation.truth().faults)
+    slowest = sorted(t.iteration for t in sorted((t for t in emulation.truth().iterations if t.iteration >= start),
+                                                    key=lambda t: -t.time_ns)[:5])
+    attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
+    incidents = localize(emulation, irregular_iterations=slowest, topology=scenario.topology, window=100,
+                         attribution=attribution)
+    assert [(str(i.cause), i.suspects) for i in incidents] == [("seqlen_imbalance", ())]
