@@ -112,8 +112,19 @@ def _read(message: _Message, batch_type: type[_Batch]) -> _Batch:
     columns = {}
     for field in batch_type.FIELDS:
         values = getattr(message, field.name)
+        dtype = np.dtype(field.dtype)
         try:
-            columns[field.name] = np.fromiter(values, dtype=field.dtype, count=len(values))
-        except OverflowError as error:  # e.g. an unknown enum value above the column's range
+            if dtype.kind in "iu" and dtype.itemsize < 8:
+                # Checked by hand: numpy 1.x wraps an out-of-range value where numpy 2 raises.
+                wide = np.fromiter(values, dtype=np.int64, count=len(values))
+                info = np.iinfo(dtype)
+                outside = np.flatnonzero((wide < info.min) | (wide > info.max))
+                if len(outside):  # e.g. an unknown enum value above the column's range
+                    raise RecordError(f"column {field.name!r}: value {int(wide[outside[0]])} at index {int(outside[0])} "
+                                      f"is out of range for {dtype}")
+                columns[field.name] = wide.astype(dtype)
+            else:
+                columns[field.name] = np.fromiter(values, dtype=dtype, count=len(values))
+        except OverflowError as error:
             raise RecordError(f"column {field.name!r}: {error}") from None
     return batch_type(columns, list(message.strings))
