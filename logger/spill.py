@@ -100,9 +100,13 @@ def _check_private(path: Path) -> None:
         raise ConfigError(f"spill folder {path} is a link or not a folder: refusing to replay from it")
     if status.st_uid != os.getuid():
         raise ConfigError(f"spill folder {path} belongs to uid {status.st_uid}, not to this user ({os.getuid()})")
-    if status.st_mode & 0o077:
+    if status.st_mode & 0o022:  # others could have planted segments in it: never replayed
         raise ConfigError(f"spill folder {path} is open to other users (mode {stat.S_IMODE(status.st_mode):o}); "
                           "chmod 700 it or choose another SLEUTH_SPILL_DIR")
+    if status.st_mode & 0o077:
+        # Ours and written by nobody else (an older logger made its parents with the default mode):
+        # closing it to others keeps what it holds ours, and the job keeps its logger.
+        os.chmod(path, 0o700)
 
 
 class Spill:

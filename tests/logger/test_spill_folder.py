@@ -99,9 +99,18 @@ def test_a_folder_outside_its_private_root_is_refused(tmp_path):
 def test_the_logger_s_spill_is_private_from_its_root_down(tmp_path):
     root = tmp_path / "sleuth-spill-1000"
     root.mkdir()
-    root.chmod(0o755)
+    root.chmod(0o775)
     with pytest.raises(ConfigError, match=f"spill folder {root} is open to other users"):
         GrpcSink("127.0.0.1:9", spill_dir=a_rank_s_folder(root), spill_root=root)
+
+
+def test_a_root_of_ours_that_others_could_only_read_is_closed_and_used(tmp_path):
+    # What an older logger left: the rank's folder private, the folders above it made with the default mode.
+    root = tmp_path / "sleuth-spill-1000"
+    root.mkdir()
+    root.chmod(0o755)
+    folder = private_folder(a_rank_s_folder(root), root=root)
+    assert [stat.S_IMODE(os.lstat(level).st_mode) for level in (root, folder)] == [0o700, 0o700]
 
 
 _JOB = textwrap.dedent("""
