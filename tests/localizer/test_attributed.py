@@ -101,16 +101,21 @@ def test_replicas_taking_turns_are_the_data_only_when_costly_at_every_place(brea
     assert diagnose(found) is expected
 
 
+def _localized(tmp_path, capsys, sim: list[str], *localize: str) -> list[dict]:
+    """The incidents ``sleuth localize --json`` prints for the run ``sleuth sim`` makes of ``sim``."""
+    out = tmp_path / "run"
+    assert main(["sim", *sim, "--no-labels", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["localize", "--records", str(out), *localize, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
 def test_two_equally_slow_gpus_in_a_two_replica_job_are_both_named_not_read_as_seqlen(tmp_path, capsys) -> None:
     # tp4 pp2 dp2: h0000/1 is replica 0's first stage, h0001/6 replica 1's second; either replica is the
     # costliest of an iteration by its jitter, as with data taking turns, but each only at its slow GPU's place.
-    out = tmp_path / "run"
-    assert main(["sim", "--generate", "fattree:hosts=2,gpus=8,pod=2,spines=2", "--tp", "4", "--pp", "2", "--dp", "2",
-                 "--iterations", "30", "--seed", "7", "--no-labels", "--fault", "gpu:h0000/1,slow=1.5",
-                 "--fault", "gpu:h0001/6,slow=1.5", "--out", str(out)]) == 0
-    capsys.readouterr()
-    assert main(["localize", "--records", str(out), "--json"]) == 0
-    incidents = json.loads(capsys.readouterr().out)
+    incidents = _localized(tmp_path, capsys, ["--generate", "fattree:hosts=2,gpus=8,pod=2,spines=2", "--tp", "4",
+                                              "--pp", "2", "--dp", "2", "--iterations", "30", "--seed", "7",
+                                              "--fault", "gpu:h0000/1,slow=1.5", "--fault", "gpu:h0001/6,slow=1.5"])
     assert incidents and all(i["cause"] == "compute" for i in incidents), incidents
     assert {"gpu:h0000/1", "gpu:h0001/6"} <= {s["device"] for i in incidents for s in i["suspects"][:2]}
 
@@ -161,13 +166,10 @@ def test_an_uneven_split_and_a_gpu_slow_from_the_first_iteration_are_two_inciden
 def test_a_gpu_slow_from_iteration_10_then_a_nic_from_30_are_each_first_on_their_side(tmp_path, capsys) -> None:
     # The NIC slows a data-parallel ring of stage 1, so every stage-1 worker is costly (S_w) and the
     # GPU on stage 0 must be found by its own compute; the ring's ranks wait in transfers, not compute.
-    out = tmp_path / "run"
-    assert main(["sim", "--generate", "fattree:hosts=16,gpus=8,pod=4,spines=4", "--tp", "4", "--pp", "2", "--dp", "16",
-                 "--iterations", "50", "--seed", "23", "--no-labels", "--fault", "gpu:h0006/2,slow=1.5,start=10",
-                 "--fault", "nic:h0011/5,slow=5,start=30", "--out", str(out)]) == 0
-    capsys.readouterr()
-    assert main(["localize", "--records", str(out), "--routing", "static", "--json"]) == 0
-    incidents = json.loads(capsys.readouterr().out)
+    incidents = _localized(tmp_path, capsys, ["--generate", "fattree:hosts=16,gpus=8,pod=4,spines=4", "--tp", "4",
+                                              "--pp", "2", "--dp", "16", "--iterations", "50", "--seed", "23",
+                                              "--fault", "gpu:h0006/2,slow=1.5,start=10",
+                                              "--fault", "nic:h0011/5,slow=5,start=30"], "--routing", "static")
     compute = [s["device"] for i in incidents for s in i["suspects"] if s["kind"] in ("gpu", "host")]
     network = [s["device"] for i in incidents for s in i["suspects"] if s["kind"] not in ("gpu", "host")]
     assert compute[:1] == ["gpu:h0006/2"] and network[:1] == ["nic:h0011/5"], incidents
