@@ -41,17 +41,27 @@ class Raised:
 
 
 def episode_of(incident: Incident, raised: Iterable[Raised], *, window: int) -> Raised | None:
-    """The raised incident whose episode ``incident`` continues (see the module docstring), if any."""
+    """The raised incident whose episode ``incident`` continues (see the module docstring), if any.
+
+    Of several, the one naming the same device first wins, then the nearest: growing one that named
+    the device only second would make two incidents lead with it, one fault paged twice.
+    """
     new = Raised.of(incident)
+    best: tuple[int, int] | None = None
+    found = None
     for old in raised:
         gap = max(new.first - old.last, old.first - new.last, 0)
         if gap >= window:
             continue
         if new.tops and old.tops and (new.top in old.tops or old.top in new.tops):
-            return old
-        if not new.tops and not old.tops and new.cause == old.cause:
-            return old
-    return None
+            rank = (0 if new.top == old.top else 1, gap)
+        elif not new.tops and not old.tops and new.cause == old.cause:
+            rank = (0, gap)
+        else:
+            continue
+        if best is None or rank < best:
+            best, found = rank, old
+    return found
 
 
 def grown(old: Incident, new: Incident) -> Incident | None:

@@ -85,6 +85,16 @@ def test_a_device_second_in_one_analysis_and_first_in_the_next_ties_them() -> No
     assert episode_of(elsewhere, [nic_first], window=100) is None
 
 
+def test_an_incident_naming_a_device_first_grows_the_one_that_names_it_first_not_one_naming_it_second() -> None:
+    # The demo's stack run in CI: growing the one that named the GPU second made two incidents lead with it.
+    second = Raised.of(incident(5, 14, top="nvswitch:vm", second="gpu:vm/5", cause=IncidentCause.MIXED))
+    first = Raised.of(incident(5, 10, top="gpu:vm/5", second="gpu:vm/4"))
+    assert episode_of(incident(15, 31, top="gpu:vm/5"), [second, first], window=100) == first
+    assert episode_of(incident(15, 31, top="gpu:vm/5"), [second], window=100) == second
+    nearer = Raised.of(incident(40, 45, top="gpu:vm/4", second="gpu:vm/5"))
+    assert episode_of(incident(50, 52, top="gpu:vm/5"), [second, nearer], window=100) == nearer
+
+
 def test_a_grown_incident_keeps_its_id_spans_both_and_leads_with_the_newer_reading() -> None:
     old = incident(15, 20, cause=IncidentCause.MIXED, second="nic:h0001/0", lost=0.6)
     new = incident(18, 25, lost=0.8)  # 21-25 are new: five of its eight iterations
