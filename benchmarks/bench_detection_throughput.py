@@ -27,7 +27,7 @@ from sleuth.progress import progress
 from sleuth.proto import codec
 from sleuth.settings import Settings
 from sleuth.stream.detection.deployed import worker_detectors
-from sleuth.stream.worker import Worker
+from sleuth.stream.services.worker import Worker
 
 
 def main() -> None:

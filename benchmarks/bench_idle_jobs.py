@@ -23,10 +23,10 @@ import numpy as np
 from sleuth.progress import Steps, progress
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
-from sleuth.stream import kafka_records
+from sleuth.stream.ingest import kafka_records
 from sleuth.stream.detection import StreamDetector
 from sleuth.stream.detection.model_file import load_default_model
-from sleuth.stream.worker import Worker
+from sleuth.stream.services.worker import Worker
 
 
 class _Message:

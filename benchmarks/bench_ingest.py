@@ -42,10 +42,11 @@ from sleuth.proto import commops_pb2 as pb
 from sleuth.settings import Settings
 from sleuth.storage import schema
 from sleuth.storage.sink import ClickHouseSink
-from sleuth.stream import connect, gateway, kafka_records, validate
+from sleuth.stream import connect
+from sleuth.stream.ingest import gateway, kafka_records, validate
 from sleuth.stream.detection.deployed import worker_detectors
-from sleuth.stream.job_registry import JobRegistry
-from sleuth.stream.worker import Decoded, Worker, decode
+from sleuth.stream.ingest.job_registry import JobRegistry
+from sleuth.stream.services.worker import Decoded, Worker, decode
 
 
 def rate(n: int, seconds: float) -> float:

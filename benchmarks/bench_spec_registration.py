@@ -30,7 +30,7 @@ from sleuth.logger.pump import Pump
 from sleuth.progress import progress
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
-from sleuth.stream import kafka_records
+from sleuth.stream.ingest import kafka_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' counting store
 from tests.logger.store import DictStore  # noqa: E402

@@ -38,7 +38,7 @@ from dataclasses import replace
 def run(world: int, seed: int, iterations: int) -> dict:
     from sleuth.settings import Settings
     from sleuth.sim import Emulation, suite
-    from sleuth.stream.slowdown_watch import SlowdownWatch, WindowCache, slowdown_incidents
+    from sleuth.stream.services.slowdown_watch import SlowdownWatch, WindowCache, slowdown_incidents
     from sleuth.whatif.attribution import attribute, newest_slowdowns
 
     [scenario] = [sc for sc in suite("scale", seed=seed) if sc.layout.world == world]

@@ -29,7 +29,7 @@ from sleuth.progress import track
 from sleuth.sim import Emulation, suite
 from sleuth.stream.detection import load_default_model
 from sleuth.stream.detection.training import streaming_scores
-from sleuth.stream.kafka_records import message_key
+from sleuth.stream.ingest.kafka_records import message_key
 
 SEED = 7
 SCENARIOS = (("types", "types-spike-nic"), ("types", "types-persistent-nic"), ("types", "types-persistent-gpu"),

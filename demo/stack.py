@@ -25,7 +25,7 @@ from sleuth.storage.sink import ClickHouseSink
 from sleuth.storage.source import ClickHouseSource
 from sleuth.stream import connect
 from sleuth.stream.detection import irregular_iterations
-from sleuth.stream.incident_sink import IncidentSink
+from sleuth.stream.services.incident_sink import IncidentSink
 from sleuth.topology.job_fabric import single_leaf
 
 from sleuth.demo.cases import RealJob, SpineJob, gpu_of_rank

@@ -10,7 +10,7 @@ the job and rank reports it (as it reports records an earlier process's crash to
 
 A stream carries messages until ``stream_s`` has passed, then closes and the collector's summary
 confirms it; only then are its messages forgotten. What happens to a failed stream's messages
-depends on its status code (``sleuth.stream.grpc_status.RETRYABLE``):
+depends on its status code (``sleuth.stream.ingest.grpc_status.RETRYABLE``):
 
 * a code that can clear (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED ...): all
   are sent again on the next stream (at-least-once: a collector that fails after receiving a
@@ -49,7 +49,7 @@ from sleuth.logger.spill import Item, Spill
 from sleuth.proto import commops_pb2 as pb
 from sleuth.proto.codec import iterations_to_proto, jobspec_to_proto, records_to_proto
 from sleuth.records import IterationBatch, RecordBatch
-from sleuth.stream.grpc_status import accepted_of, retryable
+from sleuth.stream.ingest.grpc_status import accepted_of, retryable
 
 log = logging.getLogger("sleuth.logger")
 

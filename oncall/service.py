@@ -40,8 +40,8 @@ from sleuth.settings import Settings
 from sleuth.storage.alerts import ClickHouseAlertStore
 from sleuth.storage.progress import completed_iterations
 from sleuth.stores import Bus
-from sleuth.stream.at_least_once import acknowledged_when_done, until_done
-from sleuth.stream.faust_app import create_app, serve_until
+from sleuth.stream.services.at_least_once import acknowledged_when_done, until_done
+from sleuth.stream.services.faust_app import create_app, serve_until
 
 if TYPE_CHECKING:
     from clickhouse_driver import Client

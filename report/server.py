@@ -29,7 +29,7 @@ from sleuth.errors import AuthError, ConfigError, NotFound
 from sleuth.oncall.links import incident_id
 from sleuth.report.pages import Fabric, clickhouse_report, index_html
 from sleuth.storage.incidents import list_incidents
-from sleuth.stream import auth
+from sleuth.stream.ingest import auth
 
 __all__ = ["make_server"]
 

@@ -24,7 +24,7 @@ import grpc
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import RecordBatch
-from sleuth.stream.grpc_status import retryable
+from sleuth.stream.ingest.grpc_status import retryable
 
 _STREAM = "/sleuth.v1.Collector/Stream"
 

@@ -16,8 +16,8 @@ from sleuth.layout import ParallelLayout
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import RecordBatch
-from sleuth.stream.gateway import Collector
-from sleuth.stream.validate import Limits
+from sleuth.stream.ingest.gateway import Collector
+from sleuth.stream.ingest.validate import Limits
 
 from .oncall.test_render import spine_incident
 

@@ -14,11 +14,11 @@ import pytest
 
 #: What a deployment runs: ingest workers, detection, the streaming localizer, the gateway, the alerter.
 SERVICE_MODULES = (
-    "sleuth.stream.worker",
+    "sleuth.stream.services.worker",
     "sleuth.stream.detection",
     "sleuth.stream.detection.training",
-    "sleuth.stream.localizer_agent",
-    "sleuth.stream.gateway",
+    "sleuth.stream.services.localizer_agent",
+    "sleuth.stream.ingest.gateway",
     "sleuth.oncall.alerter",
 )
 #: Packages deployed with the service; the CLI's ``sleuth sim`` and the demo are the emulator's own users.

@@ -1,7 +1,7 @@
 """A private stack for fault injection: Kafka, ClickHouse, Alertmanager, gateway, worker, localizer and alerter
 on ports and a state folder of its own, so killing its processes never touches anyone else's services.
 
-The services are the ``deploy/`` scripts and the processes are ``sleuth.stream.stack``'s, both given this
+The services are the ``deploy/`` scripts and the processes are ``sleuth.stream.services.stack``'s, both given this
 stack's ports and ``SLEUTH_STATE_DIR`` through the environment; a process is signalled only through the PID
 its starter recorded. ``restart`` is what a supervisor (systemd, Kubernetes) does after a crash.
 """
@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sleuth.settings import Settings
-from sleuth.stream import stack
+from sleuth.stream.services import stack
 
 SERVICES = ("kafka", "clickhouse", "alertmanager")
 # One thread at a time has a stack's variables in os.environ: two overlapping would each restore

@@ -18,7 +18,8 @@ def _run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from sleuth import metrics
-    from sleuth.stream import connect, gateway
+    from sleuth.stream import connect
+    from sleuth.stream.ingest import gateway
 
     configure_logging()
     settings = Settings.from_env()

@@ -3,7 +3,7 @@
 It consumes ``SLEUTH_IRREGULARITIES_TOPIC`` (what the workers' detection publishes), localizes
 each job's irregular iterations over the records in ClickHouse, and raises incidents to
 ``SLEUTH_INCIDENTS_TOPIC`` and the ClickHouse ``incidents``, ``incident_details``, ``suspects``
-and ``traversals`` tables (see ``sleuth.stream.localizer_agent``). ``sleuth localize`` is the
+and ``traversals`` tables (see ``sleuth.stream.services.localizer_agent``). ``sleuth localize`` is the
 offline twin, on Parquet files.
 """
 
@@ -27,7 +27,7 @@ def _run(args: argparse.Namespace) -> int:
     from sleuth import metrics
     from sleuth.storage import schema
     from sleuth.stream import connect
-    from sleuth.stream.localizer_agent import LocalizerAgent, cluster_topology
+    from sleuth.stream.services.localizer_agent import LocalizerAgent, cluster_topology
 
     configure_logging()
     settings = Settings.from_env()

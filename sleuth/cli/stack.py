@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from sleuth import services
-    from sleuth.stream import stack
+    from sleuth.stream.services import stack
 
     repo = args.repo or Path(__file__).resolve().parents[2]
     if not (repo / "deploy" / "services.sh").is_file():

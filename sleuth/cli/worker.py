@@ -23,7 +23,7 @@ def _run(args: argparse.Namespace) -> int:
     from sleuth.stream import connect
     from sleuth.stream.detection.deployed import worker_detectors
     from sleuth.stream.detection.publish import IrregularityPublisher
-    from sleuth.stream.worker import Worker
+    from sleuth.stream.services.worker import Worker
 
     configure_logging()
     settings = Settings.from_env()

@@ -4,7 +4,7 @@ measured (``benchmarks/bench_ingest.py``) is what runs."""
 from __future__ import annotations
 
 from sleuth.settings import Settings
-from sleuth.stream.detect import Detector
+from sleuth.stream.detection.detect import Detector
 
 
 def worker_detectors(settings: Settings) -> list[Detector]:

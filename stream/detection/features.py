@@ -38,9 +38,9 @@ import numpy as np
 
 from sleuth.errors import RecordError
 from sleuth.records import IterationBatch, RecordBatch
-from sleuth.stream.group_keys import by_group_then_value, unique_inverse
+from sleuth.stream.detection.group_keys import by_group_then_value, unique_inverse
 from sleuth.stream.detection.rules import DETECTION_RULES
-from sleuth.stream.key_ids import KeyIds
+from sleuth.stream.detection.key_ids import KeyIds
 from sleuth.validation import integer
 from sleuth.whatif.keys import dense_ids as _group_ids
 from sleuth.whatif.keys import packed_key

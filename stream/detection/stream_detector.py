@@ -1,4 +1,4 @@
-"""The detector the ingest workers run (``sleuth.stream.detect.Detector``).
+"""The detector the ingest workers run (``sleuth.stream.detection.detect.Detector``).
 
 Per batch a worker takes from Kafka: the iteration monitor judges the iterations the batch
 finished (irregularities are kept for ``take_irregularities``, which the worker publishes once the
@@ -39,7 +39,7 @@ from sleuth.stream.detection.features import OperatorWindows
 from sleuth.stream.detection.iteration_monitor import IterationMonitor
 from sleuth.stream.detection.model_file import DetectorModel, load_default_model
 from sleuth.stream.detection.rules import DETECTION_RULES
-from sleuth.stream.rank_state import RankState
+from sleuth.stream.detection.rank_state import RankState
 
 __all__ = ["StreamDetector"]
 

@@ -18,7 +18,8 @@ from sleuth.demo import stack as demo_stack
 from sleuth.demo.cases import RealJob
 from sleuth.demo.run import run_demo
 from sleuth.storage.incidents import list_incidents
-from sleuth.stream import connect, stack
+from sleuth.stream import connect
+from sleuth.stream.services import stack
 
 from ..conftest import Services
 from ..stream.harness import private_settings

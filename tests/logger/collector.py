@@ -14,7 +14,7 @@ from sleuth.proto import commops_pb2 as pb
 from sleuth.proto import commops_pb2_grpc as pb_grpc
 from sleuth.proto.codec import iterations_from_proto, jobspec_from_proto, records_from_proto
 from sleuth.records import IterationBatch, RecordBatch
-from sleuth.stream.grpc_status import trailing
+from sleuth.stream.ingest.grpc_status import trailing
 
 
 class RecordingCollector(pb_grpc.CollectorServicer):

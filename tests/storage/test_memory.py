@@ -17,7 +17,7 @@ from sleuth.storage.memory import (MemoryAlertStore, MemoryBus, MemoryIncidentSt
 from sleuth.storage.pauses import ClickHousePauseStore
 from sleuth.storage.sink import ClickHouseSink
 from sleuth.stores import AlertStore, Bus, IncidentStore, LabelStore, PauseStore, RecordSink
-from sleuth.stream.incident_sink import IncidentSink, kafka_value
+from sleuth.stream.services.incident_sink import IncidentSink, kafka_value
 
 from ..localizer.test_incident_json import INCIDENT
 

@@ -19,7 +19,8 @@ from sleuth.proto import commops_pb2_grpc as pb_grpc
 from sleuth.records import RecordBatch
 from sleuth.settings import Settings
 from sleuth.storage import schema
-from sleuth.stream import connect, gateway, kafka_records
+from sleuth.stream import connect
+from sleuth.stream.ingest import gateway, kafka_records
 
 from ..conftest import Services
 

@@ -10,7 +10,7 @@ import pytest
 from kafka.future import Future
 
 from sleuth.errors import ServiceError
-from sleuth.stream.acks import acknowledged
+from sleuth.stream.ingest.acks import acknowledged
 
 
 class Send(Future):

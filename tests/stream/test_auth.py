@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sleuth.errors import Forbidden
-from sleuth.stream.auth import check_jobs
+from sleuth.stream.ingest.auth import check_jobs
 
 
 def test_a_token_covers_its_job_and_the_jobs_restarted_attempts() -> None:

@@ -10,7 +10,7 @@ from sleuth.localizer import localize
 from sleuth.settings import Settings
 from sleuth.sim import Emulation, Timing
 from sleuth.storage.memory import MemoryPauseStore
-from sleuth.stream.benign_pauses import benign_pauses, settled_through
+from sleuth.stream.services.benign_pauses import benign_pauses, settled_through
 
 from .detection.conftest import scenario
 

@@ -16,7 +16,7 @@ from sleuth.proto import commops_pb2 as pb
 from sleuth.records import IterationBatch
 from sleuth.storage import records_table
 from sleuth.stream import connect
-from sleuth.stream.worker import Worker
+from sleuth.stream.services.worker import Worker
 
 from ..conftest import Services
 from .harness import record_stream, registered_pipeline, stop_process, wait_for_count, worker_process

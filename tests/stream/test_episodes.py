@@ -8,7 +8,7 @@ from sleuth.errors import ConfigError
 from sleuth.localizer import Incident, IncidentCause, Suspect
 from sleuth.localizer.impact import Impact
 from sleuth.localizer.episodes import Raised, episode_of, grown, one_per_episode
-from sleuth.stream.episodes import Gatherer, not_localized
+from sleuth.stream.services.episodes import Gatherer, not_localized
 from sleuth.topology import kind_of
 
 

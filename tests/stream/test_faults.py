@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 
 from sleuth.stream import connect
 from sleuth.irregularity import Irregularity, IrregularityKind
-from sleuth.stream.worker import Worker
+from sleuth.stream.services.worker import Worker
 
 from ..conftest import Services
 from .harness import registered_pipeline, wait_for_count

@@ -15,7 +15,7 @@ from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.proto import commops_pb2_grpc as pb_grpc
 from sleuth.records import IterationBatch, RecordBatch
-from sleuth.stream import kafka_records
+from sleuth.stream.ingest import kafka_records
 
 from ..conftest import Services
 from .harness import bearer, consume, job_spec, private_settings, record_stream, running_gateway, stub
@@ -114,8 +114,8 @@ def test_a_job_spec_over_kafkas_message_cap_is_refused_for_good_naming_its_size(
 
     from sleuth.jobspec import JobSpec, RankPlacement
     from sleuth.layout import ParallelLayout
-    from sleuth.stream.grpc_status import retryable
-    from sleuth.stream.publisher import MAX_REQUEST_BYTES
+    from sleuth.stream.ingest.grpc_status import retryable
+    from sleuth.stream.ingest.publisher import MAX_REQUEST_BYTES
 
     settings, collector, client, target = gateway_with_tokens
     spec = JobSpec.from_layout("job-a.r2", ParallelLayout(4096, 8, 1, 512))
@@ -313,7 +313,7 @@ def _bad_records(good: RecordBatch) -> dict[str, tuple[RecordBatch, str]]:
     """Batches of job-a (world 64) each with one bad record at index 3, and the refusal expected."""
     from sleuth.records import OpKind
     from sleuth.settings import Settings
-    from sleuth.stream.validate import MAX_ISSUE_AFTER_START_NS
+    from sleuth.stream.ingest.validate import MAX_ISSUE_AFTER_START_NS
 
     cap = Settings().gateway_max_iteration
     op, peer, issue, iteration = (good[k].copy() for k in ("op", "peer", "t_issue_ns", "iteration"))

@@ -18,10 +18,10 @@ from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import RecordBatch
 from sleuth.settings import Settings
-from sleuth.stream import gateway
-from sleuth.stream.grpc_status import RETRYABLE
-from sleuth.stream.publisher import Publisher
-from sleuth.stream.validate import Limits
+from sleuth.stream.ingest import gateway
+from sleuth.stream.ingest.grpc_status import RETRYABLE
+from sleuth.stream.ingest.publisher import Publisher
+from sleuth.stream.ingest.validate import Limits
 
 
 class Aborted(Exception):

@@ -13,7 +13,7 @@ from sleuth.jobspec import JobSpec
 from sleuth.layout import ParallelLayout
 from sleuth.proto import codec
 from sleuth.sim import rank_streams
-from sleuth.stream import kafka_records
+from sleuth.stream.ingest import kafka_records
 
 from ..conftest import Services
 from .harness import consume, private_settings, running_gateway, stub

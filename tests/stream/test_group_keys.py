@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sleuth.stream.detection.features import _stable_order
-from sleuth.stream.group_keys import by_group_then_value, unique_inverse
+from sleuth.stream.detection.group_keys import by_group_then_value, unique_inverse
 from sleuth.whatif.keys import dense_ids
 
 

@@ -12,9 +12,9 @@ from sleuth.layout import ParallelLayout
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
 from sleuth.stream.idle_jobs import IdleJobs
-from sleuth.stream.job_registry import JobRegistry
-from sleuth.stream.rank_state import RankState
-from sleuth.stream.worker import Worker
+from sleuth.stream.ingest.job_registry import JobRegistry
+from sleuth.stream.detection.rank_state import RankState
+from sleuth.stream.services.worker import Worker
 
 
 class Clock:
@@ -114,7 +114,7 @@ class Message:
 
 
 def test_the_worker_drops_the_state_of_jobs_idle_for_the_setting_on_its_clock() -> None:
-    from sleuth.stream import kafka_records
+    from sleuth.stream.ingest import kafka_records
 
     clock, detector = Clock(), Forgetting()
     worker = Worker(Settings(job_idle_s=60.0), client=None, detectors=[detector], clock=clock)
@@ -139,9 +139,9 @@ def test_the_gateway_refuses_a_job_dropped_as_idle_until_it_registers_again() ->
 
     from sleuth.proto import codec
     from sleuth.proto import commops_pb2 as pb
-    from sleuth.stream import gateway
-    from sleuth.stream.publisher import Publisher
-    from sleuth.stream.validate import Limits
+    from sleuth.stream.ingest import gateway
+    from sleuth.stream.ingest.publisher import Publisher
+    from sleuth.stream.ingest.validate import Limits
 
     from .test_gateway_confirm import Aborted, Context, Send, call
 

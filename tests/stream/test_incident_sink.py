@@ -14,7 +14,7 @@ from sleuth.localizer.search import Action, Cause, Step
 from sleuth.storage import schema
 from sleuth.storage.incidents import ClickHouseIncidentStore, incident_by_id
 from sleuth.stream import connect
-from sleuth.stream.incident_sink import MAX_MESSAGE_BYTES, IncidentSink, kafka_value
+from sleuth.stream.services.incident_sink import MAX_MESSAGE_BYTES, IncidentSink, kafka_value
 from sleuth.topology import DeviceKind
 
 from ..conftest import Services

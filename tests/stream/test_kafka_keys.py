@@ -7,7 +7,7 @@ import pytest
 
 from sleuth.layout import ParallelLayout
 from sleuth.records import IterationBatch, OpKind, RecordBatch
-from sleuth.stream import kafka_records
+from sleuth.stream.ingest import kafka_records
 
 #: tensor 2, pipeline 2, data-parallel 2: replica 0 is ranks 0, 1, 4, 5 and replica 2 is ranks 2, 3, 6, 7.
 LAYOUT = ParallelLayout(8, 2, 2, 2)

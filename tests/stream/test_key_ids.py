@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sleuth.stream.key_ids import KeyIds
+from sleuth.stream.detection.key_ids import KeyIds
 
 
 def test_ids_match_setdefault_batch_after_batch_and_after_a_rebuild() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from sleuth.records import OpKind, RecordBatch
 from sleuth.storage import records_table
-from sleuth.stream import kafka_records
+from sleuth.stream.ingest import kafka_records
 
 from ..conftest import Services
 

@@ -8,7 +8,7 @@ import pytest
 from sleuth.errors import ConfigError
 from sleuth.settings import Settings
 from sleuth.localizer.episodes import Raised, episode_of, grown
-from sleuth.stream.slowdown_watch import MAX_IDLE_S, SlowdownWatch, WindowCache, slowdown_incidents
+from sleuth.stream.services.slowdown_watch import MAX_IDLE_S, SlowdownWatch, WindowCache, slowdown_incidents
 
 from .detection.conftest import emulation
 
@@ -143,7 +143,7 @@ class FakeClickHouse:
 
 
 def test_the_localizer_drops_an_idle_jobs_window_and_a_gathering_never_localized() -> None:
-    from sleuth.stream.localizer_agent import LocalizerAgent
+    from sleuth.stream.services.localizer_agent import LocalizerAgent
 
     now = [0.0]
     agent = LocalizerAgent(Settings(job_idle_s=100.0), client=FakeClickHouse(), producer=object(),

@@ -10,7 +10,8 @@ import pytest
 
 from sleuth.proto import commops_pb2 as pb
 from sleuth.storage import records_table
-from sleuth.stream import connect, stack
+from sleuth.stream import connect
+from sleuth.stream.services import stack
 
 from ..conftest import Services
 from .harness import job_spec, private_settings, record_stream, stub, wait_for_count

@@ -24,8 +24,8 @@ from sleuth.storage import schema
 from sleuth.stream import connect
 from sleuth.stream.detection import StreamDetector
 from sleuth.stream.detection.publish import IrregularityPublisher
-from sleuth.stream.localizer_agent import LocalizerAgent, cluster_topology
-from sleuth.stream.worker import Worker
+from sleuth.stream.services.localizer_agent import LocalizerAgent, cluster_topology
+from sleuth.stream.services.worker import Worker
 from sleuth.topology import save_topology
 
 from ..conftest import Services

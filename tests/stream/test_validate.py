@@ -10,7 +10,7 @@ from sleuth.errors import BatchRejected
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import IterationBatch, OpKind, RecordBatch
-from sleuth.stream import validate
+from sleuth.stream.ingest import validate
 
 LIMITS = validate.Limits(max_records=1_000, max_strings=20, max_string_bytes=32, max_iteration=10_000)
 JOBS = {"job-a"}
@@ -117,7 +117,7 @@ def test_any_single_mutation_is_either_accepted_valid_or_refused(data) -> None:
 def test_a_rank_outside_the_registered_world_is_refused_naming_it() -> None:
     from sleuth.jobspec import JobSpec
     from sleuth.layout import ParallelLayout
-    from sleuth.stream.job_registry import JobRegistry
+    from sleuth.stream.ingest.job_registry import JobRegistry
 
     registry = JobRegistry([JobSpec.from_layout("job-a", ParallelLayout(8, 4, 1, 2))])
     batch = good_records(20)
@@ -132,7 +132,7 @@ def test_a_rank_outside_the_registered_world_is_refused_naming_it() -> None:
 def _registry(world: int = 8):
     from sleuth.jobspec import JobSpec
     from sleuth.layout import ParallelLayout
-    from sleuth.stream.job_registry import JobRegistry
+    from sleuth.stream.ingest.job_registry import JobRegistry
 
     return JobRegistry([JobSpec.from_layout("job-a", ParallelLayout(world, 4, 1, world // 4))])
 
@@ -196,7 +196,7 @@ def test_an_iteration_above_the_cap_or_below_its_floor_is_refused(kind) -> None:
 
 def test_the_iteration_cap_is_the_gateway_setting() -> None:
     from sleuth.settings import Settings
-    from sleuth.stream.gateway import limits_from
+    from sleuth.stream.ingest.gateway import limits_from
 
     settings = Settings.from_env({"SLEUTH_GATEWAY_MAX_ITERATION": "5000"})
     assert limits_from(settings).max_iteration == 5000

@@ -111,7 +111,7 @@ def test_records_whose_order_contradicts_itself_leave_the_chunk_to_the_forest(ca
 
 def test_a_stream_detector_given_whole_jobs_flags_what_the_replay_finds() -> None:
     from sleuth.stream.detection import StreamDetector
-    from sleuth.stream.rank_state import RankState
+    from sleuth.stream.detection.rank_state import RankState
 
     em = emulation(NIC)
     labels, _ = em.abnormal(range(16))

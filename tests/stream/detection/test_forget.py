@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from sleuth.stream.detection import StreamDetector
-from sleuth.stream.rank_state import RankState
+from sleuth.stream.detection.rank_state import RankState
 
 from .conftest import emulation, small_model
 

@@ -20,7 +20,7 @@ from sleuth.stream.detection.features import COMM_KINDS
 from sleuth.stream.detection.model_file import read_metadata
 from sleuth.stream.detection.offline import training_set
 from sleuth.stream.detection.training import choose_threshold, sample_rows, streaming_scores
-from sleuth.stream.rank_state import RankState
+from sleuth.stream.detection.rank_state import RankState
 from sleuth.topology import DeviceKind, generate, link_id
 from tests.sim.conftest import SMALL
 

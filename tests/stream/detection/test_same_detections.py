@@ -15,7 +15,7 @@ from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
 from sleuth.stream.detection import StreamDetector
 from sleuth.stream.detection.model_file import load_default_model
-from sleuth.stream.worker import Decoded, Worker
+from sleuth.stream.services.worker import Decoded, Worker
 
 from .conftest import emulation
 

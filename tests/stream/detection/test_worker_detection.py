@@ -12,7 +12,7 @@ from sleuth.storage import schema
 from sleuth.stream import connect
 from sleuth.stream.detection import StreamDetector
 from sleuth.stream.detection.publish import IrregularityPublisher, decode
-from sleuth.stream.worker import Worker
+from sleuth.stream.services.worker import Worker
 
 from ...conftest import Services
 from ..harness import consume, private_settings, stream_emulation, wait_for_count

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from sleuth.records import IterationBatch, RecordBatch
-from sleuth.stream.group_keys import unique_inverse
-from sleuth.stream.key_ids import KeyIds
+from sleuth.stream.detection.group_keys import unique_inverse
+from sleuth.stream.detection.key_ids import KeyIds
 
 
 class RankState:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from sleuth.records import IterationBatch, RecordBatch
-from sleuth.stream.rank_state import RankState
+from sleuth.stream.detection.rank_state import RankState
 
 if TYPE_CHECKING:
     from sleuth.irregularity import Irregularity

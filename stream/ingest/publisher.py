@@ -21,7 +21,7 @@ from sleuth.errors import BatchRejected, Overloaded, ServiceError
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
-from sleuth.stream import kafka_records
+from sleuth.stream.ingest import kafka_records
 
 if TYPE_CHECKING:
     from kafka import KafkaProducer

@@ -37,13 +37,13 @@ from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
 from sleuth.storage.sink import ClickHouseSink
-from sleuth.stream import kafka_records
-from sleuth.stream.at_least_once import acknowledged_when_done, until_done
-from sleuth.stream.detect import Detector
-from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
+from sleuth.stream.ingest import kafka_records
+from sleuth.stream.services.at_least_once import acknowledged_when_done, until_done
+from sleuth.stream.detection.detect import Detector
+from sleuth.stream.services.faust_app import create_app, run_in_own_loop, serve_until
 from sleuth.stream.idle_jobs import IdleJobs
-from sleuth.stream.rank_state import RankState
-from sleuth.stream.validate import batch_jobs
+from sleuth.stream.detection.rank_state import RankState
+from sleuth.stream.ingest.validate import batch_jobs
 
 if TYPE_CHECKING:
     from clickhouse_driver import Client

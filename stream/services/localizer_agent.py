@@ -51,12 +51,12 @@ from sleuth.storage.pauses import ClickHousePauseStore
 from sleuth.storage.source import ClickHouseSource, landed_through, registered_jobs
 from sleuth.stores import Bus, PauseStore
 from sleuth.stream import connect
-from sleuth.stream.benign_pauses import benign_pauses, settled_through
+from sleuth.stream.services.benign_pauses import benign_pauses, settled_through
 from sleuth.stream.detection.publish import decode
-from sleuth.stream.episodes import Gatherer, Pending, not_localized
-from sleuth.stream.faust_app import create_app, run_in_own_loop, serve_until
-from sleuth.stream.incident_sink import IncidentSink
-from sleuth.stream.slowdown_watch import SlowdownWatch, WindowCache, slowdown_incidents
+from sleuth.stream.services.episodes import Gatherer, Pending, not_localized
+from sleuth.stream.services.faust_app import create_app, run_in_own_loop, serve_until
+from sleuth.stream.services.incident_sink import IncidentSink
+from sleuth.stream.services.slowdown_watch import SlowdownWatch, WindowCache, slowdown_incidents
 from sleuth.topology import Topology, load_topology
 from sleuth.topology.job_fabric import single_leaf
 

@@ -23,7 +23,7 @@ from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
-from sleuth.stream.job_registry import JobRegistry
+from sleuth.stream.ingest.job_registry import JobRegistry
 
 #: Largest plausible payload of one operator (8 PiB). Also catches sizes that were negative on the
 #: sender and arrive as huge unsigned varints.

@@ -17,7 +17,7 @@ from sleuth.errors import ServiceError
 from sleuth.jobspec import JobSpec
 from sleuth.layout import ParallelLayout
 from sleuth.settings import Settings
-from sleuth.stream import kafka_records
+from sleuth.stream.ingest import kafka_records
 from sleuth.stream.idle_jobs import IdleJobs
 
 _log = logging.getLogger(__name__)

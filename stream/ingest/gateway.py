@@ -35,11 +35,11 @@ from sleuth.proto import commops_pb2 as pb
 from sleuth.proto import commops_pb2_grpc as pb_grpc
 from sleuth.records import RecordBatch
 from sleuth.settings import Settings
-from sleuth.stream import acks, auth, kafka_records, validate
-from sleuth.stream.grpc_status import status_from_errors, trailing
-from sleuth.stream.job_registry import JobRegistry, load_registered
-from sleuth.stream.loop_thread import LoopThread
-from sleuth.stream.publisher import Publisher
+from sleuth.stream.ingest import acks, auth, kafka_records, validate
+from sleuth.stream.ingest.grpc_status import status_from_errors, trailing
+from sleuth.stream.ingest.job_registry import JobRegistry, load_registered
+from sleuth.stream.ingest.loop_thread import LoopThread
+from sleuth.stream.ingest.publisher import Publisher
 
 _log = logging.getLogger(__name__)
 
