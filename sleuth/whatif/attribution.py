@@ -184,12 +184,17 @@ class _Job:
 
 
 def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
-              worker_iterations: int = _RULES.worker_iterations, top_workers: float = _RULES.top_workers) -> Attribution:
-    """The what-if attribution of one job's records (all its ranks; iteration -1 records are left out)."""
+              worker_iterations: int = _RULES.worker_iterations, top_workers: float = _RULES.top_workers,
+              history: Sequence[PeerHistory] = ()) -> Attribution:
+    """The what-if attribution of one job's records (all its ranks; iteration -1 records are left out).
+
+    ``history``: what earlier iterations left (``newest_slowdowns``), joining the peers across
+    iterations, so that attributing only an episode's iterations measures them as the whole window would.
+    """
     began = time.perf_counter()
     integer("worker_iterations", worker_iterations, low=1)
     fraction("top_workers", top_workers)
-    job, steps, recorded, _ = _prepare(_one_jobs(records, spec), spec, iterations)
+    job, steps, recorded, _ = _prepare(_one_jobs(records, spec), spec, iterations, history)
     everything = np.arange(len(steps))
     original, ideal = _as_recorded_and_ideal(job, everything)
     hardware = _hardware(job)

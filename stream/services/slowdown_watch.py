@@ -8,8 +8,9 @@ landed iterations measured (``sleuth.whatif.newest_slowdowns``), past its first
 ``SLEUTH_ATTRIBUTION_WARMUP`` (uneven across ranks by nature: a job that starts is not a straggler's
 job). Only when a run of
 ``SLEUTH_ATTRIBUTION_SUSTAIN`` iterations at or above ``SLEUTH_ATTRIBUTION_SLOWDOWN`` is in the
-window does the full attribution (S_t, S_w) and the device search run: the two replays that
-decide cost a fraction of the many that explain.
+window does the full attribution (S_t, S_w) and the device search run, over that run's iterations
+and those after it (the earlier ones join as peers through their history): the two replays that
+decide cost a fraction of the many that explain, and the incident's S is what its episode pays.
 
 The window's records are kept between rounds (``WindowCache``), so each round reads from
 ClickHouse only the iterations that landed since the last one, and replays only those: what the
@@ -171,12 +172,29 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
     stepped = cache.analysed_level > 0 and min(newest) >= cache.analysed_level * settings.attribution_slowdown
     if not _analysis_due(episode, cache.analysed_through, last, every=settings.attribution_window, stepped=stepped):
         return []
+    # Only the episode and what followed it are attributed (after a step, only the iterations past
+    # the step): the incident is about them, and the iterations before join as peers through their
+    # history, at a fraction of the replays.
+    since = _step_start(held, cache.slowdowns, cache.analysed_level * settings.attribution_slowdown) if stepped else episode[0]
     cache.analysed_through = last
     cache.analysed_level = float(np.median(newest))
-    attribution = attribute(records, spec, iterations=iterations)
+    records = records.take(np.flatnonzero(records["iteration"] >= since))
+    iterations = iterations.take(np.flatnonzero(iterations["iteration"] >= since))
+    earlier = [cache.history[i] for i in range(first, since) if i in cache.history]
+    attribution = attribute(records, spec, iterations=iterations, history=earlier)
     return localize(MemorySource(spec, records, iterations), irregular_iterations=[], topology=topology,
                     window=settings.localizer_window, attribution=attribution,
                     slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain)
+
+
+def _step_start(held: list[int], slowdowns: dict[int, float], line: float) -> int:
+    """The first of the newest iterations that all pay at least ``line`` (the step up they made)."""
+    start = held[-1]
+    for it in reversed(held):
+        if slowdowns[it] < line:
+            break
+        start = it
+    return start
 
 
 def _analysis_due(episode: tuple[int, ...], analysed_through: int, last: int, *, every: int, stepped: bool = False) -> bool:

@@ -109,6 +109,18 @@ def test_a_second_fault_joining_a_sustained_slowdown_is_analysed_once_it_is_sust
     assert opened == [7, 16]
     assert analysed == [7, 16]  # the new level is the one analysed: not again until a window later
     assert [i.suspects[0].device for i in incidents] == [FAULTY, "gpu:h0001/2"]
+    # Attributed over the iterations past the step: the second fault's incident starts where it broke
+    # (over the whole run it spanned 5-16, claiming iterations the first fault alone paid for).
+    assert incidents[1].iterations == (14, 15, 16)
+
+
+def test_a_step_in_the_window_is_attributed_over_its_own_iterations_not_diluted_by_the_ones_before() -> None:
+    # The opening analysis replays the episode only (the iterations before it as peers): what the
+    # incident says the job pays is the episode's, as its impact over the same iterations says.
+    [incident], opened = rounds(emulation(f"{FAULTY},slow=1.5,start=12", iterations=16), through=15)
+    assert opened == [14] and incident.suspects[0].device == FAULTY
+    assert incident.attribution is not None
+    assert incident.attribution.slowdown == pytest.approx(incident.impact.slowdown, rel=0.05)  # diluted: 1.10 against 1.22
 
 
 def test_a_clean_job_raises_nothing() -> None:
