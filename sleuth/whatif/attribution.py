@@ -217,7 +217,7 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
                                 kind="stable")[:worker_iterations])
     stage, replica = _stage_replica(spec)
     costliest, breadth = _costliest_rank(job, spec, replica, len(steps))
-    unit, by_worker, slowest = _workers(hardware, spec, stage, replica, chosen, hardware_ideal, top_workers)
+    unit, by_worker, slowest = _workers(hardware, spec, stage, replica, chosen, hardware_ideal, original, top_workers)
     lost = original[chosen].sum() - hardware_ideal[chosen].sum()
     worker_share = host_share = last_share = 0.0
     if stage is not None and stage.max() > 0:
@@ -586,7 +586,7 @@ def _stage_replica(spec: JobSpec) -> tuple[np.ndarray | None, np.ndarray | None]
 
 
 def _workers(job: _Job, spec: JobSpec, stage: np.ndarray | None, replica: np.ndarray | None, chosen: np.ndarray,
-             ideal: np.ndarray, top_workers: float) -> tuple[str, np.ndarray, tuple[int, ...]]:
+             ideal: np.ndarray, original: np.ndarray, top_workers: float) -> tuple[str, np.ndarray, tuple[int, ...]]:
     """S_w per rank on the ``chosen`` iterations (the paper's replica x stage approximation, else per
     rank), and with replicas, the one whose recorded lengths cost most in each chosen iteration.
 
@@ -601,7 +601,7 @@ def _workers(job: _Job, spec: JobSpec, stage: np.ndarray | None, replica: np.nda
         per_stage = _run_variants(job, *(2 * (stage[job.rank][:, None] == stages[None, :],)), chosen)
         by_stage = np.ones(int(stage.max()) + 1)
         by_stage[stages] = np.median(per_stage / base[:, None], axis=0)
-        by_replica, slowest = _replicas(job, replica, chosen, base, top_workers)
+        by_replica, slowest = _replicas(job, replica, chosen, base, original[chosen], top_workers)
         return "replica x stage", np.minimum(by_replica[replica], by_stage[stage]), slowest
     if spec.world > _RULES.max_rank_variants:
         return "", np.ones(spec.world), ()
@@ -609,18 +609,20 @@ def _workers(job: _Job, spec: JobSpec, stage: np.ndarray | None, replica: np.nda
     return "rank", np.median(_run_variants(job, keep, keep, chosen) / base[:, None], axis=0), ()
 
 
-def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: np.ndarray,
+def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: np.ndarray, recorded: np.ndarray,
               top_workers: float) -> tuple[np.ndarray, tuple[int, ...]]:
     """S per data-parallel replica (all but it fixed; the median over the chosen iterations) and
     the replica that cost most in each chosen iteration.
 
     A replay lengthens an iteration by at most the lengths its kept operators add up to (the
-    longest path grows by at most what was added on it), so ``1 + excess / base`` bounds a
-    replica's slowdown in an iteration from above, and the median of those bounds its value.
-    Replicas are replayed in order of that bound, in batches, until the next bound falls below the
-    smallest value that could still enter the top share, or below ``AttributionRules.negligible`` of the costliest
-    replica's slowdown; the rest keep their bound, an upper one. A replica that puts nothing back
-    has S = 1 exactly.
+    longest path grows by at most what was added on it), and by at most what keeping every
+    operator does (``recorded``: replays grow with the lengths, and a put-back length is never
+    longer), so the smaller of ``1 + excess / base`` and ``recorded / base`` bounds a replica's
+    slowdown in an iteration from above, and the median of those bounds its value. Replicas are
+    replayed in order of that bound, in batches, until the next bound falls below the smallest
+    value that could still enter the top share, below ``AttributionRules.negligible`` of the
+    costliest replica's slowdown, or under ``AttributionRules.worker_floor``; the rest keep their
+    bound, an upper one. A replica that puts nothing back has S = 1 exactly.
     """
     kept = np.isin(job.iteration, chosen)
     excess = (job.gap - job.ideal_gap) + (job.transfer - job.ideal_transfer)
@@ -628,7 +630,7 @@ def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: np.ndarr
     column = np.searchsorted(chosen, job.iteration[kept])
     added = np.zeros((len(chosen), n))
     np.add.at(added, (column, replica[job.rank[kept]]), excess[kept])
-    bound = np.median(1.0 + added / base[:, None], axis=0)
+    bound = np.median(np.minimum(1.0 + added / base[:, None], (recorded / base)[:, None]), axis=0)
     present = np.unique(replica)
     candidates = present[np.argsort(-bound[present], kind="stable")]
     needed = max(1, math.ceil(top_workers * len(present)))
@@ -644,7 +646,8 @@ def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: np.ndarr
         value[part] = np.median(times / base[:, None], axis=0)
         done += len(part)
         replayed_values = np.sort(value[candidates[:done]])[::-1]
-        floor = max(replayed_values[min(needed, done) - 1], 1.0 + _RULES.negligible * (replayed_values[0] - 1.0))
+        floor = max(replayed_values[min(needed, done) - 1], 1.0 + _RULES.negligible * (replayed_values[0] - 1.0),
+                    1.0 + _RULES.worker_floor)
         if done < len(candidates) and bound[candidates[done]] <= floor:
             break
     replayed = candidates[:done]

@@ -35,6 +35,9 @@ class AttributionRules:
     #: A replica whose put-back lengths add up to at most this share of what the costliest replica
     #: adds cannot be among the top workers beside it: its bound stands for it, unreplayed.
     negligible: float = 0.1
+    #: A replica whose slowdown is bounded under 1 + this is no straggler whatever its rank, and is
+    #: left unreplayed: a tenth of the slowdown line's margin (S 1.05), jitter to what a job pays.
+    worker_floor: float = 0.005
     #: Without a layout, per-rank variants (one replay each) run up to this world size; above it
     #: the paper's approximation needs the layout's replicas and stages.
     max_rank_variants: int = 256
@@ -46,6 +49,7 @@ class AttributionRules:
         checked(
             self, prefix="rules.", spread_k=partial(number_above, low=0), min_peers=positive_int,
             top_workers=fraction, worker_iterations=positive_int, negligible=partial(fraction, zero=True, one=False),
+            worker_floor=partial(fraction, zero=True, one=False),
             max_rank_variants=positive_int, groups_per_iteration=positive_int,
         )
 

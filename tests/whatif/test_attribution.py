@@ -13,6 +13,7 @@ from sleuth.layout import ParallelLayout
 from sleuth.records import RecordBatch
 from sleuth.sim import Emulation, Scenario, Timing, parse_fault
 from sleuth.topology import generate
+from sleuth.whatif import attribution
 from sleuth.whatif.attribution import COMPUTE, attribute, newest_slowdowns
 
 from tests.sim.conftest import SMALL
@@ -46,6 +47,34 @@ def test_a_run_without_jitter_or_faults_pays_only_for_its_uneven_split() -> None
     assert result.slowdown > 1.0
     assert result.by_type[COMPUTE] == pytest.approx(result.slowdown) and result.last_stage_share > 0.9
     assert all(s == pytest.approx(1.0, abs=1e-9) for t, s in result.by_type.items() if t != COMPUTE)
+
+
+def test_a_job_paying_only_for_its_split_replays_one_replica_not_each(monkeypatch) -> None:
+    # Keeping one replica's lengths gains at most what keeping every one does (about nothing here,
+    # the split aside): that bound stops the replicas' replays after the first, however many there are.
+    monkeypatch.setattr(attribution, "_BATCH_VALUES", 1)  # one replica per replay
+    replayed: list[int] = []
+    inside = [False]
+    real_replicas, real_run = attribution._replicas, attribution._run_variants
+
+    def counted_run(job, keep_gap, keep_transfer, chosen):
+        if inside[0]:
+            replayed.append(keep_gap.shape[1])
+        return real_run(job, keep_gap, keep_transfer, chosen)
+
+    def watched_replicas(*args):
+        inside[0] = True
+        try:
+            return real_replicas(*args)
+        finally:
+            inside[0] = False
+
+    monkeypatch.setattr(attribution, "_run_variants", counted_run)
+    monkeypatch.setattr(attribution, "_replicas", watched_replicas)
+    em = emulation("last_stage,slow=1.5", timing=Timing(hiccup_rate=0.0))  # jitter, no pause
+    result = attribute(em.records(), em.job_spec(), iterations=em.iterations())
+    assert result.split_slowdown > 1.05 and max(result.by_worker) < 1.01
+    assert replayed == [1]  # of 4 replicas
 
 
 def test_without_stages_a_run_without_jitter_or_faults_pays_nothing() -> None:
