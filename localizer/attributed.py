@@ -5,11 +5,12 @@ how much longer the job ran than with every operator at its peers' length (S); a
 ``sustain`` iterations at or above ``slowdown`` is an *episode* the job pays for, whether it came
 as a spike, a step, a ramp or was there from the first iteration. Per episode:
 
-* a non-hardware cause is named and no device is blamed (What-if §5.2, §5.3): *stage imbalance*
+* a non-hardware cause is named and no device is blamed (What-if §5.2-§5.4): *stage imbalance*
   when evening out the pipeline's split explains most of the slowdown (``split_slowdown``, in
   the log: S is the product of the split's part and the stragglers'); *sequence-length
   imbalance* when compute carries most of it, the top worker's host does not explain most of it,
-  and the work moves between the episode's iterations (``work_moves``);
+  and the work moves between the episode's iterations (``work_moves``); *scattered pauses* when
+  instead one rank at a time computes longest, another each time (``pauses_move``);
 * otherwise the device search (``whatif_search``) starts from the ranks the worker slowdowns name: per rank, the
   slowdown of everything fixed but that rank (compute roots, split with the host when its host's
   other GPUs are as slow), and the groups whose transfers were put back (network roots), each
@@ -40,12 +41,13 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.stats import binom, mannwhitneyu
+from scipy.stats import binom, mannwhitneyu, norm
 
 from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
 from sleuth.topology.ids import parse_device
 from sleuth.whatif.attribution import COMPUTE, Attribution
+from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.contributors import compute_put_back, rank_compute_slowdowns, slow_groups
 
 from sleuth.localizer.graph import OperatorGraph
@@ -57,7 +59,7 @@ from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
 __all__ = ["Episode", "Part", "complement", "diagnose", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
-           "lead", "parts", "runs", "slowdown_incident", "split_led", "summary", "tied_devices", "whatif_search", "work_moves"]
+           "lead", "parts", "pauses_move", "runs", "steady_straggler", "slowdown_incident", "split_led", "summary", "tied_devices", "whatif_search", "work_moves"]
 
 _RULES = LOCALIZER_RULES
 _NS_PER_HOUR = 3_600e9
@@ -151,6 +153,8 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
     # measured on those alone): the slow batch is on some replica in each.
     if work_moves(attribution, attribution.iterations if iterations is None else iterations):
         return Straggler.SEQLEN_IMBALANCE
+    if pauses_move(attribution, attribution.iterations if iterations is None else iterations):
+        return Straggler.SCATTERED_PAUSES
     return Straggler.HARDWARE
 
 
@@ -166,29 +170,103 @@ def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
     others' turns being jitter's (``_pays_more``, at ``significance``). Where a replica has ranks at
     several places, costly data is costly at most of them (``Attribution.costliest_breadth`` over
     ``data_breadth``); two slow devices taking turns are each at their own."""
-    wanted = set(iterations)
-    breadth_of = attribution.costliest_breadth or (math.nan,) * len(attribution.iterations)
-    rows = [(r, h, max(s - 1.0, 0.0), b) for it, r, h, s, b in zip(
-        attribution.iterations, attribution.costliest_replica, attribution.costliest_host, attribution.per_iteration,
-        breadth_of) if it in wanted]
-    excess = np.array([e for _, _, e, _ in rows])
-    if not rows or excess.sum() <= 0:
+    turns = _Turns.of(attribution, iterations)
+    if turns is None:
         return False
-    replica = np.array([r for r, _, _, _ in rows])
-    _, host = np.unique(np.array([h for _, h, _, _ in rows]), return_inverse=True)
-    pays = excess >= _RULES.majority * excess.mean()
-    breadth = np.array([b for _, _, _, b in rows])[pays]
-    everywhere = bool(np.isnan(breadth).all()) or float(np.average(breadth, weights=excess[pays])) > _RULES.data_breadth
-    paid = replica[pays]
-    moved = len(set(paid.tolist())) >= min(_RULES.moves, attribution.replicas)
+    moved = len(set(turns.replica[turns.pays].tolist())) >= min(_RULES.moves, attribution.replicas)
+    apart = _pays_more(turns.replica[turns.pays], turns.excess[turns.pays], max(attribution.replicas, 2))
+    return (moved and turns.everywhere and turns.most(turns.replica) <= 1 - _RULES.minor
+            and not turns.one_host(attribution) and not apart)
 
-    def most(of: np.ndarray) -> float:
-        return float((np.bincount(of, weights=excess) / excess.sum()).max())
 
-    # Replicas taking turns on one host are that host's (contention, its NVSwitch), where the job has more.
-    one_host = attribution.hosts > 1 and most(host.ravel()) > 1 - _RULES.minor
-    apart = _pays_more(replica[pays], excess[pays], max(attribution.replicas, 2))
-    return moved and everywhere and most(replica) <= 1 - _RULES.minor and not one_host and not apart
+@dataclass(frozen=True)
+class _Turns:
+    """Per iteration of an episode, the costliest rank (``Attribution.costliest_rank``), its replica,
+    its host (dense ids) and breadth, what the iteration paid (S - 1), and which paid at least half
+    the mean (``pays``): the iterations whose costliest rank is the slowdown's, not jitter's."""
+
+    rank: np.ndarray
+    replica: np.ndarray
+    host: np.ndarray
+    breadth: np.ndarray
+    excess: np.ndarray
+    pays: np.ndarray
+
+    @classmethod
+    def of(cls, attribution: Attribution, iterations: Sequence[int]) -> _Turns | None:
+        """None when the episode paid nothing (or the attribution has no replicas to compare)."""
+        n = min(len(attribution.iterations), len(attribution.costliest_replica), len(attribution.costliest_host))
+        at = np.isin(np.asarray(attribution.iterations[:n]), np.asarray(list(iterations)))
+        if not at.any():
+            return None
+        excess = np.clip(np.asarray(attribution.per_iteration[:n])[at] - 1.0, 0.0, None)
+        if excess.sum() <= 0:
+            return None
+        rank = np.asarray(attribution.costliest_rank or (-1,) * n)[:n][at]
+        breadth = np.asarray(attribution.costliest_breadth or (math.nan,) * n, dtype=np.float64)[:n][at]
+        _, host = np.unique(np.asarray(attribution.costliest_host[:n])[at], return_inverse=True)
+        return cls(rank, np.asarray(attribution.costliest_replica[:n])[at], host.ravel(), breadth, excess,
+                   excess >= _RULES.majority * excess.mean())
+
+    def most(self, of: np.ndarray) -> float:
+        """The largest share of what was paid one value of ``of`` (a replica, a host) carries."""
+        return float((np.bincount(of, weights=self.excess) / self.excess.sum()).max())
+
+    @property
+    def everywhere(self) -> bool:
+        """The costliest replica's other places computed longer too, weighted by what was paid (costly data)."""
+        breadth = self.breadth[self.pays]
+        return bool(np.isnan(breadth).all()) or float(np.average(breadth, weights=self.excess[self.pays])) > _RULES.data_breadth
+
+    def one_host(self, attribution: Attribution) -> bool:
+        """Turns taken on one host are that host's (contention, its NVSwitch), where the job has more."""
+        return attribution.hosts > 1 and self.most(self.host) > 1 - _RULES.minor
+
+
+def pauses_move(attribution: Attribution, iterations: Sequence[int]) -> bool:
+    """Whether what the job pays in ``iterations`` is pauses that strike one worker at a time, another
+    each time (What-if §5.4: a garbage-collection pause stops one process, and every other waits for
+    it): the rank that computed longest in the iterations that paid at least half the mean is at
+    least ``moves`` different ranks, its replica's other places did not compute longer with it (not
+    data, ``work_moves``), no rank stands apart from the others over all of ``iterations`` (a slow
+    device is the costliest of more of them than chance, whatever the pauses between cost, or of
+    costlier ones: ``_often``, ``_pays_more``), and where the job has several hosts, they are not
+    one host's ranks taking turns (that host's CPU)."""
+    turns = _Turns.of(attribution, iterations)
+    if turns is None or len(set(turns.rank[turns.pays].tolist())) < _RULES.moves:
+        return False
+    if not np.isnan(turns.breadth[turns.pays]).all() and turns.everywhere or turns.one_host(attribution):
+        return False
+    world = max(attribution.world, 2)
+    return (not steady_straggler(attribution, iterations) and not _often(turns.rank, world)
+            and not _pays_more(turns.rank[turns.pays], turns.excess[turns.pays], world))
+
+
+def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> bool:
+    """Whether a rank computes longer than its place's median in most of ``iterations``, by more than
+    chance makes the highest of the world's ranks (What-if §4.2: a device's slowdown persists from step
+    to step; a batch's or a pause's comes and goes, and leaves each rank's median alone): its median
+    over them stands above the ranks' medians by ``z`` robust standard deviations of theirs, ``z`` the
+    normal quantile of ``significance`` shared among the ranks, and by more than
+    ``AttributionRules.worker_floor`` (under it, no straggler is worth naming)."""
+    relative = attribution.relative_compute
+    if relative is None:
+        return False
+    rows = np.isin(np.asarray(attribution.iterations), np.asarray(list(iterations)))
+    if rows.sum() < 2:
+        return False
+    medians = np.median(relative[rows], axis=0)
+    center = float(np.median(medians))
+    sigma = 1.4826 * float(np.median(np.abs(medians - center)))
+    z = float(norm.isf(_RULES.significance / len(medians)))
+    return float(medians.max()) > center + max(z * sigma, ATTRIBUTION_RULES.worker_floor)
+
+
+def _often(rank: np.ndarray, ranks: int) -> bool:
+    """Whether the rank most often the costliest was so in more iterations than chance makes one of
+    ``ranks`` (binomial, one-sided, corrected for picking one of them, at ``significance``)."""
+    count = int(np.bincount(rank).max())
+    return min(1.0, ranks * float(binom.sf(count - 1, len(rank), 1.0 / ranks))) < _RULES.significance
 
 
 def _pays_more(replica: np.ndarray, excess: np.ndarray, replicas: int) -> bool:

@@ -32,6 +32,7 @@ class IncidentCause(enum.StrEnum):
     MIXED = "mixed"  # suspects of both kinds (two concurrent faults, one of each)
     STAGE_IMBALANCE = "stage_imbalance"
     SEQLEN_IMBALANCE = "seqlen_imbalance"
+    SCATTERED_PAUSES = "scattered_pauses"  # pauses that strike another worker each time (garbage collection, CPU)
 
     @property
     def hardware(self) -> bool:

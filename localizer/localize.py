@@ -205,13 +205,17 @@ def _with_attribution(
 
 def _data_not_device(incident: Incident, attribution: Attribution) -> Incident:
     """A cluster's compute incident as sequence-length imbalance when, over its iterations, the work
-    moves between replicas (``attributed.work_moves``, What-if §5.3): its search saw a few ranks, late
-    by chance twice on one GPU as often as not, where the replay saw every rank of every iteration."""
-    if incident.cause is not IncidentCause.COMPUTE:
+    moves between replicas (``attributed.work_moves``, What-if §5.3), or as scattered pauses when one
+    rank at a time is the slow one, another each time (``attributed.pauses_move``, §5.4): its search
+    saw a few ranks, late by chance twice on one GPU as often as not, where the replay saw every rank
+    of every iteration. A compute-led mixed reading is such a search's too (diagnose asks compute to lead)."""
+    if incident.cause not in (IncidentCause.COMPUTE, IncidentCause.MIXED):
         return incident
-    if diagnose(attribution, split=False, iterations=incident.iterations) is not Straggler.SEQLEN_IMBALANCE:
+    found = diagnose(attribution, split=False, iterations=incident.iterations)
+    wanted = (Straggler.SEQLEN_IMBALANCE,) if incident.cause is IncidentCause.COMPUTE else ()
+    if found not in (*wanted, Straggler.SCATTERED_PAUSES):
         return incident
-    return replace(incident, cause=IncidentCause.SEQLEN_IMBALANCE, suspects=(), advice=ADVICE[Straggler.SEQLEN_IMBALANCE])
+    return replace(incident, cause=IncidentCause(found.value), suspects=(), advice=ADVICE[found])
 
 
 def _naming(incidents: list[Incident], covering: list[int], suspects: Sequence[Suspect]) -> int:

@@ -60,6 +60,7 @@ class Straggler(enum.Enum):
     HARDWARE = "hardware"
     STAGE_IMBALANCE = "stage_imbalance"
     SEQLEN_IMBALANCE = "seqlen_imbalance"
+    SCATTERED_PAUSES = "scattered_pauses"
 
     def __str__(self) -> str:
         return self.value
@@ -76,6 +77,13 @@ ADVICE = {
         "Compute slowness moves across data-parallel ranks from iteration to iteration: long-tailed "
         "sequence lengths make some micro-batches much costlier (attention is quadratic in document length). "
         "Balance sequences across DP ranks and micro-batches by estimated attention cost. No hardware needs replacing."
+    ),
+    Straggler.SCATTERED_PAUSES: (
+        "Each slow iteration waits for one worker's pause, a different worker each time, and every other worker "
+        "waits for it: Python's garbage collector stopping one process at a time, or CPU contention on the hosts. "
+        "Collect garbage on every rank at the same step (gc.disable() or gc.freeze() after start-up, then "
+        "gc.collect() every N steps), and leave the training processes their cores (data-loader workers, other "
+        "jobs). No hardware needs replacing."
     ),
 }
 

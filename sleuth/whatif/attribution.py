@@ -88,12 +88,15 @@ class Attribution:
     #: against the same place in the other replicas (with two replicas or more): replicas run the
     #: same model on the same number of micro-batches, so it holds the costliest data or the slow device
     costliest_replica: tuple[int, ...] = ()
+    costliest_rank: tuple[int, ...] = ()  # per iteration, the rank that made its replica the costliest
     costliest_host: tuple[str, ...] = ()  # per iteration, the host of the rank that made its replica the costliest
     #: per iteration, the share of that replica's ranks at the other places that computed longer than
     #: their place's median: every layer's work grows with a batch's tokens, so costly data is costly at
     #: every place (near 1), a slow device at its own (the others at chance, about a half); () without other places
     costliest_breadth: tuple[float, ...] = ()
     replicas: int = 0  # data-parallel replicas (x expert-parallel groups) of the layout, 0 without one
+    #: per iteration and rank, its compute over its place's median (as ``costliest_rank`` reads it); None without two replicas
+    relative_compute: np.ndarray | None = field(default=None, repr=False, compare=False)
     hosts: int = 0  # hosts the job runs on
     replayable: _Job | None = field(default=None, repr=False, compare=False)  # for contributors.py's finer variants
     seconds: float = 0.0
@@ -151,6 +154,7 @@ class Attribution:
             "worker_iterations": list(self.worker_iterations),
             "slowest_replica": list(self.slowest_replica),
             "costliest_replica": list(self.costliest_replica),
+            "costliest_rank": list(self.costliest_rank),
             "costliest_host": list(self.costliest_host),
             "costliest_breadth": [round(b, 4) for b in self.costliest_breadth],
             "replicas": self.replicas,
@@ -216,7 +220,7 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     chosen = np.sort(np.argsort(-(original / np.where(hardware_ideal > 0, hardware_ideal, np.nan)),
                                 kind="stable")[:worker_iterations])
     stage, replica = _stage_replica(spec)
-    costliest, breadth = _costliest_rank(job, spec, replica, len(steps))
+    costliest, breadth, relative = _costliest_rank(job, spec, replica, len(steps))
     unit, by_worker, slowest = _workers(hardware, spec, stage, replica, chosen, hardware_ideal, original, top_workers)
     lost = original[chosen].sum() - hardware_ideal[chosen].sum()
     worker_share = host_share = last_share = 0.0
@@ -249,6 +253,7 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
         by_worker=tuple(float(s) for s in by_worker), worker_unit=unit, worker_share=worker_share, host_share=host_share,
         worker_iterations=tuple(int(i) for i in steps[chosen]), slowest_replica=slowest,
         costliest_replica=tuple(int(replica[r]) for r in costliest) if replica is not None else (),
+        costliest_rank=costliest, relative_compute=relative,
         costliest_host=tuple(spec.placements[r].host for r in costliest), costliest_breadth=breadth,
         replicas=0 if replica is None else int(replica.max()) + 1,
         hosts=len({p.host for p in spec.placements}),
@@ -261,15 +266,16 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
 
 
 def _costliest_rank(job: _Job, spec: JobSpec, replica: np.ndarray | None,
-                    iterations: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
+                    iterations: int) -> tuple[tuple[int, ...], tuple[float, ...], np.ndarray | None]:
     """Per dense iteration, the rank that computed longest against its counterparts in the other
     replicas (the ranks at its place in the tensor, context and pipeline layout: the same work on
     other data), and the share of its replica's ranks at the other places that computed longer than
-    their counterparts' median (``Attribution.costliest_breadth``); ((), ()) without two replicas.
+    their counterparts' median (``Attribution.costliest_breadth``), and every rank's compute over its
+    place's median (``Attribution.relative_compute``); ((), (), None) without two replicas.
     One slow GPU stands out at its place however little of its replica's work it does; a costly
     batch at every place."""
     if replica is None or replica.max() < 1 or spec.layout is None:
-        return (), ()
+        return (), (), None
     world = spec.world
     compute = np.bincount(job.iteration * world + job.rank, weights=job.gap, minlength=iterations * world)
     compute = compute.reshape(iterations, world)
@@ -287,7 +293,7 @@ def _costliest_rank(job: _Job, spec: JobSpec, replica: np.ndarray | None,
         for it, rank in enumerate(costliest.tolist()):
             others = (replica == replica[rank]) & (place != place[rank])
             breadth.append(float((relative[it, others] > 1.0).mean()))
-    return tuple(int(r) for r in costliest), tuple(breadth)
+    return tuple(int(r) for r in costliest), tuple(breadth), relative
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,14 @@ import pytest
 from sleuth.cli import main
 from sleuth.errors import ConfigError
 from sleuth.localizer.attributed import diagnose, episodes
+from sleuth.layout import ParallelLayout
+from sleuth.localizer import localize
 from sleuth.localizer.nonhardware import Straggler
-from sleuth.whatif.attribution import COMPUTE, Attribution
+from sleuth.sim import Emulation, Scenario, Timing, parse_fault
+from sleuth.sources import MemorySource
+from sleuth.topology import generate
+from sleuth.whatif.attribution import COMPUTE, Attribution, attribute
+from tests.sim.conftest import SMALL
 
 
 def attribution(per_iteration=(1.0,) * 10, *, by_type=None, worker_share=0.0, host_share=0.0, last_stage_share=0.0,
@@ -300,3 +306,33 @@ def test_a_pause_is_a_hiccup_when_brief_cheap_and_not_recurring_on_its_device() 
     stepped = list(per)
     stepped[31:40] = [1.2] * 9
     assert not hiccup(at[30], set(), attribution(tuple(stepped)), slowdown=1.05, sustain=3)
+
+
+def _paused_job(*faults: str, seed: int):
+    """32 GPUs (tp4 pp2 dp4), two pauses per iteration of about a tenth of it each (What-if §5.4:
+    garbage collection stopping one process at a time), each on a rank the seed draws."""
+    layout = ParallelLayout(32, 4, 2, 4, gpus_per_host=4)
+    em = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=4,pod=4,spines=2"), layout=layout, model=SMALL,
+                            microbatches=4, iterations=12, faults=tuple(parse_fault(f) for f in faults), seed=seed,
+                            job="paused", timing=Timing(hiccup_rate=2.0, hiccup_ms=0.5)))
+    spec, records, iterations = em.job_spec(), em.records(), em.iterations()
+    found = attribute(records, spec, iterations=iterations)
+    return found, localize(MemorySource(spec, records, iterations), irregular_iterations=[],
+                           topology=em.scenario.topology, attribution=found)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_pauses_striking_another_rank_each_iteration_are_scattered_pauses_and_blame_no_device(seed) -> None:
+    found, incidents = _paused_job(seed=seed)
+    assert found.slowdown > 1.1  # the job pays for them
+    assert diagnose(found) is Straggler.SCATTERED_PAUSES
+    assert [i.cause.value for i in incidents] == ["scattered_pauses"] and not incidents[0].suspects
+    assert "gc.collect()" in incidents[0].advice
+
+
+@pytest.mark.parametrize("seed", [3, 5])
+def test_a_gpu_slow_in_every_iteration_beside_such_pauses_is_named(seed) -> None:
+    # Seed 5: the GPU is the costliest rank of only 3 of 12 iterations; the pauses take the others.
+    found, incidents = _paused_job("gpu:h0005/1,slow=1.3", seed=seed)
+    assert diagnose(found) is Straggler.HARDWARE
+    assert incidents and incidents[0].suspects[0].device == "gpu:h0005/1"

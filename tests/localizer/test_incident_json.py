@@ -108,7 +108,7 @@ def test_keys_the_reader_does_not_know_are_passed_over():
     [
         (lambda d: d.pop("suspects"), "incident.json: not an incident document (suspects: missing)"),
         (lambda d: d.update(cause="cosmic rays"),
-         "cause: must be one of compute, network, mixed, stage_imbalance, seqlen_imbalance, got a string 'cosmic rays'"),
+         "cause: must be one of compute, network, mixed, stage_imbalance, seqlen_imbalance, scattered_pauses, got a string 'cosmic rays'"),
         (lambda d: d["steps"][0].update(action="sideways"),
          "steps[0].action: must be one of pivot, bfs, dfs, back, member, got a string 'sideways'"),
         (lambda d: d.update(iterations="x"), "iterations: must be an array, got a string 'x'"),
