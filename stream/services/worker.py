@@ -184,13 +184,20 @@ class Worker:
                   ", ".join(sorted(gone)))
 
     def _record_lag(self, events: Sequence[Any]) -> None:
-        """Consumer lag of the partitions of a processed batch: messages behind the newest one."""
+        """Consumer lag of the partitions of a processed batch that this worker still holds: messages
+        behind the newest one."""
+        if self._app is None:
+            return
+        consumer = self._app.consumer
         last: dict[Any, int] = {}
         for event in events:
             tp = event.message.tp
             last[tp] = max(last.get(tp, -1), event.message.offset)
+        # A rebalance (another worker joining) can take a partition while its batch is in flight;
+        # its lag is then the new owner's to report, and asking for it raised and stopped this agent.
+        held = consumer.assignment()
         for tp, offset in last.items():
-            highwater = self._app.consumer.highwater(tp) if self._app is not None else None
+            highwater = consumer.highwater(tp) if tp in held else None
             if highwater is not None:  # unknown until the first fetch response of the partition
                 metrics.CONSUMER_LAG.labels(topic=tp.topic, partition=str(tp.partition)).set(max(highwater - offset - 1, 0))
 
