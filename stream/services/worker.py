@@ -8,7 +8,10 @@ Kafka messages in batches (``Stream.take_events``) and for each batch does
     -> publish the irregular iterations found (retrying until Kafka acknowledged them)
     -> acknowledge the events
 
-and faust commits only acknowledged offsets (on its commit timer, at a rebalance and at stop).
+where a batch's insert and publish run while the next batch is decoded and detected
+(``acknowledged_when_finished``): ClickHouse's work on one batch and the worker's on the next
+share the cores instead of taking turns. Faust commits only acknowledged offsets (on its commit
+timer, at a rebalance and at stop).
 A batch abandoned before ClickHouse and Kafka acknowledged it is never acknowledged
 (``at_least_once``, which the alerter shares). A crash anywhere before the acknowledgement replays
 those messages to whichever worker owns the partition next, and the ReplacingMergeTree tables fold
@@ -38,7 +41,7 @@ from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
 from sleuth.storage.sink import ClickHouseSink
 from sleuth.stream.ingest import kafka_records
-from sleuth.stream.services.at_least_once import acknowledged_when_done, until_done
+from sleuth.stream.services.at_least_once import acknowledged_when_finished, until_done
 from sleuth.stream.detection.detect import Detector
 from sleuth.stream.services.faust_app import create_app, run_in_own_loop, serve_until
 from sleuth.stream.idle_jobs import IdleJobs
@@ -139,8 +142,8 @@ class Worker:
         app = create_app(settings, settings.worker_group, loop=loop, datadir=datadir)
         topic = app.topic(settings.records_topic, key_serializer="raw", value_serializer="raw")
 
-        ingest = acknowledged_when_done(lambda events: self._process(events, stop),
-                                        max_events=settings.worker_max_records, within_s=0.2)
+        ingest = acknowledged_when_finished(self._prepare_off_loop, lambda events, prepared: self._finish(
+            events, prepared, stop), max_events=settings.worker_max_records, within_s=0.2)
         app.agent(topic, name=f"{settings.worker_group}.ingest")(ingest)
         return app
 
@@ -181,22 +184,34 @@ class Worker:
                   ", ".join(sorted(gone)))
 
     def _record_lag(self, events: Sequence[Any]) -> None:
-        """Consumer lag of the partitions of a processed batch: messages behind the newest one."""
+        """Consumer lag of the partitions of a processed batch that this worker still holds: messages
+        behind the newest one."""
+        if self._app is None:
+            return
+        consumer = self._app.consumer
         last: dict[Any, int] = {}
         for event in events:
             tp = event.message.tp
             last[tp] = max(last.get(tp, -1), event.message.offset)
+        # A rebalance (another worker joining) can take a partition while its batch is in flight;
+        # its lag is then the new owner's to report, and asking for it raised and stopped this agent.
+        held = consumer.assignment()
         for tp, offset in last.items():
-            highwater = self._app.consumer.highwater(tp) if self._app is not None else None
+            highwater = consumer.highwater(tp) if tp in held else None
             if highwater is not None:  # unknown until the first fetch response of the partition
                 metrics.CONSUMER_LAG.labels(topic=tp.topic, partition=str(tp.partition)).set(max(highwater - offset - 1, 0))
 
-    async def _process(self, events: Sequence[Any], stop: threading.Event) -> bool:
-        """Decode, detect, insert and publish one batch; False when stopping before all was acknowledged."""
+    async def _prepare_off_loop(self, events: Sequence[Any]) -> tuple[Decoded, Detected]:
+        """Decode and detect one batch in a thread: CPU work the event loop must not wait on, as it
+        keeps heartbeating the group meanwhile (aiokafka heartbeats from the loop)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self._prepare,
+                                                                [event.message for event in events])
+
+    async def _finish(self, events: Sequence[Any], prepared: tuple[Decoded, Detected], stop: threading.Event) -> bool:
+        """Insert and publish one prepared batch (blocking I/O, in a thread); False when stopping before
+        all was acknowledged."""
         loop = asyncio.get_running_loop()
-        # Decoding and detection are CPU work, and the inserts block on I/O: both run off the event
-        # loop, which must keep heartbeating the group (aiokafka heartbeats from the loop) meanwhile.
-        decoded, detected = await loop.run_in_executor(None, self._prepare, [event.message for event in events])
+        decoded, detected = prepared
 
         def insert() -> Awaitable[None]:
             return loop.run_in_executor(None, self.sink.write, decoded.records, decoded.iterations, decoded.jobs,
