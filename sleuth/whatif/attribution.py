@@ -628,7 +628,10 @@ def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: np.ndarr
     replayed in order of that bound, in batches, until the next bound falls below the smallest
     value that could still enter the top share, below ``AttributionRules.negligible`` of the
     costliest replica's slowdown, or under ``AttributionRules.worker_floor``; the rest keep their
-    bound, an upper one. A replica that puts nothing back has S = 1 exactly.
+    bound, an upper one. After the first batch, when more than two batches' worth are left, one
+    replay keeping each of a batch's worth of groups of them bounds each member by its group's
+    (at a large scale the first bound is loose: the jitter tails of a replica's many ranks add up).
+    A replica that puts nothing back has S = 1 exactly.
     """
     kept = np.isin(job.iteration, chosen)
     excess = (job.gap - job.ideal_gap) + (job.transfer - job.ideal_transfer)
@@ -644,6 +647,7 @@ def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: np.ndarr
     value = bound.copy()
     per_iteration = np.zeros((len(chosen), n))
     done = 0
+    grouped = False
     while done < len(candidates):
         part = candidates[done : done + batch]
         keep = replica[job.rank][:, None] == part[None, :]
@@ -656,6 +660,19 @@ def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: np.ndarr
                     1.0 + _RULES.worker_floor)
         if done < len(candidates) and bound[candidates[done]] <= floor:
             break
+        rest = candidates[done:]
+        if not grouped and len(rest) > 2 * batch:
+            # One replay of ``batch`` groups of the rest: keeping a group's lengths bounds each member's
+            # slowdown too (replays grow with the lengths kept), so groups that pay nothing drop out whole.
+            grouped = True
+            groups = np.array_split(rest, batch)
+            keep = np.stack([np.isin(replica[job.rank], group) for group in groups], axis=1)
+            ceilings = np.median(_run_variants(job, keep, keep, chosen) / base[:, None], axis=0)
+            for group, ceiling in zip(groups, ceilings.tolist()):
+                value[group] = bound[group] = np.minimum(bound[group], ceiling)
+            candidates = np.r_[candidates[:done], rest[np.argsort(-bound[rest], kind="stable")]]
+            if bound[candidates[done]] <= floor:
+                break
     replayed = candidates[:done]
     slowest = replayed[np.argmax(per_iteration[:, replayed], axis=1)]
     return value, tuple(int(d) for d in slowest)

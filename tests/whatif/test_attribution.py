@@ -49,10 +49,8 @@ def test_a_run_without_jitter_or_faults_pays_only_for_its_uneven_split() -> None
     assert all(s == pytest.approx(1.0, abs=1e-9) for t, s in result.by_type.items() if t != COMPUTE)
 
 
-def test_a_job_paying_only_for_its_split_replays_one_replica_not_each(monkeypatch) -> None:
-    # Keeping one replica's lengths gains at most what keeping every one does (about nothing here,
-    # the split aside): that bound stops the replicas' replays after the first, however many there are.
-    monkeypatch.setattr(attribution, "_BATCH_VALUES", 1)  # one replica per replay
+def _replica_replays(monkeypatch) -> list[int]:
+    """Fills, as ``attribute`` runs, with the variants each replay of the replicas' S_w holds."""
     replayed: list[int] = []
     inside = [False]
     real_replicas, real_run = attribution._replicas, attribution._run_variants
@@ -71,6 +69,14 @@ def test_a_job_paying_only_for_its_split_replays_one_replica_not_each(monkeypatc
 
     monkeypatch.setattr(attribution, "_run_variants", counted_run)
     monkeypatch.setattr(attribution, "_replicas", watched_replicas)
+    return replayed
+
+
+def test_a_job_paying_only_for_its_split_replays_one_replica_not_each(monkeypatch) -> None:
+    # Keeping one replica's lengths gains at most what keeping every one does (about nothing here,
+    # the split aside): that bound stops the replicas' replays after the first, however many there are.
+    monkeypatch.setattr(attribution, "_BATCH_VALUES", 1)  # one replica per replay
+    replayed = _replica_replays(monkeypatch)
     em = emulation("last_stage,slow=1.5", timing=Timing(hiccup_rate=0.0))  # jitter, no pause
     result = attribute(em.records(), em.job_spec(), iterations=em.iterations())
     assert result.split_slowdown > 1.05 and max(result.by_worker) < 1.01
@@ -196,3 +202,20 @@ def test_the_newest_iterations_slowdown_from_the_earlier_ones_history_is_the_who
         window_steps, window, _ = newest_slowdowns(window_records, spec, iterations=window_rows)
         assert steps.tolist() == [newest] and set(left) == {newest}
         assert slowdowns[0] == pytest.approx(window[window_steps.tolist().index(newest)], rel=1e-12)
+
+
+def test_a_slow_gpu_among_many_replicas_is_found_with_one_replay_of_groups_not_one_per_replica(monkeypatch) -> None:
+    # Keeping a group of replicas' lengths bounds each member's slowdown (replays grow with the lengths
+    # kept): after the likeliest replicas, the groups that pay nothing drop out whole.
+    layout = ParallelLayout(128, 4, 2, 16, gpus_per_host=4)
+    em = Emulation(Scenario(topology=generate("fattree:hosts=32,gpus=4,pod=4,spines=2"), layout=layout, model=SMALL,
+                            microbatches=4, iterations=8, faults=(parse_fault("gpu:h0005/1,slow=1.5"),), seed=3,
+                            job="attr", timing=Timing(compute_jitter=0.1, comm_jitter=0.1, hiccup_rate=0.0)))
+    monkeypatch.setattr(attribution, "_BATCH_VALUES", 1)  # batches of two replicas: the top eighth of sixteen
+    replayed = _replica_replays(monkeypatch)
+    spec = em.job_spec()
+    result = attribute(em.records(), spec, iterations=em.iterations(), top_workers=0.125)
+    slow = next(r for r, p in enumerate(spec.placements) if (p.host, p.gpu) == ("h0005", 1))
+    assert result.by_worker[slow] == max(result.by_worker) > 1.05
+    # The two likeliest replicas, then the rest in two groups, which pay nothing: not eight batches of two.
+    assert replayed == [2, 2], replayed
