@@ -216,9 +216,9 @@ def test_two_localizers_of_one_group_measure_a_job_once_and_raise_its_slowdown_o
     running = [start(worker.run), *(start(agent.run) for agent in agents)]
     db = settings.clickhouse_database
 
-    def split() -> bool:
+    def split() -> bool:  # each owns one partition of the two, as of its latest round
         owned = [agent.ownership.owned if agent.ownership else frozenset() for agent in agents]
-        return owned[0] | owned[1] == {0, 1} and not owned[0] & owned[1]
+        return len(owned[0]) == len(owned[1]) == 1 and owned[0] != owned[1]
 
     try:
         # The group settles on a partition each before the job starts, so its owner never changes.
