@@ -210,6 +210,9 @@ def test_two_localizers_of_one_group_measure_a_job_once_and_raise_its_slowdown_o
     em = emulation(f"{FAULTY},slow=1.5,start=0", iterations=30)
     job = em.scenario.job
     settings, client = localizer_settings(services, em.scenario.topology, tmp_path / "fabric.yaml", attribution_interval_s=0.5)
+    # The records topic exists before the worker joins (not when the gateway starts, after the group
+    # splits): a consumer whose topic was missing at its join finds it at the next metadata refresh only.
+    connect.ensure_gateway_topics(settings)
     worker = Worker(settings, client=connect.clickhouse_client(settings))  # no detector: only what-if rounds see it
     agents = [LocalizerAgent(settings, client=connect.clickhouse_client(settings), topology=cluster_topology(settings))
               for _ in range(2)]
