@@ -244,12 +244,12 @@ class LocalizerAgent:
         if now < self._next_round:
             return
         self._next_round = now + self.settings.attribution_interval_s
-        ownership = self._ownership()
-        if ownership is None:
-            return
         try:
+            ownership = self._ownership()
+            if ownership is None:  # not yet told the topic's partitions: the next round asks again
+                return
             await asyncio.get_running_loop().run_in_executor(None, self._measure_round, ownership)
-        except Exception as error:  # ClickHouse away: the next round asks again
+        except Exception as error:  # ClickHouse or the group away: the next round asks again
             _log.warning("what-if round failed, next in %.1fs: %s", self.settings.attribution_interval_s, error)
 
     def _ownership(self) -> Ownership | None:
