@@ -3,6 +3,7 @@ round as the agent runs them (the agent on the real services: ``test_streaming_l
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 
 import pytest
@@ -211,3 +212,15 @@ def test_a_job_idle_for_the_idle_time_before_the_newest_one_is_not_measured() ->
     agent = agent_on(client, [0.0], job_idle_s=100.0)
     agent._measure_round(EVERY_JOB)
     assert sorted(client.asked) == ["recent", "running"]
+
+
+def test_a_round_that_cannot_read_the_groups_assignment_is_skipped_and_the_agent_goes_on() -> None:
+    class Unstarted:  # faust's consumer before its thread runs
+        @property
+        def consumer(self):
+            raise RuntimeError("Consumer thread not yet started")
+
+    agent = agent_on(FakeClickHouse(), [0.0])
+    agent._app = Unstarted()
+    asyncio.run(agent._measure_due())
+    assert agent.rounds == 0 and agent.ownership is None
