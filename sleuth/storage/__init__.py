@@ -12,7 +12,7 @@ Modules, one job each:
 * :mod:`~sleuth.storage.pauses` — the streaming localizer's ``PauseStore`` of benign pauses;
 * :mod:`~sleuth.storage.alerts` — the alerter's ``AlertStore``;
 * :mod:`~sleuth.storage.labels` — the ``LabelStore`` of on-call verdicts;
-* :mod:`~sleuth.storage.progress` — how far jobs got, which resolves their alerts;
+* :mod:`~sleuth.storage.progress` — how far jobs got, which resolves their alerts, and which jobs still run;
 * :mod:`~sleuth.storage.report_queries` — the SQL printed under the report's figures;
 * :mod:`~sleuth.storage.memory` — in-memory twins of the contracts, for unit tests.
 

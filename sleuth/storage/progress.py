@@ -1,7 +1,9 @@
-"""How far jobs got, from ClickHouse ``iterations``: what resolves their alerts."""
+"""How far jobs got, from ClickHouse ``iterations``: what resolves their alerts, and which jobs are
+still running (what the streaming localizer's what-if rounds measure)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -10,7 +12,7 @@ from sleuth.storage.schema import check_database_name
 if TYPE_CHECKING:
     from clickhouse_driver import Client
 
-__all__ = ["completed_iterations"]
+__all__ = ["active_jobs", "completed_iterations"]
 
 
 def completed_iterations(client: Client, database: str, jobs: Iterable[str]) -> dict[str, int]:
@@ -24,3 +26,34 @@ def completed_iterations(client: Client, database: str, jobs: Iterable[str]) -> 
         {"jobs": tuple(jobs)},
     )
     return {job: int(last) for job, last in rows}
+
+
+def active_jobs(client: Client, database: str, *, idle_s: float, now_ns: int) -> dict[str, int]:
+    """job -> world size, for every registered job with an iteration that ended within ``idle_s`` of
+    the newest one written to ``database`` in the last ``idle_s`` (``now_ns`` when that is later).
+
+    Only the ``iterations`` partitions written to in the last ``idle_s`` (on the server's clock) are
+    read, so a database of many finished jobs costs what one of a few does. Within them, recency is
+    read on the jobs' own clocks, where their records are: a real job's is the wall clock, an
+    emulated one's starts at 0. A newest iteration after ``now_ns`` (a host whose clock jumped ahead)
+    is not taken as now, so that it cannot make every other job look idle.
+    """
+    db = check_database_name(database)
+    # A part's modification time is when it was written (or merged from parts written before it).
+    days = [day for (day,) in client.execute(
+        "SELECT DISTINCT max_date FROM system.parts WHERE database = %(db)s AND table = 'iterations' AND active "
+        "AND modification_time >= now() - %(idle_s)s",
+        {"db": database, "idle_s": math.ceil(idle_s)},
+    )]
+    if not days:
+        return {}
+    rows = client.execute(
+        f"SELECT job, world, last_ns FROM (SELECT job, max(t_end_ns) AS last_ns FROM {db}.iterations "
+        "WHERE day IN %(days)s GROUP BY job) ANY INNER JOIN (SELECT job, world FROM "
+        f"{db}.jobs FINAL) USING job",
+        {"days": tuple(days)},
+    )
+    if not rows:
+        return {}
+    since = min(max(int(last) for _, _, last in rows), now_ns) - idle_s * 1e9
+    return {str(job): int(world) for job, world, last in rows if int(last) >= since}

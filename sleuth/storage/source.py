@@ -25,7 +25,7 @@ from sleuth.storage.schema import check_database_name
 if TYPE_CHECKING:
     from clickhouse_driver import Client
 
-__all__ = ["ClickHouseSource", "landed_through", "read_job_spec", "registered_jobs"]
+__all__ = ["ClickHouseSource", "landed_through", "read_job_spec"]
 
 _ITERATION_COLUMNS = ", ".join(f.name for f in IterationBatch.FIELDS)
 
@@ -101,12 +101,6 @@ def read_job_spec(client: Client, database: str, job: str) -> JobSpec:
     if not rows:
         raise UnknownJob(f"job {job!r} is not registered: no row in ClickHouse table {database}.jobs")
     return JobSpec.from_json(rows[0][0], source=f"{database}.jobs[{job}]")
-
-
-def registered_jobs(client: Client, database: str) -> dict[str, int]:
-    """job -> world size, for every job registered in ``database``."""
-    rows = client.execute(f"SELECT job, world FROM {check_database_name(database)}.jobs FINAL")
-    return {str(job): int(world) for job, world in rows}
 
 
 def landed_through(client: Client, database: str, job: str, *, world: int, since: int) -> int | None:

@@ -14,7 +14,7 @@ from sleuth.settings import Settings
 from sleuth.stores import Bus
 from sleuth.stream import connect
 
-__all__ = ["IrregularityPublisher", "decode", "encode"]
+__all__ = ["IrregularityPublisher", "decode", "encode", "job_key"]
 
 
 class IrregularityPublisher:
@@ -25,12 +25,17 @@ class IrregularityPublisher:
         self._producer = producer or connect.kafka_producer(settings)
 
     def __call__(self, irregularities: list[Irregularity]) -> None:
-        futures = [self._producer.send(self.topic, key=i.job.encode(), value=encode(i)) for i in irregularities]
+        futures = [self._producer.send(self.topic, key=job_key(i.job), value=encode(i)) for i in irregularities]
         for future in futures:
             future.get(timeout=30)
 
     def close(self) -> None:
         self._producer.close(timeout=10)
+
+
+def job_key(job: str) -> bytes:
+    """The Kafka key of ``job``'s irregularities: what places them, and so which localizer owns the job."""
+    return job.encode()
 
 
 def encode(irregularity: Irregularity) -> bytes:

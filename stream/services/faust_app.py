@@ -66,6 +66,18 @@ async def serve_until(
             await app.stop()
 
 
+def assigned_partitions(app: Any, topic: str) -> tuple[int, frozenset[int]] | None:
+    """(how many partitions ``topic`` has, those of them assigned to this member of ``app``'s group),
+    or None while the member knows neither yet."""
+    consumer = app.consumer
+    # faust's ``consumer.topic_partitions`` answers on the group's leader only (it reads the snapshot
+    # the leader assigns from); every member's aiokafka consumer holds the cluster's metadata.
+    partitions = consumer._thread._ensure_consumer().partitions_for_topic(topic)
+    if not partitions:
+        return None
+    return len(partitions), frozenset(tp.partition for tp in consumer.assignment() if tp.topic == topic)
+
+
 def run_in_own_loop(serve: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run ``serve()`` to its end on a new event loop in this thread (a service's ``run(stop)``)."""
     loop = asyncio.new_event_loop()

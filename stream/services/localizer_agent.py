@@ -18,11 +18,16 @@ job's gathering is due, the agent
 5. acknowledges the gathered Kafka events, so that faust commits their offsets only now: a crash
    before replays them, and step 1 and the continuation rule keep the replay from raising twice.
 
-Besides, every ``SLEUTH_ATTRIBUTION_INTERVAL_S`` the agent measures what each registered job pays
+Besides, every ``SLEUTH_ATTRIBUTION_INTERVAL_S`` the agent measures what each job it owns pays
 over its newest landed iterations (``slowdown_watch``): a sustained what-if slowdown opens an
 incident however it arrived (from the first step, a ramp, a moderate step no iteration shows),
-localized from the ranks the attribution names. An incident of either kind that continues a
-raised one's episode grows it under its id (``episodes.grown``) instead of opening another.
+localized from the ranks the attribution names. It owns a job while the partition of the
+irregularities topic the job's key goes to is assigned to it (``job_ownership``), and measures
+only those with an iteration within ``SLEUTH_JOB_IDLE_S`` of the newest (``progress.active_jobs``):
+each job is measured by one member of the group, and finished jobs cost nothing. When the
+assignment moves, the new owner starts the job's watch from what ClickHouse holds. An incident
+of either kind that continues a raised one's episode grows it under its id (``episodes.grown``)
+instead of opening another.
 
 Latency: for an irregular iteration's incident, from the arrival of its first irregular iteration
 at this agent to the incident written, debounce included; for a slowdown's, from the start of the
@@ -48,14 +53,16 @@ from sleuth.localizer.episodes import Raised, episode_of, grown
 from sleuth.settings import Settings
 from sleuth.storage.incidents import ClickHouseIncidentStore
 from sleuth.storage.pauses import ClickHousePauseStore
-from sleuth.storage.source import ClickHouseSource, landed_through, registered_jobs
+from sleuth.storage.progress import active_jobs
+from sleuth.storage.source import ClickHouseSource, landed_through
 from sleuth.stores import Bus, PauseStore
 from sleuth.stream import connect
 from sleuth.stream.services.benign_pauses import benign_pauses, settled_through
 from sleuth.stream.detection.publish import decode
 from sleuth.stream.services.episodes import Gatherer, Pending, not_localized
-from sleuth.stream.services.faust_app import create_app, run_in_own_loop, serve_until
+from sleuth.stream.services.faust_app import assigned_partitions, create_app, run_in_own_loop, serve_until
 from sleuth.stream.services.incident_sink import IncidentSink
+from sleuth.stream.services.job_ownership import Ownership
 from sleuth.stream.services.slowdown_watch import SlowdownWatch, WindowCache, slowdown_incidents
 from sleuth.topology import Topology, load_topology
 from sleuth.topology.job_fabric import single_leaf
@@ -88,13 +95,15 @@ class LocalizerAgent:
 
     def __init__(self, settings: Settings, *, client: Client, producer: Bus | None = None, topology: Topology | None = None,
                  on_incident: IncidentCallback | None = None, retry_s: float = 0.5,
-                 clock: Callable[[], float] = time.monotonic, pauses: PauseStore | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, pauses: PauseStore | None = None,
+                 wall_clock_ns: Callable[[], int] = time.time_ns) -> None:
         self.settings = settings
         self.client = client
         self.topology = topology
         self.on_incident = on_incident
         self.retry_s = retry_s
         self.clock = clock
+        self.wall_clock_ns = wall_clock_ns
         self.gatherer = Gatherer(debounce_s=settings.localizer_debounce_s)
         self._own_producer = producer is None
         self.sink = IncidentSink(ClickHouseIncidentStore(client, settings.clickhouse_database),
@@ -104,17 +113,19 @@ class LocalizerAgent:
         self.replayed = 0  # irregular iterations dropped: an incident spans them already
         self.continued = 0  # incidents not raised: they continue a raised one and add no iteration to it
         self.grew = 0  # incidents not raised: they grew the raised one whose episode they continue
-        self.rounds = 0  # what-if rounds over the registered jobs
+        self.rounds = 0  # what-if rounds over the active jobs this agent owns
         self.watch = SlowdownWatch(interval_s=settings.attribution_interval_s, window=settings.attribution_window,
                                    sustain=settings.attribution_sustain, warmup=settings.attribution_warmup,
                                    idle_s=settings.job_idle_s)
         self._windows: dict[str, WindowCache] = {}
         self._next_round = 0.0
+        self.ownership: Ownership | None = None  # the partitions the last what-if round owned
         self.incidents: list[Incident] = []
         self.pauses: deque[Incident] = deque(maxlen=1_000)  # irregular incidents this agent found benign: not raised
         self.paused: PauseStore = pauses or ClickHousePauseStore(client, settings.clickhouse_database)
         self.latencies_s: deque[float] = deque(maxlen=10_000)
         self._stream: Any = None
+        self._app: Any = None
 
     def run(self, stop: threading.Event) -> None:
         """Consume in this thread (its own event loop) until ``stop`` is set."""
@@ -133,7 +144,7 @@ class LocalizerAgent:
 
     def _build_app(self, loop: asyncio.AbstractEventLoop, datadir: str) -> Any:
         settings = self.settings
-        app = create_app(settings, settings.localizer_group, loop=loop, datadir=datadir)
+        app = self._app = create_app(settings, settings.localizer_group, loop=loop, datadir=datadir)
         topic = app.topic(settings.irregularities_topic, key_serializer="raw", value_serializer="raw")
 
         async def gather(stream: Any) -> None:
@@ -234,15 +245,28 @@ class LocalizerAgent:
             return
         self._next_round = now + self.settings.attribution_interval_s
         try:
-            await asyncio.get_running_loop().run_in_executor(None, self._measure_round)
-        except Exception as error:  # ClickHouse away: the next round asks again
+            ownership = self._ownership()
+            if ownership is None:  # not yet told the topic's partitions: the next round asks again
+                return
+            await asyncio.get_running_loop().run_in_executor(None, self._measure_round, ownership)
+        except Exception as error:  # ClickHouse or the group away: the next round asks again
             _log.warning("what-if round failed, next in %.1fs: %s", self.settings.attribution_interval_s, error)
 
-    def _measure_round(self) -> None:
-        """One what-if round: every registered job whose records landed further since its last one."""
+    def _ownership(self) -> Ownership | None:
+        """The partitions of the irregularities topic assigned to this agent now (None before the
+        topic's partitions are known)."""
+        assigned = assigned_partitions(self._app, self.settings.irregularities_topic)
+        return None if assigned is None else Ownership.of(*assigned)
+
+    def _measure_round(self, ownership: Ownership) -> None:
+        """One what-if round: every active job of this agent's whose records landed further since its last one."""
         self.rounds += 1
+        self.ownership = ownership
         started, db = self.clock(), self.settings.clickhouse_database
-        jobs = registered_jobs(self.client, db)
+        jobs = {job: world for job, world in active_jobs(self.client, db, idle_s=self.settings.job_idle_s,
+                                                         now_ns=self.wall_clock_ns()).items() if ownership.owns(job)}
+        # A job that went idle or to another member is forgotten: if it comes back, its watch starts
+        # from what ClickHouse holds then, as it does at the member that took it over.
         self.watch.forget(set(jobs))
         for job in (set(self._windows) - set(jobs)) | set(self.watch.idle(started)):
             self._windows.pop(job, None)

@@ -1,10 +1,10 @@
 """When the streaming localizer measures what a job pays, and over which iterations.
 
 A job that is slow from its first step, or slows gradually, makes no iteration δ-irregular, so
-the irregularities topic never names it. The localizer therefore also watches every registered
-job's progress: each round (``SLEUTH_ATTRIBUTION_INTERVAL_S``), a job whose records have landed
-for every rank past the last iteration it measured gets its newest ``SLEUTH_ATTRIBUTION_WINDOW``
-landed iterations measured (``sleuth.whatif.newest_slowdowns``), past its first
+the irregularities topic never names it. The localizer therefore also watches the progress of
+every active job it owns (``localizer_agent``): each round (``SLEUTH_ATTRIBUTION_INTERVAL_S``), a
+job whose records have landed for every rank past the last iteration it measured gets its newest
+``SLEUTH_ATTRIBUTION_WINDOW`` landed iterations measured (``sleuth.whatif.newest_slowdowns``), past its first
 ``SLEUTH_ATTRIBUTION_WARMUP`` (uneven across ranks by nature: a job that starts is not a straggler's
 job). Only when a run of
 ``SLEUTH_ATTRIBUTION_SUSTAIN`` iterations at or above ``SLEUTH_ATTRIBUTION_SLOWDOWN`` is in the
@@ -18,8 +18,9 @@ earlier ones' peers need (their transfers by operator identity, their stages' wo
 A job whose progress stood still is asked again after twice as long each time, up to
 ``MAX_IDLE_S``: finished jobs cost nothing.
 One whose progress stood still for ``SLEUTH_JOB_IDLE_S`` is handed back by ``idle`` once, for the
-localizer to drop its window; the few numbers of its progress stay (as long as it is registered),
-so that a finished job is not measured again, and a job that resumes reads its window afresh.
+localizer to drop its window; the few numbers of its progress stay (while the localizer owns the
+job and it is active), so that a finished job is not measured again, and a job that resumes reads
+its window afresh.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from sleuth.errors import UnknownJob
 from sleuth.localizer import localize
 from sleuth.sources import MemorySource, RecordSource
 from sleuth.storage import schema
+from sleuth.storage.progress import active_jobs
 from sleuth.storage.sink import ClickHouseSink
 from sleuth.storage.source import ClickHouseSource, landed_through
 from sleuth.stream import connect
@@ -103,6 +104,34 @@ def test_landed_through_is_the_last_iteration_every_rank_has_passed(database) ->
     sink.write(em.ranks_records([3], iterations=[12, 13]), em.iterations(iterations=[]), [])
     assert landed_through(client, db, em.scenario.job, world=world, since=5) == 10
     assert landed_through(client, db, em.scenario.job, world=world, since=12) is None
+
+
+def _iterations(client, db, ends_ns: dict[str, int], *, registered: list[str]) -> None:
+    """One iteration (of one rank, 1 s long) ending at each of ``ends_ns``; ``registered`` jobs of world 4."""
+    client.execute(f"INSERT INTO {db}.iterations (job, rank, iteration, t_start_ns, t_end_ns) VALUES",
+                   [(job, 0, 7, end - 10**9, end) for job, end in ends_ns.items()])
+    client.execute(f"INSERT INTO {db}.jobs (job, world, spec, registered_ns) VALUES",
+                   [(job, 4, "{}", 1) for job in registered])
+
+
+def test_the_active_jobs_are_the_registered_ones_that_ran_within_the_idle_time_of_now(database) -> None:
+    client, db = database
+    now, s = 1_800_000_000 * 10**9, 10**9
+    _iterations(client, db, {"running": now - 10 * s, "recent": now - 3_000 * s, "idle": now - 4_000 * s,
+                             "finished-last-year": now - 365 * 86_400 * s, "unregistered": now,
+                             "clock-ahead": now + 10 * 365 * 86_400 * s},
+                registered=["running", "recent", "idle", "finished-last-year", "waiting", "clock-ahead"])
+    # A host whose clock jumped years ahead is no now: the others stay active beside it.
+    assert active_jobs(client, db, idle_s=3_600.0, now_ns=now) == {"running": 4, "recent": 4, "clock-ahead": 4}
+
+
+def test_emulated_jobs_are_active_on_their_own_clock_and_an_empty_database_has_none(database) -> None:
+    client, db = database
+    assert active_jobs(client, db, idle_s=60.0, now_ns=1_800_000_000 * 10**9) == {}
+    s = 10**9
+    _iterations(client, db, {"emulated": 500 * s, "emulated-earlier": 400 * s, "emulated-long-done": 100 * s},
+                registered=["emulated", "emulated-earlier", "emulated-long-done"])
+    assert active_jobs(client, db, idle_s=150.0, now_ns=1_800_000_000 * 10**9) == {"emulated": 4, "emulated-earlier": 4}
 
 
 def test_an_unknown_job_fails_naming_the_job_and_table(database) -> None:

@@ -3,11 +3,15 @@ round as the agent runs them (the agent on the real services: ``test_streaming_l
 
 from __future__ import annotations
 
+import asyncio
+import datetime
+
 import pytest
 
 from sleuth.errors import ConfigError
 from sleuth.settings import Settings
 from sleuth.localizer.episodes import Raised, episode_of, grown
+from sleuth.stream.services.job_ownership import Ownership, partition_of
 from sleuth.stream.services.slowdown_watch import MAX_IDLE_S, SlowdownWatch, WindowCache, slowdown_incidents
 
 from .detection.conftest import emulation
@@ -142,32 +146,45 @@ def test_a_job_whose_progress_stood_still_for_the_idle_time_is_handed_back_once_
 
 
 class FakeClickHouse:
-    """Answers the two queries of a round: the registered jobs, and each rank's newest iteration."""
+    """Answers the queries of a round: the active jobs (``jobs``: job -> the end of its newest
+    iteration, on its clock; each of one rank), and that rank's newest iteration (``newest``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, jobs: dict[str, int] | None = None) -> None:
+        self.jobs = {"a": 0} if jobs is None else jobs
         self.newest = 11
+        self.asked: list[str] = []  # the jobs whose progress was asked, in order
 
     def execute(self, query: str, params=None):
+        if "system.parts" in query:
+            return [(datetime.date(1970, 1, 1),)] if self.jobs else []
         if ".jobs FINAL" in query:
-            return [("a", 1)]
+            return [(job, 1, last_ns) for job, last_ns in self.jobs.items()]
         assert "max(iteration)" in query, query
+        self.asked.append(params["job"])
         return [(0, self.newest)]
 
 
-def test_the_localizer_drops_an_idle_jobs_window_and_a_gathering_never_localized() -> None:
+def agent_on(client: FakeClickHouse, now: list[float], **settings):
     from sleuth.stream.services.localizer_agent import LocalizerAgent
 
+    return LocalizerAgent(Settings(**settings), client=client, producer=object(), clock=lambda: now[0],
+                          wall_clock_ns=lambda: 1_800_000_000 * 10**9)
+
+
+EVERY_JOB = Ownership.of(1, [0])
+
+
+def test_the_localizer_drops_an_idle_jobs_window_and_a_gathering_never_localized() -> None:
     now = [0.0]
-    agent = LocalizerAgent(Settings(job_idle_s=100.0), client=FakeClickHouse(), producer=object(),
-                           clock=lambda: now[0])
+    agent = agent_on(FakeClickHouse(), now, job_idle_s=100.0)
     agent.watch.window_of("a", 10, 0.0)
     agent.watch.done("a", 10)
     agent._windows["a"] = WindowCache()
     for now[0] in (50.0, 100.0):
-        agent._measure_round()
+        agent._measure_round(EVERY_JOB)
         assert "a" in agent._windows  # idle, but not for long enough yet
     now[0] = 161.0  # asked every MAX_IDLE_S at most: this round finds it idle over 100 s
-    agent._measure_round()
+    agent._measure_round(EVERY_JOB)
     assert "a" not in agent._windows
 
     agent.gatherer.add("a", 12, now=200.0)
@@ -175,3 +192,35 @@ def test_the_localizer_drops_an_idle_jobs_window_and_a_gathering_never_localized
     assert agent.gatherer.stale(300.0, idle_s=100.0) == [] and len(agent.gatherer) == 2
     [given_up] = agent.gatherer.stale(301.0, idle_s=100.0)
     assert given_up.job == "a" and list(agent.gatherer.due(1000.0)) == ["b"]
+
+
+def test_two_localizers_of_one_group_measure_disjoint_jobs_each_the_ones_its_partitions_hold() -> None:
+    jobs = [f"job-{i}" for i in range(12)]
+    now = [0.0]
+    asked = []
+    for owned in ([0], [1]):
+        client = FakeClickHouse({job: 0 for job in jobs})
+        agent_on(client, now)._measure_round(Ownership.of(2, owned))
+        asked.append(set(client.asked))
+    assert asked[0] and asked[1] and not asked[0] & asked[1] and asked[0] | asked[1] == set(jobs)
+    assert {job for job in jobs if partition_of(job, 2) == 0} == asked[0]
+
+
+def test_a_job_idle_for_the_idle_time_before_the_newest_one_is_not_measured() -> None:
+    # Job clocks: an emulated job's starts at 0, far behind the wall clock; the newest iteration sets now.
+    client = FakeClickHouse({"running": 500 * 10**9, "recent": 401 * 10**9, "finished": 399 * 10**9})
+    agent = agent_on(client, [0.0], job_idle_s=100.0)
+    agent._measure_round(EVERY_JOB)
+    assert sorted(client.asked) == ["recent", "running"]
+
+
+def test_a_round_that_cannot_read_the_groups_assignment_is_skipped_and_the_agent_goes_on() -> None:
+    class Unstarted:  # faust's consumer before its thread runs
+        @property
+        def consumer(self):
+            raise RuntimeError("Consumer thread not yet started")
+
+    agent = agent_on(FakeClickHouse(), [0.0])
+    agent._app = Unstarted()
+    asyncio.run(agent._measure_due())
+    assert agent.rounds == 0 and agent.ownership is None

@@ -24,6 +24,7 @@ from sleuth.storage import schema
 from sleuth.stream import connect
 from sleuth.stream.detection import StreamDetector
 from sleuth.stream.detection.publish import IrregularityPublisher
+from sleuth.stream.services.job_ownership import partition_of
 from sleuth.stream.services.localizer_agent import LocalizerAgent, cluster_topology
 from sleuth.stream.services.worker import Worker
 from sleuth.topology import save_topology
@@ -198,6 +199,42 @@ def test_a_gpu_slow_from_the_first_step_opens_one_incident_that_grows(services: 
         [(name, iterations)] = client.execute(f"SELECT incident, iterations FROM {db}.incidents FINAL")
         assert name == incident.incident and set(incident.iterations) <= set(iterations) <= set(range(29))
         assert agent.received == 0 and agent.rounds > 0
+    finally:
+        for stop, thread in reversed(running):
+            halt(stop, thread)
+        client.execute(f"DROP DATABASE IF EXISTS {db}")
+        client.disconnect()
+
+
+def test_two_localizers_of_one_group_measure_a_job_once_and_raise_its_slowdown_once(services: Services, tmp_path) -> None:
+    em = emulation(f"{FAULTY},slow=1.5,start=0", iterations=30)
+    job = em.scenario.job
+    settings, client = localizer_settings(services, em.scenario.topology, tmp_path / "fabric.yaml", attribution_interval_s=0.5)
+    # The records topic exists before the worker joins (not when the gateway starts, after the group
+    # splits): a consumer whose topic was missing at its join finds it at the next metadata refresh only.
+    connect.ensure_gateway_topics(settings)
+    worker = Worker(settings, client=connect.clickhouse_client(settings))  # no detector: only what-if rounds see it
+    agents = [LocalizerAgent(settings, client=connect.clickhouse_client(settings), topology=cluster_topology(settings))
+              for _ in range(2)]
+    running = [start(worker.run), *(start(agent.run) for agent in agents)]
+    db = settings.clickhouse_database
+
+    def split() -> bool:  # each owns one partition of the two, as of its latest round
+        owned = [agent.ownership.owned if agent.ownership else frozenset() for agent in agents]
+        return len(owned[0]) == len(owned[1]) == 1 and owned[0] != owned[1]
+
+    try:
+        # The group settles on a partition each before the job starts, so its owner never changes.
+        wait_until(split, timeout_s=120, what="the irregularities topic's two partitions split between the two")
+        [owner] = [agent for agent in agents if agent.ownership.owns(job)]
+        [other] = [agent for agent in agents if agent is not owner]
+        assert owner.ownership.owned == {partition_of(job, 2)}
+        stream_emulation(settings, client, em, range(30))
+        wait_until(lambda: owner.watch.measured(job) >= 28, timeout_s=120, what="every landed iteration measured")
+        [incident] = owner.incidents
+        assert incident.suspects[0].device == FAULTY and other.incidents == []
+        assert other.watch.measured(job) == -1 and other.rounds > 0  # it ran its rounds, but never over this job
+        assert client.execute(f"SELECT incident FROM {db}.incidents FINAL") == [(incident.incident,)]
     finally:
         for stop, thread in reversed(running):
             halt(stop, thread)
