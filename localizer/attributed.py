@@ -41,7 +41,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.stats import binom, mannwhitneyu, norm
+from scipy.stats import binom, mannwhitneyu, median_abs_deviation, norm
 
 from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
@@ -59,7 +59,8 @@ from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
 __all__ = ["Episode", "Part", "complement", "diagnose", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
-           "lead", "parts", "pauses_move", "runs", "steady_straggler", "slowdown_incident", "split_led", "summary", "tied_devices", "whatif_search", "work_moves"]
+           "lead", "parts", "pauses_move", "runs", "slowdown_incident", "split_led", "steady_straggler", "summary", "tied_devices",
+           "whatif_search", "work_moves"]
 
 _RULES = LOCALIZER_RULES
 _NS_PER_HOUR = 3_600e9
@@ -230,8 +231,9 @@ def pauses_move(attribution: Attribution, iterations: Sequence[int]) -> bool:
     least ``moves`` different ranks, its replica's other places did not compute longer with it (not
     data, ``work_moves``), no rank stands apart from the others over all of ``iterations`` (a slow
     device is the costliest of more of them than chance, whatever the pauses between cost, or of
-    costlier ones: ``_often``, ``_pays_more``), and where the job has several hosts, they are not
-    one host's ranks taking turns (that host's CPU)."""
+    costlier ones: ``_often``, ``_pays_more``; and it computes longer in most of them:
+    ``steady_straggler``), and where the job has several hosts, they are not one host's ranks
+    taking turns (that host's CPU)."""
     turns = _Turns.of(attribution, iterations)
     if turns is None or len(set(turns.rank[turns.pays].tolist())) < _RULES.moves:
         return False
@@ -257,7 +259,7 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
         return False
     medians = np.median(relative[rows], axis=0)
     center = float(np.median(medians))
-    sigma = 1.4826 * float(np.median(np.abs(medians - center)))
+    sigma = float(median_abs_deviation(medians, scale="normal"))
     z = float(norm.isf(_RULES.significance / len(medians)))
     return float(medians.max()) > center + max(z * sigma, ATTRIBUTION_RULES.worker_floor)
 
