@@ -152,9 +152,10 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
         return Straggler.HARDWARE
     # Work that moves is the data's even where one worker explains each of the worst iterations (M_W,
     # measured on those alone): the slow batch is on some replica in each.
-    if work_moves(attribution, attribution.iterations if iterations is None else iterations):
+    episode = attribution.iterations if iterations is None else iterations
+    if work_moves(attribution, episode):
         return Straggler.SEQLEN_IMBALANCE
-    if pauses_move(attribution, attribution.iterations if iterations is None else iterations):
+    if pauses_move(attribution, episode):
         return Straggler.SCATTERED_PAUSES
     return Straggler.HARDWARE
 

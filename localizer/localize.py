@@ -209,13 +209,20 @@ def _data_not_device(incident: Incident, attribution: Attribution) -> Incident:
     rank at a time is the slow one, another each time (``attributed.pauses_move``, §5.4): its search
     saw a few ranks, late by chance twice on one GPU as often as not, where the replay saw every rank
     of every iteration. A compute-led mixed reading is such a search's too (diagnose asks compute to lead)."""
-    if incident.cause not in (IncidentCause.COMPUTE, IncidentCause.MIXED):
+    readings = _NOT_DEVICE.get(incident.cause, ())
+    if not readings:
         return incident
     found = diagnose(attribution, split=False, iterations=incident.iterations)
-    wanted = (Straggler.SEQLEN_IMBALANCE,) if incident.cause is IncidentCause.COMPUTE else ()
-    if found not in (*wanted, Straggler.SCATTERED_PAUSES):
+    if found not in readings:
         return incident
     return replace(incident, cause=IncidentCause(found.value), suspects=(), advice=ADVICE[found])
+
+
+#: Which non-hardware readings over its own iterations replace a cluster's incident of each cause.
+_NOT_DEVICE = {
+    IncidentCause.COMPUTE: (Straggler.SEQLEN_IMBALANCE, Straggler.SCATTERED_PAUSES),
+    IncidentCause.MIXED: (Straggler.SCATTERED_PAUSES,),
+}
 
 
 def _naming(incidents: list[Incident], covering: list[int], suspects: Sequence[Suspect]) -> int:
