@@ -37,6 +37,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -44,10 +45,10 @@ from sleuth.errors import RecordError
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, OpKind, RecordBatch
 from sleuth.validation import fraction, integer
-from sleuth.whatif.keys import dense_ids, group_median, group_spread, mix
+from sleuth.whatif.keys import dense_ids, group_median, group_spread, keyed_spread, mix
 from sleuth.whatif.programs import program_slots
 from sleuth.whatif.rules import ATTRIBUTION_RULES
-from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, member_groups, replay
+from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, latest_ends, member_groups
 
 __all__ = ["COMPUTE", "Attribution", "PeerHistory", "attribute", "newest_slowdowns"]
 
@@ -55,8 +56,8 @@ _RULES = ATTRIBUTION_RULES
 
 #: The operator type of compute gaps (the other types are "<communicator kind>.<op>").
 COMPUTE = "compute"
-#: Floats each batch of variants may hold per operator array: variants share a sweep in batches
-#: of at most this many values over all operators (bounds memory at 8,192 GPUs and up).
+#: Operator-variants each batch of replicas replays together (``_replicas``): at 8,192 GPUs and
+#: up, a batch of a few replicas; at small scales every replica at once.
 _BATCH_VALUES = 1 << 25
 _NS_PER_HOUR = 3_600e9
 
@@ -186,6 +187,13 @@ class _Job:
     steps: np.ndarray  # iteration id of each dense iteration
     subsets: dict = field(default_factory=dict, repr=False, compare=False)  # chosen iterations -> _Job, built once
 
+    @cached_property
+    def leveled(self) -> tuple[np.ndarray, ...]:
+        """Anchors (0: every rank starts an iteration at 0), gaps, ideal gaps, transfers, ideal
+        transfers and own lengths in the replay's level order, made once for all its variants."""
+        return tuple(self.deps.leveled(a) for a in (np.zeros(len(self.gap)), self.gap, self.ideal_gap, self.transfer,
+                                                    self.ideal_transfer, self.own))
+
 
 def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
               worker_iterations: int = _RULES.worker_iterations, top_workers: float = _RULES.top_workers,
@@ -302,7 +310,7 @@ class PeerHistory:
     complete transfers keyed by their operator identity (rank, place in its program, communicator,
     op) with their lengths, and each pipeline stage's work in it (``_rebalanced``)."""
 
-    keys: np.ndarray  # uint64
+    keys: np.ndarray  # uint64, ascending
     transfer: np.ndarray
     stage_work: np.ndarray | None  # per stage, NaN where the iteration shows none; None without stages
 
@@ -405,16 +413,16 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     # A transfer's peers: the same slot on the ranks running its program, and its own other iterations.
     spatial = _put_back(transfer, slots.slot, enough & complete)
     identity = _identity_keys(rank, slots.position, comm, op, records.strings)
-    n_earlier = sum(len(h.keys) for h in history)
-    temporal = _put_back(np.concatenate([*(h.transfer for h in history), transfer]),
-                         dense_ids(np.concatenate([*(h.keys for h in history), identity]).view(np.int64)),
-                         np.r_[np.ones(n_earlier, bool), complete])[n_earlier:]
+    temporal = _beyond_spread(transfer, *keyed_spread(identity, transfer, [(h.keys, h.transfer) for h in history], it),
+                              complete)
     ideal_transfer = np.where(complete, np.minimum(spatial, temporal), 0.0)
     left: list[PeerHistory] = []
     if leave:  # copies of every complete transfer: only the streaming rounds keep them
         bounds = np.searchsorted(it, np.arange(len(steps) + 1))  # operators are in iteration order
-        left = [PeerHistory(identity[a:b][complete[a:b]], transfer[a:b][complete[a:b]], None if work is None else work[k])
-                for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+        for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+            keys, lengths = identity[a:b][complete[a:b]], transfer[a:b][complete[a:b]]
+            by_key = np.argsort(keys)  # sorted once here, each later round's lookup of them runs in order
+            left.append(PeerHistory(keys[by_key], lengths[by_key], None if work is None else work[k]))
 
     # An operator type: its communicator's kind (the name's prefix) and its op, send and receive together.
     prefixes = [c.split(".", 1)[0] if "." in c else "" for c in records.strings]
@@ -456,7 +464,11 @@ def _put_back(values: np.ndarray, group: np.ndarray, usable: np.ndarray) -> np.n
     """Each value, or its group's median where it lies more than ``AttributionRules.spread_k`` robust standard
     deviations above it: a length its peers never show is a straggler's; one within their
     spread is a length they show too, jitter the fault-free run has as well."""
-    median, spread = group_spread(group, values)
+    return _beyond_spread(values, *group_spread(group, values), usable)
+
+
+def _beyond_spread(values: np.ndarray, median: np.ndarray, spread: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """``_put_back`` given each value's group median and spread."""
     return np.where(usable & (values > median + _RULES.spread_k * spread), median, values)
 
 
@@ -530,19 +542,12 @@ def _run_variants(job: _Job, keep_gap: np.ndarray, keep_transfer: np.ndarray, ch
     lasts until its last operator ends, every rank starting it at 0; batches of variants share a sweep."""
     keep = np.isin(job.iteration, chosen)
     subset = _subset(job, chosen, keep)
-    keep_gap, keep_transfer = keep_gap[keep], keep_transfer[keep]
-    variants = keep_gap.shape[1]
-    batch = max(1, _BATCH_VALUES // max(len(subset.gap), 1))
-    bounds = _iteration_bounds(subset)
-    out = np.empty((len(bounds), variants))
-    anchor = np.zeros(len(subset.gap))
-    for begin in range(0, variants, batch):
-        part = slice(begin, min(begin + batch, variants))
-        gap = np.where(keep_gap[:, part], subset.gap[:, None], subset.ideal_gap[:, None])
-        transfer = np.where(keep_transfer[:, part], subset.transfer[:, None], subset.ideal_transfer[:, None])
-        _, end = replay(subset.deps, anchor=anchor, gap=gap, transfer=transfer, own=subset.own)
-        out[:, part] = np.maximum.reduceat(end, bounds, axis=0)
-    return out
+    # The masks' rows of the subset's operators, in the order the replay sweeps them.
+    rows = subset.deps.order if subset is job else np.flatnonzero(keep)[subset.deps.order]
+    anchor, gap, ideal_gap, transfer, ideal_transfer, own = subset.leveled
+    return latest_ends(subset.deps, segments=_iteration_bounds(subset), anchor=anchor, gap=gap, ideal_gap=ideal_gap,
+                       transfer=transfer, ideal_transfer=ideal_transfer, own=own, keep_gap=keep_gap[rows],
+                       keep_transfer=keep_transfer[rows])
 
 
 def _iteration_bounds(job: _Job) -> np.ndarray:

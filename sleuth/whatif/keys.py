@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-__all__ = ["dense_ids", "group_median", "group_spread", "mix", "packed_key"]
+__all__ = ["dense_ids", "group_median", "group_spread", "keyed_spread", "mix", "packed_key"]
 
 
 def dense_ids(*keys: np.ndarray) -> np.ndarray:
@@ -94,3 +96,45 @@ def group_spread(group: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.
     out_median[order] = np.repeat(median, counts)
     out_spread[order] = np.repeat(spread, counts)
     return out_median, out_spread
+
+
+def keyed_spread(keys: np.ndarray, values: np.ndarray, earlier: Sequence[tuple[np.ndarray, np.ndarray]],
+                 batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``group_spread`` of ``values`` grouped by ``keys``, each group joined by the ``earlier``
+    batches' values of the same key, for ``values`` only; ``batch`` numbers the batch (from 0) each
+    of ``values`` belongs to. A key is expected at most once per batch.
+
+    One row per key of ``values`` and one column per batch: the earlier batches are looked up in
+    the keys, not sorted together with them, so a streaming window's history costs a search per
+    round instead of a sort of all of it (faster still when each earlier batch's keys ascend).
+    Where a key repeats within a batch: ``group_spread`` of everything concatenated, the same statistics."""
+    if not len(keys):
+        return np.empty(0), np.empty(0)
+    key_of_row, row = np.unique(keys, return_inverse=True)
+    rows, now = len(key_of_row), int(batch.max()) + 1
+    found_rows: list[np.ndarray] = []
+    found_values: list[np.ndarray] = []
+    for batch_keys, batch_values in earlier:
+        at = np.minimum(np.searchsorted(key_of_row, batch_keys), rows - 1)
+        found = key_of_row[at] == batch_keys
+        found_rows.append(at[found])
+        found_values.append(batch_values[found])
+    repeated = np.bincount(row * now + batch, minlength=rows * now).max() > 1 or any(
+        np.bincount(at, minlength=rows).max(initial=0) > 1 for at in found_rows)
+    if repeated:
+        joined = group_spread(dense_ids(np.concatenate([*(k for k, _ in earlier), keys])),
+                              np.concatenate([*(v for _, v in earlier), values]))
+        return joined[0][-len(keys):], joined[1][-len(keys):]
+    table = np.full((rows, len(earlier) + now), np.nan)
+    table[row, len(earlier) + batch] = values
+    for column, (at, column_values) in enumerate(zip(found_rows, found_values)):
+        table[at, column] = column_values
+    table.sort(axis=1)  # NaN (no value in that batch) sorts last
+    counts = (~np.isnan(table)).sum(axis=1)
+
+    def at_rank(index: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(table, index[:, None], axis=1)[:, 0]
+
+    median = (at_rank((counts - 1) // 2) + at_rank(counts // 2)) / 2
+    spread = (at_rank((3 * (counts - 1)) // 4) - at_rank((counts - 1) // 4)) / 1.349
+    return median[row], spread[row]

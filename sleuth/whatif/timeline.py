@@ -20,7 +20,9 @@ that waits on them, get no level (``Dependencies.settled``).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -30,7 +32,12 @@ from sleuth.errors import RecordError
 from sleuth.records import OpKind
 from sleuth.whatif.keys import dense_ids
 
-__all__ = ["Dependencies", "dependencies", "downstream", "holds_rank", "member_groups", "replay"]
+try:  # the compiled sweep (sleuth/whatif/_sweep.c); the numpy one below is its reference
+    from sleuth.whatif import _sweep
+except ImportError:  # not built on this machine: latest_ends sweeps with numpy
+    _sweep = None
+
+__all__ = ["Dependencies", "dependencies", "downstream", "holds_rank", "member_groups", "latest_ends", "replay"]
 
 
 def member_groups(comm: np.ndarray, seq: np.ndarray, rank: np.ndarray, peer: np.ndarray, op: np.ndarray) -> np.ndarray:
@@ -74,6 +81,47 @@ class Dependencies:
     @property
     def acyclic(self) -> bool:
         return bool(self.settled.all())
+
+    @cached_property
+    def order(self) -> np.ndarray:
+        """The settled operators in level order (each level's in the order it lists them)."""
+        return np.concatenate(self.op_levels).astype(np.int64) if self.op_levels else np.zeros(0, np.int64)
+
+    def leveled(self, values: np.ndarray) -> np.ndarray:
+        """``values`` (one row per operator, chain order) in level order, the settled operators only."""
+        return np.ascontiguousarray(np.asarray(values)[self.order])
+
+    def in_chain_order(self, values: np.ndarray) -> np.ndarray:
+        """Level-ordered ``values`` back in chain order; zero where an operator is not settled."""
+        values = np.asarray(values)
+        out = np.zeros((len(self.first), *values.shape[1:]), values.dtype)
+        out[self.order] = values
+        return out
+
+    @cached_property
+    def flat(self) -> tuple[np.ndarray, ...]:
+        """The graph as the compiled sweep reads it, by position in ``order``: whether each opens its
+        chain, whether its chain's previous operator holds the rank and that one's position, the level
+        bounds, the positions not whole in their group per level, and the complete groups' members
+        (groups follow one another: each one's first member, and their bounds per level)."""
+        order = self.order
+        position = np.full(len(self.first), -1, np.int64)
+        position[order] = np.arange(len(order))
+        before = np.maximum(order - 1, 0)
+        first = self.first[order]
+
+        def joined(parts: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+            bounds = np.r_[0, np.cumsum([len(p) for p in parts])].astype(np.int64)
+            return (np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)), bounds
+
+        op_bounds = joined(self.op_levels)[1]
+        loose, loose_bounds = joined(self.loose_levels)
+        members, member_bounds = joined(self.member_levels)
+        # A level where no group completes has one start (0) and no members: it has no group.
+        begins, group_bounds = joined(tuple(s + b if len(m) else s[:0]
+                                            for s, b, m in zip(self.member_starts, member_bounds[:-1], self.member_levels)))
+        return (first.astype(np.uint8), self.holds[before].astype(np.uint8), np.where(first, 0, position[before]),
+                op_bounds, position[loose], loose_bounds, begins, group_bounds, position[members])
 
 
 def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, complete: np.ndarray) -> Dependencies:
@@ -146,6 +194,65 @@ def replay(deps: Dependencies, *, anchor: np.ndarray, gap: np.ndarray, transfer:
             sizes = np.diff(np.r_[starts, len(members)])
             end[members] = np.repeat(latest, sizes, axis=0) + transfer[members]
     return start, end
+
+
+#: Variants the compiled sweep replays together: rows of this many floats per operator keep a
+#: level's reads in few cache lines, and buffers this narrow are reused from one chunk to the next.
+_SWEEP_VARIANTS = 8
+#: Floats per operator array the numpy sweep may hold at once (bounds memory at 8,192 GPUs and up).
+_NUMPY_VALUES = 1 << 25
+
+
+_buffers = threading.local()
+
+
+def _scratch(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """This thread's start and end buffers of at least ``size`` floats, kept for the next replay: a
+    fresh array pays a page fault per 4 KiB it touches, at 8,192 GPUs as much as the sweep itself.
+    They grow to the largest replay the thread ran (16 floats per operator)."""
+    held = getattr(_buffers, "pair", None)
+    if held is None or len(held[0]) < size:
+        held = _buffers.pair = (np.empty(size), np.empty(size))
+    return held
+
+
+def latest_ends(deps: Dependencies, *, segments: np.ndarray, anchor: np.ndarray, gap: np.ndarray,
+                ideal_gap: np.ndarray, transfer: np.ndarray, ideal_transfer: np.ndarray, own: np.ndarray,
+                keep_gap: np.ndarray, keep_transfer: np.ndarray) -> np.ndarray:
+    """The latest end of each segment of operators (``segments``: where each begins in chain order,
+    from 0 up) in every variant of :func:`replay`, shape (segments, W). Every other input is given
+    in level order, one row per operator of ``deps.order`` (what :meth:`Dependencies.leveled` gives):
+    variant ``w`` of an operator keeps its recorded gap where ``keep_gap[k, w]`` and takes its
+    ``ideal_gap`` otherwise, likewise for transfers. The compiled sweep when built, else numpy's."""
+    keep_gap, keep_transfer = np.asarray(keep_gap, bool), np.asarray(keep_transfer, bool)
+    order = deps.order
+    width = keep_gap.shape[1]
+    if keep_gap.shape != keep_transfer.shape or len(keep_gap) != len(order):
+        raise RecordError(f"latest_ends: keep masks of {len(order)} operators (the settled ones) by one column a variant")
+    out = np.empty((len(segments), width))
+    if _sweep is None or not len(order):
+        chain = [deps.in_chain_order(a) for a in (anchor, gap, ideal_gap, transfer, ideal_transfer, own)]
+        anchor, gap, ideal_gap, transfer, ideal_transfer, own = chain
+        step = max(1, _NUMPY_VALUES // max(len(deps.first), 1))
+        for begin in range(0, width, step):
+            part = slice(begin, min(begin + step, width))
+            kept_gap, kept_transfer = (deps.in_chain_order(m[:, part]) > 0 for m in (keep_gap, keep_transfer))
+            _, end = replay(deps, anchor=anchor, gap=np.where(kept_gap, gap[:, None], ideal_gap[:, None]),
+                            transfer=np.where(kept_transfer, transfer[:, None], ideal_transfer[:, None]), own=own)
+            out[:, part] = np.maximum.reduceat(end, segments, axis=0)
+        return out
+    segment = np.searchsorted(segments, order, side="right") - 1
+    columns = [np.ascontiguousarray(a, np.float64) for a in (anchor, gap, ideal_gap, transfer, ideal_transfer, own)]
+    masks = [np.ascontiguousarray(m).view(np.uint8) for m in (keep_gap, keep_transfer)]
+    chunk = min(width, _SWEEP_VARIANTS)
+    buffers = _scratch(len(order) * chunk)
+    for begin in range(0, width, chunk):
+        latest = np.empty((len(segments), min(chunk, width - begin)))
+        _sweep.sweep(latest.shape[1], width, begin, *deps.flat, segment, *columns, *masks, *buffers, latest)
+        out[:, begin : begin + latest.shape[1]] = latest
+    if not deps.acyclic:  # a segment with an operator on or after a cycle has no end, as in replay
+        out[np.unique(np.searchsorted(segments, np.flatnonzero(~deps.settled), side="right") - 1)] = np.nan
+    return out
 
 
 def downstream(deps: Dependencies, sources: np.ndarray) -> np.ndarray:

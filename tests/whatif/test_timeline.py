@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sleuth.errors import RecordError
-from sleuth.whatif.timeline import dependencies, downstream, replay
+from sleuth.whatif import _sweep, timeline
+from sleuth.whatif.timeline import dependencies, downstream, latest_ends, replay
 
 
 def two_ranks():
@@ -117,3 +120,67 @@ def test_a_replay_of_its_own_gaps_and_transfers_gives_back_the_same_times(data: 
     np.maximum.at(latest, deps.group, start)
     again = replay(deps, anchor=zeros, gap=gaps, transfer=end - latest[deps.group], own=zeros)
     assert np.allclose(again[0], start) and np.allclose(again[1], end)
+
+
+def kept_variants(data: st.DataObject, deps, gap, transfer):
+    """latest_ends' arguments for a random job: ideal lengths, own lengths, anchors, send-like
+    operators that do not hold their rank, groups not whole, and up to 20 variants' choices."""
+    n = len(gap)
+    draw = lambda values: np.array(data.draw(st.lists(values, min_size=n, max_size=n)))  # noqa: E731
+    groups = int(deps.group.max()) + 1
+    whole = np.array(data.draw(st.lists(st.booleans(), min_size=groups, max_size=groups)))  # a group is whole or not
+    deps = dependencies(deps.first, draw(st.booleans()), deps.group, whole[deps.group])
+    width = data.draw(st.integers(1, 20))
+    keep = [np.array(data.draw(st.lists(st.lists(st.booleans(), min_size=width, max_size=width), min_size=n, max_size=n)))
+            for _ in range(2)]
+    return dict(deps=deps, anchor=draw(st.integers(0, 9)).astype(float), gap=gap, ideal_gap=gap * 0.5,
+                transfer=transfer, ideal_transfer=draw(st.integers(0, 50)).astype(float),
+                own=draw(st.integers(0, 40)).astype(float), keep_gap=keep[0], keep_transfer=keep[1])
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_the_compiled_sweep_replays_every_variant_exactly_as_numpy_does(data: st.DataObject) -> None:
+    arguments = kept_variants(data, *random_job(data))
+    deps = arguments["deps"]
+    n = len(arguments["gap"])
+    segments = np.unique(np.r_[0, np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=4)), np.int64)])
+    leveled = {name: deps.leveled(value) if name != "deps" else value for name, value in arguments.items()}
+    compiled = latest_ends(segments=segments, **leveled)
+    # One variant at a time through the numpy replay, the reference.
+    for v in range(arguments["keep_gap"].shape[1]):
+        _, end = replay(deps, anchor=arguments["anchor"], own=arguments["own"],
+                        gap=np.where(arguments["keep_gap"][:, v], arguments["gap"], arguments["ideal_gap"]),
+                        transfer=np.where(arguments["keep_transfer"][:, v], arguments["transfer"], arguments["ideal_transfer"]))
+        assert np.array_equal(compiled[:, v], np.maximum.reduceat(end, segments))
+    with mock.patch.object(timeline, "_sweep", None):
+        assert np.array_equal(latest_ends(segments=segments, **leveled), compiled)
+
+
+def test_the_compiled_sweep_leaves_a_cycle_unsettled_as_numpy_does() -> None:
+    deps = dependencies(np.array([True, False, True, False, True]), np.ones(5, bool), np.array([0, 1, 1, 0, 2]),
+                        np.array([True, True, True, True, False]))
+    settled = int(deps.settled.sum())
+    keep = np.ones((settled, 3), bool)
+    ones = np.ones(settled)
+    arguments = dict(segments=np.array([0, 4]), anchor=ones, gap=ones, ideal_gap=ones, transfer=ones,
+                     ideal_transfer=ones, own=ones, keep_gap=keep, keep_transfer=keep)
+    ends = latest_ends(deps, **arguments)
+    assert np.isnan(ends[0]).all() and ends[1].tolist() == [3.0, 3.0, 3.0]
+    with mock.patch.object(timeline, "_sweep", None):
+        assert np.array_equal(latest_ends(deps, **arguments), ends, equal_nan=True)
+
+
+def test_the_compiled_sweep_is_built() -> None:
+    # pyproject marks it optional for users without a compiler; the project's own install builds it.
+    assert timeline._sweep is _sweep and callable(_sweep.sweep)
+
+
+def test_the_compiled_sweep_refuses_a_graph_that_would_read_what_it_has_not_written() -> None:
+    deps = dependencies(np.array([True, False]), np.ones(2, bool), np.array([0, 1]), np.zeros(2, bool))
+    flat = list(deps.flat)
+    flat[2] = np.array([0, 5])  # the chain's previous operator of position 1: 5 is no position of the graph
+    ones, keep = np.ones(2), np.ones((2, 1), np.uint8)
+    with pytest.raises(ValueError, match="previous one is not in an earlier level"):
+        _sweep.sweep(1, 1, 0, *flat, np.zeros(2, np.int64), *(ones,) * 6, keep, keep, np.empty(2), np.empty(2),
+                     np.empty((1, 1)))

@@ -1,0 +1,49 @@
+"""keyed_spread: a group's median and spread over the current batches and earlier ones, looked up by key."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sleuth.whatif.keys import dense_ids, group_spread, keyed_spread
+
+
+def concatenated(keys, values, earlier):
+    """The reference: group_spread of everything, earlier batches first; the current values' part."""
+    median, spread = group_spread(dense_ids(np.concatenate([*(k for k, _ in earlier), keys])),
+                                  np.concatenate([*(v for _, v in earlier), values]))
+    return median[-len(keys):], spread[-len(keys):]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_it_gives_the_statistics_of_every_batch_concatenated(data: st.DataObject) -> None:
+    universe = np.array(data.draw(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=30, unique=True)), np.uint64)
+    pick = lambda unique: np.array(data.draw(st.lists(st.sampled_from(universe.tolist()), min_size=1, max_size=30,  # noqa: E731
+                                                       unique=unique)), np.uint64)
+    # Earlier batches may repeat a key (then it falls back to the concatenation); current ones do not.
+    earlier = [(k, np.array(data.draw(st.lists(st.floats(0, 100), min_size=len(k), max_size=len(k)))))
+               for k in (pick(data.draw(st.booleans())) for _ in range(data.draw(st.integers(0, 5))))]
+    current = [pick(True) for _ in range(data.draw(st.integers(1, 3)))]
+    keys = np.concatenate(current)
+    batch = np.repeat(np.arange(len(current)), [len(k) for k in current])
+    values = np.array(data.draw(st.lists(st.floats(0, 100), min_size=len(keys), max_size=len(keys))))
+    median, spread = keyed_spread(keys, values, earlier, batch)
+    expected = concatenated(keys, values, earlier)
+    assert np.array_equal(median, expected[0]) and np.array_equal(spread, expected[1])
+
+
+def test_a_key_twice_in_one_current_batch_still_counts_both_values() -> None:
+    keys = np.array([7, 7, 9], np.uint64)
+    values = np.array([1.0, 5.0, 2.0])
+    earlier = [(np.array([7, 9], np.uint64), np.array([3.0, 4.0]))]
+    median, spread = keyed_spread(keys, values, earlier, np.zeros(3, np.int64))
+    assert median.tolist() == [3.0, 3.0, 3.0] and np.array_equal(spread, concatenated(keys, values, earlier)[1])
+
+
+def test_keys_only_earlier_batches_show_do_not_matter() -> None:
+    keys = np.array([1, 2], np.uint64)
+    median, _ = keyed_spread(keys, np.array([10.0, 20.0]), [(np.array([2, 3], np.uint64), np.array([30.0, 99.0]))],
+                             np.zeros(2, np.int64))
+    assert median.tolist() == [10.0, 25.0]
