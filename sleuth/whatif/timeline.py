@@ -35,7 +35,7 @@ from sleuth.whatif.keys import dense_ids
 try:  # the compiled sweep (sleuth/whatif/_sweep.c); the numpy one below is its reference
     from sleuth.whatif import _sweep
 except ImportError:  # not built on this machine: latest_ends sweeps with numpy
-    _sweep = None
+    _sweep = None  # type: ignore[assignment]
 
 __all__ = ["Dependencies", "dependencies", "downstream", "holds_rank", "member_groups", "latest_ends", "replay"]
 
@@ -242,13 +242,17 @@ def latest_ends(deps: Dependencies, *, segments: np.ndarray, anchor: np.ndarray,
             out[:, part] = np.maximum.reduceat(end, segments, axis=0)
         return out
     segment = np.searchsorted(segments, order, side="right") - 1
-    columns = [np.ascontiguousarray(a, np.float64) for a in (anchor, gap, ideal_gap, transfer, ideal_transfer, own)]
-    masks = [np.ascontiguousarray(m).view(np.uint8) for m in (keep_gap, keep_transfer)]
+    anchor, gap, ideal_gap, transfer, ideal_transfer, own = (
+        np.ascontiguousarray(a, np.float64) for a in (anchor, gap, ideal_gap, transfer, ideal_transfer, own))
+    gap_mask, transfer_mask = (np.ascontiguousarray(m).view(np.uint8) for m in (keep_gap, keep_transfer))
+    first, holds_previous, previous, op_bounds, loose, loose_bounds, group_begin, group_bounds, members = deps.flat
     chunk = min(width, _SWEEP_VARIANTS)
     buffers = _scratch(len(order) * chunk)
     for begin in range(0, width, chunk):
         latest = np.empty((len(segments), min(chunk, width - begin)))
-        _sweep.sweep(latest.shape[1], width, begin, *deps.flat, segment, *columns, *masks, *buffers, latest)
+        _sweep.sweep(latest.shape[1], width, begin, first, holds_previous, previous, op_bounds, loose, loose_bounds,
+                     group_begin, group_bounds, members, segment, anchor, gap, ideal_gap, transfer, ideal_transfer, own,
+                     gap_mask, transfer_mask, buffers[0], buffers[1], latest)
         out[:, begin : begin + latest.shape[1]] = latest
     if not deps.acyclic:  # a segment with an operator on or after a cycle has no end, as in replay
         out[np.unique(np.searchsorted(segments, np.flatnonzero(~deps.settled), side="right") - 1)] = np.nan

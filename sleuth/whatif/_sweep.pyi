@@ -1,0 +1,11 @@
+"""Type stub of the compiled level sweep (sleuth/whatif/_sweep.c); timeline.latest_ends calls it."""
+
+import numpy as np
+
+def sweep(
+    width: int, columns: int, column: int, first: np.ndarray, holds_previous: np.ndarray, previous: np.ndarray,
+    op_bounds: np.ndarray, loose: np.ndarray, loose_bounds: np.ndarray, group_begin: np.ndarray,
+    group_bounds: np.ndarray, members: np.ndarray, segment: np.ndarray, anchor: np.ndarray, gap: np.ndarray,
+    ideal_gap: np.ndarray, transfer: np.ndarray, ideal_transfer: np.ndarray, own: np.ndarray, keep_gap: np.ndarray,
+    keep_transfer: np.ndarray, start: np.ndarray, end: np.ndarray, latest: np.ndarray, /,
+) -> None: ...
