@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
-import socket
+import os
 import subprocess
 import sys
 import textwrap
@@ -29,23 +28,21 @@ from sleuth.logger.session import Session
 from sleuth.records import OpKind
 from sleuth.records_folder import read_records
 
+from tests.logger import collector
+from tests.logger.collector import free_port
+from tests.logger.nccl_build import build_plugin, compile_c
 from tests.logger.store import DictStore
 
 pytest.importorskip("torch")
 
 HERE = Path(__file__).parent
-PLUGIN_SRC = HERE.parent.parent / "logger" / "nccl_profiler"
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """The plugin (its Makefile) and the driver library that plays NCCL."""
-    compiler = shutil.which("gcc")
-    assert compiler, "gcc is needed to build libnccl-profiler-sleuth.so"
     out = tmp_path_factory.mktemp("nccl_stream")
-    subprocess.run(["make", "-s", "-C", str(PLUGIN_SRC), f"OUT={out}"], check=True)
-    subprocess.run([compiler, "-O1", "-Wall", "-fPIC", "-shared", f"-I{PLUGIN_SRC}", "-o", str(out / "libdriver.so"),
-                    str(HERE / "nccl_driver.c"), "-ldl"], check=True)
+    compile_c(build_plugin(out), out / "libdriver.so", HERE / "nccl_driver.c", "-fPIC", "-shared", "-ldl")
     return out
 
 
@@ -99,18 +96,12 @@ RANK_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def streamed(built, tmp_path_factory):
     """Two ranks run the script; returns the folder the logger wrote."""
     out = tmp_path_factory.mktemp("streamed")
-    port = str(_free_port())
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("SLEUTH_", "NCCL_"))}
+    port = str(free_port())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLEUTH_", "NCCL_"))}
     ranks = [subprocess.Popen([sys.executable, "-c", RANK_SCRIPT, str(rank), str(out), str(built / "libnccl-profiler-sleuth.so"),
                                str(built / "libdriver.so"), port], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for rank in range(2)]
@@ -281,11 +272,9 @@ COLLECTOR_SCRIPT = textwrap.dedent("""
 
 def test_with_a_collector_alone_the_plugins_records_stream_to_the_gateway(built, tmp_path):
     """No SLEUTH_LOG_DIR: before, the plugin had nowhere to write; now the logger's sender takes them."""
-    from tests.logger import collector
-
     server, servicer, port = collector.start()
     try:
-        env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("SLEUTH_", "NCCL_"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLEUTH_", "NCCL_"))}
         done = subprocess.run([sys.executable, "-c", COLLECTOR_SCRIPT, f"127.0.0.1:{port}",
                                str(built / "libnccl-profiler-sleuth.so"), str(built / "libdriver.so"), str(tmp_path / "spill")],
                               env=env, capture_output=True, text=True, timeout=180)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import shutil
 import socket
 import subprocess
 import time
@@ -30,21 +29,19 @@ from sleuth.records import OpKind
 from sleuth.records_folder import read_records
 from sleuth.whatif.attribution import attribute
 
+from tests.logger.nccl_build import build_plugin, compile_c
+
 HERE = Path(__file__).parent
-PLUGIN_SRC = HERE.parent.parent / "logger" / "nccl_profiler"
 HOST = socket.gethostname()
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """The plugin (built by its Makefile), the harness, a chained test plugin and one without symbols."""
-    compiler = shutil.which("gcc")
-    assert compiler, "gcc is needed to build libnccl-profiler-sleuth.so"
     out = tmp_path_factory.mktemp("nccl_plugin")
-    subprocess.run(["make", "-s", "-C", str(PLUGIN_SRC), f"OUT={out}"], check=True)
-    include = f"-I{PLUGIN_SRC}"
-    subprocess.run([compiler, "-O1", "-Wall", include, "-o", str(out / "harness"), str(HERE / "nccl_harness.c"), "-ldl", "-lpthread"], check=True)
-    subprocess.run([compiler, "-O1", "-fPIC", "-shared", include, "-o", str(out / "libnext.so"), str(HERE / "nccl_next_plugin.c")], check=True)
+    compiler = build_plugin(out)
+    compile_c(compiler, out / "harness", HERE / "nccl_harness.c", "-ldl", "-lpthread")
+    compile_c(compiler, out / "libnext.so", HERE / "nccl_next_plugin.c", "-fPIC", "-shared")
     (out / "empty.c").write_text("int not_a_profiler(void) { return 0; }\n")
     subprocess.run([compiler, "-fPIC", "-shared", "-o", str(out / "libempty.so"), str(out / "empty.c")], check=True)
     return out
