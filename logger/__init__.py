@@ -31,11 +31,12 @@ log = logging.getLogger("sleuth.logger")
 class Logger:
     """An installed logger: its session, drainer and hooks (see ``install``)."""
 
-    def __init__(self, session: Any, pump: Any, hooks: Any, restore_sigterm: Any = None) -> None:
+    def __init__(self, session: Any, pump: Any, hooks: Any, restore_sigterm: Any = None, nccl_plugin: Any = None) -> None:
         self.session = session
         self.pump = pump
         self.hooks = hooks
         self.restore_sigterm = restore_sigterm  # puts the job's SIGTERM handler back
+        self.nccl_plugin = nccl_plugin  # sleuth's NCCL profiler plugin, recording into our ring
         self.settings: Settings | None = None  # what it was installed with (a forked child reinstalls)
         self.environ: Mapping[str, str] | None = None
 
@@ -158,18 +159,21 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
     hooks.cuda = cuda
     if cuda:
         pump.device_poll_s = DEVICE_POLL_S
-    if nccl_plugin_records(environ, settings):
-        _leave_nccl_to_the_plugin(hooks)
+    plugin = _stream_the_plugin(environ, settings, session, hooks, c10d._get_default_store)
+    if nccl_plugin_records(environ, settings, streamed=plugin is not None):
+        _leave_nccl_to_the_plugin(hooks, streamed=plugin is not None)
     try:
         hooks.install()
     except BaseException:
         hooks.remove()
+        if plugin is not None:
+            plugin.detach()
         raise
     atexit.register(pump.finish)
     restore_sigterm = flush_on_sigterm(pump.finish)
     pump.start()
     log.info("sleuth logger: on (job %s, recorder %s, %s)", job, core.impl.IMPLEMENTATION, type(hooks).__name__)
-    return Logger(session, pump, hooks, restore_sigterm)
+    return Logger(session, pump, hooks, restore_sigterm, plugin)
 
 
 def _cuda_timing() -> bool:
@@ -195,16 +199,45 @@ def _read_ca(path: str) -> bytes | None:
         raise ConfigError(f"SLEUTH_COLLECTOR_TLS_CA={path!r}: {error.strerror}") from None
 
 
-def nccl_plugin_records(environ: Mapping[str, str], settings: Settings) -> bool:
+def nccl_plugin_records(environ: Mapping[str, str], settings: Settings, *, streamed: bool = False) -> bool:
     """Whether sleuth's NCCL profiler plugin records this process's NCCL operators: NCCL loads it
-    (``NCCL_PROFILER_PLUGIN`` names it, by path or as ``sleuth``) and it has a folder to write to."""
-    plugin = environ.get("NCCL_PROFILER_PLUGIN", "")
-    return bool(settings.log_dir) and (plugin == "sleuth" or Path(plugin).name.startswith("libnccl-profiler-sleuth"))
+    (``NCCL_PROFILER_PLUGIN`` names it, by path or as ``sleuth``) and it has somewhere to put them:
+    the logger's ring (``streamed``: attached) or a folder for its own files."""
+    from sleuth.logger.nccl_plugin import named
+
+    return named(environ) is not None and (streamed or bool(settings.log_dir))
 
 
-def _leave_nccl_to_the_plugin(hooks: Any) -> None:
+def _stream_the_plugin(environ: Mapping[str, str], settings: Settings, session: Any, hooks: Any, store: Any) -> Any:
+    """Attach sleuth's NCCL plugin, when NCCL_PROFILER_PLUGIN names it, to the session's ring: the
+    plugin (``nccl_plugin.Plugin``), or None where it is not named or cannot attach (said in a warning)."""
+    from sleuth.logger import capture as process_group
+    from sleuth.logger import nccl_plugin
+    from sleuth.logger.hooks import members_naming
+    from sleuth.logger.nccl_comms import NcclComms
+
+    path = nccl_plugin.named(environ)
+    # Function wrappers cannot leave NCCL's operators to the plugin (_leave_nccl_to_the_plugin).
+    if path is None or not isinstance(hooks, process_group.ProcessGroupHooks):
+        return None
+    try:
+        plugin = nccl_plugin.Plugin(path)
+        plugin.attach(session.recorder)
+    except ConfigError as error:
+        then = ("the plugin writes its own files (sleuth import nccl-profiler)" if settings.log_dir
+                else "the logger records NCCL groups itself")
+        log.warning("sleuth logger: %s: %s", error, then)
+        return None
+    comms = NcclComms(session, plugin.comms, store, members_naming)
+    session.plugin_comms = comms
+    session.pollers.append(comms.poll)
+    return plugin
+
+
+def _leave_nccl_to_the_plugin(hooks: Any, *, streamed: bool = False) -> None:
     """The plugin records NCCL's operators with GPU times and no Python: the logger keeps the rest
-    (other backends' groups, the steps), so that nothing is recorded twice."""
+    (other backends' groups, the steps), so that nothing is recorded twice. ``streamed``: the plugin
+    records into the logger's ring, else into its own files."""
     from sleuth.logger import capture as process_group
 
     if not isinstance(hooks, process_group.ProcessGroupHooks):
@@ -212,7 +245,8 @@ def _leave_nccl_to_the_plugin(hooks: Any) -> None:
         raise ConfigError("sleuth's NCCL profiler plugin records this job's NCCL operators (NCCL_PROFILER_PLUGIN), "
                           "and this torch has no process-group hooks to leave them to it: the Python logger stays off")
     hooks.defer_nccl = True
-    log.info("sleuth logger: NCCL groups are left to the NCCL profiler plugin (sleuth import nccl-profiler)")
+    where = "records into the logger's ring" if streamed else "writes its own files (sleuth import nccl-profiler)"
+    log.info("sleuth logger: NCCL groups are left to the NCCL profiler plugin, which %s", where)
 
 
 def _hooks_class(capture: str, *, cuda: bool = False) -> type:
@@ -280,6 +314,8 @@ def uninstall(timeout: float = 30.0) -> None:
             return
         _active.finish(timeout)
         _active.hooks.remove()
+        if _active.nccl_plugin is not None:
+            _active.nccl_plugin.detach()
         if _active.restore_sigterm is not None:
             _active.restore_sigterm()
         _active = None

@@ -20,6 +20,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sleuth.jobspec import Communicator, JobSpec, RankPlacement
 from sleuth.logger.naming import infer_layout
@@ -64,6 +65,14 @@ def version_key(job: str) -> str:
 def change_key(job: str, number: int) -> str:
     """The change log's ``number``-th entry (from 1): the rank that published then."""
     return f"{KEY_PREFIX}/{job}/change/{number}"
+
+
+def get_many(store: Any, keys: list[str]) -> list[bytes]:
+    """The values of ``keys``, in one round trip where the store can (torch >= 2.5)."""
+    if not keys:
+        return []
+    multi_get = getattr(store, "multi_get", None)
+    return list(multi_get(keys)) if multi_get is not None else [store.get(key) for key in keys]
 
 
 def rank_entry(host: str, gpu: int | None, groups: Iterable[GroupInfo]) -> bytes:

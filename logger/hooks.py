@@ -409,13 +409,34 @@ def group_ranks(group: Any) -> tuple[tuple[int, ...], str, str, str]:
     pg = group if group is not None else dist.group.WORLD
     ranks = tuple(dist.get_process_group_ranks(pg))
     torch_name = getattr(pg, "group_name", "") or ""
-    mine = [(pg, ranks)] + [
-        (other, tuple(sorted(members, key=members.__getitem__)))
-        for other, members in c10d._world.pg_group_ranks.items()
-        if other is not pg and isinstance(other, dist.ProcessGroup)
-    ]
-    named = name_groups([(members, getattr(other, "group_desc", None)) for other, members in mine], dist.get_world_size())
-    if named[0] is None:
-        return ranks, torch_name, "world" if len(ranks) == dist.get_world_size() else "group", ""
-    name, kind = named[0]
+    kind, name = _kind_and_name(ranks, pg, _torch_groups())
     return ranks, torch_name, kind, name
+
+
+def members_naming(members: tuple[int, ...]) -> tuple[str, str]:
+    """Kind and name (``""`` where none fits) of a communicator over ``members`` (group-rank order)
+    that the logger knows from elsewhere (the NCCL plugin): those of torch's group with the same
+    members, where there is one, else what its shape among torch's groups implies."""
+    groups = _torch_groups()
+    same = next((pg for pg, ranks in groups if ranks == members), None)
+    return _kind_and_name(members, same, groups)
+
+
+def _torch_groups() -> list[tuple[Any, tuple[int, ...]]]:
+    """This rank's process groups, each with its members in group-rank order."""
+    return [
+        (pg, tuple(sorted(members, key=members.__getitem__)))
+        for pg, members in c10d._world.pg_group_ranks.items()
+        if isinstance(pg, dist.ProcessGroup)
+    ]
+
+
+def _kind_and_name(ranks: tuple[int, ...], pg: Any, groups: list[tuple[Any, tuple[int, ...]]]) -> tuple[str, str]:
+    """``naming`` over ``ranks`` (described as ``pg``, None: undescribed) among this rank's other groups."""
+    mine = [(ranks, getattr(pg, "group_desc", None) if pg is not None else None)]
+    mine += [(members, getattr(other, "group_desc", None)) for other, members in groups if other is not pg]
+    named = name_groups(mine, dist.get_world_size())
+    if named[0] is None:
+        return "world" if len(ranks) == dist.get_world_size() else "group", ""
+    name, kind = named[0]
+    return kind, name

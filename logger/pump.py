@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from sleuth.logger.groups import change_key, merge_spec, rank_entry, rank_key, version_key
+from sleuth.logger.groups import change_key, get_many, merge_spec, rank_entry, rank_key, version_key
 from sleuth.logger.period import find_period, signatures
 from sleuth.logger.session import Session, to_iteration_batch, to_record_batch
 from sleuth.logger.sinks import Sink
@@ -113,7 +113,7 @@ class Pump:
                 session.recorder.recalibrate()
             except Exception as error:
                 self._once("recalibrating the CUDA clock", error)
-        records, dropped_total = session.drain()
+        records, dropped_total = session.drain(final=final)
         identity = session.identity
         if identity is None:
             return  # no operator yet: nothing to send and no rank to send it as
@@ -215,8 +215,8 @@ class Pump:
         changes = [change_key(identity.job, n) for n in range(self._merged + 1, version + 1)]
         if not store.check(changes):  # a rank counted its change and has not logged it yet
             changes = changes[: next(i for i, key in enumerate(changes) if not store.check([key]))]
-        changed = sorted({int(rank) for rank in _get(store, changes)})
-        for rank, entry in zip(changed, _get(store, [rank_key(identity.job, r) for r in changed])):
+        changed = sorted({int(rank) for rank in get_many(store, changes)})
+        for rank, entry in zip(changed, get_many(store, [rank_key(identity.job, r) for r in changed])):
             self._entries[rank] = entry
         self._merged += len(changes)
         if len(changes) and len(self._entries) == identity.world:
@@ -244,10 +244,3 @@ class Pump:
             except Exception as error:
                 self._once("closing the sink", error)
 
-
-def _get(store: Any, keys: list[str]) -> list[bytes]:
-    """The values of ``keys``, in one round trip where the store can (torch >= 2.5)."""
-    if not keys:
-        return []
-    multi_get = getattr(store, "multi_get", None)
-    return list(multi_get(keys)) if multi_get is not None else [store.get(key) for key in keys]

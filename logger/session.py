@@ -57,6 +57,8 @@ class Session:
         self._iterations: list[tuple[int, int, int]] = []
         self.on_identity: list[Callable[[], None]] = []  # run once, at the first operator
         self.pollers: list[Callable[[], None]] = []  # run before each drain (works without futures)
+        # The NCCL profiler plugin's communicators (nccl_comms.NcclComms) when it records into our ring.
+        self.plugin_comms: Any = None
         self._lock = threading.Lock()  # only for group registration and iteration records
         self._wall_offset: int | None = None
 
@@ -92,15 +94,39 @@ class Session:
 
     # -- groups --------------------------------------------------------------------------------
 
+    def ensure_identity(self) -> Identity:
+        """This rank's identity, resolved now if no operator resolved it yet (the NCCL plugin's
+        communicators need it on the drainer thread when no hooked group ran an operator)."""
+        if self.identity is None:
+            with self._lock:
+                self._identify()
+        assert self.identity is not None
+        return self.identity
+
+    def _identify(self) -> None:
+        """Called holding ``_lock``."""
+        if self.identity is None:
+            self.identity = self._resolve_identity()
+            for callback in self.on_identity:
+                callback()
+
+    def add_group(self, comm: str, kind: str, ranks: tuple[int, ...]) -> GroupInfo:
+        """A group that is no torch group (an NCCL communicator of the plugin), registered once by id."""
+        with self._lock:
+            info = self._by_comm.get(comm)
+            if info is None:
+                info = GroupInfo(len(self.groups), comm, kind, ranks)
+                self.groups.append(info)
+                self._by_comm[comm] = info
+                self.groups_version += 1
+            return info
+
     def _register(self, group: Any) -> GroupInfo:
         with self._lock:
             entry = self._by_group.get(id(group))
             if entry is not None:
                 return entry[1]
-            if self.identity is None:
-                self.identity = self._resolve_identity()
-                for callback in self.on_identity:
-                    callback()
+            self._identify()
             ranks, torch_name, kind, name = self._group_ranks(group)
             base = name or comm_id(ranks)
             # Two groups under one name (the same members twice, or two descriptions of one
@@ -139,17 +165,24 @@ class Session:
 
     # -- draining ------------------------------------------------------------------------------
 
-    def drain(self) -> tuple[np.ndarray, int]:
-        """The records completed since the last drain (``core.RECORD_DTYPE``), and the recorder's
-        total of dropped records so far."""
+    def drain(self, *, final: bool = False) -> tuple[np.ndarray, int]:
+        """The records completed since the last drain (``core.RECORD_DTYPE``), and the total of
+        dropped records so far (the recorder's, and the NCCL plugin's that could not be mapped).
+        ``final``: the last drain, which holds nothing back."""
         for poll in list(self.pollers):
             poll()
+        if final and self.plugin_comms is not None:
+            self.plugin_comms.settle()
         self.recorder.poll()
         records = core.records_from_bytes(self.recorder.drain()).copy()  # writable: moved in time
+        dropped = self.recorder.dropped
+        if self.plugin_comms is not None:
+            records = self.plugin_comms.translate(records, final=final)
+            dropped += self.plugin_comms.dropped
         offset = self.wall_offset_ns()
         for column in ("t_issue_ns", "t_start_ns", "t_end_ns"):
             records[column] += offset
-        return records, self.recorder.dropped
+        return records, dropped
 
     def wall_offset_ns(self) -> int:
         """The wall clock minus the recorder's monotonic one. Records are timed on the monotonic

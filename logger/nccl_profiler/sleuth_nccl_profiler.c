@@ -2,11 +2,18 @@
  *
  * NCCL loads it with NCCL_PROFILER_PLUGIN=/path/libnccl-profiler-sleuth.so and finds the symbols
  * ncclProfiler_v5 (NCCL >= 2.28) or ncclProfiler_v4 (2.26, 2.27). Every collective and P2P
- * operation becomes one 64-byte record, the logger's `Record` (logger/_commops.c), appended to
- * SLEUTH_LOG_DIR/nccl-<host>-<pid>.bin; the sidecar nccl-<host>-<pid>.json names this process
- * (job, global rank, host, GPU), its communicators (record `comm` = index into that list) and the
- * clock pair that moves host times onto the wall clock. `sleuth import nccl-profiler DIR --out F`
- * turns a folder of them into a records folder.
+ * operation becomes one 64-byte record, the logger's `Record` (logger/_commops.c).
+ *
+ * Where records go:
+ *   - a Python logger in this process attached its ring (sleuth_nccl_attach.h): into that ring,
+ *     through the logger's C API, so its drainer sends them where it sends its own (gateway or
+ *     Parquet). `comm` is SLEUTH_NCCL_RING_COMM | the communicator's index in the table the logger
+ *     polls, `iteration` the logger's at the issue, GPU times moved onto the host's monotonic clock.
+ *     No file is opened then.
+ *   - else SLEUTH_LOG_DIR/nccl-<host>-<pid>.bin; the sidecar nccl-<host>-<pid>.json names this
+ *     process (job, global rank, host, GPU), its communicators (record `comm` = index into that
+ *     list) and the clock pair that moves host times onto the wall clock. `sleuth import
+ *     nccl-profiler DIR --out F` turns a folder of them into a records folder.
  *
  * What each record's fields hold here:
  *   t_issue_ns   host CLOCK_MONOTONIC when NCCL started the Coll/P2p event (the op was issued)
@@ -14,6 +21,7 @@
  *                without kernel events: the first child event's host start, else t_issue_ns
  *   t_end_ns     latest KernelCh stop (GPU globaltimer, flag GPU); without: the last child
  *                event's host stop (flag HOST_CHILD), else the Coll/P2p stopEvent (flag ENQUEUE)
+ *   iteration    -1 in files; the logger's iteration at the issue in its ring
  *   seq          coll: a per-communicator counter of Coll events (NCCL's own seqNumber counts per
  *                collective function, so an all-reduce and an all-gather could share one);
  *                P2P: per (comm, direction, peer) counter on this rank
@@ -43,10 +51,9 @@
 #include <unistd.h>
 
 #include "nccl_profiler_api.h"
+#include "sleuth_nccl_attach.h"
 
 /* ---- the record (logger/_commops.c) -------------------------------------------------------- */
-
-#include "../commops_record.h"
 
 enum { FLAG_GPU_START = 1, FLAG_GPU_END = 2, FLAG_HOST_CHILD = 4, FLAG_ENQUEUE = 8, FLAG_FORCED = 16 };
 
@@ -128,7 +135,18 @@ static struct {
     ProfilerV4 *next_v4;
     ProfilerV5 *next_v5;
     char next_error[512];
+    /* The logger's ring, when one is attached (atomic: read without g.mu at each issue). */
+    struct Ring *ring;
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+
+/* Never freed once attached: a thread that read the pointer just before a detach may still use
+ * it, and the logger keeps the recorder alive for as long as the process runs. */
+typedef struct Ring {
+    const CommopsCApi *api;
+    void *recorder;
+} Ring;
+
+static Ring *attached_ring(void) { return __atomic_load_n(&g.ring, __ATOMIC_ACQUIRE); }
 
 static void json_string(FILE *f, const char *s) {
     fputc('"', f);
@@ -252,9 +270,18 @@ static void flush_locked(void) {
     g.nbuf = 0;
 }
 
-static void emit(const Record *rec, int comm_index) {
+/* The record goes to the attached ring, else to the file. `to_ring` moves its times onto the
+ * ring's clock (called holding the op's ctx->mu). g.mu is held around the ring's call so that no
+ * record enters a ring after sleuth_nccl_profiler_detach returned. */
+static void emit(Record *rec, int comm_index, void (*to_ring)(void *, Record *), void *arg) {
     pthread_mutex_lock(&g.mu);
-    if (g.opened == 1) {
+    Ring *ring = attached_ring();
+    if (ring && comm_index >= 0) {
+        to_ring(arg, rec);
+        rec->comm = SLEUTH_NCCL_RING_COMM | (uint32_t)comm_index;
+        ring->api->record(ring->recorder, rec); /* a full ring counts the loss in the logger's dropped */
+        g.comms[comm_index].records++;
+    } else if (g.opened == 1) {
         if (rec->op == OP_UNKNOWN) g.unknown_ops++;
         g.buf[g.nbuf++] = *rec;
         g.written++;
@@ -339,7 +366,30 @@ struct Ctx {
     uint64_t *p2p_seq; /* [2 * nranks]: send counters then recv counters, per peer */
     void *next_ctx;
     ncclDebugLogger_t logfn;
+    /* GPU times onto the ring's clock: whether the first GPU-timed op decided, and the shift. */
+    int gpu_clock_known;
+    int64_t gpu_shift;
 };
+
+/* GPU times (the globaltimer) onto CLOCK_MONOTONIC for the ring, by `sleuth import nccl-profiler`'s
+ * rule streamed: kept as wall clock when the first op's GPU start falls within a second after its
+ * issue, else shifted; the shift grows only as far as needed to put every start after its issue.
+ * Per communicator: a communicator's rank runs on one GPU (one globaltimer), a process may drive several. */
+static void gpu_to_ring_clock(void *arg, Record *rec) {
+    Ctx *ctx = arg;
+    if ((rec->pad[0] & (FLAG_GPU_START | FLAG_GPU_END)) != (FLAG_GPU_START | FLAG_GPU_END)) return;
+    int64_t wall_minus_mono = real_ns() - mono_ns();
+    int64_t start = rec->t_start_ns - wall_minus_mono, end = rec->t_end_ns - wall_minus_mono;
+    int64_t gap = start - rec->t_issue_ns;
+    if (!ctx->gpu_clock_known) {
+        ctx->gpu_clock_known = 1;
+        ctx->gpu_shift = gap >= 0 && gap < 1000000000LL ? 0 : -gap;
+    } else if (gap + ctx->gpu_shift < 0) {
+        ctx->gpu_shift = -gap;
+    }
+    rec->t_start_ns = start + ctx->gpu_shift;
+    rec->t_end_ns = end + ctx->gpu_shift;
+}
 
 static void finish(Ctx *ctx, Op *op, int forced) {
     Record rec = op->rec;
@@ -359,7 +409,7 @@ static void finish(Ctx *ctx, Op *op, int forced) {
     if (forced) rec.pad[0] |= FLAG_FORCED;
     op->busy = 0;
     op->gen++;
-    emit(&rec, ctx->comm_index);
+    emit(&rec, ctx->comm_index, gpu_to_ring_clock, ctx);
     if (forced) {
         pthread_mutex_lock(&g.mu);
         g.forced++;
@@ -403,10 +453,11 @@ static ncclResult_t ctx_init(Ctx **out, int version, int *mask, const char *name
 
     pthread_mutex_lock(&g.mu);
     pin_library();
-    open_output(logfn);
+    int to_ring = attached_ring() != NULL;
+    if (!to_ring) open_output(logfn); /* with a logger attached no file is opened */
     load_next(logfn);
-    int have_output = g.opened == 1 && g.ncomms < MAX_COMMS;
-    if (g.opened == 1 && !have_output && logfn)
+    int have_output = (to_ring || g.opened == 1) && g.ncomms < MAX_COMMS;
+    if ((to_ring || g.opened == 1) && !have_output && logfn)
         logfn(NCCL_LOG_WARN, NCCL_FLAG_INIT, __FILE__, __LINE__,
               "sleuth profiler: more than %d communicators in this process: communicator %016llx is not recorded",
               MAX_COMMS, (unsigned long long)hash);
@@ -493,8 +544,9 @@ static ncclResult_t start_event(Ctx *ctx, void **handle, uint64_t type, ProfDesc
         op->busy = 1;
         op->ev = (Ev){EV_MAGIC, (uint32_t)type, ctx, next, op, gen, 0};
         Record *r = &op->rec;
+        Ring *ring = attached_ring();
         r->t_issue_ns = now;
-        r->iteration = -1;
+        r->iteration = ring ? ring->api->iteration(ring->recorder) : -1;
         r->comm = (uint32_t)(ctx->comm_index < 0 ? 0 : ctx->comm_index);
         if (type == PROF_COLL) {
             r->op = op_kind(c->func);
@@ -667,7 +719,48 @@ static void after_fork_in_child(void) {
     g.opened = 0;
     g.nbuf = 0;
     g.ncomms = 0;
+    g.ring = NULL; /* the parent's logger: a child's own logger attaches again if it installs one */
     g.written = g.dropped = g.unknown_ops = g.late_children = g.forced = 0;
+}
+
+/* ---- the logger's ring (sleuth_nccl_attach.h) --------------------------------------------- */
+
+__attribute__((visibility("default"))) int sleuth_nccl_profiler_attach(const CommopsCApi *api, void *recorder) {
+    if (!api || !recorder) return -1;
+    if (api->version != SLEUTH_COMMOPS_CAPI_VERSION || !api->record || !api->iteration) return SLEUTH_COMMOPS_CAPI_VERSION;
+    Ring *ring = malloc(sizeof *ring);
+    if (!ring) return -1;
+    ring->api = api;
+    ring->recorder = recorder;
+    pthread_mutex_lock(&g.mu);
+    pin_library(); /* NCCL's dlclose of its last communicator must not reset the attachment */
+    __atomic_store_n(&g.ring, ring, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g.mu);
+    return 0;
+}
+
+__attribute__((visibility("default"))) void sleuth_nccl_profiler_detach(void) {
+    pthread_mutex_lock(&g.mu);
+    __atomic_store_n(&g.ring, NULL, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g.mu);
+}
+
+__attribute__((visibility("default"))) int sleuth_nccl_profiler_comms(int from, SleuthNcclComm *out, int max) {
+    int n = 0;
+    if (!out || from < 0 || max <= 0) return 0;
+    pthread_mutex_lock(&g.mu);
+    for (int i = from; i < g.ncomms && n < max; i++, n++) {
+        CommInfo *c = &g.comms[i];
+        memset(&out[n], 0, sizeof out[n]);
+        out[n].hash = c->hash;
+        out[n].index = i;
+        out[n].nranks = c->nranks;
+        out[n].rank = c->rank;
+        out[n].nnodes = c->nnodes;
+        snprintf(out[n].name, sizeof out[n].name, "%s", c->name);
+    }
+    pthread_mutex_unlock(&g.mu);
+    return n;
 }
 
 __attribute__((constructor)) static void at_load(void) { pthread_atfork(NULL, NULL, after_fork_in_child); }

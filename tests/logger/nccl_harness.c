@@ -11,6 +11,10 @@
  * r == SLOW_RANK and i >= SLOW_FROM); the all-reduce ends on every rank at the latest launch
  * + TRANSFER. Then a ring P2P: send to r+1, recv from r-1 (its own comm of the same ranks).
  * The harness prints what it drove, one line per operation, for the test to compare.
+ *
+ * HARNESS_ATTACH=1: before the first init it attaches a stand-in for the logger's ring (a
+ * CommopsCApi whose record() prints "ring ..." lines and whose iteration() is the loop's i) and
+ * prints the plugin's communicator table at the end ("comm ..." lines).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -22,6 +26,7 @@
 #include <unistd.h>
 
 #include "nccl_profiler_api.h"
+#include "sleuth_nccl_attach.h"
 
 #define PERIOD 5000000LL
 #define COMPUTE 1000000LL
@@ -29,6 +34,7 @@
 #define P2P_NS 100000LL
 
 static int version;
+static int64_t harness_iteration = -7; /* what the stand-in ring says the logger's iteration is */
 static void *plugin;
 static ProfilerV4 *v4;
 static ProfilerV5 *v5;
@@ -43,6 +49,42 @@ static void logfn(int level, unsigned long flags, const char *file, int line, co
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+/* ---- a stand-in for the logger's ring (commops_capi.h) ---- */
+
+static int64_t ring_now(void) { return 0; }
+static int64_t ring_iteration(void *recorder) { (void)recorder; return __atomic_load_n(&harness_iteration, __ATOMIC_RELAXED); }
+static int32_t ring_begin(void *r, uint32_t c, uint64_t s, uint8_t o, int32_t p, uint64_t n, int64_t i) {
+    (void)r; (void)c; (void)s; (void)o; (void)p; (void)n; (void)i;
+    return -1;
+}
+static void ring_end(void *r, int32_t h) { (void)r; (void)h; }
+static int ring_record(void *recorder, const Record *rec) {
+    if (recorder != (void *)&harness_iteration) { fprintf(stderr, "record() got another recorder\n"); exit(6); }
+    printf("ring %u %llu %u %d %llu %lld %lld %lld %lld %u\n", rec->comm, (unsigned long long)rec->seq, rec->op, rec->peer,
+           (unsigned long long)rec->nbytes, (long long)rec->iteration, (long long)rec->t_issue_ns, (long long)rec->t_start_ns,
+           (long long)rec->t_end_ns, rec->pad[0]);
+    return 1;
+}
+static const CommopsCApi ring_api = {SLEUTH_COMMOPS_CAPI_VERSION, ring_now, ring_iteration, ring_begin, ring_end, ring_record};
+
+static void attach_ring(void) {
+    int (*attach)(const CommopsCApi *, void *) = (int (*)(const CommopsCApi *, void *))dlsym(plugin, "sleuth_nccl_profiler_attach");
+    if (!attach) { fprintf(stderr, "no sleuth_nccl_profiler_attach\n"); exit(2); }
+    CommopsCApi wrong = ring_api;
+    wrong.version = SLEUTH_COMMOPS_CAPI_VERSION + 1;
+    if (attach(&wrong, &harness_iteration) != SLEUTH_COMMOPS_CAPI_VERSION) { fprintf(stderr, "attached another API version\n"); exit(6); }
+    if (attach(&ring_api, &harness_iteration) != 0) { fprintf(stderr, "attach failed\n"); exit(6); }
+}
+
+static void print_comms(void) {
+    int (*comms)(int, SleuthNcclComm *, int) = (int (*)(int, SleuthNcclComm *, int))dlsym(plugin, "sleuth_nccl_profiler_comms");
+    SleuthNcclComm table[8];
+    int n = comms(0, table, 8);
+    for (int i = 0; i < n; i++)
+        printf("comm %d %016llx %d %d %s\n", table[i].index, (unsigned long long)table[i].hash, table[i].nranks, table[i].rank,
+               table[i].name[0] ? table[i].name : "-");
 }
 
 static int init(void **ctx, int *mask, const char *name, uint64_t hash, int nranks, int rank) {
@@ -169,6 +211,7 @@ int main(int argc, char **argv) {
     v5 = dlsym(plugin, "ncclProfiler_v5");
     if ((version == 4 && !v4) || (version == 5 && !v5)) { fprintf(stderr, "no ncclProfiler_v%d\n", version); return 2; }
 
+    if (getenv("HARNESS_ATTACH")) attach_ring();
     void *world_ctx = NULL, *ring_ctx = NULL;
     int mask = 0, ring_mask = 0;
     if (init(&world_ctx, &mask, "world", 0x1111222233334444ULL, world, rank) != 0) { fprintf(stderr, "init failed\n"); return 4; }
@@ -176,6 +219,7 @@ int main(int argc, char **argv) {
     printf("mask %d\n", mask);
 
     for (int i = 0; i < iters; i++) {
+        __atomic_store_n(&harness_iteration, (int64_t)i, __ATOMIC_RELAXED);
         /* all-reduce of 1 MiB float32 on 2 channels */
         long long latest = 0;
         for (int r = 0; r < world; r++) {
@@ -282,5 +326,6 @@ int main(int argc, char **argv) {
         channel(again, coll2, rank, 0, (uint64_t)base, (uint64_t)base + 10, -1);
         fin(again);
     }
+    if (getenv("HARNESS_ATTACH")) print_comms();
     return 0;
 }

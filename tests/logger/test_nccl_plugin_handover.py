@@ -15,16 +15,17 @@ from sleuth.logger.hooks import Hooks
 from sleuth.settings import Settings
 
 
-@pytest.mark.parametrize(("plugin", "log_dir", "records"), [
-    ("/opt/sleuth/libnccl-profiler-sleuth.so", "/logs", True),
-    ("sleuth", "/logs", True),  # NCCL then looks for libnccl-profiler-sleuth.so itself
-    ("/opt/sleuth/libnccl-profiler-sleuth.so", "", False),  # no folder: the plugin writes nothing
-    ("/opt/nvidia/libnccl-profiler-inspector.so", "/logs", False),  # another plugin
-    ("", "/logs", False),
+@pytest.mark.parametrize(("plugin", "log_dir", "streamed", "records"), [
+    ("/opt/sleuth/libnccl-profiler-sleuth.so", "/logs", False, True),
+    ("sleuth", "/logs", False, True),  # NCCL then looks for libnccl-profiler-sleuth.so itself
+    ("/opt/sleuth/libnccl-profiler-sleuth.so", "", False, False),  # no folder, no logger's ring: nowhere to put them
+    ("/opt/sleuth/libnccl-profiler-sleuth.so", "", True, True),  # a collector alone: into the logger's ring
+    ("/opt/nvidia/libnccl-profiler-inspector.so", "/logs", True, False),  # another plugin
+    ("", "/logs", False, False),
 ])
-def test_the_plugin_records_when_nccl_loads_it_with_a_folder(plugin, log_dir, records):
+def test_the_plugin_records_when_nccl_loads_it_and_it_has_somewhere_to_put_them(plugin, log_dir, streamed, records):
     environ = {"NCCL_PROFILER_PLUGIN": plugin, "SLEUTH_LOG_DIR": log_dir}
-    assert nccl_plugin_records(environ, Settings.from_env(environ)) is records
+    assert nccl_plugin_records(environ, Settings.from_env(environ), streamed=streamed) is records
 
 
 def test_function_wrappers_cannot_leave_nccl_to_the_plugin_so_the_logger_stays_off():

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import shutil
 import socket
 import subprocess
 import time
@@ -30,21 +29,19 @@ from sleuth.records import OpKind
 from sleuth.records_folder import read_records
 from sleuth.whatif.attribution import attribute
 
+from tests.logger.nccl_build import build_plugin, compile_c
+
 HERE = Path(__file__).parent
-PLUGIN_SRC = HERE.parent.parent / "logger" / "nccl_profiler"
 HOST = socket.gethostname()
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """The plugin (built by its Makefile), the harness, a chained test plugin and one without symbols."""
-    compiler = shutil.which("gcc")
-    assert compiler, "gcc is needed to build libnccl-profiler-sleuth.so"
     out = tmp_path_factory.mktemp("nccl_plugin")
-    subprocess.run(["make", "-s", "-C", str(PLUGIN_SRC), f"OUT={out}"], check=True)
-    include = f"-I{PLUGIN_SRC}"
-    subprocess.run([compiler, "-O1", "-Wall", include, "-o", str(out / "harness"), str(HERE / "nccl_harness.c"), "-ldl", "-lpthread"], check=True)
-    subprocess.run([compiler, "-O1", "-fPIC", "-shared", include, "-o", str(out / "libnext.so"), str(HERE / "nccl_next_plugin.c")], check=True)
+    compiler = build_plugin(out)
+    compile_c(compiler, out / "harness", HERE / "nccl_harness.c", "-ldl", "-lpthread")
+    compile_c(compiler, out / "libnext.so", HERE / "nccl_next_plugin.c", "-fPIC", "-shared")
     (out / "empty.c").write_text("int not_a_profiler(void) { return 0; }\n")
     subprocess.run([compiler, "-fPIC", "-shared", "-o", str(out / "libempty.so"), str(out / "empty.c")], check=True)
     return out
@@ -406,3 +403,35 @@ def test_a_rank_slow_before_its_first_collective_is_what_the_job_pays_for(tmp_pa
     assert found.slowdown == pytest.approx(expected, rel=0.05)
     assert found.top_workers(1)[0][0] == 2
 
+
+
+@pytest.mark.parametrize("base, clock", [(None, "wall"), (10_000_000, "align")])
+def test_an_attached_ring_gets_every_record_and_no_file_is_written(built, tmp_path, base, clock):
+    """HARNESS_ATTACH: a stand-in for the logger's ring (a CommopsCApi that prints what it gets)."""
+    driven, runs = drive(built, tmp_path / "ring", world=2, iters=4, base=base, env={"HARNESS_ATTACH": "1"})
+    assert all(run.returncode == 0 for run in runs.values()), [run.stderr for run in runs.values()]
+    assert not (tmp_path / "ring").exists() or not list((tmp_path / "ring").iterdir())  # not a file written
+    wall_minus_mono = time.time_ns() - time.monotonic_ns()
+    ring_comm = 0x8000_0000
+    for rank, run in runs.items():
+        comms = [line.split()[1:] for line in run.stdout.splitlines() if line.startswith("comm ")]
+        assert comms == [["0", "1111222233334444", "2", str(rank), "world"], ["1", "5555666677778888", "2", str(rank), "-"]]
+        ring = [[int(x) for x in line.split()[1:]] for line in run.stdout.splitlines() if line.startswith("ring ")]
+        by_key = {(op, seq): rest for _comm, seq, op, *rest in ring if op != OpKind.UNKNOWN}
+        assert len(by_key) == len(driven[rank]) == 4 * 3
+        first_start = {}
+        for _, kind, _, seq, _, peer, _, nbytes, _, start, _, end in driven[rank]:
+            comm, _, _, r_peer, r_nbytes, iteration, t_issue, t_start, t_end, flags = next(
+                r for r in ring if (r[2], r[1]) == (OpKind.parse(kind), int(seq)))
+            assert comm == ring_comm | (0 if kind == "all_reduce" else 1)  # the plugin's table index, marked
+            assert (r_peer, r_nbytes, iteration) == (int(peer), int(nbytes), int(seq))  # the harness's i at the issue
+            assert flags == FLAGS["gpu_start"] | FLAGS["gpu_end"]
+            assert t_end - t_start == int(end) - int(start)  # the GPU duration, kept
+            assert t_issue <= t_start  # on the ring's clock, after its issue
+            if clock == "wall":
+                assert abs(t_start + wall_minus_mono - int(start)) < 50_000_000
+            first_start.setdefault(comm, (t_start, t_issue))
+        if clock == "align":  # a GPU clock near zero: the first op of each communicator starts at its issue
+            assert all(t_start == t_issue for t_start, t_issue in first_start.values())
+    drive(built, tmp_path / "files", world=2, iters=4, base=base)  # the same without a ring: files
+    assert len(list((tmp_path / "files").glob("nccl-*.bin"))) == 2
