@@ -34,6 +34,10 @@ RECORD_COLUMN_TYPES = {
 }
 
 
+#: The records table's sorting key, which is also the record's identity (ReplacingMergeTree).
+RECORD_KEY = ("job", "iteration", "rank", "comm", "seq", "op", "peer")
+
+
 def records_table_ddl(table: str) -> str:
     """``CREATE TABLE IF NOT EXISTS`` for a records table named ``table`` (may be db-qualified)."""
     columns = ",\n    ".join(f"{name} {kind}" for name, kind in RECORD_COLUMN_TYPES.items())
@@ -42,7 +46,9 @@ def records_table_ddl(table: str) -> str:
         "    day Date MATERIALIZED toDate(intDiv(t_start_ns, 1000000000))\n"
         ") ENGINE = ReplacingMergeTree()\n"
         "PARTITION BY day\n"
-        "ORDER BY (job, rank, iteration, comm, seq, op, peer)"
+        # Iteration before rank: the streaming localizer reads an iteration of every rank, a range of
+        # this key, where a rank-first key has it scan the job's whole history (docs/streaming.md).
+        f"ORDER BY ({', '.join(RECORD_KEY)})"
     )
 
 
@@ -59,7 +65,8 @@ def insert_records(client: Client, table: str, batch: RecordBatch) -> int:
 
 
 def select_records(client: Client, table: str, *, where: str = "", params: dict | None = None) -> RecordBatch:
-    """The records of ``table`` (optionally filtered by a ``where`` clause), in key order."""
+    """The records of ``table`` (optionally filtered by a ``where`` clause), rank by rank, each
+    rank's in (iteration, comm, seq, op, peer) order."""
     names = ", ".join(RECORD_COLUMN_TYPES)
     query = f"SELECT {names} FROM {table} FINAL"
     if where:

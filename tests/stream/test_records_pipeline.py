@@ -47,7 +47,7 @@ def training_records(n: int, *, seed: int) -> RecordBatch:
 
 
 def sorted_by_key(batch: RecordBatch) -> RecordBatch:
-    """The batch in ClickHouse's ORDER BY order (job, rank, iteration, comm, seq, op, peer)."""
+    """The batch in the order select_records gives (job, rank, iteration, comm, seq, op, peer)."""
     order = np.lexsort(
         (batch["peer"], batch["op"], batch["seq"], batch.decoded("comm"), batch["iteration"], batch["rank"],
          batch.decoded("job"))

@@ -74,6 +74,23 @@ def test_migration_8_keys_abnormal_ops_by_op_and_peer_and_keeps_the_rows(databas
     assert "abnormal_ops_v4" not in {t for (t,) in client.execute(f"SHOW TABLES FROM {name}")}
 
 
+def test_migration_13_keys_records_by_iteration_before_rank_and_keeps_every_row(database) -> None:
+    client, name = database
+    schema.migrate(client, name, migrations=tuple(m for m in schema.MIGRATIONS if m.version < 13))
+    # A database from before 13 has the rank-first key that migration 1 used to create.
+    client.execute(f"DROP TABLE {name}.records")
+    client.execute(records_table.records_table_ddl(f"{name}.records").replace(
+        ", ".join(records_table.RECORD_KEY), "job, rank, iteration, comm, seq, op, peer"))
+    batch = training_records(300, seed=13)
+    records_table.insert_records(client, f"{name}.records", batch)
+    assert schema.migrate(client, name) == [13]
+    [(key,)] = client.execute("SELECT sorting_key FROM system.tables WHERE database = %(db)s AND name = 'records'",
+                              {"db": name})
+    assert key == ", ".join(records_table.RECORD_KEY)
+    assert sorted_by_key(records_table.select_records(client, f"{name}.records")) == sorted_by_key(batch)
+    assert "records_v12" not in {t for (t,) in client.execute(f"SHOW TABLES FROM {name}")}
+
+
 def test_migration_9_adds_the_alerts_advice_column_once_even_if_a_racing_migrate_added_it(database) -> None:
     client, name = database
     schema.migrate(client, name, migrations=tuple(m for m in schema.MIGRATIONS if m.version < 9))
