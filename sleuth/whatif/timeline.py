@@ -13,7 +13,8 @@ Those rules make a graph whose nodes are operator starts and group ends. :func:`
 orders it once into levels (Kahn's algorithm, one frontier per level), so that :func:`replay`
 computes every start and end in one sweep over the levels, each a few vectorised steps over the
 operators of that level: the work is linear in the operators whatever durations are replayed, and
-many variants (a second axis of ``gap`` and ``transfer``) share one sweep. Records whose chains
+many variants (a second axis of ``gap`` and ``transfer``) share one sweep. :func:`latest_ends`
+runs the same sweep compiled (``_sweep.c``) over many variants, giving each segment's last end. Records whose chains
 contradict their groups (clocks skewed between hosts) form a cycle; its operators, and everything
 that waits on them, get no level (``Dependencies.settled``).
 """
@@ -37,7 +38,7 @@ try:  # the compiled sweep (sleuth/whatif/_sweep.c); the numpy one below is its 
 except ImportError:  # not built on this machine: latest_ends sweeps with numpy
     _sweep = None  # type: ignore[assignment]
 
-__all__ = ["Dependencies", "dependencies", "downstream", "holds_rank", "member_groups", "latest_ends", "replay"]
+__all__ = ["Dependencies", "dependencies", "downstream", "holds_rank", "latest_ends", "member_groups", "replay"]
 
 
 def member_groups(comm: np.ndarray, seq: np.ndarray, rank: np.ndarray, peer: np.ndarray, op: np.ndarray) -> np.ndarray:
