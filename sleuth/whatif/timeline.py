@@ -14,9 +14,9 @@ orders it once into levels (Kahn's algorithm, one frontier per level), so that :
 computes every start and end in one sweep over the levels, each a few vectorised steps over the
 operators of that level: the work is linear in the operators whatever durations are replayed, and
 many variants (a second axis of ``gap`` and ``transfer``) share one sweep. :func:`latest_ends`
-runs the same sweep compiled (``_sweep.c``) over many variants, giving each segment's last end. Records whose chains
-contradict their groups (clocks skewed between hosts) form a cycle; its operators, and everything
-that waits on them, get no level (``Dependencies.settled``).
+runs the same sweep compiled (``_sweep.c``) over many variants, giving each segment's last end.
+Records whose chains contradict their groups (clocks skewed between hosts) form a cycle; its
+operators, and everything that waits on them, get no level (``Dependencies.settled``).
 """
 
 from __future__ import annotations
