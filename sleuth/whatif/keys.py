@@ -102,7 +102,8 @@ def keyed_spread(keys: np.ndarray, values: np.ndarray, earlier: Sequence[tuple[n
                  batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``group_spread`` of ``values`` grouped by ``keys``, each group joined by the ``earlier``
     batches' values of the same key, for ``values`` only; ``batch`` numbers the batch (from 0) each
-    of ``values`` belongs to. A key is expected at most once per batch.
+    of ``values`` belongs to. A key is expected at most once per batch, and values are finite (an
+    empty cell of the table below is a NaN).
 
     One row per key of ``values`` and one column per batch: the earlier batches are looked up in
     the keys, not sorted together with them, so a streaming window's history costs a search per
