@@ -21,6 +21,7 @@ operators, and everything that waits on them, get no level (``Dependencies.settl
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from functools import cached_property
@@ -35,8 +36,10 @@ from sleuth.whatif.keys import dense_ids
 
 try:  # the compiled sweep (sleuth/whatif/_sweep.c); the numpy one below is its reference
     from sleuth.whatif import _sweep
-except ImportError:  # not built on this machine: latest_ends sweeps with numpy
+except ImportError as error:  # not built on this machine: latest_ends sweeps with numpy, several times slower
     _sweep = None  # type: ignore[assignment]
+    logging.getLogger(__name__).warning("the what-if replay's compiled sweep is not built (%s): numpy sweeps, "
+                                        "several times slower; reinstall sleuth with a C compiler", error)
 
 __all__ = ["Dependencies", "dependencies", "downstream", "holds_rank", "latest_ends", "member_groups", "replay"]
 
