@@ -112,7 +112,7 @@ class ReadCounter:
         return self.emulation.iterations(ranks=ranks, iterations=iterations)
 
     def ranks_records(self, ranks, *, iterations=None, comms=None):
-        ranks = list(ranks)
+        ranks = list(range(self.emulation.job_spec().world) if ranks is None else ranks)
         batch = self.emulation.ranks_records(ranks, iterations=iterations, comms=comms)
         if comms is None:
             self.whole.update(ranks)

@@ -58,12 +58,13 @@ from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
-__all__ = ["Episode", "Part", "complement", "diagnose", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
+__all__ = ["Episode", "Part", "at_steps", "complement", "diagnose", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
            "lead", "parts", "pauses_move", "runs", "slowdown_incident", "split_led", "steady_straggler", "summary", "tied_devices",
            "whatif_search", "work_moves"]
 
 _RULES = LOCALIZER_RULES
 _NS_PER_HOUR = 3_600e9
+_STEP_EDGES = 128
 
 
 @dataclass(frozen=True)
@@ -75,11 +76,15 @@ class Episode:
     #: its iterations over the line (not the dips): where the job paid, and where a fluctuating
     #: device was slow (between them, anyone's jitter is the costliest)
     paid: tuple[int, ...] = ()
+    cut: bool = False  # a step cut it from a longer run (``at_steps``): its own causes, its own attribution
 
 
 def episodes(attribution: Attribution, *, slowdown: float, sustain: int) -> tuple[tuple[Episode, ...], tuple[Episode, ...]]:
-    """(sustained episodes, shorter runs) of per-iteration S at or above ``slowdown``."""
-    return runs(attribution.iterations, attribution.per_iteration, slowdown=slowdown, sustain=sustain)
+    """(sustained episodes, shorter runs) of per-iteration S at or above ``slowdown``, the sustained
+    ones cut where what the job pays steps (``at_steps``)."""
+    sustained, short = runs(attribution.iterations, attribution.per_iteration, slowdown=slowdown, sustain=sustain)
+    level = dict(zip(attribution.iterations, attribution.per_iteration))
+    return tuple(p for e in sustained for p in at_steps(e, level, slowdown=slowdown, sustain=sustain)), short
 
 
 def runs(iterations: Sequence[int], per_iteration: Sequence[float], *, slowdown: float,
@@ -102,6 +107,73 @@ def runs(iterations: Sequence[int], per_iteration: Sequence[float], *, slowdown:
     found = [Episode(its[a:b], float(per[a:b].max()), tuple(i for i, over in zip(its[a:b], above[a:b]) if over))
              for a, b in spans]
     return tuple(r for r in found if len(r.paid) >= sustain), tuple(r for r in found if len(r.paid) < sustain)
+
+
+def at_steps(episode: Episode, level: dict[int, float], *, slowdown: float, sustain: int) -> tuple[Episode, ...]:
+    """``episode`` cut where what the job pays (``level``: S per iteration) steps up or down and
+    stays: a second cause joined or left (contention all along, a GPU failing for a while in it),
+    and each level's causes are diagnosed on their own. The cut takes out the stretch ``[i, j)``
+    (to the run's end or from its start: one step) whose own level, beside the rest's, explains the
+    run's log S best, when it and each rest has ``sustain`` iterations over the line; its levels
+    explain log S better than one level and a slope (a ramp is one cause growing, not two); its
+    median and the rest's differ by at least the slowdown line; and no more than
+    ``step_significance`` of the run's shuffles explain it as well (noise steps too). Each piece is
+    cut again the same way."""
+    its = np.asarray(episode.iterations)
+    log = np.log(np.maximum(np.array([level[int(i)] for i in its], dtype=np.float64), 1e-12))
+    over = np.isin(its, np.asarray(episode.paid))
+    stretch = _step(log, over, slowdown=slowdown, sustain=sustain)
+    if stretch is None:
+        return (episode,)
+    i, j = stretch
+    return tuple(piece for a, b in ((0, i), (i, j), (j, len(its))) if b > a for piece in at_steps(
+        Episode(tuple(its[a:b].tolist()), float(np.exp(log[a:b].max())), tuple(its[a:b][over[a:b]].tolist()), cut=True),
+        level, slowdown=slowdown, sustain=sustain))
+
+
+def _step(log: np.ndarray, over: np.ndarray, *, slowdown: float, sustain: int) -> tuple[int, int] | None:
+    """The stretch ``[i, j)`` of the run of log S ``log`` that ``at_steps`` cuts out (``over``: which
+    iterations are over the line), or None."""
+    n = len(log)
+    x = np.arange(n, dtype=np.float64)
+    trend = float(np.sum((log - np.polyval(np.polyfit(x, log, 1), x)) ** 2)) if n > 1 else 0.0
+    stretches, levels = _levels(log, over, sustain=sustain)
+    for k in np.argsort(levels, kind="stable"):
+        if levels[k] >= trend:
+            return None
+        i, j = int(stretches[0][k]), int(stretches[1][k])
+        if abs(float(np.median(log[i:j]) - np.median(np.r_[log[:i], log[j:]]))) >= math.log(slowdown):
+            # The run's shuffles keep its values and lose their order: how often noise fits as well.
+            shuffled = np.random.default_rng(n)
+            allowed = _RULES.step_significance * (_RULES.step_shuffles + 1) - 1
+            fits = 0
+            for _ in range(_RULES.step_shuffles):
+                order = shuffled.permutation(n)
+                fits += float(_levels(log[order], over[order], sustain=sustain)[1].min(initial=np.inf)) <= levels[k]
+                if fits > allowed:
+                    return None
+            return i, j
+    return None
+
+
+def _levels(log: np.ndarray, over: np.ndarray, *, sustain: int) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """Every stretch ``[i, j)`` ``at_steps`` may cut out of ``log`` (``over``: which iterations are
+    over the line), and the sum of squares of log S about the levels it leaves (its own, the rest's)."""
+    n = len(log)
+    total, square, paid = (np.r_[0.0, np.cumsum(v)] for v in (log, log * log, over.astype(np.float64)))
+    # A long run's stretches start and end on a grid of _STEP_EDGES places: the cut moves by a few
+    # iterations of thousands, and the shuffles stay a fraction of a second.
+    edges = np.unique(np.r_[np.arange(0, n + 1, -(-(n + 1) // _STEP_EDGES)), n])
+    i, j = (v.ravel() for v in np.meshgrid(edges, edges, indexing="ij"))
+    valid = (j > i) & ((i > 0) | (j < n)) & (paid[j] - paid[i] >= sustain)
+    valid &= ((i == 0) | (paid[i] >= sustain)) & ((j == n) | (paid[n] - paid[j] >= sustain))
+    i, j = i[valid], j[valid]
+    inside = np.maximum(j - i, 1)
+    rest = np.maximum(n - (j - i), 1)
+    # Sum of squares about the stretch's mean plus about the rest's mean (both sides of it together).
+    within = square[j] - square[i] - (total[j] - total[i]) ** 2 / inside
+    outside = (square[n] - square[j] + square[i]) - (total[n] - total[j] + total[i]) ** 2 / rest
+    return (i, j), within + outside
 
 
 def hiccup(incident: Incident, named_elsewhere: Collection[str], attribution: Attribution, *, slowdown: float,

@@ -37,16 +37,16 @@ from typing import Any
 
 import numpy as np
 
-from sleuth.errors import ConfigError, TopologyError
+from sleuth.errors import ConfigError, RecordError, TopologyError
 from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
 
 from sleuth.settings import Settings
 from sleuth.validation import integer, is_int, number_above
-from sleuth.whatif.attribution import Attribution
+from sleuth.whatif.attribution import Attribution, attribute
 
 from sleuth.localizer.attributed import (
-    Part, complement, diagnose, episodes, grown_to_episode, hiccup, lead, parts, slowdown_incident, summary, tied_devices,
+    Episode, Part, complement, diagnose, episodes, grown_to_episode, hiccup, lead, parts, slowdown_incident, summary, tied_devices,
     whatif_search,
 )
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
@@ -167,33 +167,34 @@ def _with_attribution(
     ]
     sustained, _ = episodes(attribution, slowdown=slowdown, sustain=sustain)
     for episode in sustained:
+        own = _attribution_of(source, attribution, episode)
         covering = [k for k, incident in enumerate(kept) if set(episode.iterations) & set(incident.iterations)]
-        for part in parts(attribution, episode.iterations, slowdown=slowdown):
+        for part in parts(own, episode.iterations, slowdown=slowdown):
             if part is Part.SPLIT:
                 # The split is the same in every iteration: it explains no irregular iteration, so a
                 # cluster's incident stays beside it.
                 kept.append(slowdown_incident(
-                    source, attribution, episode, graph=graph, topology=topology, routing=routing, priors=priors,
+                    source, own, episode, graph=graph, topology=topology, routing=routing, priors=priors,
                     top_k=top_k, min_support=min_support, started=started, part=part,
                 ))
                 continue
-            hardware = diagnose(attribution, split=part is Part.WHOLE, iterations=episode.paid) is Straggler.HARDWARE
+            hardware = diagnose(own, split=part is Part.WHOLE, iterations=episode.paid) is Straggler.HARDWARE
             if covering and kept[covering[0]].cause.hardware == hardware:
                 suspects: tuple[Suspect, ...] = ()
                 if hardware:
-                    _, suspects = whatif_search(attribution, graph=graph, topology=topology, routing=routing,
+                    _, suspects = whatif_search(own, graph=graph, topology=topology, routing=routing,
                                                 priors=priors, top_k=top_k, min_support=min_support)
                     # Every cluster in the episode gets the same evidence: they merge into one incident.
                     for k in covering:
                         if kept[k].cause.hardware:
-                            kept[k] = lead(complement(kept[k], suspects), attribution, suspects)
+                            kept[k] = lead(complement(kept[k], suspects), own, suspects)
                 first = _naming(kept, covering, suspects)
-                kept[first] = grown_to_episode(source, kept[first], attribution, episode, graph=graph)
+                kept[first] = grown_to_episode(source, kept[first], own, episode, graph=graph)
                 continue
             # No cluster covers the episode, or the one that does reads hardware where the attribution,
             # which saw every rank and iteration, does not (or the reverse): the episode's own incident.
             incident = slowdown_incident(
-                source, attribution, episode, graph=graph, topology=topology, routing=routing, priors=priors,
+                source, own, episode, graph=graph, topology=topology, routing=routing, priors=priors,
                 top_k=top_k, min_support=min_support, started=started, part=part,
             )
             if covering:
@@ -201,6 +202,20 @@ def _with_attribution(
             else:
                 kept.append(incident)
     return kept
+
+
+def _attribution_of(source: RecordSource, attribution: Attribution, episode: Episode) -> Attribution:
+    """What ``episode`` is diagnosed and searched on: the job's attribution, or where a step cut the
+    episode from a longer run (``attributed.at_steps``), its own iterations' alone, so that the
+    level a second cause joined names that cause and the level before it does not."""
+    if not episode.cut:
+        return attribution
+    iterations = list(episode.iterations)
+    try:
+        return attribute(source.ranks_records(None, iterations=iterations), source.job_spec(),
+                         iterations=source.iterations(iterations=iterations))
+    except RecordError:  # records the replay cannot order: the whole job's attribution still stands
+        return attribution
 
 
 def _data_not_device(incident: Incident, attribution: Attribution) -> Incident:

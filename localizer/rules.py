@@ -72,6 +72,11 @@ class LocalizerRules:
     #: Suspects of an incident that can tie it to another: a NIC and its own cable, a GPU and its
     #: host, explain the same delays, so either may rank first in one analysis and second in the next.
     tied_suspects: int = 2
+    #: A step cuts a run of S in two when noise fits as well in at most this share of the run's
+    #: shuffles: a cut parts one incident in two, which noise may do to one run in a hundred.
+    step_significance: float = 0.01
+    #: Shuffles of the run that test it: the smallest p-value they can give, 1/(n+1), is a tenth of that level.
+    step_shuffles: int = 999
 
     # -- localize: the support rule and where the search starts ---------------------------------
     #: A suspect needs evidence from at least this many irregular iterations (those its roots ran
@@ -156,7 +161,8 @@ class LocalizerRules:
             earlier_t_min=partial(number_above, low=0), first_read=positive_int, read_batch=positive_int,
             member_share=fraction, majority=fraction, minor=partial(fraction, zero=True, one=False),
             max_candidates=positive_int, moves=partial(integer, low=2), significance=fraction, data_breadth=fraction,
-            tied_suspects=positive_int,
+            tied_suspects=positive_int, step_significance=fraction,
+            step_shuffles=positive_int,
         )
         checked(
             self, prefix="rules.", min_support=positive_int, pivot_ops=positive_int, member_rings=partial(integer, low=0),

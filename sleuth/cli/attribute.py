@@ -37,7 +37,7 @@ def _run(args: argparse.Namespace) -> int:
     sustained, short = episodes(found, slowdown=args.slowdown, sustain=args.sustain)
     document = {
         **found.to_dict(),
-        "episodes": [{"iterations": list(e.iterations), "peak": round(e.peak, 4)} for e in sustained],
+        "episodes": [{"iterations": list(e.iterations), "peak": round(e.peak, 4), "cut": e.cut} for e in sustained],
         "short_runs": [{"iterations": list(e.iterations), "peak": round(e.peak, 4)} for e in short],
     }
     if args.json:
@@ -52,7 +52,8 @@ def _run(args: argparse.Namespace) -> int:
     last = "n/a" if found.last_stage_share is None else f"{found.last_stage_share:.2f}"
     print(f"share of the slowdown: top 3% of workers (M_W) {found.worker_share:.2f}, last stage (M_S) {last}")
     for e in sustained:
-        print(f"episode: iterations {e.iterations[0]}-{e.iterations[-1]}, peak x{e.peak:.3f} (opens an incident)")
+        cut = ", cut from a longer run where S steps" if e.cut else ""
+        print(f"episode: iterations {e.iterations[0]}-{e.iterations[-1]}, peak x{e.peak:.3f} (opens an incident{cut})")
     for e in short:
         print(f"short run: iterations {list(e.iterations)}, peak x{e.peak:.3f} (a hiccup unless its device "
               "pauses again: sleuth localize decides)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from sleuth.cli import main
@@ -48,6 +49,44 @@ def test_a_dip_shorter_than_sustain_does_not_end_an_episode() -> None:
     sustained, short = episodes(attribution(per), slowdown=1.05, sustain=3)
     assert [e.iterations for e in sustained] == [(1, 2, 3, 4, 5)]
     assert [e.iterations for e in short] == [(9,), (13, 14, 15)]
+
+
+def _noisy(levels, *, seed: int, jitter: float = 0.08) -> tuple[float, ...]:
+    """Per-iteration S at ``levels``, each times log-normal noise of ``jitter`` (a loaded machine's)."""
+    rng = np.random.default_rng(seed)
+    return tuple(float(v) for v in np.asarray(levels) * np.exp(jitter * rng.standard_normal(len(levels))))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_stretch_a_second_cause_pays_for_is_cut_from_the_episode_around_it(seed) -> None:
+    # Contention all along (S about 1.12), a GPU failing in iterations 10-19 beside it (about 1.85).
+    per = _noisy([1.12] * 10 + [1.85] * 10 + [1.12] * 10, seed=seed)
+    sustained, _ = episodes(attribution(per), slowdown=1.05, sustain=3)
+    # An iteration beside the step that noise put nearer the other level may go with it.
+    assert any(set(range(10, 20)) <= set(e.iterations) <= set(range(9, 21)) for e in sustained), sustained
+    assert all(e.cut for e in sustained)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_step_up_that_stays_is_cut_where_it_steps(seed) -> None:
+    per = _noisy([1.0] * 5 + [1.15] * 15 + [1.6] * 15, seed=seed)
+    sustained, _ = episodes(attribution(per), slowdown=1.05, sustain=3)
+    assert sustained[-1].iterations == tuple(range(20, 35)), sustained
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_one_cause_at_one_level_or_growing_is_one_episode(seed) -> None:
+    flat = _noisy([1.5] * 30, seed=seed)
+    ramp = _noisy(np.linspace(1.1, 2.0, 30), seed=seed, jitter=0.03)
+    for per in (flat, ramp):
+        sustained, _ = episodes(attribution(per), slowdown=1.05, sustain=3)
+        assert [(e.iterations, e.cut) for e in sustained] == [(tuple(range(30)), False)], per
+
+
+def test_a_step_smaller_than_the_slowdown_line_is_no_cut() -> None:
+    per = (1.2,) * 15 + (1.23,) * 15
+    sustained, _ = episodes(attribution(per), slowdown=1.05, sustain=3)
+    assert [e.iterations for e in sustained] == [tuple(range(30))]
 
 
 @pytest.mark.parametrize("shares, expected", [
@@ -308,12 +347,22 @@ def test_a_pause_is_a_hiccup_when_brief_cheap_and_not_recurring_on_its_device() 
     assert not hiccup(at[30], set(), attribution(tuple(stepped)), slowdown=1.05, sustain=3)
 
 
-def _paused_job(*faults: str, seed: int):
+@pytest.mark.parametrize("seed", [3, 7])
+def test_a_gpu_failing_for_a_while_amid_scattered_pauses_is_its_own_incident(seed) -> None:
+    # The pauses make the job pay in every iteration; the GPU, twice as slow in 10-19, pays more there.
+    found, incidents = _paused_job("gpu:h0005/1,slow=2,start=10,end=20", seed=seed, iterations=30)
+    gpu = [i for i in incidents if i.suspects and i.suspects[0].device == "gpu:h0005/1"]
+    assert len(gpu) == 1 and set(range(10, 20)) <= set(gpu[0].iterations) <= set(range(8, 22)), incidents
+    others = [i for i in incidents if i is not gpu[0]]
+    assert [i.cause.value for i in others] == ["scattered_pauses"] and not others[0].suspects, incidents
+
+
+def _paused_job(*faults: str, seed: int, iterations: int = 12):
     """32 GPUs (tp4 pp2 dp4), two pauses per iteration of about a tenth of it each (What-if §5.4:
     garbage collection stopping one process at a time), each on a rank the seed draws."""
     layout = ParallelLayout(32, 4, 2, 4, gpus_per_host=4)
     em = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=4,pod=4,spines=2"), layout=layout, model=SMALL,
-                            microbatches=4, iterations=12, faults=tuple(parse_fault(f) for f in faults), seed=seed,
+                            microbatches=4, iterations=iterations, faults=tuple(parse_fault(f) for f in faults), seed=seed,
                             job="paused", timing=Timing(hiccup_rate=2.0, hiccup_ms=0.5)))
     spec, records, iterations = em.job_spec(), em.records(), em.iterations()
     found = attribute(records, spec, iterations=iterations)
