@@ -155,7 +155,7 @@ def _localized(tmp_path, capsys, sim: list[str], *localize: str) -> list[dict]:
     return json.loads(capsys.readouterr().out)
 
 
-def test_two_equally_slow_gpus_in_a_two_replica_job_are_both_named_not_read_as_seqlen(tmp_path, capsys) -> None:
+def test_two_equally_slow_gpus_in_a_two_replica_job_are_both_named_not_read_as_seqlen_regression_seed_7(tmp_path, capsys) -> None:
     # tp4 pp2 dp2: h0000/1 is replica 0's first stage, h0001/6 replica 1's second; either replica is the
     # costliest of an iteration by its jitter, as with data taking turns, but each only at its slow GPU's place.
     incidents = _localized(tmp_path, capsys, ["--generate", "fattree:hosts=2,gpus=8,pod=2,spines=2", "--tp", "4",
@@ -208,7 +208,7 @@ def test_an_uneven_split_and_a_gpu_slow_from_the_first_iteration_are_two_inciden
     assert together == pytest.approx(_truth_slowdown(out), rel=0.05)
 
 
-def test_a_gpu_slow_from_iteration_10_then_a_nic_from_30_are_each_first_on_their_side(tmp_path, capsys) -> None:
+def test_a_gpu_slow_from_iteration_10_then_a_nic_from_30_are_each_first_on_their_side_regression_seed_23(tmp_path, capsys) -> None:
     # The NIC slows a data-parallel ring of stage 1, so every stage-1 worker is costly (S_w) and the
     # GPU on stage 0 must be found by its own compute; the ring's ranks wait in transfers, not compute.
     incidents = _localized(tmp_path, capsys, ["--generate", "fattree:hosts=16,gpus=8,pod=4,spines=4", "--tp", "4",

@@ -1,9 +1,11 @@
 """Named regression scenarios: each rule of the localizer that a benchmark seed once showed was
-needed, reproduced on an emulated job small enough for every run (128 GPUs, 30 iterations) or on
-a hand-made series of iteration times.
+needed, reproduced on an emulated job small enough for every run (128 GPUs, 30 to 100 iterations)
+or on a hand-made series of iteration times. Two more, from the attribution's cases, are in
+``test_attributed.py`` (``*_regression_seed_7``, ``*_regression_seed_23``).
 
-The emulated scenarios are one slow NIC whose step of a few percent never trips δ, and one GPU
-hiccup that is the only δ-irregular iteration: the hiccup alone must not be the answer."""
+The emulated scenarios are one slow NIC whose step of a few percent never trips δ beside one GPU
+hiccup that is the only δ-irregular iteration (the hiccup alone must not be the answer), and the
+nonhw suite's uneven batches (sequence-length imbalance)."""
 
 from __future__ import annotations
 
