@@ -25,6 +25,7 @@ its window afresh.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -124,6 +125,8 @@ class WindowCache:
     history: dict[int, PeerHistory] = field(default_factory=dict)  # what each measured one leaves its successors' peers
     analysed_through: int = -1
     analysed_level: float = 0.0  # the median S of the newest sustained iterations the last analysis saw (0: none yet)
+    analysed_since: int = -1  # where the level the last analysis saw began
+    eased_at: int = -1  # where the level last stepped down: what came before is over, its incident final
 
     def missing(self, first: int, last: int) -> list[int]:
         """The iterations of [first, last] not held yet."""
@@ -168,19 +171,43 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
         return []
     episode = sustained[-1].iterations
     # The newest sustained iterations each pay the slowdown line's margin more than the level the
-    # last analysis saw: a second cause joined the one analysed (a GPU failing beside an uneven split).
+    # last analysis saw: a second cause joined the one analysed (a GPU failing beside an uneven split);
+    # or each that margin less: the cause analysed left, and what goes on is another's (pauses around it).
+    line, level = settings.attribution_slowdown, cache.analysed_level
     newest = [cache.slowdowns[i] for i in held[-settings.attribution_sustain:]]
-    stepped = cache.analysed_level > 0 and min(newest) >= cache.analysed_level * settings.attribution_slowdown
-    if not _analysis_due(episode, cache.analysed_through, last, every=settings.attribution_window, stepped=stepped):
+    stepped = level > 0 and min(newest) >= level * line
+    eased = level > 0 and max(newest) * line <= level
+    if not _analysis_due(episode, cache.analysed_through, last, every=settings.attribution_window,
+                         stepped=stepped or eased):
         return []
     # Only the episode and what followed it are attributed (after a step, only the iterations past
     # the step): the incident is about them, and the iterations before join as peers through their
-    # history, at a fraction of the replays.
-    since = _step_start(held, cache.slowdowns, cache.analysed_level * settings.attribution_slowdown) if stepped else episode[0]
-    cache.analysed_through = last
-    cache.analysed_level = float(np.median(newest))
-    records = records.take(np.flatnonzero(records["iteration"] >= since))
-    iterations = iterations.take(np.flatnonzero(iterations["iteration"] >= since))
+    # history, at a fraction of the replays. After a step down, the level analysed is attributed up
+    # to the step once more (its incident's final extent), and what follows on its own.
+    spans = [(max(episode[0], cache.eased_at), last)]
+    if stepped:
+        spans = [(_step_start(held, cache.slowdowns, lambda s: s >= level * line), last)]
+    elif eased:
+        step = _step_start(held, cache.slowdowns, lambda s: s * line <= level)
+        before = max(episode[0], cache.analysed_since, first)
+        # What follows is analysed a window later, with a window's evidence of its own: which rank
+        # pauses when takes more than a few iterations to tell from a device.
+        spans = [(before, step - 1)] if before < step else [(step, last)]
+        cache.eased_at = step
+    cache.analysed_through, cache.analysed_level = last, float(np.median(newest))
+    cache.analysed_since = cache.eased_at if eased else spans[-1][0]
+    found: list[Incident] = []
+    for since, until in spans:
+        found += _analysed(cache, records, iterations, spec, first, since, until, topology=topology, settings=settings)
+    return found
+
+
+def _analysed(cache: WindowCache, records: RecordBatch, iterations: IterationBatch, spec: JobSpec, first: int,
+              since: int, until: int, *, topology: Topology, settings: Settings) -> list[Incident]:
+    """The incidents of iterations [since, until] of the window that starts at ``first``, the window's
+    iterations before ``since`` joining as peers through their history."""
+    records = records.take(np.flatnonzero((records["iteration"] >= since) & (records["iteration"] <= until)))
+    iterations = iterations.take(np.flatnonzero((iterations["iteration"] >= since) & (iterations["iteration"] <= until)))
     earlier = [cache.history[i] for i in range(first, since) if i in cache.history]
     attribution = attribute(records, spec, iterations=iterations, history=earlier)
     return localize(MemorySource(spec, records, iterations), irregular_iterations=[], topology=topology,
@@ -188,11 +215,11 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
                     slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain)
 
 
-def _step_start(held: list[int], slowdowns: dict[int, float], line: float) -> int:
-    """The first of the newest iterations that all pay at least ``line`` (the step up they made)."""
+def _step_start(held: list[int], slowdowns: dict[int, float], holds: Callable[[float], bool]) -> int:
+    """The first of the newest iterations whose S all ``holds`` (the step they made)."""
     start = held[-1]
     for it in reversed(held):
-        if slowdowns[it] < line:
+        if not holds(slowdowns[it]):
             break
         start = it
     return start
@@ -201,8 +228,8 @@ def _step_start(held: list[int], slowdowns: dict[int, float], line: float) -> in
 def _analysis_due(episode: tuple[int, ...], analysed_through: int, last: int, *, every: int, stepped: bool = False) -> bool:
     """Whether the newest sustained episode needs the full analysis (attribution and device search):
     it is new, or it ended since the last analysis (its incident's final extent), or what it pays
-    ``stepped`` up since (a second cause), or it went on for a window since (the incident grows,
-    and its alert stays open, a window at a time)."""
+    ``stepped`` up (a second cause) or down (the cause analysed left) since, or it went on for a
+    window since (the incident grows, and its alert stays open, a window at a time)."""
     if episode[-1] <= analysed_through:
         return False
     return episode[0] > analysed_through or episode[-1] < last or stepped or last - analysed_through >= every

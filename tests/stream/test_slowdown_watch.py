@@ -9,10 +9,15 @@ import datetime
 import pytest
 
 from sleuth.errors import ConfigError
+from sleuth.layout import ParallelLayout
+from sleuth.sim import Emulation, Scenario, Timing, parse_fault
+from sleuth.topology import generate
 from sleuth.settings import Settings
 from sleuth.localizer.episodes import Raised, episode_of, grown
 from sleuth.stream.services.job_ownership import Ownership, partition_of
 from sleuth.stream.services.slowdown_watch import MAX_IDLE_S, SlowdownWatch, WindowCache, slowdown_incidents
+
+from tests.sim.conftest import SMALL
 
 from .detection.conftest import emulation
 
@@ -125,6 +130,18 @@ def test_a_step_in_the_window_is_attributed_over_its_own_iterations_not_diluted_
     assert opened == [14] and incident.suspects[0].device == FAULTY
     assert incident.attribution is not None
     assert incident.attribution.slowdown == pytest.approx(incident.impact.slowdown, rel=0.05)  # diluted: 1.10 against 1.22
+
+
+def test_a_gpu_failing_for_a_while_amid_pauses_that_go_on_has_an_incident_that_ends_where_it_healed() -> None:
+    # Pauses on one rank at a time make the job pay in every iteration; the GPU is twice as slow
+    # in 15-24 only. Its incident must end there, not grow with the pauses that go on after it.
+    em = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=4,pod=4,spines=2"),
+                            layout=ParallelLayout(32, 4, 2, 4, gpus_per_host=4), model=SMALL, microbatches=4,
+                            iterations=36, faults=(parse_fault("gpu:h0005/1,slow=2,start=15,end=25"),), seed=4,
+                            job="paused", timing=Timing(hiccup_rate=2.0, hiccup_ms=0.5)))
+    incidents, _ = rounds(em, through=35)
+    [gpu] = [i for i in incidents if i.suspects and i.suspects[0].device == "gpu:h0005/1"]
+    assert set(range(15, 25)) <= set(gpu.iterations) <= set(range(13, 27)), gpu.iterations
 
 
 def test_a_clean_job_raises_nothing() -> None:
