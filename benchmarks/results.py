@@ -1,0 +1,155 @@
+"""Sections of ``benchmarks/RESULTS.md`` written from what a benchmark printed (its JSON), with a figure.
+
+    .venv/bin/python benchmarks/bench_localizer.py --seeds 2011 ... > benchmarks/results/localizer-2011.json
+    .venv/bin/python benchmarks/results.py localizer benchmarks/results/localizer-2011.json \\
+        --figure benchmarks/figures/localizer-slowdown-2011.svg
+
+prints the section's markdown (a row per scenario and the summary the JSON holds) and draws the
+figure: each scenario's S against the emulator's truth, the 5% band around equality, the
+scenarios outside it named. The JSON files kept in ``benchmarks/results/`` are what RESULTS.md's
+tables were written from; the commentary around them is RESULTS.md's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+__all__ = ["localizer_figure", "localizer_section"]
+
+#: S within this share of the truth is right (the issue's goal for every scenario).
+SLOWDOWN_TOLERANCE = 0.05
+
+
+def localizer_section(document: dict) -> str:
+    """``bench_localizer.py``'s per-scenario table and summary, as markdown."""
+    rows = document.get("rows")
+    if not isinstance(rows, list):
+        raise ValueError("not bench_localizer.py's output: no 'rows' list")
+    lines = ["| suite | scenario | injected | suspects | cause | opened by | S | S truth | any | top 2 |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        faulty = bool(row.get("devices"))
+        lines.append("| " + " | ".join([
+            str(row["suite"]), str(row["name"]), _listed(row.get("devices")), _listed(row.get("suspects")),
+            _listed(row.get("causes")), _listed(row.get("triggers")), _number(row.get("slowdown")),
+            _number(row.get("slowdown_truth")),
+            _verdict(row.get("correct")) if faulty else "-", _verdict(row.get("correct_top2")) if faulty else "-",
+        ]) + " |")
+    return "\n".join(lines) + "\n\n" + _summary(document, rows) + "\n"
+
+
+def _summary(document: dict, rows: list[dict]) -> str:
+    seeds = ", ".join(str(s) for s in document.get("seeds", []))
+    every = document.get("accuracy", {}).get("all", {})
+    parts = [f"Seed{'s' if len(document.get('seeds', [])) > 1 else ''} {seeds}: "
+             f"{_count(every.get('sleuth'), every.get('n'))} faulty scenarios right by any suspect, "
+             f"{_count(every.get('sleuth_top2'), every.get('n'))} by the top two of a side"]
+    clean = [r for r in rows if r["suite"] == "clean"]
+    hiccups = [r for r in rows if r["suite"] == "hiccups"]
+    if clean:
+        parts.append(f"clean runs {sum(bool(r.get('hardware_alarm')) for r in clean)} of {len(clean)} alarmed")
+    if hiccups:
+        parts.append(f"hiccup runs {sum(bool(r.get('hardware_alarm')) for r in hiccups)} of {len(hiccups)} alarmed")
+    named = document.get("nonhardware") or {}
+    if named:
+        parts.append("non-hardware causes: " + ", ".join(f"{k.split('@')[0]} read as {'/'.join(v) or 'nothing'}"
+                                                         for k, v in sorted(named.items())))
+    slowdown = document.get("slowdown") or {}
+    if slowdown.get("n"):
+        misses = [f"{r['name']} {r['slowdown']:.3f} against {r['slowdown_truth']:.3f}" for r in rows
+                  if _outside(r)]
+        parts.append(f"S within 5% of the truth on {slowdown.get('within_5pct')} of {slowdown['n']}"
+                     + (f" (outside: {'; '.join(misses)})" if misses else ""))
+    return "; ".join(parts) + "."
+
+
+def localizer_figure(document: dict, path: Path) -> None:
+    """Each scenario's S against the truth (SVG at ``path``), the 5% band, those outside it named."""
+    from matplotlib import colormaps, rc_context
+    from matplotlib.figure import Figure
+
+    rows = [r for r in document.get("rows", []) if r.get("slowdown") and r.get("slowdown_truth")]
+    if not rows:
+        raise ValueError("no scenario has both S and its truth: run bench_localizer.py with the attribution")
+    figure = Figure(figsize=(6.0, 5.0))
+    axes = figure.add_subplot()
+    truth = [r["slowdown_truth"] for r in rows]
+    top = max(max(truth), max(r["slowdown"] for r in rows)) * 1.03
+    line = [1.0, top]
+    axes.plot(line, line, color="0.4", linewidth=1, label="S = truth")
+    axes.fill_between(line, [v * (1 - SLOWDOWN_TOLERANCE) for v in line], [v * (1 + SLOWDOWN_TOLERANCE) for v in line],
+                      color="0.85", label="within 5%")
+    suites = sorted({r["suite"] for r in rows})
+    colours = colormaps["tab20"]
+    for k, suite in enumerate(suites):
+        mine = [r for r in rows if r["suite"] == suite]
+        axes.scatter([r["slowdown_truth"] for r in mine], [r["slowdown"] for r in mine], s=18, label=suite,
+                     color=colours(k % colours.N))
+    # Scenarios outside the band at one point (the same fault under two routings) share one label.
+    labels: dict[tuple[float, float], list[str]] = {}
+    for r in rows:
+        if _outside(r):
+            labels.setdefault((round(r["slowdown_truth"], 3), round(r["slowdown"], 3)), []).append(r["name"])
+    for (x, y), names in labels.items():
+        axes.annotate(", ".join(names), (x, y), textcoords="offset points", xytext=(-4, -12), ha="right", fontsize=7)
+    axes.set_xlim(1.0, top)
+    axes.set_ylim(1.0, top)
+    axes.set_xlabel("S truth (actual / balanced fault-free twin)")
+    axes.set_ylabel("S (what-if attribution)")
+    axes.set_title(f"bench_localizer.py, seed {', '.join(str(s) for s in document.get('seeds', []))}", fontsize=9)
+    axes.legend(fontsize=7, loc="upper left")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Text stays text, and no date: the same JSON always draws the same file.
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "results"}):
+        figure.savefig(path, format=path.suffix.lstrip(".") or "svg", bbox_inches="tight", metadata={"Date": None})
+
+
+def _outside(row: dict) -> bool:
+    truth = row.get("slowdown_truth")
+    return bool(truth) and abs(row["slowdown"] / truth - 1.0) > SLOWDOWN_TOLERANCE
+
+
+def _listed(values: list | None) -> str:
+    return ", ".join(str(v) for v in values) if values else "-"
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _verdict(value: bool | None) -> str:
+    return "-" if value is None else "yes" if value else "no"
+
+
+def _count(share: float | None, n: int | None) -> str:
+    if not n or share is None:
+        return "0 of 0"
+    return f"{round(share * n)} of {n}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("benchmark", choices=("localizer",), help="which benchmark's JSON it is")
+    parser.add_argument("json", type=Path, help="what the benchmark printed")
+    parser.add_argument("--figure", type=Path, metavar="SVG", help="draw the section's figure here")
+    args = parser.parse_args()
+    try:
+        document = json.loads(args.json.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        print(f"results.py: {args.json}: {error}", file=sys.stderr)
+        return 2
+    try:
+        sys.stdout.write(localizer_section(document))
+        if args.figure:
+            localizer_figure(document, args.figure)
+    except (KeyError, TypeError, ValueError) as error:
+        print(f"results.py: {args.json}: {error!r}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

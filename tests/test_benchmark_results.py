@@ -1,0 +1,71 @@
+"""``benchmarks/results.py``: RESULTS.md's localizer section and figure from bench_localizer.py's JSON."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "results.py"
+
+
+@pytest.fixture(scope="module")
+def results():
+    spec = importlib.util.spec_from_file_location("bench_results", _SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(suite: str, name: str, devices: list[str], suspects: list[str], s: float, truth: float, **more) -> dict:
+    return {"suite": suite, "name": name, "devices": devices, "suspects": suspects, "causes": more.get("causes", []),
+            "triggers": more.get("triggers", []), "slowdown": s, "slowdown_truth": truth,
+            "correct": more.get("correct"), "correct_top2": more.get("correct_top2"),
+            "hardware_alarm": bool(suspects)}
+
+
+DOCUMENT = {
+    "seeds": [7],
+    "accuracy": {"all": {"n": 2, "sleuth": 1.0, "sleuth_top2": 0.5}},
+    "nonhardware": {"nonhw-seqlen@7": ["seqlen_imbalance"]},
+    "slowdown": {"n": 4, "within_5pct": 3},
+    "rows": [
+        _row("types", "types-gpu", ["gpu:h0001/2"], ["gpu:h0001/2"], 1.21, 1.2, causes=["compute"],
+             triggers=["irregular"], correct=True, correct_top2=True),
+        _row("network", "network-spine", ["spine:s1"], ["nic:h0002/0", "spine:s1"], 1.03, 1.26, causes=["network"],
+             triggers=["irregular"], correct=True, correct_top2=False),
+        _row("clean", "clean-0", [], ["gpu:h0003/0"], 1.02, 1.019),
+        _row("nonhw", "nonhw-seqlen", [], [], 1.03, 1.04, causes=["seqlen_imbalance"], triggers=["slowdown"]),
+    ],
+}
+
+
+def test_the_section_has_a_row_per_scenario_and_the_summary_the_json_holds(results) -> None:
+    section = results.localizer_section(DOCUMENT)
+    lines = section.splitlines()
+    assert lines[2] == ("| types | types-gpu | gpu:h0001/2 | gpu:h0001/2 | compute | irregular | 1.2100 | 1.2000 "
+                        "| yes | yes |")
+    assert "| network | network-spine | spine:s1 | nic:h0002/0, spine:s1 | network | irregular | 1.0300 | 1.2600 | yes | no |" in lines
+    assert "| clean | clean-0 | - | gpu:h0003/0 | - | - | 1.0200 | 1.0190 | - | - |" in lines
+    summary = lines[-1]
+    assert summary.startswith("Seed 7: 2 of 2 faulty scenarios right by any suspect, 1 of 2 by the top two")
+    assert "clean runs 1 of 1 alarmed" in summary and "nonhw-seqlen read as seqlen_imbalance" in summary
+    assert "S within 5% of the truth on 3 of 4 (outside: network-spine 1.030 against 1.260)" in summary
+
+
+def test_the_figure_names_the_scenarios_outside_the_band(results, tmp_path) -> None:
+    path = tmp_path / "figures" / "s.svg"
+    results.localizer_figure(DOCUMENT, path)
+    drawn = path.read_text()
+    assert drawn.startswith("<?xml") and "network-spine" in drawn and "types-gpu" not in drawn
+    results.localizer_figure(DOCUMENT, tmp_path / "again.svg")
+    assert (tmp_path / "again.svg").read_text() == drawn  # the same JSON draws the same file
+
+
+def test_other_json_is_refused_with_what_is_missing(results) -> None:
+    with pytest.raises(ValueError, match="no 'rows' list"):
+        results.localizer_section({"accuracy": {}})
+    with pytest.raises(ValueError, match="no scenario has both S and its truth"):
+        results.localizer_figure({"rows": [{"suite": "a", "name": "b", "slowdown": None}]}, Path("unused.svg"))
