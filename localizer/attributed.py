@@ -256,8 +256,9 @@ def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
 @dataclass(frozen=True)
 class _Turns:
     """Per iteration of an episode, the costliest rank (``Attribution.costliest_rank``), its replica,
-    its host (dense ids) and breadth, what the iteration paid (S - 1), and which paid at least half
-    the mean (``pays``): the iterations whose costliest rank is the slowdown's, not jitter's."""
+    its host (dense ids) and breadth, what the iteration paid (S - 1), which paid at least half
+    the mean (``pays``): the iterations whose costliest rank is the slowdown's, not jitter's; and the
+    share of its compute that ran long (``Attribution.persistent_compute``; NaN where unknown)."""
 
     rank: np.ndarray
     replica: np.ndarray
@@ -265,6 +266,7 @@ class _Turns:
     breadth: np.ndarray
     excess: np.ndarray
     pays: np.ndarray
+    persistence: np.ndarray
 
     @classmethod
     def of(cls, attribution: Attribution, iterations: Sequence[int]) -> _Turns | None:
@@ -279,8 +281,11 @@ class _Turns:
         rank = np.asarray(attribution.costliest_rank or (-1,) * n)[:n][at]
         breadth = np.asarray(attribution.costliest_breadth or (math.nan,) * n, dtype=np.float64)[:n][at]
         _, host = np.unique(np.asarray(attribution.costliest_host[:n])[at], return_inverse=True)
+        persistent = attribution.persistent_compute
+        persistence = (np.full(len(rank), math.nan) if persistent is None or rank.min(initial=0) < 0
+                       else persistent[:n][at][np.arange(len(rank)), rank])
         return cls(rank, np.asarray(attribution.costliest_replica[:n])[at], host.ravel(), breadth, excess,
-                   excess >= _RULES.majority * excess.mean())
+                   excess >= _RULES.majority * excess.mean(), persistence)
 
     def most(self, of: np.ndarray) -> float:
         """The largest share of what was paid one value of ``of`` (a replica, a host) carries."""
@@ -296,19 +301,30 @@ class _Turns:
         """Turns taken on one host are that host's (contention, its NVSwitch), where the job has more."""
         return attribution.hosts > 1 and self.most(self.host) > 1 - _RULES.minor
 
+    @property
+    def brief(self) -> bool:
+        """What each costliest rank paid, weighted by what was paid, lay in a minority of its work: an
+        event that stopped it once (a pause), not a device that slows every step it runs."""
+        persistence = self.persistence[self.pays]
+        known = ~np.isnan(persistence)
+        if not known.any():
+            return False
+        return float(np.average(persistence[known], weights=self.excess[self.pays][known] + 1e-12)) < _RULES.majority
+
 
 def pauses_move(attribution: Attribution, iterations: Sequence[int]) -> bool:
     """Whether what the job pays in ``iterations`` is pauses that strike one worker at a time, another
     each time (What-if §5.4: a garbage-collection pause stops one process, and every other waits for
     it): the rank that computed longest in the iterations that paid at least half the mean is at
-    least ``moves`` different ranks, its replica's other places did not compute longer with it (not
-    data, ``work_moves``), no rank stands apart from the others over all of ``iterations`` (a slow
-    device is the costliest of more of them than chance, whatever the pauses between cost, or of
-    costlier ones: ``_often``, ``_pays_more``; and it computes longer in most of them:
-    ``steady_straggler``), and where the job has several hosts, they are not one host's ranks
-    taking turns (that host's CPU)."""
+    least ``moves`` different ranks, or each paid for one step of its work, not most (``brief``:
+    what a few iterations show of a pause, where a rank may pause twice by chance); its replica's
+    other places did not compute longer with it (not data, ``work_moves``), no rank stands apart
+    from the others over all of ``iterations`` (a slow device is the costliest of more of them than
+    chance, whatever the pauses between cost, or of costlier ones: ``_often``, ``_pays_more``; and
+    it computes longer in most of them: ``steady_straggler``), and where the job has several hosts,
+    they are not one host's ranks taking turns (that host's CPU)."""
     turns = _Turns.of(attribution, iterations)
-    if turns is None or len(set(turns.rank[turns.pays].tolist())) < _RULES.moves:
+    if turns is None or (len(set(turns.rank[turns.pays].tolist())) < _RULES.moves and not turns.brief):
         return False
     if not np.isnan(turns.breadth[turns.pays]).all() and turns.everywhere or turns.one_host(attribution):
         return False
@@ -323,7 +339,9 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
     to step; a batch's or a pause's comes and goes, and leaves each rank's median alone): its median
     over them stands above the ranks' medians by ``z`` robust standard deviations of theirs, ``z`` the
     normal quantile of ``significance`` shared among the ranks, and by more than
-    ``AttributionRules.worker_floor`` (under it, no straggler is worth naming)."""
+    ``AttributionRules.worker_floor`` (under it, no straggler is worth naming); and most of its
+    work ran long in most of them (``Attribution.persistent_compute``: a rank that paused in two of
+    three iterations has a raised median too, but in one step of its work each time)."""
     relative = attribution.relative_compute
     if relative is None:
         return False
@@ -334,7 +352,11 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
     center = float(np.median(medians))
     sigma = float(median_abs_deviation(medians, scale="normal"))
     z = float(norm.isf(_RULES.significance / len(medians)))
-    return float(medians.max()) > center + max(z * sigma, ATTRIBUTION_RULES.worker_floor)
+    top = int(np.argmax(medians))
+    persistent = attribution.persistent_compute
+    if persistent is not None and float(np.median(persistent[rows][:, top])) < _RULES.majority:
+        return False
+    return float(medians[top]) > center + max(z * sigma, ATTRIBUTION_RULES.worker_floor)
 
 
 def _often(rank: np.ndarray, ranks: int) -> bool:

@@ -98,6 +98,9 @@ class Attribution:
     replicas: int = 0  # data-parallel replicas (x expert-parallel groups) of the layout, 0 without one
     #: per iteration and rank, its compute over its place's median (as ``costliest_rank`` reads it); None without two replicas
     relative_compute: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: per iteration and rank, the share of its compute (its gaps at their put-back lengths) that ran
+    #: beyond its peers' spread: a slow device slows most of a rank's work, a pause one step of it
+    persistent_compute: np.ndarray | None = field(default=None, repr=False, compare=False)
     hosts: int = 0  # hosts the job runs on
     replayable: _Job | None = field(default=None, repr=False, compare=False)  # for contributors.py's finer variants
     seconds: float = 0.0
@@ -262,6 +265,7 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
         worker_iterations=tuple(int(i) for i in steps[chosen]), slowest_replica=slowest,
         costliest_replica=tuple(int(replica[r]) for r in costliest) if replica is not None else (),
         costliest_rank=costliest, relative_compute=relative,
+        persistent_compute=_persistence(job, spec.world, len(steps)),
         costliest_host=tuple(spec.placements[r].host for r in costliest), costliest_breadth=breadth,
         replicas=0 if replica is None else int(replica.max()) + 1,
         hosts=len({p.host for p in spec.placements}),
@@ -302,6 +306,18 @@ def _costliest_rank(job: _Job, spec: JobSpec, replica: np.ndarray | None,
             others = (replica == replica[rank]) & (place != place[rank])
             breadth.append(float((relative[it, others] > 1.0).mean()))
     return tuple(int(r) for r in costliest), tuple(breadth), relative
+
+
+def _persistence(job: _Job, world: int, iterations: int) -> np.ndarray:
+    """Per dense iteration and rank, the share of its compute that ran beyond its peers' spread
+    (``Attribution.persistent_compute``): its gaps put back, weighed by their put-back lengths
+    (the work each carries; a gap between two back-to-back operators carries none)."""
+    cell = job.iteration * world + job.rank
+    size = iterations * world
+    work = np.bincount(cell, weights=job.hardware_gap, minlength=size)
+    beyond = job.gap > job.hardware_gap
+    slow = np.bincount(cell[beyond], weights=job.hardware_gap[beyond], minlength=size)
+    return np.divide(slow, work, out=np.zeros(size), where=work > 0).reshape(iterations, world)
 
 
 @dataclass(frozen=True)

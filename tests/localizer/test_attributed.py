@@ -10,14 +10,11 @@ import pytest
 from sleuth.cli import main
 from sleuth.errors import ConfigError
 from sleuth.localizer.attributed import diagnose, episodes
-from sleuth.layout import ParallelLayout
 from sleuth.localizer import localize
 from sleuth.localizer.nonhardware import Straggler
-from sleuth.sim import Emulation, Scenario, Timing, parse_fault
 from sleuth.sources import MemorySource
-from sleuth.topology import generate
 from sleuth.whatif.attribution import COMPUTE, Attribution, attribute
-from tests.sim.conftest import SMALL
+from tests.sim.conftest import paused_emulation
 
 
 def attribution(per_iteration=(1.0,) * 10, *, by_type=None, worker_share=0.0, host_share=0.0, last_stage_share=0.0,
@@ -347,6 +344,17 @@ def test_a_pause_is_a_hiccup_when_brief_cheap_and_not_recurring_on_its_device() 
     assert not hiccup(at[30], set(), attribution(tuple(stepped)), slowdown=1.05, sustain=3)
 
 
+def test_a_slow_gpu_runs_long_in_most_of_its_work_and_a_pause_in_one_step_of_it() -> None:
+    em = paused_emulation("gpu:h0005/1,slow=2,start=10,end=20", seed=7, iterations=30)
+    found = attribute(em.records(), em.job_spec(), iterations=em.iterations())
+    persistent, costliest = found.persistent_compute, found.costliest_rank
+    assert persistent is not None
+    rank = next(p.rank for p in em.job_spec().placements if (p.host, p.gpu) == ("h0005", 1))
+    assert all(persistent[i, rank] > 0.9 for i in range(10, 20))
+    # Elsewhere the costliest rank of each iteration is the one a pause stopped, in one step of its work.
+    assert all(persistent[i, costliest[i]] < 0.2 for i in [*range(0, 10), *range(21, 30)])
+
+
 @pytest.mark.parametrize("seed", [3, 7])
 def test_a_gpu_failing_for_a_while_amid_scattered_pauses_is_its_own_incident(seed) -> None:
     # The pauses make the job pay in every iteration; the GPU, twice as slow in 10-19, pays more there.
@@ -358,12 +366,8 @@ def test_a_gpu_failing_for_a_while_amid_scattered_pauses_is_its_own_incident(see
 
 
 def _paused_job(*faults: str, seed: int, iterations: int = 12):
-    """32 GPUs (tp4 pp2 dp4), two pauses per iteration of about a tenth of it each (What-if §5.4:
-    garbage collection stopping one process at a time), each on a rank the seed draws."""
-    layout = ParallelLayout(32, 4, 2, 4, gpus_per_host=4)
-    em = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=4,pod=4,spines=2"), layout=layout, model=SMALL,
-                            microbatches=4, iterations=iterations, faults=tuple(parse_fault(f) for f in faults), seed=seed,
-                            job="paused", timing=Timing(hiccup_rate=2.0, hiccup_ms=0.5)))
+    """``paused_emulation``'s job attributed and localized from its attribution alone."""
+    em = paused_emulation(*faults, seed=seed, iterations=iterations)
     spec, records, iterations = em.job_spec(), em.records(), em.iterations()
     found = attribute(records, spec, iterations=iterations)
     return found, localize(MemorySource(spec, records, iterations), irregular_iterations=[],

@@ -9,15 +9,12 @@ import datetime
 import pytest
 
 from sleuth.errors import ConfigError
-from sleuth.layout import ParallelLayout
-from sleuth.sim import Emulation, Scenario, Timing, parse_fault
-from sleuth.topology import generate
 from sleuth.settings import Settings
 from sleuth.localizer.episodes import Raised, episode_of, grown
 from sleuth.stream.services.job_ownership import Ownership, partition_of
 from sleuth.stream.services.slowdown_watch import MAX_IDLE_S, SlowdownWatch, WindowCache, slowdown_incidents
 
-from tests.sim.conftest import SMALL
+from tests.sim.conftest import paused_emulation
 
 from .detection.conftest import emulation
 
@@ -132,16 +129,16 @@ def test_a_step_in_the_window_is_attributed_over_its_own_iterations_not_diluted_
     assert incident.attribution.slowdown == pytest.approx(incident.impact.slowdown, rel=0.05)  # diluted: 1.10 against 1.22
 
 
-def test_a_gpu_failing_for_a_while_amid_pauses_that_go_on_has_an_incident_that_ends_where_it_healed() -> None:
+@pytest.mark.parametrize("seed", [4, 5, 8])
+def test_a_gpu_failing_for_a_while_amid_pauses_that_go_on_is_named_over_its_own_iterations_alone(seed) -> None:
     # Pauses on one rank at a time make the job pay in every iteration; the GPU is twice as slow
-    # in 15-24 only. Its incident must end there, not grow with the pauses that go on after it.
-    em = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=4,pod=4,spines=2"),
-                            layout=ParallelLayout(32, 4, 2, 4, gpus_per_host=4), model=SMALL, microbatches=4,
-                            iterations=36, faults=(parse_fault("gpu:h0005/1,slow=2,start=15,end=25"),), seed=4,
-                            job="paused", timing=Timing(hiccup_rate=2.0, hiccup_ms=0.5)))
-    incidents, _ = rounds(em, through=35)
+    # in 15-24 only. Its incident ends there, not growing with the pauses that go on after it, and
+    # the pauses, first analysed on three or four iterations, blame no device (seeds 5 and 8 once
+    # named one: a rank that paused twice of three).
+    incidents, _ = rounds(paused_emulation("gpu:h0005/1,slow=2,start=15,end=25", seed=seed, iterations=36), through=35)
     [gpu] = [i for i in incidents if i.suspects and i.suspects[0].device == "gpu:h0005/1"]
     assert set(range(15, 25)) <= set(gpu.iterations) <= set(range(13, 27)), gpu.iterations
+    assert all(not i.suspects for i in incidents if i is not gpu), incidents
 
 
 def test_a_clean_job_raises_nothing() -> None:
