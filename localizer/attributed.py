@@ -64,6 +64,8 @@ __all__ = ["Episode", "Part", "at_steps", "complement", "diagnose", "episodes", 
 
 _RULES = LOCALIZER_RULES
 _NS_PER_HOUR = 3_600e9
+#: Places a step may start or end at in a long run (``_levels``): cuts within a few iterations of
+#: thousands are the same cut, and the shuffles stay a fraction of a second.
 _STEP_EDGES = 128
 
 
@@ -143,7 +145,8 @@ def _step(log: np.ndarray, over: np.ndarray, *, slowdown: float, sustain: int) -
             return None
         i, j = int(stretches[0][k]), int(stretches[1][k])
         if abs(float(np.median(log[i:j]) - np.median(np.r_[log[:i], log[j:]]))) >= math.log(slowdown):
-            # The run's shuffles keep its values and lose their order: how often noise fits as well.
+            # The run's shuffles keep its values and lose their order: how often noise fits as well
+            # (seeded by the run's length: the same run always gets the same answer).
             shuffled = np.random.default_rng(n)
             allowed = _RULES.step_significance * (_RULES.step_shuffles + 1) - 1
             fits = 0
@@ -161,8 +164,6 @@ def _levels(log: np.ndarray, over: np.ndarray, *, sustain: int) -> tuple[tuple[n
     over the line), and the sum of squares of log S about the levels it leaves (its own, the rest's)."""
     n = len(log)
     total, square, paid = (np.r_[0.0, np.cumsum(v)] for v in (log, log * log, over.astype(np.float64)))
-    # A long run's stretches start and end on a grid of _STEP_EDGES places: the cut moves by a few
-    # iterations of thousands, and the shuffles stay a fraction of a second.
     edges = np.unique(np.r_[np.arange(0, n + 1, -(-(n + 1) // _STEP_EDGES)), n])
     i, j = (v.ravel() for v in np.meshgrid(edges, edges, indexing="ij"))
     valid = (j > i) & ((i > 0) | (j < n)) & (paid[j] - paid[i] >= sustain)
