@@ -419,10 +419,11 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     transfer = np.where(complete, end - latest[group], 0).astype(np.float64)
     own = (end - start).astype(np.float64)
 
-    slots = program_slots(op, records["nbytes"][order].astype(np.int64), rank, it, first)
+    stage, replica = _stage_replica(spec)
+    slots = program_slots(op, records["nbytes"][order].astype(np.int64), rank, it, first,
+                          None if stage is None else stage[rank])
     enough = slots.peers >= _RULES.min_peers
     hardware_gap = _put_back(gap, slots.slot, enough)
-    stage, replica = _stage_replica(spec)
     work = _stage_work(hardware_gap, first, rank, it, stage, replica)
     earlier = [h.stage_work for h in history if h.stage_work is not None]
     ideal_gap = _rebalanced(hardware_gap, first, rank, stage, None if work is None else np.vstack([*earlier, work]))

@@ -29,8 +29,11 @@ class ProgramSlots:
 
 
 def program_slots(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, iteration: np.ndarray,
-                  first: np.ndarray) -> ProgramSlots:
-    """The slots of operators given in chain order (rank, then start; ``first`` opens a chain)."""
+                  first: np.ndarray, stage: np.ndarray | None = None) -> ProgramSlots:
+    """The slots of operators given in chain order (rank, then start; ``first`` opens a chain).
+    ``stage``: per operator, its rank's pipeline stage where the layout is known; ranks of two
+    stages never share a program, even where their operators coincide (under GPipe the middle
+    stages send and receive alike, but one computes a backward where the other a forward)."""
     n = len(op)
     run = np.r_[True, (rank[1:] != rank[:-1]) | (iteration[1:] != iteration[:-1])] | first if n else np.zeros(0, bool)
     run_id = np.cumsum(run) - 1
@@ -40,7 +43,10 @@ def program_slots(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, iteratio
     mixed = mix(mix(mix(position.astype(np.uint64)) + op.astype(np.uint64)) + nbytes.astype(np.uint64))
     signature = np.add.reduceat(mixed, run_start) if n else np.zeros(0, np.uint64)
     length = np.diff(np.r_[run_start, n])
-    program = dense_ids(signature, length.astype(np.uint64), iteration[run_start].astype(np.uint64))
+    keys = [signature, length.astype(np.uint64), iteration[run_start].astype(np.uint64)]
+    if stage is not None:
+        keys.append(stage[run_start].astype(np.uint64))
+    program = dense_ids(*keys)
     peers = np.bincount(program)[program] if n else np.zeros(0, np.int64)
     slot = dense_ids(program[run_id], position)
     return ProgramSlots(run_id, run_start, position, slot, peers[run_id])
