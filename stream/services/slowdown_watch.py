@@ -183,7 +183,7 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
     # Only the episode and what followed it are attributed (after a step, only the iterations past
     # the step): the incident is about them, and the iterations before join as peers through their
     # history, at a fraction of the replays. After a step down, the level analysed is attributed up
-    # to the step once more (its incident's final extent), and what follows on its own.
+    # to the step once more (its incident's final extent), and what follows a window later.
     spans = [(max(episode[0], cache.eased_at), last)]
     if stepped:
         spans = [(_step_start(held, cache.slowdowns, lambda s: s >= level * line), last)]
