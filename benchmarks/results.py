@@ -1,13 +1,15 @@
 """Sections of ``benchmarks/RESULTS.md`` written from what a benchmark printed (its JSON), with a figure.
 
-    .venv/bin/python benchmarks/bench_localizer.py --seeds 2011 ... > benchmarks/results/localizer-2011.json
-    .venv/bin/python benchmarks/results.py localizer benchmarks/results/localizer-2011.json \\
-        --figure benchmarks/figures/localizer-slowdown-2011.svg
+    .venv/bin/python benchmarks/bench_localizer.py --seeds 2111 ... > benchmarks/results/localizer-2111.json
+    .venv/bin/python benchmarks/results.py localizer benchmarks/results/localizer-2111.json \\
+        --figure benchmarks/figures/localizer-slowdown-2111.svg
+    .venv/bin/python benchmarks/results.py attribution benchmarks/results/attribution-1911.json
 
-prints the section's markdown (a row per scenario and the summary the JSON holds) and draws the
-figure: each scenario's S against the emulator's truth, the 5% band around equality, the
-scenarios outside it named. The JSON files kept in ``benchmarks/results/`` are what RESULTS.md's
-tables were written from; the commentary around them is RESULTS.md's own.
+prints the section's markdown and, for the localizer, draws its figure: each scenario's S against
+the emulator's truth, the 5% band around equality, the scenarios outside it named. ``localizer``:
+a row per scenario and the summary the JSON holds; ``attribution`` (``bench_attribution.py``): a
+row per scale. The JSON files kept in ``benchmarks/results/`` are what RESULTS.md's tables were
+written from; the commentary around them is RESULTS.md's own.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-__all__ = ["localizer_figure", "localizer_section"]
+__all__ = ["attribution_section", "localizer_figure", "localizer_section"]
 
 #: S within this share of the truth is right (the issue's goal for every scenario).
 SLOWDOWN_TOLERANCE = 0.05
@@ -64,6 +66,24 @@ def _summary(document: dict, rows: list[dict]) -> str:
         parts.append(f"S within 5% of the truth on {slowdown.get('within_5pct')} of {slowdown['n']}"
                      + (f" (outside: {'; '.join(misses)})" if misses else ""))
     return "; ".join(parts) + "."
+
+
+def attribution_section(document: dict) -> str:
+    """``bench_attribution.py``'s row per scale and seed, as markdown."""
+    rows = document.get("rows")
+    if not isinstance(rows, list) or any("attribution_s" not in r for r in rows):
+        raise ValueError("not bench_attribution.py's output: no 'rows' list with 'attribution_s'")
+    lines = ["| GPUs | seed | records | attribution s | detection s | ratio | S | stragglers' part of S "
+             "| S truth (actual / fault-free twin) | top worker group holds the faulty GPU |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        holds = f"{r['top_worker_group_has_fault']} ({r['top_worker_group']} ranks)" if "top_worker_group" in r else "-"
+        lines.append("| " + " | ".join([
+            f"{r['world']:,}", str(r["seed"]), f"{r['records']:,}", f"{r['attribution_s']:.2f}",
+            _number(r.get("detection_s"), 2), _number(r.get("ratio"), 3), _number(r.get("slowdown")),
+            _number(r.get("stragglers_slowdown")), _number(r.get("slowdown_truth")), holds,
+        ]) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def localizer_figure(document: dict, path: Path) -> None:
@@ -116,8 +136,8 @@ def _listed(values: list | None) -> str:
     return ", ".join(str(v) for v in values) if values else "-"
 
 
-def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
+def _number(value: float | None, places: int = 4) -> str:
+    return "-" if value is None else f"{value:.{places}f}"
 
 
 def _verdict(value: bool | None) -> str:
@@ -132,17 +152,23 @@ def _count(share: float | None, n: int | None) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("benchmark", choices=("localizer",), help="which benchmark's JSON it is")
+    parser.add_argument("benchmark", choices=("localizer", "attribution"), help="which benchmark's JSON it is")
     parser.add_argument("json", type=Path, help="what the benchmark printed")
-    parser.add_argument("--figure", type=Path, metavar="SVG", help="draw the section's figure here")
+    parser.add_argument("--figure", type=Path, metavar="SVG", help="draw the section's figure here (localizer)")
     args = parser.parse_args()
     try:
         document = json.loads(args.json.read_text())
     except (OSError, json.JSONDecodeError) as error:
         print(f"results.py: {args.json}: {error}", file=sys.stderr)
         return 2
+    if args.figure and args.benchmark != "localizer":
+        print("results.py: --figure: only the localizer's section has a figure", file=sys.stderr)
+        return 2
     try:
-        sys.stdout.write(localizer_section(document))
+        if args.benchmark == "attribution":
+            sys.stdout.write(attribution_section(document))
+        else:
+            sys.stdout.write(localizer_section(document))
         if args.figure:
             localizer_figure(document, args.figure)
     except (KeyError, TypeError, ValueError) as error:
