@@ -86,7 +86,22 @@ def episodes(attribution: Attribution, *, slowdown: float, sustain: int) -> tupl
     ones cut where what the job pays steps (``at_steps``)."""
     sustained, short = runs(attribution.iterations, attribution.per_iteration, slowdown=slowdown, sustain=sustain)
     level = dict(zip(attribution.iterations, attribution.per_iteration))
-    return tuple(p for e in sustained for p in at_steps(e, level, slowdown=slowdown, sustain=sustain)), short
+    return tuple(p for e in sustained for p in _tail_kept(e, at_steps(e, level, slowdown=slowdown, sustain=sustain),
+                                                           level)), short
+
+
+def _tail_kept(episode: Episode, pieces: tuple[Episode, ...], level: dict[int, float]) -> tuple[Episode, ...]:
+    """``pieces`` with a last one that pays less than the one before it joined to that one: the cause
+    left, and what the job still pays after it is its tail (a loaded machine's jitter), which the
+    few iterations left cannot read on their own; a step up is a second cause, and stays apart."""
+    if len(pieces) < 2 or np.median([level[i] for i in pieces[-1].iterations]) >= np.median(
+            [level[i] for i in pieces[-2].iterations]):
+        return pieces
+    before, tail = pieces[-2], pieces[-1]
+    if len(pieces) == 2:
+        return (episode,)
+    joined = Episode(before.iterations + tail.iterations, max(before.peak, tail.peak), before.paid + tail.paid, cut=True)
+    return (*pieces[:-2], joined)
 
 
 def runs(iterations: Sequence[int], per_iteration: Sequence[float], *, slowdown: float,
