@@ -7,8 +7,7 @@ first). Ranks are separate processes, started as a launcher would (``RANK``, ``W
 ``MASTER_PORT``). When the machine has fewer GPUs than ranks, the ranks share GPU 0 and each
 plays a host of its own: its own UTS namespace and host name (``unshare --uts``, as root) and
 its own ``NCCL_HOSTID``, so NCCL connects them over its socket transport on loopback as it would
-across nodes, and the plugin and importer see one GPU per host. Three parts, each against the
-same run without the plugin:
+across nodes, and the plugin and importer see one GPU per host. The parts:
 
 * ``op_loop``: two ranks all-reduce a small tensor ``ops`` times per block; wall ns per operator,
   the median over blocks, plugin off and on alternately in two rounds; the plugin's records are
@@ -20,6 +19,11 @@ same run without the plugin:
   torch's profiler sees it run (``--count-ops``). Its records, results and ground truth are left
   in ``FOLDER/fault`` for ``sleuth import nccl-profiler`` and ``sleuth localize``.
 * ``ddp_fault_from_start``: the same, slow from the first step on (``FOLDER/fault-from-start``).
+* ``ddp_ramp``: the same, the factor growing from 1 at a third of the run to ``slow-factor`` at its
+  end (``FOLDER/ramp``); ``ddp_moderate``: a step of ``MODERATE_FACTOR`` (``FOLDER/moderate``).
+* ``jax_fault``: the JAX data-parallel job of ``sleuth.sim.jaxjob`` (XLA's all-reduces over NCCL),
+  rank ``slow-rank`` slowed from a third of the run on (``FOLDER/jax-fault``); ``jax_clean``: the
+  same without a fault (``FOLDER/jax-clean``). Needs jax with CUDA.
 * ``ddp_seqlen``: the same job without a fault but with uneven batches: each step one rank
   computes ``slow-factor`` times its base work and the others 1 to that on a long tail, the
   costly rank moving per step (``--seqlen-jitter``; ``FOLDER/seqlen``).
@@ -53,6 +57,8 @@ from sleuth.progress import track
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB_TIMEOUT_S = 180
+#: ``ddp_moderate``'s factor on the slow rank's compute: a step of 10-15% in what the job pays.
+MODERATE_FACTOR = 1.15
 
 
 def build_plugin(out: Path) -> Path:
@@ -195,17 +201,42 @@ def ddp_steps(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) -
             "median_off": off, "median_on": on, "ratio": on / off}
 
 
-def ddp_fault(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict, *, from_start: bool = False) -> dict:
-    name = "fault-from-start" if from_start else "fault"
+def ddp_fault(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict, *, name: str = "fault",
+              from_start: bool = False, ramp: bool = False, factor: float | None = None) -> dict:
     records = work / name / "records"
     env = _plugin_env(plugin, records, f"gpu-ddp-{name}")
-    start = 0 if from_start else args.iters // 3
-    extra = ["--count-ops", "--slow-rank", str(args.slow_rank), "--slow-factor", str(args.slow_factor),
-             "--slow-iters", f"{start}:{args.iters}"]
+    start, factor = 0 if from_start else args.iters // 3, factor or args.slow_factor
+    extra = ["--count-ops", "--slow-rank", str(args.slow_rank), "--slow-factor", str(factor),
+             "--slow-iters", f"{start}:{args.iters}", *(["--ramp"] if ramp else [])]
     results = _job(work, f"{name}/out", extra, env, args, hosts)
     counted = {r["rank"]: sum(r["c10d_ops"].values()) for r in results}
-    return {"world": args.world, "iters": args.iters, "slow_rank": args.slow_rank, "slow_factor": args.slow_factor,
-            "slow_from": start, "c10d_ops_counted": counted, "records_per_rank": _records_per_rank(records),
+    return {"world": args.world, "iters": args.iters, "slow_rank": args.slow_rank, "slow_factor": factor,
+            "slow_from": start, "ramp": ramp, "c10d_ops_counted": counted, "records_per_rank": _records_per_rank(records),
+            "step_ms_median_per_rank": _median_steps_ms(results), "folder": str(work / name)}
+
+
+def _median_steps_ms(results: list[dict]) -> dict[int, float]:
+    return {r["rank"]: round(statistics.median(r["step_times"]) * 1e3, 3) for r in results}
+
+
+def jax_fault(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict, *, name: str = "jax-fault",
+              slowed: bool = True) -> dict:
+    """The JAX data-parallel job of ``sleuth.sim.jaxjob`` (XLA's own all-reduces over NCCL) with the
+    plugin; rank ``slow-rank`` computes ``slow-factor`` times longer on its GPU from a third of the
+    run on (``slowed``), else no fault. Records and ground truth in ``FOLDER/<name>``."""
+    records = work / name / "records"
+    env = dict(_plugin_env(plugin, records, f"gpu-{name}"), XLA_PYTHON_CLIENT_PREALLOCATE="false",
+               JAX_PLATFORMS="cuda")  # no CPU backend: its gloo cannot resolve a rank's own host name
+    out = work / name / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    fault = ["--slow-rank", str(args.slow_rank), "--slow-factor", str(args.slow_factor),
+             "--slow-iters", f"{args.iters // 3}:{args.iters}"] if slowed else []
+    launch(args.world, ["-m", "sleuth.sim.jaxjob", "--iters", str(args.iters), "--out", str(out), *fault], env,
+           **hosts, logs=work / "logs" / name)
+    results = [json.loads((out / f"result-{rank}.json").read_text()) for rank in range(args.world)]
+    return {"world": args.world, "iters": args.iters, "slow_rank": args.slow_rank if slowed else None,
+            "slow_factor": args.slow_factor if slowed else 1.0, "slow_from": args.iters // 3 if slowed else None,
+            "records_per_rank": _records_per_rank(records), "step_ms_median_per_rank": _median_steps_ms(results),
             "folder": str(work / name)}
 
 
@@ -232,8 +263,11 @@ def coverage(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) ->
 
 
 PARTS = {"op_loop": op_loop, "ddp_steps": ddp_steps, "ddp_fault": ddp_fault,
-         "ddp_fault_from_start": functools.partial(ddp_fault, from_start=True), "ddp_seqlen": ddp_seqlen,
-         "coverage": coverage}
+         "ddp_fault_from_start": functools.partial(ddp_fault, name="fault-from-start", from_start=True),
+         "ddp_ramp": functools.partial(ddp_fault, name="ramp", ramp=True),
+         "ddp_moderate": functools.partial(ddp_fault, name="moderate", factor=MODERATE_FACTOR),
+         "ddp_seqlen": ddp_seqlen, "coverage": coverage,
+         "jax_fault": jax_fault, "jax_clean": functools.partial(jax_fault, name="jax-clean", slowed=False)}
 
 
 @contextlib.contextmanager
