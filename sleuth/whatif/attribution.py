@@ -35,13 +35,13 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
 
-from sleuth.errors import RecordError
+from sleuth.errors import ConfigError, RecordError
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, OpKind, RecordBatch
 from sleuth.validation import fraction, integer
@@ -98,11 +98,15 @@ class Attribution:
     replicas: int = 0  # data-parallel replicas (x expert-parallel groups) of the layout, 0 without one
     #: per iteration and rank, its compute over its place's median (as ``costliest_rank`` reads it); None without two replicas
     relative_compute: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: per iteration and type (``by_type``'s order), the replay with everything fixed but that type:
+    #: S_t over any stretch of iterations; None where not measured
+    by_type_ns: np.ndarray | None = field(default=None, repr=False, compare=False)
     #: per iteration and rank, the share of its compute (its gaps at their put-back lengths) that ran
     #: beyond its peers' spread: a slow device slows most of a rank's work, a pause one step of it
     persistent_compute: np.ndarray | None = field(default=None, repr=False, compare=False)
     hosts: int = 0  # hosts the job runs on
     replayable: _Job | None = field(default=None, repr=False, compare=False)  # for contributors.py's finer variants
+    prepared: _Prepared | None = field(default=None, repr=False, compare=False)  # for ``over``
     seconds: float = 0.0
 
     @property
@@ -130,6 +134,17 @@ class Attribution:
         """The replay as recorded over the recorded time (the paper keeps jobs within 5%)."""
         recorded = sum(self.recorded_ns)
         return sum(self.original_ns) / recorded if recorded > 0 else 1.0
+
+    def over(self, iterations: Iterable[int]) -> Attribution:
+        """The attribution of ``iterations`` alone (an episode of a longer run), each operator still
+        put back to the peers of every iteration this one measured: its ranks and types, not the
+        costliest stretch's, and its S per iteration the same as here."""
+        if self.prepared is None:
+            raise ConfigError("this attribution keeps no prepared job (made without records?)")
+        at = np.flatnonzero(np.isin(self.prepared.steps, np.fromiter(iterations, np.int64)))
+        if not len(at):
+            raise ConfigError(f"none of those iterations is among the {len(self.iterations)} attributed")
+        return _measured(self.prepared, at, wall_ns=float(self.prepared.recorded[at].sum()), began=time.perf_counter())
 
     def top_workers(self, k: int = 5) -> tuple[tuple[int, float], ...]:
         order = np.argsort(-np.asarray(self.by_worker), kind="stable")[:k]
@@ -210,28 +225,53 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     integer("worker_iterations", worker_iterations, low=1)
     fraction("top_workers", top_workers)
     job, steps, recorded, _ = _prepare(_one_jobs(records, spec), spec, iterations, history)
-    everything = np.arange(len(steps))
-    original, ideal = _as_recorded_and_ideal(job, everything)
-    hardware = _hardware(job)
+    prepared = _Prepared(job, _hardware(job), steps, recorded, spec, worker_iterations, top_workers)
+    wall_ns = float(records["t_end_ns"].max() - records["t_start_ns"].min())
+    return _measured(prepared, np.arange(len(steps)), wall_ns=wall_ns, began=began)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A job's records ready to replay (``_prepare``), kept with its attribution so that any stretch
+    of its iterations is measured against the peers of all of them (``Attribution.over``)."""
+
+    job: _Job
+    hardware: _Job  # the stragglers put back, the pipeline's split as recorded
+    steps: np.ndarray  # iteration id of each dense iteration
+    recorded: np.ndarray  # per dense iteration, as recorded
+    spec: JobSpec
+    worker_iterations: int
+    top_workers: float
+
+
+def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float, began: float) -> Attribution:
+    """The attribution of the dense iterations ``at`` of ``prepared``."""
+    job, hardware, steps, spec = prepared.job, prepared.hardware, prepared.steps, prepared.spec
+    # Replays of the iterations ``at``, laid out over every dense iteration (0 elsewhere), so that
+    # the worker measures below index them by dense iteration.
+    original, ideal, hardware_ideal = (np.zeros(len(steps)) for _ in range(3))
+    original[at], ideal[at] = _as_recorded_and_ideal(job, at)
     # Only the ideal variant: the recorded replay is the same for both jobs.
     none_kept = np.zeros((len(job.gap), 1), bool)
-    hardware_ideal = _run_variants(hardware, none_kept, none_kept, everything)[:, 0] if hardware is not job else ideal
+    hardware_ideal[at] = _run_variants(hardware, none_kept, none_kept, at)[:, 0] if hardware is not job else ideal[at]
 
     # S_t: everything fixed but one type (compute gaps, or one communicator kind's op's transfers).
     types = (COMPUTE, *job.kinds)
     keep_gap = np.zeros((len(job.gap), len(types)), bool)
     keep_gap[:, 0] = True
     keep_transfer = job.kind[:, None] == np.arange(-1, len(job.kinds))[None, :]
-    by_type_t = _run_variants(job, keep_gap, keep_transfer, everything).sum(axis=0)
-    base = ideal.sum()
-    by_type = {name: float(t / base) if base > 0 else 1.0 for name, t in zip(types, by_type_t)}
+    type_iterations = _run_variants(job, keep_gap, keep_transfer, at)
+    base = ideal[at].sum()
+    by_type = {name: float(t / base) if base > 0 else 1.0 for name, t in zip(types, type_iterations.sum(axis=0))}
 
     # S_w on the slowest iterations, and the shares of the slowdown the top workers and last stage explain.
     # The stragglers' slowest iterations: the workers are measured against the ideal that keeps the split.
-    chosen = np.sort(np.argsort(-(original / np.where(hardware_ideal > 0, hardware_ideal, np.nan)),
-                                kind="stable")[:worker_iterations])
+    chosen = np.sort(at[np.argsort(-(original[at] / np.where(hardware_ideal[at] > 0, hardware_ideal[at], np.nan)),
+                                   kind="stable")[:prepared.worker_iterations]])
+    top_workers = prepared.top_workers
     stage, replica = _stage_replica(spec)
     costliest, breadth, relative = _costliest_rank(job, spec, replica, len(steps))
+    costliest, breadth = tuple(costliest[i] for i in at) if costliest else (), tuple(breadth[i] for i in at) if breadth else ()
     unit, by_worker, slowest = _workers(hardware, spec, stage, replica, chosen, hardware_ideal, original, top_workers)
     lost = original[chosen].sum() - hardware_ideal[chosen].sum()
     worker_share = host_share = last_share = 0.0
@@ -257,22 +297,22 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
                 # One host holds the whole job: fixing it fixes everything, which names no host.
                 host_share = 0.0
     return Attribution(
-        job=spec.job, world=spec.world, iterations=tuple(int(i) for i in steps),
-        original_ns=tuple(float(t) for t in original), ideal_ns=tuple(float(t) for t in ideal),
-        hardware_ideal_ns=tuple(float(t) for t in hardware_ideal),
-        recorded_ns=tuple(float(t) for t in recorded), by_type=by_type,
+        job=spec.job, world=spec.world, iterations=tuple(int(i) for i in steps[at]),
+        original_ns=tuple(float(t) for t in original[at]), ideal_ns=tuple(float(t) for t in ideal[at]),
+        hardware_ideal_ns=tuple(float(t) for t in hardware_ideal[at]),
+        recorded_ns=tuple(float(t) for t in prepared.recorded[at]), by_type=by_type, by_type_ns=type_iterations,
         by_worker=tuple(float(s) for s in by_worker), worker_unit=unit, worker_share=worker_share, host_share=host_share,
         worker_iterations=tuple(int(i) for i in steps[chosen]), slowest_replica=slowest,
         costliest_replica=tuple(int(replica[r]) for r in costliest) if replica is not None else (),
-        costliest_rank=costliest, relative_compute=relative,
-        persistent_compute=_persistence(job, spec.world, len(steps)),
+        costliest_rank=costliest, relative_compute=None if relative is None else relative[at],
+        persistent_compute=_persistence(job, spec.world, len(steps))[at],
         costliest_host=tuple(spec.placements[r].host for r in costliest), costliest_breadth=breadth,
         replicas=0 if replica is None else int(replica.max()) + 1,
         hosts=len({p.host for p in spec.placements}),
-        replayable=hardware,
+        replayable=hardware, prepared=prepared,
         last_stage_share=None if stage is None or stage.max() == 0 else last_share,
         last_stage_evenness=_evenness(by_worker, stage) if unit and stage is not None else 0.0,
-        wall_ns=float(records["t_end_ns"].max() - records["t_start_ns"].min()),
+        wall_ns=wall_ns,
         seconds=time.perf_counter() - began,
     )
 

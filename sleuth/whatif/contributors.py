@@ -56,7 +56,9 @@ def rank_compute_slowdowns(attribution: Attribution, ranks: list[int]) -> np.nda
         return np.zeros((len(chosen), 0))
     keep = job.rank[:, None] == np.asarray(ranks, np.int64)[None, :]
     times = _run_variants(job, keep, np.zeros_like(keep), chosen)
-    ideal = np.asarray(attribution.hardware_ideal_ns)[chosen]
+    # The attribution may measure a stretch of the job it replays (``Attribution.over``).
+    position = {int(it): k for k, it in enumerate(attribution.iterations)}
+    ideal = np.asarray(attribution.hardware_ideal_ns)[[position[int(it)] for it in job.steps[chosen]]]
     return times / ideal[:, None]
 
 

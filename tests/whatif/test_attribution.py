@@ -135,6 +135,21 @@ def test_a_slow_gpu_is_a_compute_straggler_of_its_own_worker() -> None:
     assert result.gpu_hours_lost == pytest.approx((1 - 1 / result.slowdown) * result.wall_ns * 32 / 3.6e12)
 
 
+def test_a_stretch_of_the_job_is_measured_against_the_peers_of_every_iteration() -> None:
+    # Two GPUs on different replicas, each slow in half the run: the whole job names the costlier.
+    first, second = "gpu:h0001/2,slow=1.4,end=6", "gpu:h0006/1,slow=2,start=6"
+    whole = attributed(first, second)
+    em = emulation(first, second)
+    early, late = whole.over(range(0, 6)), whole.over(range(6, 12))
+    assert set(em.ranks_on("gpu:h0001/2").tolist()) <= {r for r, _ in early.top_workers(4)}
+    assert set(em.ranks_on("gpu:h0006/1").tolist()) <= {r for r, _ in late.top_workers(4)}
+    # Its iterations' S are the whole job's: every operator is put back to the same peers.
+    assert early.per_iteration == pytest.approx(whole.per_iteration[:6]) and early.iterations == whole.iterations[:6]
+    assert sum(early.by_type_ns.sum(axis=0)) > 0 and early.wall_ns < whole.wall_ns
+    with pytest.raises(ConfigError, match="none of those iterations"):
+        whole.over([40, 41])
+
+
 def test_a_slow_nic_is_a_data_parallel_transfer_straggler() -> None:
     result = attributed(NIC)
     worst = max(result.by_type, key=result.by_type.get)
