@@ -236,11 +236,11 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
     # Sequence lengths are compute's: transfers carrying most of it put a device on a path in play, and
     # one host explaining most of it, more than its top workers do (a host of one GPU is its worker), is that host.
     host = attribution.host_share >= _RULES.majority and attribution.host_share > attribution.worker_share + 1e-9
-    if host or _compute_share(attribution) < _RULES.majority:
+    episode = attribution.iterations if iterations is None else iterations
+    if host or _compute_share(attribution, episode) < _RULES.majority:
         return Straggler.HARDWARE
     # Work that moves is the data's even where one worker explains each of the worst iterations (M_W,
     # measured on those alone): the slow batch is on some replica in each.
-    episode = attribution.iterations if iterations is None else iterations
     if work_moves(attribution, episode):
         return Straggler.SEQLEN_IMBALANCE
     if pauses_move(attribution, episode):
@@ -569,9 +569,16 @@ def _cause(suspects: Sequence[Suspect]) -> IncidentCause | None:
     return IncidentCause.MIXED if len(kinds) == 2 else IncidentCause.COMPUTE if True in kinds else IncidentCause.NETWORK
 
 
-def _compute_share(attribution: Attribution) -> float:
-    """Compute gaps' share of what the operator types add up to (S_t - 1)."""
-    excess = {t: max(s - 1.0, 0.0) for t, s in attribution.by_type.items()}
+def _compute_share(attribution: Attribution, iterations: Sequence[int] | None = None) -> float:
+    """Compute gaps' share of what the operator types add up to (S_t - 1), over ``iterations`` where
+    given and measured (the job's S_t is its costliest stretch's: a pause is not a NIC's episode)."""
+    by_type = attribution.by_type
+    if iterations is not None and attribution.by_type_ns is not None:
+        at = np.isin(np.asarray(attribution.iterations), np.asarray(list(iterations), dtype=np.int64))
+        ideal = float(np.asarray(attribution.ideal_ns)[at].sum())
+        if ideal > 0:
+            by_type = dict(zip(attribution.by_type, attribution.by_type_ns[at].sum(axis=0) / ideal))
+    excess = {t: max(s - 1.0, 0.0) for t, s in by_type.items()}
     total = sum(excess.values())
     return excess.get(COMPUTE, 0.0) / total if total > 0 else 0.0
 

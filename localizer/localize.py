@@ -134,9 +134,11 @@ def localize(
         return []
     available = source.iteration_ids()
     incidents = []
-    for cluster in _clusters(wanted, window):
+    clusters = _clusters(wanted, window)
+    sustained = () if attribution is None else episodes(attribution, slowdown=slowdown, sustain=sustain)[0]
+    for cluster in _apart_by_episode(clusters, sustained):
         incident = _localize_cluster(
-            source, graph, cluster, available, topology=topology, abnormal=abnormal, pivots=[int(p) for p in pivots],
+            source, graph, cluster, _between_other_episodes(available, cluster, sustained), topology=topology, abnormal=abnormal, pivots=[int(p) for p in pivots],
             top_k=top_k, window=window, priors=priors, thresholds=thresholds, min_support=min_support,
             pivot_ops=pivot_ops, started=started, routing=routing,
         )
@@ -167,7 +169,7 @@ def _with_attribution(
     ]
     sustained, _ = episodes(attribution, slowdown=slowdown, sustain=sustain)
     for episode in sustained:
-        own = _attribution_of(source, attribution, episode)
+        own = _attribution_of(attribution, episode, only=len(sustained) == 1)
         covering = [k for k, incident in enumerate(kept) if set(episode.iterations) & set(incident.iterations)]
         for part in parts(own, episode.iterations, slowdown=slowdown):
             if part is Part.SPLIT:
@@ -204,18 +206,14 @@ def _with_attribution(
     return kept
 
 
-def _attribution_of(source: RecordSource, attribution: Attribution, episode: Episode) -> Attribution:
-    """What ``episode`` is diagnosed and searched on: the job's attribution, or where a step cut the
-    episode from a longer run (``attributed.at_steps``), its own iterations' alone, so that the
-    level a second cause joined names that cause and the level before it does not."""
-    if not episode.cut:
+def _attribution_of(attribution: Attribution, episode: Episode, *, only: bool) -> Attribution:
+    """What ``episode`` is diagnosed and searched on: the job's attribution where it is the ``only``
+    episode the job paid for and whole, else its own iterations' (``Attribution.over``: a step cut it
+    from a longer run, ``attributed.at_steps``, or the job paid elsewhere too), whose worker
+    slowdowns name its ranks, not those of the stretch the whole job paid most for."""
+    if (only and not episode.cut) or attribution.prepared is None:
         return attribution
-    iterations = list(episode.iterations)
-    try:
-        return attribute(source.ranks_records(None, iterations=iterations), source.job_spec(),
-                         iterations=source.iterations(iterations=iterations))
-    except RecordError:  # records the replay cannot order: the whole job's attribution still stands
-        return attribution
+    return attribution.over(episode.iterations)
 
 
 def _data_not_device(incident: Incident, attribution: Attribution) -> Incident:
@@ -233,10 +231,12 @@ def _data_not_device(incident: Incident, attribution: Attribution) -> Incident:
     return replace(incident, cause=IncidentCause(found.value), suspects=(), advice=ADVICE[found])
 
 
-#: Which non-hardware readings over its own iterations replace a cluster's incident of each cause.
+#: Which non-hardware readings over its own iterations replace a cluster's incident of each cause: a
+#: replica late with costly data or a pause delays its pipeline neighbours' transfers too (mixed). A
+#: network reading stays: a congested switch slows every peer alike, so the replay puts nothing back.
 _NOT_DEVICE = {
     IncidentCause.COMPUTE: (Straggler.SEQLEN_IMBALANCE, Straggler.SCATTERED_PAUSES),
-    IncidentCause.MIXED: (Straggler.SCATTERED_PAUSES,),
+    IncidentCause.MIXED: (Straggler.SEQLEN_IMBALANCE, Straggler.SCATTERED_PAUSES),
 }
 
 
@@ -492,6 +492,37 @@ def _clusters(iterations: list[int], window: int) -> list[list[int]]:
         else:
             groups.append([iteration])
     return groups
+
+
+def _apart_by_episode(clusters: list[list[int]], sustained: Sequence[Episode]) -> list[list[int]]:
+    """``clusters`` parted where their irregular iterations fall in different sustained episodes: a
+    stretch the job did not pay for lies between them, so each is searched on its own fault's
+    iterations; an iteration outside every episode stays with the one before it."""
+    episode_of = {i: k for k, episode in enumerate(sustained) for i in episode.iterations}
+    parted: list[list[int]] = []
+    for cluster in clusters:
+        current: int | None = None
+        for k, iteration in enumerate(cluster):
+            found = episode_of.get(iteration)
+            if k == 0 or (found is not None and current is not None and found != current):
+                parted.append([])
+            parted[-1].append(iteration)
+            current = found if found is not None else current
+    return parted
+
+
+def _between_other_episodes(available: np.ndarray, cluster: list[int], sustained: Sequence[Episode]) -> np.ndarray:
+    """The ``available`` iterations a cluster's search may look across: none of another sustained
+    episode's or past it, whose later level shift is that episode's fault, not this cluster's."""
+    others = [e for e in sustained if not set(cluster) & set(e.iterations)]
+    low = max((e.iterations[-1] + 1 for e in others if e.iterations[-1] < cluster[0]), default=None)
+    high = min((e.iterations[0] for e in others if e.iterations[0] > cluster[-1]), default=None)
+    keep = np.ones(len(available), bool)
+    if low is not None:
+        keep &= available >= low
+    if high is not None:
+        keep &= available < high
+    return available[keep]
 
 
 def _check_options(*, top_k: int, window: int, min_support: int, pivot_ops: int) -> None:

@@ -218,6 +218,18 @@ def test_a_gpu_slow_from_iteration_10_then_a_nic_from_30_are_each_first_on_their
     assert compute[:1] == ["gpu:h0006/2"] and network[:1] == ["nic:h0011/5"], incidents
 
 
+def test_two_gpus_slow_in_two_stretches_are_each_named_over_their_own_iterations(tmp_path, capsys) -> None:
+    # Each episode is searched on its own iterations (``Attribution.over``): the whole job's worker
+    # slowdowns name the costlier GPU, which would lead the other episode's incident too.
+    incidents = _localized(tmp_path, capsys, ["--generate", "fattree:hosts=16,gpus=8,pod=4,spines=4", "--tp", "4",
+                                              "--pp", "2", "--dp", "16", "--iterations", "60", "--seed", "29",
+                                              "--fault", "gpu:h0003/1,slow=1.4,start=8,end=22",
+                                              "--fault", "gpu:h0012/6,slow=1.8,start=36"], "--routing", "static")
+    first = {i["suspects"][0]["device"]: (min(i["iterations"]), max(i["iterations"])) for i in incidents if i["suspects"]}
+    assert set(first) == {"gpu:h0003/1", "gpu:h0012/6"}, incidents
+    assert first["gpu:h0003/1"][1] < 30 <= first["gpu:h0012/6"][0]
+
+
 def test_a_clean_run_with_one_hiccup_pages_nothing(tmp_path, capsys) -> None:
     out = tmp_path / "suite"
     assert main(["sim", "suite", "hiccups", "--seed", "5", "--iterations", "40", "--out", str(out), "--no-labels"]) == 0
