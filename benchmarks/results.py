@@ -1,8 +1,8 @@
 """Sections of ``benchmarks/RESULTS.md`` written from what a benchmark printed (its JSON), with a figure.
 
-    .venv/bin/python benchmarks/bench_localizer.py --seeds 2111 ... > benchmarks/results/localizer-2111.json
-    .venv/bin/python benchmarks/results.py localizer benchmarks/results/localizer-2111.json \\
-        --figure benchmarks/figures/localizer-slowdown-2111.svg
+    .venv/bin/python benchmarks/bench_localizer.py --seeds 2211 ... > benchmarks/results/localizer-2211.json
+    .venv/bin/python benchmarks/results.py localizer benchmarks/results/localizer-2211.json \\
+        --figure benchmarks/figures/localizer-slowdown-2211.svg
     .venv/bin/python benchmarks/results.py attribution benchmarks/results/attribution-1911.json
 
 prints the section's markdown and, for the localizer, draws its figure: each scenario's S against

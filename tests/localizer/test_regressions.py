@@ -73,20 +73,32 @@ def test_a_lone_onset_persists_on_a_pivot_noisier_than_the_job_regression_seed_3
     assert level_shifts(times, start=11) == []  # no step after the onset: the onset alone carries it
 
 
-def test_uneven_batches_whose_search_finds_one_gpu_late_twice_are_the_data_regression_seed_1511():
-    """Sequence-length imbalance under the slowdown line, searched on its five slowest iterations: a
-    different replica computes longest in each, at every place, but the clusters' search found one
-    rank late in two of them (sixteen replicas, five iterations: as likely as not). The replay of
-    every rank reads the work moving, so no GPU is blamed."""
+def _seqlen_on_its_slowest_iterations(seed: int) -> list:
+    """``nonhw-seqlen`` of ``seed``, localized from its five slowest iterations after its start."""
     from sleuth.sim import suite
     from sleuth.whatif.attribution import attribute
 
-    [scenario] = [s for s in suite("nonhw", seed=1511) if s.name == "nonhw-seqlen"]
+    [scenario] = [s for s in suite("nonhw", seed=seed) if s.name == "nonhw-seqlen"]
     emulation = Emulation(scenario)
     start = min(f["start"] for f in emulation.truth().faults)
     slowest = sorted(t.iteration for t in sorted((t for t in emulation.truth().iterations if t.iteration >= start),
                                                     key=lambda t: -t.time_ns)[:5])
     attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
-    incidents = localize(emulation, irregular_iterations=slowest, topology=scenario.topology, window=100,
-                         attribution=attribution)
+    return localize(emulation, irregular_iterations=slowest, topology=scenario.topology, window=100,
+                    attribution=attribution)
+
+
+def test_uneven_batches_whose_search_finds_one_gpu_late_twice_are_the_data_regression_seed_1511():
+    """Sequence-length imbalance under the slowdown line, searched on its five slowest iterations: a
+    different replica computes longest in each, at every place, but the clusters' search found one
+    rank late in two of them (sixteen replicas, five iterations: as likely as not). The replay of
+    every rank reads the work moving, so no GPU is blamed."""
+    incidents = _seqlen_on_its_slowest_iterations(1511)
+    assert [(str(i.cause), i.suspects) for i in incidents] == [("seqlen_imbalance", ())]
+
+
+def test_uneven_batches_whose_search_reads_mixed_are_the_data_regression_seed_2211():
+    """The same, where the costly replica's late sends made the search read compute and network
+    (mixed: a GPU, its host and two NICs); compute carries most of those iterations' S_t."""
+    incidents = _seqlen_on_its_slowest_iterations(2211)
     assert [(str(i.cause), i.suspects) for i in incidents] == [("seqlen_imbalance", ())]
