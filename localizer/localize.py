@@ -37,13 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from sleuth.errors import ConfigError, RecordError, TopologyError
+from sleuth.errors import ConfigError, TopologyError
 from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
 
 from sleuth.settings import Settings
 from sleuth.validation import integer, is_int, number_above
-from sleuth.whatif.attribution import Attribution, attribute
+from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import (
     Episode, Part, complement, diagnose, episodes, grown_to_episode, hiccup, lead, parts, slowdown_incident, summary, tied_devices,
@@ -134,13 +134,12 @@ def localize(
         return []
     available = source.iteration_ids()
     incidents = []
-    clusters = _clusters(wanted, window)
     sustained = () if attribution is None else episodes(attribution, slowdown=slowdown, sustain=sustain)[0]
-    for cluster in _apart_by_episode(clusters, sustained):
+    for cluster in _apart_by_episode(_clusters(wanted, window), sustained):
         incident = _localize_cluster(
-            source, graph, cluster, _between_other_episodes(available, cluster, sustained), topology=topology, abnormal=abnormal, pivots=[int(p) for p in pivots],
-            top_k=top_k, window=window, priors=priors, thresholds=thresholds, min_support=min_support,
-            pivot_ops=pivot_ops, started=started, routing=routing,
+            source, graph, cluster, _between_other_episodes(available, cluster, sustained), topology=topology,
+            abnormal=abnormal, pivots=[int(p) for p in pivots], top_k=top_k, window=window, priors=priors,
+            thresholds=thresholds, min_support=min_support, pivot_ops=pivot_ops, started=started, routing=routing,
         )
         if incident is not None:
             incidents.append(incident)
