@@ -86,22 +86,7 @@ def episodes(attribution: Attribution, *, slowdown: float, sustain: int) -> tupl
     ones cut where what the job pays steps (``at_steps``)."""
     sustained, short = runs(attribution.iterations, attribution.per_iteration, slowdown=slowdown, sustain=sustain)
     level = dict(zip(attribution.iterations, attribution.per_iteration))
-    return tuple(p for e in sustained for p in _tail_kept(e, at_steps(e, level, slowdown=slowdown, sustain=sustain),
-                                                           level)), short
-
-
-def _tail_kept(episode: Episode, pieces: tuple[Episode, ...], level: dict[int, float]) -> tuple[Episode, ...]:
-    """``pieces`` with a last one that pays less than the one before it joined to that one: the cause
-    left, and what the job still pays after it is its tail (a loaded machine's jitter), which the
-    few iterations left cannot read on their own; a step up is a second cause, and stays apart."""
-    if len(pieces) < 2 or np.median([level[i] for i in pieces[-1].iterations]) >= np.median(
-            [level[i] for i in pieces[-2].iterations]):
-        return pieces
-    before, tail = pieces[-2], pieces[-1]
-    if len(pieces) == 2:
-        return (episode,)
-    joined = Episode(before.iterations + tail.iterations, max(before.peak, tail.peak), before.paid + tail.paid, cut=True)
-    return (*pieces[:-2], joined)
+    return tuple(p for e in sustained for p in at_steps(e, level, slowdown=slowdown, sustain=sustain)), short
 
 
 def runs(iterations: Sequence[int], per_iteration: Sequence[float], *, slowdown: float,
@@ -135,7 +120,22 @@ def at_steps(episode: Episode, level: dict[int, float], *, slowdown: float, sust
     explain log S better than one level and a slope (a ramp is one cause growing, not two); its
     median and the rest's differ by at least the slowdown line; and no more than
     ``step_significance`` of the run's shuffles explain it as well (noise steps too). Each piece is
-    cut again the same way."""
+    cut again the same way. A last piece that pays less than the one before it stays with that one:
+    the cause left, and what the job still pays after it is its tail (a loaded machine's jitter),
+    which the few iterations left cannot read on their own; a step up is a second cause."""
+    pieces = _cut(episode, level, slowdown=slowdown, sustain=sustain)
+    if len(pieces) < 2 or np.median([level[i] for i in pieces[-1].iterations]) >= np.median(
+            [level[i] for i in pieces[-2].iterations]):
+        return pieces
+    if len(pieces) == 2:
+        return (episode,)
+    before, tail = pieces[-2], pieces[-1]
+    return (*pieces[:-2], Episode(before.iterations + tail.iterations, max(before.peak, tail.peak),
+                                  before.paid + tail.paid, cut=True))
+
+
+def _cut(episode: Episode, level: dict[int, float], *, slowdown: float, sustain: int) -> tuple[Episode, ...]:
+    """``episode`` cut at every step ``at_steps`` finds, tail and all."""
     its = np.asarray(episode.iterations)
     log = np.log(np.maximum(np.array([level[int(i)] for i in its], dtype=np.float64), 1e-12))
     over = np.isin(its, np.asarray(episode.paid))
@@ -143,7 +143,7 @@ def at_steps(episode: Episode, level: dict[int, float], *, slowdown: float, sust
     if stretch is None:
         return (episode,)
     i, j = stretch
-    return tuple(piece for a, b in ((0, i), (i, j), (j, len(its))) if b > a for piece in at_steps(
+    return tuple(piece for a, b in ((0, i), (i, j), (j, len(its))) if b > a for piece in _cut(
         Episode(tuple(its[a:b].tolist()), float(np.exp(log[a:b].max())), tuple(its[a:b][over[a:b]].tolist()), cut=True),
         level, slowdown=slowdown, sustain=sustain))
 
