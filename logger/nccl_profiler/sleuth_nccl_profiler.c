@@ -34,8 +34,10 @@
  * handles in descriptors are translated to its own handles.
  *
  * Concurrency: NCCL calls from application threads and proxy threads; each communicator's
- * context has a mutex, the output buffer has one. No call blocks on I/O except a buffer flush
- * (every 1024 records).
+ * context has a mutex, the output buffer has one. No call blocks on I/O except a buffer flush:
+ * every 1024 records, or with the first record after SLEUTH_FLUSH_S seconds (the logger's drain
+ * interval, default 0.5) since the last, so that a process killed before its communicators'
+ * finalize (a launcher's SIGTERM then SIGKILL) leaves all but its last interval's records.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -127,6 +129,7 @@ static struct {
     CommInfo comms[MAX_COMMS];
     int ncomms;
     int64_t mono0, real0;  /* the clock pair: real0 - mono0 moves monotonic times to wall clock */
+    int64_t flush_every_ns, flushed_at;  /* SLEUTH_FLUSH_S; the monotonic time of the last flush */
     uint64_t written, dropped, unknown_ops, late_children, forced;
     int write_failed;
     /* the next plugin */
@@ -222,6 +225,24 @@ static int make_dirs(const char *dir) {
     return mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -1;
 }
 
+/* SLEUTH_FLUSH_S as nanoseconds: the logger's drain interval, read the logger's way (a positive
+ * number of seconds); the default, with a warning naming the value, when it is not one. */
+static int64_t flush_interval_ns(ncclDebugLogger_t logfn) {
+    const int64_t fallback = 500000000; /* the logger's default, 0.5 s */
+    const char *text = getenv("SLEUTH_FLUSH_S");
+    if (!text || !*text) return fallback;
+    char *end = NULL;
+    errno = 0;
+    double seconds = strtod(text, &end);
+    if (errno || end == text || *end || !(seconds > 0.0) || seconds > 86400.0) {
+        if (logfn) logfn(NCCL_LOG_WARN, NCCL_FLAG_INIT, __FILE__, __LINE__,
+                         "sleuth profiler: SLEUTH_FLUSH_S=%s is not a positive number of seconds (at most 86400): "
+                         "flushing every 0.5 s", text);
+        return fallback;
+    }
+    return (int64_t)(seconds * 1e9);
+}
+
 /* Open the output once per process. Called holding g.mu. */
 static void open_output(ncclDebugLogger_t logfn) {
     if (g.opened) return;
@@ -250,6 +271,8 @@ static void open_output(ncclDebugLogger_t logfn) {
     }
     g.mono0 = mono_ns();
     g.real0 = real_ns();
+    g.flushed_at = g.mono0;
+    g.flush_every_ns = flush_interval_ns(logfn);
     g.opened = 1;
 }
 
@@ -268,6 +291,7 @@ static void flush_locked(void) {
         left -= (size_t)n;
     }
     g.nbuf = 0;
+    g.flushed_at = mono_ns();
 }
 
 /* The record goes to the attached ring, else to the file. `to_ring` moves its times onto the
@@ -286,7 +310,7 @@ static void emit(Record *rec, int comm_index, void (*to_ring)(void *, Record *),
         g.buf[g.nbuf++] = *rec;
         g.written++;
         if (comm_index >= 0) g.comms[comm_index].records++;
-        if (g.nbuf == BUF_RECORDS) flush_locked();
+        if (g.nbuf == BUF_RECORDS || mono_ns() - g.flushed_at >= g.flush_every_ns) flush_locked();
     }
     pthread_mutex_unlock(&g.mu);
 }

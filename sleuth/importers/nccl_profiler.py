@@ -99,6 +99,7 @@ class ProcessDump:
     comms: tuple[Comm, ...]
     records: np.ndarray  # NCCL_RECORD_DTYPE
     counters: Mapping[str, int]
+    torn_bytes: int = 0  # a part of a record the records file ended in (left out)
 
 
 @dataclass(frozen=True)
@@ -160,12 +161,10 @@ def _read_dump(path: Path) -> ProcessDump:
         comms.append(comm)
     binary = path.with_suffix(".bin")
     raw = binary.read_bytes() if binary.exists() else b""
-    if len(raw) % NCCL_RECORD_DTYPE.itemsize:
-        raise RecordError(
-            f"{binary}: {len(raw)} bytes is not a whole number of {NCCL_RECORD_DTYPE.itemsize}-byte records "
-            "(cut short: disk full, or a process killed while writing)"
-        )
-    records = np.frombuffer(raw, dtype=NCCL_RECORD_DTYPE)
+    # The plugin only appends whole records: a part of one can only be the end a process killed
+    # while writing (or a full disk) left, and the whole records before it stand.
+    torn = len(raw) % NCCL_RECORD_DTYPE.itemsize
+    records = np.frombuffer(raw[: len(raw) - torn], dtype=NCCL_RECORD_DTYPE)
     if len(records) and int(records["comm"].max()) >= len(comms):
         first = int(np.flatnonzero(records["comm"] >= len(comms))[0])
         raise RecordError(f"{binary}: record {first} names communicator {records['comm'][first]}, the sidecar lists {len(comms)}")
@@ -174,7 +173,7 @@ def _read_dump(path: Path) -> ProcessDump:
         path=path, pid=_get(data, "pid", int, path), host=_get(data, "host", str, path),
         job=_optional(data, "job", str, path), global_rank=_optional(data, "global_rank", int, path),
         gpu=_optional(data, "gpu", int, path), clock_offset_ns=offset, comms=tuple(comms), records=records,
-        counters=counters,
+        counters=counters, torn_bytes=torn,
     )
 
 
@@ -218,6 +217,10 @@ def import_folder(
         batch, clocks[rank] = _convert(dump, rank, job_id, comm_ids, members, gpu_clock, boundaries, notes)
         batches.append(batch)
         lost, late, forced = (dump.counters.get(key, 0) for key in ("dropped", "late_children", "forced"))
+        if dump.torn_bytes:
+            notes.append(f"rank {rank}: {dump.path.with_suffix('.bin').name} ends in {dump.torn_bytes} bytes of a "
+                         f"{NCCL_RECORD_DTYPE.itemsize}-byte record (a process killed while writing, or a full disk): "
+                         "left out, the whole records before them imported")
         if lost:
             notes.append(f"rank {rank}: the plugin lost {lost} records (write errors)")
         if forced:
