@@ -24,6 +24,8 @@ across nodes, and the plugin and importer see one GPU per host. The parts:
 * ``jax_fault``: the JAX data-parallel job of ``sleuth.sim.jaxjob`` (XLA's all-reduces over NCCL),
   rank ``slow-rank`` slowed from a third of the run on (``FOLDER/jax-fault``); ``jax_clean``: the
   same without a fault (``FOLDER/jax-clean``). Needs jax with CUDA.
+* ``ddp_killed``: the DDP job slowed from step 200 and killed (SIGKILL) ``kill-after`` seconds in,
+  before NCCL finalizes: what the plugin wrote on its own (``FOLDER/killed``).
 * ``ddp_seqlen``: the same job without a fault but with uneven batches: each step one rank
   computes ``slow-factor`` times its base work and the others 1 to that on a long tail, the
   costly rank moving per step (``--seqlen-jitter``; ``FOLDER/seqlen``).
@@ -73,6 +75,25 @@ def _own_hosts() -> bool:
 
 def launch(world: int, argv: list[str], env: dict[str, str], *, shared_gpu: bool, own_hosts: bool, logs: Path) -> None:
     """Run ``argv`` as ``world`` ranks, each one's output in ``logs/rank-<r>.log``. Raises on any failure."""
+    procs = start_ranks(world, argv, env, shared_gpu=shared_gpu, own_hosts=own_hosts, logs=logs)
+    deadline, failed = time.monotonic() + JOB_TIMEOUT_S, []
+    for rank, proc in enumerate(procs):
+        try:
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            proc.wait()
+            failed.append(f"rank {rank}: timed out after {JOB_TIMEOUT_S} s")
+        if proc.returncode:
+            failed.append(f"rank {rank}: exit {proc.returncode}: {(logs / f'rank-{rank}.log').read_text()[-1500:]}")
+    if failed:
+        raise RuntimeError("; ".join(failed))
+
+
+def start_ranks(world: int, argv: list[str], env: dict[str, str], *, shared_gpu: bool, own_hosts: bool,
+                logs: Path) -> list[subprocess.Popen]:
+    """Start ``argv`` as ``world`` ranks (see ``launch``); returns their processes."""
     port = _free_port()
     logs.mkdir(parents=True, exist_ok=True)
     procs = []
@@ -87,19 +108,7 @@ def launch(world: int, argv: list[str], env: dict[str, str], *, shared_gpu: bool
                 command = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', f"node{rank}", *command]
         with open(logs / f"rank-{rank}.log", "w") as log:
             procs.append(subprocess.Popen(command, env=rank_env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
-    deadline, failed = time.monotonic() + JOB_TIMEOUT_S, []
-    for rank, proc in enumerate(procs):
-        try:
-            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for other in procs:
-                other.kill()
-            proc.wait()
-            failed.append(f"rank {rank}: timed out after {JOB_TIMEOUT_S} s")
-        if proc.returncode:
-            failed.append(f"rank {rank}: exit {proc.returncode}: {(logs / f'rank-{rank}.log').read_text()[-1500:]}")
-    if failed:
-        raise RuntimeError("; ".join(failed))
+    return procs
 
 
 def _free_port() -> int:
@@ -250,6 +259,28 @@ def ddp_seqlen(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) 
             "records_per_rank": _records_per_rank(records), "folder": str(work / "seqlen")}
 
 
+def ddp_killed(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) -> dict:
+    """The DDP job with rank ``slow-rank`` slowed from step 200, every rank killed (SIGKILL) ``kill-after``
+    seconds after its start, long before its last step: NCCL never finalizes, and the records are
+    what the plugin wrote on its own (``FOLDER/killed``)."""
+    records = work / "killed" / "records"
+    env = _plugin_env(plugin, records, "gpu-ddp-killed")
+    out = work / "killed" / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    argv = ["-m", "sleuth.sim.frameworkjob", "--mode", "ddp", "--device", "cuda", "--world", str(args.world),
+            "--iters", "1000000", "--out", str(out), "--slow-rank", str(args.slow_rank), "--slow-factor",
+            str(args.slow_factor), "--slow-iters", "200:1000000"]
+    procs = start_ranks(args.world, argv, env, **hosts, logs=work / "logs" / "killed")
+    time.sleep(args.kill_after)
+    running = [proc.poll() is None for proc in procs]
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+    return {"world": args.world, "slow_rank": args.slow_rank, "slow_factor": args.slow_factor, "slow_from": 200,
+            "killed_after_s": args.kill_after, "running_when_killed": running,
+            "records_per_rank": _records_per_rank(records), "folder": str(work / "killed")}
+
+
 def coverage(plugin: Path, work: Path, args: argparse.Namespace, hosts: dict) -> dict:
     """FSDP2 and functional collectives / DTensor under the plugin: records against torch's count."""
     found = {}
@@ -267,7 +298,8 @@ PARTS = {"op_loop": op_loop, "ddp_steps": ddp_steps, "ddp_fault": ddp_fault,
          "ddp_ramp": functools.partial(ddp_fault, name="ramp", ramp=True),
          "ddp_moderate": functools.partial(ddp_fault, name="moderate", factor=MODERATE_FACTOR),
          "ddp_seqlen": ddp_seqlen, "coverage": coverage,
-         "jax_fault": jax_fault, "jax_clean": functools.partial(jax_fault, name="jax-clean", slowed=False)}
+         "jax_fault": jax_fault, "jax_clean": functools.partial(jax_fault, name="jax-clean", slowed=False),
+         "ddp_killed": ddp_killed}
 
 
 @contextlib.contextmanager
@@ -312,6 +344,7 @@ def main() -> None:
     parser.add_argument("--coverage-iters", type=int, default=20, help="steps of each FSDP / functional run")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
     parser.add_argument("--mps", action="store_true", help="run the ranks under a private CUDA MPS server")
+    parser.add_argument("--kill-after", type=float, default=30.0, help="ddp_killed: seconds before every rank is killed")
     parser.add_argument("--op-loop-rank", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.op_loop_rank:
