@@ -21,16 +21,16 @@ across nodes, and the plugin and importer see one GPU per host. The parts:
 * ``ddp_fault_from_start``: the same, slow from the first step on (``FOLDER/fault-from-start``).
 * ``ddp_ramp``: the same, the factor growing from 1 at a third of the run to ``slow-factor`` at its
   end (``FOLDER/ramp``); ``ddp_moderate``: a step of ``MODERATE_FACTOR`` (``FOLDER/moderate``).
-* ``jax_fault``: the JAX data-parallel job of ``sleuth.sim.jaxjob`` (XLA's all-reduces over NCCL),
-  rank ``slow-rank`` slowed from a third of the run on (``FOLDER/jax-fault``); ``jax_clean``: the
-  same without a fault (``FOLDER/jax-clean``). Needs jax with CUDA.
-* ``ddp_killed``: the DDP job slowed from step 200 and killed (SIGKILL) ``kill-after`` seconds in,
-  before NCCL finalizes: what the plugin wrote on its own (``FOLDER/killed``).
 * ``ddp_seqlen``: the same job without a fault but with uneven batches: each step one rank
   computes ``slow-factor`` times its base work and the others 1 to that on a long tail, the
   costly rank moving per step (``--seqlen-jitter``; ``FOLDER/seqlen``).
 * ``coverage``: the FSDP2 and functional-collective (DTensor) jobs with the plugin, each rank's
   records against the c10d operators torch's profiler counts (``FOLDER/fsdp``, ``FOLDER/functional``).
+* ``jax_fault``: the JAX data-parallel job of ``sleuth.sim.jaxjob`` (XLA's all-reduces over NCCL),
+  rank ``slow-rank`` slowed from a third of the run on (``FOLDER/jax-fault``); ``jax_clean``: the
+  same without a fault (``FOLDER/jax-clean``). Needs jax with CUDA.
+* ``ddp_killed``: the DDP fault job, slowed from step 200 and killed (SIGKILL) ``kill-after``
+  seconds in, before NCCL finalizes: what the plugin wrote on its own (``FOLDER/killed``).
 
 ``--parts`` picks some of them (``--parts ddp_fault,coverage``). ``--mps`` runs the ranks under a
 private CUDA MPS server (started and stopped by the benchmark): without it, ranks sharing one GPU
