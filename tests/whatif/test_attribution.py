@@ -141,6 +141,7 @@ def test_a_stretch_of_the_job_is_measured_against_the_peers_of_every_iteration()
     whole = attributed(first, second)
     em = emulation(first, second)
     early, late = whole.over(range(0, 6)), whole.over(range(6, 12))
+    assert not set(em.ranks_on("gpu:h0001/2").tolist()) & {r for r, _ in whole.top_workers(4)}
     assert set(em.ranks_on("gpu:h0001/2").tolist()) <= {r for r, _ in early.top_workers(4)}
     assert set(em.ranks_on("gpu:h0006/1").tolist()) <= {r for r, _ in late.top_workers(4)}
     # Its iterations' S are the whole job's: every operator is put back to the same peers.
