@@ -58,7 +58,7 @@ from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
-__all__ = ["Episode", "Part", "at_steps", "complement", "diagnose", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
+__all__ = ["Episode", "Part", "at_steps", "complement", "diagnose", "diagnose_episode", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
            "lead", "parts", "pauses_move", "runs", "slowdown_incident", "split_led", "steady_straggler", "summary", "tied_devices",
            "whatif_search", "work_moves"]
 
@@ -227,10 +227,12 @@ def tied_devices(incidents: Iterable[Incident]) -> set[str]:
     return {s.device for incident in incidents for s in incident.suspects[:_RULES.tied_suspects]}
 
 
-def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequence[int] | None = None) -> Straggler:
+def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequence[int] | None = None,
+             sustained: bool = False) -> Straggler:
     """Hardware, or a non-hardware cause the paper names, from the attribution alone (``split``
     False: of what the stragglers cost beside the pipeline's split), for the episode of
-    ``iterations`` (default: every iteration attributed)."""
+    ``iterations`` (default: every iteration attributed). ``sustained``: they are a sustained
+    episode's, enough to ask a compute-led device's rank to stand apart from chance over them."""
     if split and split_led(attribution):
         return Straggler.STAGE_IMBALANCE
     # Sequence lengths are compute's: transfers carrying most of it put a device on a path in play, and
@@ -245,7 +247,20 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
         return Straggler.SEQLEN_IMBALANCE
     if pauses_move(attribution, episode):
         return Straggler.SCATTERED_PAUSES
+    # A slow GPU is the costliest of the iterations it slows (§4.2): where no rank stands apart from
+    # chance over them, what the job paid is pauses striking one process, then another (a loaded host's jitter).
+    turns = _Turns.of(attribution, episode) if sustained else None
+    if turns is not None and not _stands_apart(attribution, episode, turns):
+        return Straggler.SCATTERED_PAUSES
     return Straggler.HARDWARE
+
+
+def diagnose_episode(attribution: Attribution, episode: Episode, *, part: Part) -> Straggler:
+    """``diagnose`` of the ``part`` of what sustained ``episode`` costs, over the iterations it paid in,
+    a compute-led device's rank asked to stand apart over them (``diagnose``'s ``sustained``)."""
+    if part is Part.SPLIT:
+        return Straggler.STAGE_IMBALANCE
+    return diagnose(attribution, split=part is Part.WHOLE, iterations=episode.paid, sustained=True)
 
 
 def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
@@ -344,9 +359,21 @@ def pauses_move(attribution: Attribution, iterations: Sequence[int]) -> bool:
         return False
     if not np.isnan(turns.breadth[turns.pays]).all() and turns.everywhere or turns.one_host(attribution):
         return False
+    return not _stands_apart(attribution, iterations, turns)
+
+
+def _stands_apart(attribution: Attribution, iterations: Sequence[int], turns: _Turns) -> bool:
+    """Whether a rank stands apart from the others over ``iterations``, whatever jitter between:
+    a steady straggler, or the costliest of more of them than chance makes one of the world's
+    ranks, or of costlier ones (``_often``, ``_pays_more``); True where no costliest rank is known."""
+    if turns.rank.min(initial=0) < 0:
+        return True
     world = max(attribution.world, 2)
-    return (not steady_straggler(attribution, iterations) and not _often(turns.rank, world)
-            and not _pays_more(turns.rank[turns.pays], turns.excess[turns.pays], world))
+    paying = turns.rank[turns.pays]
+    # One rank the costliest of every paying iteration is only as telling as their number (binomial alone).
+    pays_more = (_pays_more(paying, turns.excess[turns.pays], world) if len(set(paying.tolist())) > 1
+                 else _often(paying, world))
+    return steady_straggler(attribution, iterations) or _often(turns.rank, world) or pays_more
 
 
 def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> bool:
@@ -440,8 +467,7 @@ def slowdown_incident(
     routing: Routing, priors: Priors, top_k: int, min_support: int, started: float, part: Part = Part.WHOLE,
 ) -> Incident:
     """The incident of one sustained episode, or of one ``part`` of what it costs (see the module docstring)."""
-    diagnosis = (Straggler.STAGE_IMBALANCE if part is Part.SPLIT
-                 else diagnose(attribution, split=part is Part.WHOLE, iterations=episode.paid))
+    diagnosis = diagnose_episode(attribution, episode, part=part)
     candidates = _candidates(attribution, graph)
     rated: list[tuple[Root, float]] = []
     suspects: tuple[Suspect, ...] = ()

@@ -46,7 +46,7 @@ from sleuth.validation import integer, is_int, number_above
 from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import (
-    Episode, Part, complement, diagnose, episodes, grown_to_episode, hiccup, lead, parts, slowdown_incident, summary, tied_devices,
+    Episode, Part, complement, diagnose, diagnose_episode, episodes, grown_to_episode, hiccup, lead, parts, slowdown_incident, summary, tied_devices,
     whatif_search,
 )
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
@@ -179,7 +179,7 @@ def _with_attribution(
                     top_k=top_k, min_support=min_support, started=started, part=part,
                 ))
                 continue
-            hardware = diagnose(own, split=part is Part.WHOLE, iterations=episode.paid) is Straggler.HARDWARE
+            hardware = diagnose_episode(own, episode, part=part) is Straggler.HARDWARE
             if covering and kept[covering[0]].cause.hardware == hardware:
                 suspects: tuple[Suspect, ...] = ()
                 if hardware:
