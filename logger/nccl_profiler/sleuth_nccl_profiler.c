@@ -37,7 +37,9 @@
  * context has a mutex, the output buffer has one. No call blocks on I/O except a buffer flush:
  * every 1024 records, or with the first record after SLEUTH_FLUSH_S seconds (the logger's drain
  * interval, default 0.5) since the last, so that a process killed before its communicators'
- * finalize (a launcher's SIGTERM then SIGKILL) leaves all but its last interval's records.
+ * finalize (a launcher's SIGTERM then SIGKILL) leaves all but its last interval's records. A
+ * flusher thread writes what waited a whole interval with no record after it: a process hung in a
+ * collective, the very one on-call wants to read, records nothing more.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -45,6 +47,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +133,7 @@ static struct {
     int ncomms;
     int64_t mono0, real0;  /* the clock pair: real0 - mono0 moves monotonic times to wall clock */
     int64_t flush_every_ns, flushed_at;  /* SLEUTH_FLUSH_S; the monotonic time of the last flush */
+    int flusher;           /* 1: this process's flusher thread runs */
     uint64_t written, dropped, unknown_ops, late_children, forced;
     int write_failed;
     /* the next plugin */
@@ -243,6 +247,62 @@ static int64_t flush_interval_ns(ncclDebugLogger_t logfn) {
     return (int64_t)(seconds * 1e9);
 }
 
+static void flush_locked(void) {
+    size_t left = (size_t)g.nbuf * sizeof(Record);
+    const char *p = (const char *)g.buf;
+    while (left && g.fd >= 0) {
+        ssize_t n = write(g.fd, p, left);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            g.dropped += left / sizeof(Record);
+            g.write_failed = 1;
+            break;
+        }
+        p += n;
+        left -= (size_t)n;
+    }
+    g.nbuf = 0;
+    g.flushed_at = mono_ns();
+}
+
+/* Every interval, what waited a whole one goes out. The library is pinned (pin_library), so the
+ * thread runs for the process's life; it sleeps at least 1 ms so a tiny interval cannot spin. */
+static void *flusher_main(void *unused) {
+    (void)unused;
+    for (;;) {
+        int64_t ns = g.flush_every_ns > 1000000 ? g.flush_every_ns : 1000000;
+        struct timespec nap = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+        while (nanosleep(&nap, &nap) != 0 && errno == EINTR) {}
+        pthread_mutex_lock(&g.mu);
+        if (g.opened == 1 && g.nbuf && mono_ns() - g.flushed_at >= g.flush_every_ns) flush_locked();
+        pthread_mutex_unlock(&g.mu);
+    }
+    return NULL;
+}
+
+/* Start the flusher once per process, every signal blocked in it: the job's handlers run on its own
+ * threads. Called holding g.mu. */
+static void start_flusher(ncclDebugLogger_t logfn) {
+    if (g.flusher) return;
+    sigset_t all, before;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &before);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t thread;
+    int failed = pthread_create(&thread, &attr, flusher_main, NULL);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    if (failed) {
+        if (logfn) logfn(NCCL_LOG_WARN, NCCL_FLAG_INIT, __FILE__, __LINE__,
+                         "sleuth profiler: no flusher thread (%s): a process hung in a collective keeps "
+                         "its last records in memory", strerror(failed));
+        return;
+    }
+    g.flusher = 1;
+}
+
 /* Open the output once per process. Called holding g.mu. */
 static void open_output(ncclDebugLogger_t logfn) {
     if (g.opened) return;
@@ -274,24 +334,7 @@ static void open_output(ncclDebugLogger_t logfn) {
     g.flushed_at = g.mono0;
     g.flush_every_ns = flush_interval_ns(logfn);
     g.opened = 1;
-}
-
-static void flush_locked(void) {
-    size_t left = (size_t)g.nbuf * sizeof(Record);
-    const char *p = (const char *)g.buf;
-    while (left && g.fd >= 0) {
-        ssize_t n = write(g.fd, p, left);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            g.dropped += left / sizeof(Record);
-            g.write_failed = 1;
-            break;
-        }
-        p += n;
-        left -= (size_t)n;
-    }
-    g.nbuf = 0;
-    g.flushed_at = mono_ns();
+    start_flusher(logfn);
 }
 
 /* The record goes to the attached ring, else to the file. `to_ring` moves its times onto the
@@ -744,6 +787,7 @@ static void after_fork_in_child(void) {
     g.nbuf = 0;
     g.ncomms = 0;
     g.ring = NULL; /* the parent's logger: a child's own logger attaches again if it installs one */
+    g.flusher = 0; /* threads do not survive a fork: the child's own output starts its own */
     g.written = g.dropped = g.unknown_ops = g.late_children = g.forced = 0;
 }
 

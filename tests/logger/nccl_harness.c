@@ -308,6 +308,11 @@ int main(int argc, char **argv) {
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) { fprintf(stderr, "child failed\n"); return 5; }
     }
     if (getenv("HARNESS_KILLED")) _exit(0); /* killed before NCCL finalized its communicators */
+    if (getenv("HARNESS_HUNG")) { /* hung in a collective: no more calls until the test kills it */
+        printf("hung\n");
+        fflush(stdout);
+        for (;;) pause();
+    }
     fin(ring_ctx);
     fin(world_ctx);
     if (getenv("HARNESS_RELOAD")) { /* NCCL unloads the plugin with its last communicator, loads it again for a new one */

@@ -290,6 +290,36 @@ def test_a_process_killed_before_finalize_leaves_its_records_up_to_its_last_flus
         assert len(held[rank]) == 0  # within one interval and under the buffer's size: nothing flushed yet
 
 
+def test_a_process_hung_in_a_collective_writes_its_records_while_it_hangs(built, tmp_path):
+    # Under the buffer's size and no record after the last: only the flusher thread writes them.
+    drive(built, tmp_path / "killed", world=2, iters=4, env={"HARNESS_KILLED": "1", "SLEUTH_FLUSH_S": "0.000001"})
+    killed = {d.global_rank: d.records for d in read_dumps(tmp_path / "killed")}
+    hung = []
+    try:
+        for rank in (0, 1):
+            environ = {k: v for k, v in os.environ.items() if not k.startswith(("SLEUTH_", "RANK", "LOCAL_RANK"))}
+            environ.update(SLEUTH_LOG_DIR=str(tmp_path / "hung"), RANK=str(rank), LOCAL_RANK=str(rank),
+                           SLEUTH_FLUSH_S="0.2", HARNESS_HUNG="1")
+            hung.append(subprocess.Popen(
+                [str(built / "harness"), str(built / "libnccl-profiler-sleuth.so"), "5", str(rank), "2", "4", "-1", "0",
+                 "0", str(time.time_ns())], env=environ, stdout=subprocess.PIPE, text=True))
+            assert "hung\n" in iter(hung[-1].stdout.readline, ""), "the harness ended"  # every record emitted, none finalized
+        deadline = time.monotonic() + 10  # two intervals, and a loaded machine's scheduling
+        while True:
+            written = {d.global_rank: d.records for d in read_dumps(tmp_path / "hung")}
+            if all(len(written.get(rank, ())) >= len(killed[rank]) for rank in (0, 1)) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    finally:
+        for process in hung:
+            process.kill()
+            process.wait()
+    what = ["seq", "nbytes", "peer", "comm", "op"]
+    for rank in (0, 1):
+        assert len(written[rank]) == len(killed[rank]) > 0
+        assert written[rank][what].tolist() == killed[rank][what].tolist()
+
+
 def test_a_records_file_ending_in_part_of_a_record_keeps_the_whole_ones_and_says_so(built, tmp_path):
     drive(built, tmp_path / "raw", world=2, iters=2)
     binary = sorted((tmp_path / "raw").glob("nccl-*.bin"))[0]
