@@ -249,8 +249,7 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
         return Straggler.SCATTERED_PAUSES
     # A slow GPU is the costliest of the iterations it slows (§4.2): where no rank stands apart from
     # chance over them, what the job paid is pauses striking one process, then another (a loaded host's jitter).
-    turns = _Turns.of(attribution, episode) if sustained else None
-    if turns is not None and not _stands_apart(attribution, episode, turns):
+    if sustained and not _a_rank_stands_apart(attribution, episode):
         return Straggler.SCATTERED_PAUSES
     return Straggler.HARDWARE
 
@@ -360,6 +359,12 @@ def pauses_move(attribution: Attribution, iterations: Sequence[int]) -> bool:
     if not np.isnan(turns.breadth[turns.pays]).all() and turns.everywhere or turns.one_host(attribution):
         return False
     return not _stands_apart(attribution, iterations, turns)
+
+
+def _a_rank_stands_apart(attribution: Attribution, iterations: Sequence[int]) -> bool:
+    """``_stands_apart`` over ``iterations``; True where they paid nothing (nothing to tell)."""
+    turns = _Turns.of(attribution, iterations)
+    return turns is None or _stands_apart(attribution, iterations, turns)
 
 
 def _stands_apart(attribution: Attribution, iterations: Sequence[int], turns: _Turns) -> bool:
@@ -473,7 +478,7 @@ def slowdown_incident(
     suspects: tuple[Suspect, ...] = ()
     if diagnosis is Straggler.HARDWARE:
         rated, suspects = whatif_search(attribution, graph=graph, topology=topology, routing=routing, priors=priors,
-                                        top_k=top_k, min_support=min_support)
+                                        top_k=top_k, min_support=min_support, paid=episode.paid)
         cause = _cause(suspects) or (IncidentCause.COMPUTE if _compute_led(attribution) else IncidentCause.NETWORK)
     else:
         cause = IncidentCause(diagnosis.value)
@@ -531,15 +536,20 @@ def _span(source: RecordSource, candidates: Sequence[int], iterations: Sequence[
 
 def whatif_search(
     attribution: Attribution, *, graph: OperatorGraph, topology: Topology, routing: Routing, priors: Priors,
-    top_k: int, min_support: int,
+    top_k: int, min_support: int, paid: Sequence[int] | None = None,
 ) -> tuple[list[tuple[Root, float]], tuple[Suspect, ...]]:
     """The what-if roots with their rates, and the top ``top_k`` suspects of each side (compute,
     network) the job pays for: each side is one fault's evidence, as ``explain.separate`` keeps
     the top K of each fault the search found; the side that carries most of what the job pays
-    (S_t) comes first, as ``lead`` orders an irregular iteration's incident."""
+    (S_t) comes first, as ``lead`` orders an irregular iteration's incident. Over an episode's
+    ``paid`` iterations, the compute side only where a rank stands apart from chance in them
+    (``diagnose``): a slow GPU slows every iteration it is slow in; jitter names none."""
     rated, on_host = _roots(attribution, _candidates(attribution, graph), graph)
+    sides = (Cause.COMPUTE, Cause.NETWORK) if _compute_led(attribution) else (Cause.NETWORK, Cause.COMPUTE)
+    if paid is not None and not _a_rank_stands_apart(attribution, paid):
+        sides = tuple(cause for cause in sides if cause is not Cause.COMPUTE)
     suspects: list[Suspect] = []
-    for cause in (Cause.COMPUTE, Cause.NETWORK) if _compute_led(attribution) else (Cause.NETWORK, Cause.COMPUTE):
+    for cause in sides:
         side = [(root, rate) for root, rate in rated if root.cause is cause]
         evidence = accumulate(side, topology=topology, gpus=graph.gpus, routing=routing, host_share=on_host)
         ranking = [s for s in map_scores(evidence, topology=topology, priors=priors) if s.support >= min_support]

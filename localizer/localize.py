@@ -183,8 +183,8 @@ def _with_attribution(
             if covering and kept[covering[0]].cause.hardware == hardware:
                 suspects: tuple[Suspect, ...] = ()
                 if hardware:
-                    _, suspects = whatif_search(own, graph=graph, topology=topology, routing=routing,
-                                                priors=priors, top_k=top_k, min_support=min_support)
+                    _, suspects = whatif_search(own, graph=graph, topology=topology, routing=routing, priors=priors,
+                                                top_k=top_k, min_support=min_support, paid=episode.paid)
                     # Every cluster in the episode gets the same evidence: they merge into one incident.
                     for k in covering:
                         if kept[k].cause.hardware:

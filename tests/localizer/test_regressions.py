@@ -102,3 +102,24 @@ def test_uneven_batches_whose_search_reads_mixed_are_the_data_regression_seed_22
     (mixed: a GPU, its host and two NICs); compute carries most of those iterations' S_t."""
     incidents = _seqlen_on_its_slowest_iterations(2211)
     assert [(str(i.cause), i.suspects) for i in incidents] == [("seqlen_imbalance", ())]
+
+
+def test_a_moderate_nic_step_names_no_gpu_beside_it_regression_seed_2211():
+    """A NIC twice as slow from iteration 20 (the job pays about 5%; no iteration δ-irregular),
+    searched from its five slowest iterations too: the emulator's compute jitter carries a third of
+    what the job pays, another rank the costliest in each iteration, so no GPU stands apart and the
+    incident names the NIC's side alone (it listed two GPUs and a host after it)."""
+    from sleuth.sim import suite
+    from sleuth.whatif.attribution import attribute
+
+    [scenario] = [s for s in suite("moderate", seed=2211) if s.name == "moderate-nic-2"]
+    emulation = Emulation(scenario)
+    late = [t for t in emulation.truth().iterations if t.iteration >= 20]
+    slowest = sorted(t.iteration for t in sorted(late, key=lambda t: -t.time_ns)[:5])
+    attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
+    incidents = localize(emulation, irregular_iterations=slowest, topology=scenario.topology, window=100,
+                         attribution=attribution, routing="static")
+    [device] = [f["device"] for f in emulation.truth().faults]
+    assert incidents and all(str(i.cause) == "network" for i in incidents), incidents
+    assert {i.suspects[0].device for i in incidents} == {device}
+    assert not [s.device for i in incidents for s in i.suspects if s.device.startswith(("gpu:", "host:"))]
