@@ -545,7 +545,7 @@ def whatif_search(
     ``paid`` iterations, the compute side only where a rank stands apart from chance in them
     (``diagnose``): a slow GPU slows every iteration it is slow in; jitter names none."""
     rated, on_host = _roots(attribution, _candidates(attribution, graph), graph)
-    sides = (Cause.COMPUTE, Cause.NETWORK) if _compute_led(attribution) else (Cause.NETWORK, Cause.COMPUTE)
+    sides: tuple[Cause, ...] = (Cause.COMPUTE, Cause.NETWORK) if _compute_led(attribution) else (Cause.NETWORK, Cause.COMPUTE)
     if paid is not None and not _a_rank_stands_apart(attribution, paid):
         sides = tuple(cause for cause in sides if cause is not Cause.COMPUTE)
     suspects: list[Suspect] = []
