@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from sleuth.sim.trainjob import free_port, replica_factors, slowdown_at, write_ground_truth, write_result
+from sleuth.sim.trainjob import SlowRank, free_port, replica_factors, write_ground_truth, write_result
 
 MODES = ("ddp", "fsdp", "functional")
 DEVICES = ("cpu", "cuda")
@@ -59,10 +59,7 @@ class FrameworkJobOptions:
     world: int = 4
     iters: int = 20
     seed: int = 0
-    slow_rank: int = -1
-    slow_factor: float = 1.0
-    slow_iters: tuple[int, int] = (0, 0)
-    ramp: bool = False
+    slow: SlowRank = SlowRank()
     seqlen_jitter: float = 1.0  # the largest per-iteration compute factor a rank (a DDP replica) draws
     base_delay_s: float = 0.004  # the compute a slowdown factor multiplies (CPU compute is tiny)
     count_ops: bool = False
@@ -72,9 +69,7 @@ class FrameworkJobOptions:
     def factor(self, rank: int, iteration: int) -> float:
         """The slowdown of ``rank``'s compute in ``iteration`` (1: none)."""
         data = replica_factors(iteration, replicas=self.world, jitter=self.seqlen_jitter, seed=self.seed)[rank]
-        if rank != self.slow_rank:
-            return data
-        return data * slowdown_at(iteration, slow_iters=self.slow_iters, factor=self.slow_factor, ramp=self.ramp)
+        return data * self.slow.at(rank, iteration)
 
 
 def _model(device: str) -> torch.nn.Sequential:
@@ -232,10 +227,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[FrameworkJobOptions, str 
     parser.add_argument("--world", type=int, default=4)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--slow-rank", type=int, default=-1)
-    parser.add_argument("--slow-factor", type=float, default=1.0)
-    parser.add_argument("--slow-iters", default="0:0", help="A:B, iterations A..B-1")
-    parser.add_argument("--ramp", action="store_true", help="grow the slowdown from 1 at A to F at B-1")
+    SlowRank.add_arguments(parser)
     parser.add_argument("--seqlen-jitter", type=float, default=1.0, metavar="F",
                         help="each iteration, each rank's compute is scaled by a factor in [1, F] drawn from --seed "
                              "(every rank is a data-parallel replica: uneven batches)")
@@ -244,11 +236,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[FrameworkJobOptions, str 
     parser.add_argument("--device", choices=DEVICES, default="cpu", help="cuda: NCCL, one GPU per rank")
     parser.add_argument("--out", help="folder for per-rank results and the ground truth")
     args = parser.parse_args(argv)
-    a, _, b = args.slow_iters.partition(":")
     options = FrameworkJobOptions(
-        mode=args.mode, world=args.world, iters=args.iters, seed=args.seed, slow_rank=args.slow_rank,
-        slow_factor=args.slow_factor, slow_iters=(int(a), int(b or a)), ramp=args.ramp, seqlen_jitter=args.seqlen_jitter,
-        count_ops=args.count_ops,
+        mode=args.mode, world=args.world, iters=args.iters, seed=args.seed, slow=SlowRank.from_args(args, parser),
+        seqlen_jitter=args.seqlen_jitter, count_ops=args.count_ops,
         manual_step=args.manual_step, device=args.device,
     )
     if options.mode == "functional" and options.world % 2:

@@ -23,7 +23,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from sleuth.sim.trainjob import slowdown_at, write_ground_truth, write_result
+from sleuth.sim.trainjob import SlowRank, write_ground_truth, write_result
 
 #: Hidden widths of the MLP.
 WIDTHS = (256, 512, 512, 256)
@@ -36,19 +36,13 @@ class JaxJobOptions:
     world: int = 4
     iters: int = 20
     seed: int = 0
-    slow_rank: int = -1
-    slow_factor: float = 1.0
-    slow_iters: tuple[int, int] = (0, 0)
-    ramp: bool = False
+    slow: SlowRank = SlowRank()
     base_units: int = 24  # the compute a slowdown factor multiplies, in units of burn (a few matrix products)
     burn_size: int = 1024  # a burn unit's matrix side: 1024 is tens of microseconds on a data-centre GPU
 
     def units(self, rank: int, iteration: int) -> int:
         """How many burn units ``rank`` computes before its gradients in ``iteration``."""
-        if rank != self.slow_rank:
-            return self.base_units
-        factor = slowdown_at(iteration, slow_iters=self.slow_iters, factor=self.slow_factor, ramp=self.ramp)
-        return round(self.base_units * factor)
+        return round(self.base_units * self.slow.at(rank, iteration))
 
 
 def run_rank(rank: int, options: JaxJobOptions) -> dict:
@@ -124,27 +118,20 @@ def parse_args(argv: list[str] | None = None) -> tuple[JaxJobOptions, str, str |
     parser = argparse.ArgumentParser(prog="python -m sleuth.sim.jaxjob", description=__doc__.split("\n")[0])
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--slow-rank", type=int, default=-1)
-    parser.add_argument("--slow-factor", type=float, default=1.0)
-    parser.add_argument("--slow-iters", default="0:0", help="A:B, iterations A..B-1")
-    parser.add_argument("--ramp", action="store_true", help="grow the slowdown from 1 at A to F at B-1")
+    SlowRank.add_arguments(parser)
     parser.add_argument("--base-units", type=int, default=JaxJobOptions.base_units)
     parser.add_argument("--burn-size", type=int, default=JaxJobOptions.burn_size)
     parser.add_argument("--platform", choices=PLATFORMS, default="cuda", help="cpu: all-reduce over gloo")
     parser.add_argument("--out", help="folder for per-rank results and the ground truth")
     args = parser.parse_args(argv)
-    try:
-        a, b = (int(part) for part in args.slow_iters.split(":"))
-    except ValueError:
-        parser.error(f"--slow-iters: expected A:B (two integers), got {args.slow_iters!r}")
+    slow = SlowRank.from_args(args, parser)
     if args.iters < 1 or args.base_units < 1 or args.burn_size < 1:
         parser.error("--iters, --base-units and --burn-size must be positive")
     world = int(os.environ.get("WORLD_SIZE", "0"))
     if world < 1 or "RANK" not in os.environ or "MASTER_PORT" not in os.environ:
         parser.error("run each rank under a launcher: RANK, WORLD_SIZE and MASTER_PORT must be set")
-    options = JaxJobOptions(world=world, iters=args.iters, seed=args.seed, slow_rank=args.slow_rank,
-                            slow_factor=args.slow_factor, slow_iters=(a, b), ramp=args.ramp,
-                            base_units=args.base_units, burn_size=args.burn_size)
+    options = JaxJobOptions(world=world, iters=args.iters, seed=args.seed, slow=slow, base_units=args.base_units,
+                            burn_size=args.burn_size)
     return options, args.platform, args.out
 
 

@@ -59,17 +59,53 @@ def slowdown_at(iteration: int, *, slow_iters: tuple[int, int], factor: float, r
 
 
 @dataclass(frozen=True)
+class SlowRank:
+    """The fault the real jobs inject: ``rank``'s work ``factor`` times as long in iterations A..B-1
+    of ``iters``, or with ``ramp`` growing linearly from 1 at A to ``factor`` at B-1; rank -1: none.
+    Every job takes it from the same options (``add_arguments``, ``from_args``)."""
+
+    rank: int = -1
+    factor: float = 1.0
+    iters: tuple[int, int] = (0, 0)
+    ramp: bool = False
+
+    def at(self, rank: int, iteration: int) -> float:
+        """``rank``'s factor in ``iteration``: 1 but on the slow rank in its iterations."""
+        if rank != self.rank:
+            return 1.0
+        return slowdown_at(iteration, slow_iters=self.iters, factor=self.factor, ramp=self.ramp)
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--slow-rank", type=int, default=-1, help="the rank slowed (default: none)")
+        parser.add_argument("--slow-factor", type=float, default=1.0, metavar="F", help="its work F times as long")
+        parser.add_argument("--slow-iters", default="0:0", metavar="A:B",
+                            help="in iterations A..B-1 (B past the last: to the end; A = 0: from the first step)")
+        parser.add_argument("--ramp", action="store_true", help="grow the slowdown from 1 at A to F at B-1")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, parser: argparse.ArgumentParser) -> SlowRank:
+        """The options ``add_arguments`` declared; ``parser.error`` names the one that is wrong."""
+        try:
+            a, b = (int(part) for part in args.slow_iters.split(":"))
+        except ValueError:
+            parser.error(f"--slow-iters: expected A:B (two integers), got {args.slow_iters!r}")
+        if not 0 <= a <= b:
+            parser.error(f"--slow-iters: expected 0 <= A <= B, got {args.slow_iters!r}")
+        if not args.slow_factor >= 1.0:
+            parser.error(f"--slow-factor must be >= 1 (a factor on the work's time), got {args.slow_factor}")
+        return cls(rank=args.slow_rank, factor=args.slow_factor, iters=(a, b), ramp=args.ramp)
+
+
+@dataclass(frozen=True)
 class JobOptions:
     iters: int = 20
     tp: int = 2
     pp: int = 2
     dp: int = 2
     seed: int = 0
-    slow_rank: int = -1
-    slow_factor: float = 1.0
-    slow_iters: tuple[int, int] = (0, 0)
-    slow_kind: str = "compute"  # or "send"
-    ramp: bool = False  # the factor grows linearly from 1 at A to slow_factor at B-1
+    slow: SlowRank = SlowRank()
+    slow_kind: str = "compute"  # or "send": what of the slow rank's work ``slow`` lengthens
     uneven_stages: float = 1.0  # the last pipeline stage's compute over the others'
     seqlen_jitter: float = 1.0  # the largest per-iteration compute factor a replica draws
     base_delay_s: float = 0.002  # the time a slowdown factor multiplies (compute is tiny on CPU)
@@ -81,7 +117,7 @@ class JobOptions:
 
     def factor(self, iteration: int) -> float:
         """The slowed rank's compute (or send) factor in ``iteration``: 1 outside A..B-1."""
-        return slowdown_at(iteration, slow_iters=self.slow_iters, factor=self.slow_factor, ramp=self.ramp)
+        return self.slow.at(self.slow.rank, iteration)
 
     def work_factor(self, iteration: int, *, stage: int, replica: int) -> float:
         """The job's own uneven work on a rank of ``stage`` and data-parallel ``replica`` (no fault):
@@ -175,7 +211,7 @@ def run_rank(rank: int, world: int, options: JobOptions) -> dict:
     dist.barrier()
 
     def slow(iteration: int, kind: str) -> None:
-        if rank == options.slow_rank and options.slow_kind == kind:
+        if rank == options.slow.rank and options.slow_kind == kind:
             time.sleep(options.base_delay_s * (options.factor(iteration) - 1))
 
     def own_work(iteration: int) -> None:
@@ -312,11 +348,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
     parser.add_argument("--pp", type=int, default=2)
     parser.add_argument("--dp", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--slow-rank", type=int, default=-1)
-    parser.add_argument("--slow-factor", type=float, default=1.0)
-    parser.add_argument("--slow-iters", default="0:0", help="A:B, iterations A..B-1")
+    SlowRank.add_arguments(parser)
     parser.add_argument("--slow-kind", choices=("compute", "send"), default="compute")
-    parser.add_argument("--ramp", action="store_true", help="grow the slowdown from 1 at A to F at B-1")
     parser.add_argument("--uneven-stages", type=float, default=1.0, metavar="F",
                         help="the last pipeline stage computes F times as long as the others (every iteration)")
     parser.add_argument("--seqlen-jitter", type=float, default=1.0, metavar="F",
@@ -326,17 +359,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
     parser.add_argument("--progress", action="store_true", help='rank 0 prints "iteration K done" per step')
     parser.add_argument("--out", help="folder for per-rank results (step times) and the ground truth")
     args = parser.parse_args(argv)
-    a, _, b = args.slow_iters.partition(":")
     options = JobOptions(
-        iters=args.iters, tp=args.tp, pp=args.pp, dp=args.dp, seed=args.seed, slow_rank=args.slow_rank,
-        slow_factor=args.slow_factor, slow_iters=(int(a), int(b or a)), slow_kind=args.slow_kind,
-        ramp=args.ramp, uneven_stages=args.uneven_stages, seqlen_jitter=args.seqlen_jitter, progress=args.progress,
-        base_delay_s=args.base_delay_ms / 1000.0,
+        iters=args.iters, tp=args.tp, pp=args.pp, dp=args.dp, seed=args.seed, slow=SlowRank.from_args(args, parser),
+        slow_kind=args.slow_kind, uneven_stages=args.uneven_stages, seqlen_jitter=args.seqlen_jitter,
+        progress=args.progress, base_delay_s=args.base_delay_ms / 1000.0,
     )
     if options.pp != 2 and options.pp != 1:
         parser.error("--pp must be 1 or 2")
-    for name, value in (("--slow-factor", options.slow_factor), ("--uneven-stages", options.uneven_stages),
-                        ("--seqlen-jitter", options.seqlen_jitter)):
+    for name, value in (("--uneven-stages", options.uneven_stages), ("--seqlen-jitter", options.seqlen_jitter)):
         if value < 1.0:
             parser.error(f"{name} must be >= 1 (a factor on the compute time), got {value}")
     if not options.base_delay_s > 0:

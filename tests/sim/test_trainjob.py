@@ -59,3 +59,21 @@ def test_the_base_delay_is_the_compute_time_the_factors_multiply(capsys):
     with pytest.raises(SystemExit):
         parse_args(["--base-delay-ms", "0"])
     assert "--base-delay-ms" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("job", ["trainjob", "frameworkjob"])
+@pytest.mark.parametrize("iters", ["3-5", "x:4", "5:3", "-1:4"])
+def test_every_real_job_names_bad_slow_iterations_before_it_starts(job, iters, capsys):
+    from importlib import import_module
+
+    with pytest.raises(SystemExit):
+        import_module(f"sleuth.sim.{job}").parse_args(["--slow-rank", "1", "--slow-iters", iters])
+    assert "--slow-iters" in capsys.readouterr().err
+
+
+def test_the_slow_rank_alone_is_slowed_and_only_in_its_iterations():
+    from sleuth.sim.frameworkjob import parse_args as framework_args
+
+    options, _ = framework_args(["--slow-rank", "2", "--slow-factor", "3", "--slow-iters", "10:20"])
+    assert [options.factor(rank, 15) for rank in range(4)] == [1.0, 1.0, 3.0, 1.0]
+    assert options.factor(2, 9) == options.factor(2, 20) == 1.0
