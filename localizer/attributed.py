@@ -79,6 +79,9 @@ class Episode:
     #: device was slow (between them, anyone's jitter is the costliest)
     paid: tuple[int, ...] = ()
     cut: bool = False  # a step cut it from a longer run (``at_steps``): its own causes, its own attribution
+    #: its transfers paid more than the job's did outside every episode, or too few iterations lie
+    #: outside to tell (``_transfers_pay``): a device on a path is in play
+    transfers: bool = True
 
 
 def episodes(attribution: Attribution, *, slowdown: float, sustain: int) -> tuple[tuple[Episode, ...], tuple[Episode, ...]]:
@@ -86,7 +89,29 @@ def episodes(attribution: Attribution, *, slowdown: float, sustain: int) -> tupl
     ones cut where what the job pays steps (``at_steps``)."""
     sustained, short = runs(attribution.iterations, attribution.per_iteration, slowdown=slowdown, sustain=sustain)
     level = dict(zip(attribution.iterations, attribution.per_iteration))
-    return tuple(p for e in sustained for p in at_steps(e, level, slowdown=slowdown, sustain=sustain)), short
+    pieces = tuple(p for e in sustained for p in at_steps(e, level, slowdown=slowdown, sustain=sustain))
+    inside = {i for e in pieces for i in e.iterations}
+    quiet = [i for i in attribution.iterations if i not in inside]
+    return tuple(replace(e, transfers=_transfers_pay(attribution, e.paid, quiet)) for e in pieces), short
+
+
+def _transfers_pay(attribution: Attribution, paid: Sequence[int], quiet: Sequence[int]) -> bool:
+    """Whether a transfer type paid more (S_t - 1 per iteration) in ``paid`` than in the ``quiet``
+    iterations (Mann-Whitney U, one-sided, at ``significance`` shared among the types): a slow link
+    slows its transfers in its episode only, where a loaded host's jitter delays them everywhere.
+    True where the quiet iterations are too few for the test to reach that level."""
+    kinds = [k for k, name in enumerate(attribution.by_type) if name != COMPUTE]
+    if attribution.by_type_ns is None or not kinds:
+        return True
+    its = np.asarray(attribution.iterations)
+    rows, others = np.isin(its, np.asarray(list(paid))), np.isin(its, np.asarray(list(quiet)))
+    level = _RULES.significance / len(kinds)
+    if not rows.any() or not others.any() or 1.0 / math.comb(int(rows.sum() + others.sum()), int(rows.sum())) >= level:
+        return True
+    ideal = np.asarray(attribution.ideal_ns, dtype=np.float64)[:, None]
+    excess = np.divide(attribution.by_type_ns, ideal, out=np.ones_like(attribution.by_type_ns, dtype=np.float64),
+                       where=ideal > 0) - 1.0
+    return any(mannwhitneyu(excess[rows, k], excess[others, k], alternative="greater").pvalue < level for k in kinds)
 
 
 def runs(iterations: Sequence[int], per_iteration: Sequence[float], *, slowdown: float,
@@ -228,18 +253,27 @@ def tied_devices(incidents: Iterable[Incident]) -> set[str]:
 
 
 def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequence[int] | None = None,
-             sustained: bool = False) -> Straggler:
+             sustained: Episode | None = None) -> Straggler:
     """Hardware, or a non-hardware cause the paper names, from the attribution alone (``split``
     False: of what the stragglers cost beside the pipeline's split), for the episode of
-    ``iterations`` (default: every iteration attributed). ``sustained``: they are a sustained
-    episode's, enough to ask a compute-led device's rank to stand apart from chance over them."""
+    ``iterations`` (default: every iteration attributed). ``sustained``: the sustained episode they
+    are the paying iterations of, enough to ask a compute-led device's rank to stand apart from
+    chance over them, and its transfers to have paid more than the job's outside it."""
     if split and split_led(attribution):
         return Straggler.STAGE_IMBALANCE
     # Sequence lengths are compute's: transfers carrying most of it put a device on a path in play, and
     # one host explaining most of it, more than its top workers do (a host of one GPU is its worker), is that host.
     host = attribution.host_share >= _RULES.majority and attribution.host_share > attribution.worker_share + 1e-9
     episode = attribution.iterations if iterations is None else iterations
-    if host or _compute_share(attribution, episode) < _RULES.majority:
+    if host:
+        return Straggler.HARDWARE
+    compute = _compute_share(attribution, episode)
+    if compute < _RULES.majority:
+        # Transfers no costlier than outside the episode, and compute paying a side with no rank
+        # apart: a loaded host's jitter, delaying one process's compute and transfers, then another's.
+        if (sustained is not None and not sustained.transfers and compute >= _RULES.minor
+                and not _a_rank_stands_apart(attribution, episode)):
+            return Straggler.SCATTERED_PAUSES
         return Straggler.HARDWARE
     # Work that moves is the data's even where one worker explains each of the worst iterations (M_W,
     # measured on those alone): the slow batch is on some replica in each.
@@ -249,17 +283,17 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
         return Straggler.SCATTERED_PAUSES
     # A slow GPU is the costliest of the iterations it slows (§4.2): where no rank stands apart from
     # chance over them, what the job paid is pauses striking one process, then another (a loaded host's jitter).
-    if sustained and not _a_rank_stands_apart(attribution, episode):
+    if sustained is not None and not _a_rank_stands_apart(attribution, episode):
         return Straggler.SCATTERED_PAUSES
     return Straggler.HARDWARE
 
 
 def diagnose_episode(attribution: Attribution, episode: Episode, *, part: Part) -> Straggler:
     """``diagnose`` of the ``part`` of what sustained ``episode`` costs, over the iterations it paid in,
-    a compute-led device's rank asked to stand apart over them (``diagnose``'s ``sustained``)."""
+    with what ``diagnose``'s ``sustained`` asks of a device there."""
     if part is Part.SPLIT:
         return Straggler.STAGE_IMBALANCE
-    return diagnose(attribution, split=part is Part.WHOLE, iterations=episode.paid, sustained=True)
+    return diagnose(attribution, split=part is Part.WHOLE, iterations=episode.paid, sustained=episode)
 
 
 def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:

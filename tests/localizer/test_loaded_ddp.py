@@ -6,14 +6,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from sleuth.cli import main
 
 RUNS = Path(__file__).parent / "loaded_ddp"
 
 
-def test_three_paying_steps_of_jitter_two_on_one_rank_blame_no_device_beside_the_slowed_gpu(capsys):
-    # Two of three in four ranks is as often as chance makes some rank the costliest.
-    assert main(["localize", "--records", str(RUNS / "spike"), "--json"]) == 0
+@pytest.mark.parametrize("run", [
+    "spike",  # three paying steps of compute jitter, two on rank 0: as often as chance allows
+    "spike-mixed",  # compute jitter on every rank in turn, all-reduces as costly as after the fault
+])
+def test_the_machines_jitter_before_the_slowed_steps_blames_no_device_beside_the_slowed_gpu(run, capsys):
+    assert main(["localize", "--records", str(RUNS / run), "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert {i["suspects"][0]["device"] for i in found if i["suspects"]} == {"gpu:vm/2"}, found
     jitter = [i for i in found if not set(i["iterations"]) & set(range(15, 25))]
