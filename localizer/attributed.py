@@ -106,7 +106,8 @@ def _transfers_pay(attribution: Attribution, paid: Sequence[int], quiet: Sequenc
     its = np.asarray(attribution.iterations)
     rows, others = np.isin(its, np.asarray(list(paid))), np.isin(its, np.asarray(list(quiet)))
     level = _RULES.significance / len(kinds)
-    if not rows.any() or not others.any() or 1.0 / math.comb(int(rows.sum() + others.sum()), int(rows.sum())) >= level:
+    # The smallest p the test can give is 1 / C(n, paid): compared as integers, which a long job's overflow floats.
+    if not rows.any() or not others.any() or math.comb(int(rows.sum() + others.sum()), int(rows.sum())) <= 1.0 / level:
         return True
     ideal = np.asarray(attribution.ideal_ns, dtype=np.float64)[:, None]
     excess = np.divide(attribution.by_type_ns, ideal, out=np.ones_like(attribution.by_type_ns, dtype=np.float64),

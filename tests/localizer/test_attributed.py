@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -46,6 +47,21 @@ def test_a_dip_shorter_than_sustain_does_not_end_an_episode() -> None:
     sustained, short = episodes(attribution(per), slowdown=1.05, sustain=3)
     assert [e.iterations for e in sustained] == [(1, 2, 3, 4, 5)]
     assert [e.iterations for e in short] == [(9,), (13, 14, 15)]
+
+
+@pytest.mark.parametrize("iterations", [40, 4000])
+def test_an_episode_s_transfers_are_in_play_only_where_they_cost_more_than_outside_every_episode(iterations) -> None:
+    # A link slow in the middle half: its transfers pay there alone. Jitter: as much outside as in.
+    rng = np.random.default_rng(1)
+    inside = np.zeros(iterations, bool)
+    inside[iterations // 4: 3 * iterations // 4] = True
+    per = np.where(inside, 1.2, 1.0)
+    link = np.where(inside, 0.2, 0.0) + rng.uniform(0, 0.01, iterations)
+    jitter = rng.choice([0.0, 0.2], iterations)
+    for transfers, expected in ((link, True), (jitter, False)):
+        by_type_ns = 100.0 * np.stack([np.ones(iterations), 1.0 + transfers], axis=1)
+        [episode], _ = episodes(replace(attribution(tuple(per)), by_type_ns=by_type_ns), slowdown=1.05, sustain=3)
+        assert episode.transfers is expected
 
 
 def _noisy(levels, *, seed: int, jitter: float = 0.08) -> tuple[float, ...]:
