@@ -47,17 +47,6 @@ MICRO_BATCHES = 2
 MICRO_ROWS = 4
 
 
-def slowdown_at(iteration: int, *, slow_iters: tuple[int, int], factor: float, ramp: bool) -> float:
-    """A fault's factor in ``iteration``: ``factor`` in iterations A..B-1 of ``slow_iters`` (1 outside),
-    or with ``ramp`` growing linearly from 1 at A to ``factor`` at B-1."""
-    a, b = slow_iters
-    if not a <= iteration < b:
-        return 1.0
-    if not ramp or b - a < 2:
-        return factor
-    return 1.0 + (factor - 1.0) * (iteration - a) / (b - 1 - a)
-
-
 @dataclass(frozen=True)
 class SlowRank:
     """The fault the real jobs inject: ``rank``'s work ``factor`` times as long in iterations A..B-1
@@ -71,9 +60,12 @@ class SlowRank:
 
     def at(self, rank: int, iteration: int) -> float:
         """``rank``'s factor in ``iteration``: 1 but on the slow rank in its iterations."""
-        if rank != self.rank:
+        a, b = self.iters
+        if rank != self.rank or not a <= iteration < b:
             return 1.0
-        return slowdown_at(iteration, slow_iters=self.iters, factor=self.factor, ramp=self.ramp)
+        if not self.ramp or b - a < 2:
+            return self.factor
+        return 1.0 + (self.factor - 1.0) * (iteration - a) / (b - 1 - a)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
