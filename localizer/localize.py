@@ -146,7 +146,7 @@ def localize(
     if attribution is not None:
         incidents = _with_attribution(
             source, incidents, attribution, graph=graph, topology=topology, routing=routing, priors=priors, top_k=top_k,
-            min_support=min_support, started=started, slowdown=slowdown, sustain=sustain,
+            min_support=min_support, started=started, slowdown=slowdown, sustain=sustain, sustained=sustained,
         )
     return [replace(incident, suspects=nic_beside_its_cable(incident.suspects, lambda s: s.device))
             for incident in one_per_episode(incidents, window=window)]
@@ -155,18 +155,17 @@ def localize(
 def _with_attribution(
     source: RecordSource, incidents: list[Incident], attribution: Attribution, *, graph: OperatorGraph,
     topology: Topology, routing: Routing, priors: Priors, top_k: int, min_support: int, started: float,
-    slowdown: float, sustain: int,
+    slowdown: float, sustain: int, sustained: Sequence[Episode],
 ) -> list[Incident]:
     """The irregular clusters' incidents with what the job pays, less the hiccups' (``hiccup``),
-    the one naming the episode it lies in grown to that episode, plus one incident per sustained
-    episode no cluster covers."""
+    the one naming the episode it lies in grown to that episode, plus one incident per
+    ``sustained`` episode (``episodes``) no cluster covers."""
     kept = [
         _data_not_device(replace(incident, attribution=summary(attribution, "irregular")), attribution)
         for incident in incidents
         if not hiccup(incident, tied_devices(o for o in incidents if o is not incident), attribution, slowdown=slowdown,
                       sustain=sustain)
     ]
-    sustained, _ = episodes(attribution, slowdown=slowdown, sustain=sustain)
     for episode in sustained:
         own = _attribution_of(attribution, episode, only=len(sustained) == 1)
         covering = [k for k, incident in enumerate(kept) if set(episode.iterations) & set(incident.iterations)]
