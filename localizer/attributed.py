@@ -79,8 +79,8 @@ class Episode:
     #: device was slow (between them, anyone's jitter is the costliest)
     paid: tuple[int, ...] = ()
     cut: bool = False  # a step cut it from a longer run (``at_steps``): its own causes, its own attribution
-    #: its transfers paid more than the job's did outside every episode, or too few iterations lie
-    #: outside to tell (``_transfers_pay``): a device on a path is in play
+    #: its transfers cost more over its iterations than the job's did outside every episode, or too
+    #: few iterations lie outside to tell (``_transfers_pay``): a device on a path is in play
     transfers: bool = True
 
 
@@ -92,19 +92,21 @@ def episodes(attribution: Attribution, *, slowdown: float, sustain: int) -> tupl
     pieces = tuple(p for e in sustained for p in at_steps(e, level, slowdown=slowdown, sustain=sustain))
     inside = {i for e in pieces for i in e.iterations}
     quiet = [i for i in attribution.iterations if i not in inside]
-    return tuple(replace(e, transfers=_transfers_pay(attribution, e.paid, quiet)) for e in pieces), short
+    return tuple(replace(e, transfers=_transfers_pay(attribution, e.iterations, quiet)) for e in pieces), short
 
 
-def _transfers_pay(attribution: Attribution, paid: Sequence[int], quiet: Sequence[int]) -> bool:
-    """Whether a transfer type paid more (S_t - 1 per iteration) in ``paid`` than in the ``quiet``
-    iterations (Mann-Whitney U, one-sided, at ``significance`` shared among the types): a slow link
-    slows its transfers in its episode only, where a loaded host's jitter delays them everywhere.
-    True where the quiet iterations are too few for the test to reach that level."""
+def _transfers_pay(attribution: Attribution, episode: Sequence[int], quiet: Sequence[int]) -> bool:
+    """Whether a transfer type paid more (S_t - 1 per iteration) over an ``episode``'s iterations
+    than over the ``quiet`` ones (Mann-Whitney U, one-sided, at ``significance`` shared among the
+    types): a slow link slows its transfers in its episode only, where a loaded host's jitter delays
+    them everywhere. Its dips count too: a slow link slows every step it lasts, and its paying steps
+    alone are chosen for paying. True where too few iterations lie on either side for the test to
+    reach that level."""
     kinds = [k for k, name in enumerate(attribution.by_type) if name != COMPUTE]
     if attribution.by_type_ns is None or not kinds:
         return True
     its = np.asarray(attribution.iterations)
-    rows, others = np.isin(its, np.asarray(list(paid))), np.isin(its, np.asarray(list(quiet)))
+    rows, others = np.isin(its, np.asarray(list(episode))), np.isin(its, np.asarray(list(quiet)))
     level = _RULES.significance / len(kinds)
     # The smallest p the test can give is 1 / C(n, paid): compared as integers, which a long job's overflow floats.
     if not rows.any() or not others.any() or math.comb(int(rows.sum() + others.sum()), int(rows.sum())) <= 1.0 / level:

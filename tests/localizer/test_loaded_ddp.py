@@ -16,6 +16,7 @@ RUNS = Path(__file__).parent / "loaded_ddp"
 @pytest.mark.parametrize("run", [
     "spike",  # three paying steps of compute jitter, two on rank 0: as often as chance allows
     "spike-mixed",  # compute jitter on every rank in turn, all-reduces as costly as after the fault
+    "spike-dips",  # all-reduce jitter in four of seven steps, none in the three between them
 ])
 def test_the_machines_jitter_before_the_slowed_steps_blames_no_device_beside_the_slowed_gpu(run, capsys):
     assert main(["localize", "--records", str(RUNS / run), "--json"]) == 0
