@@ -183,8 +183,11 @@ def test_uneven_batches_in_a_ddp_job_are_named_sequence_length_imbalance_and_bla
     run_job(tmp_path, "--mode", "ddp", "--iters", "30", "--seqlen-jitter", "100", "--seed", "1")
     assert main(["localize", "--records", str(tmp_path / "records"), "--json"]) == 0
     incidents = json.loads(capsys.readouterr().out)
-    costliest = max(incidents, key=lambda i: i["impact"]["gpu_hours_lost"])
-    assert costliest["cause"] == "seqlen_imbalance" and not costliest["suspects"], incidents
+    # The incident over most of the job names the data; the loaded machine's own pauses, moving
+    # between the processes, may raise one of their own over a few steps. None names a device.
+    covering = max(incidents, key=lambda i: len(i["iterations"]))
+    assert covering["cause"] == "seqlen_imbalance", incidents
+    assert not [i for i in incidents if i["suspects"]], incidents
 
 
 _PROBE = textwrap.dedent("""
