@@ -80,7 +80,7 @@ class Episode:
     paid: tuple[int, ...] = ()
     cut: bool = False  # a step cut it from a longer run (``at_steps``): its own causes, its own attribution
     #: its transfers cost more over its iterations than the job's did outside every episode, or too
-    #: few iterations lie outside to tell (``_transfers_pay``): a device on a path is in play
+    #: few iterations lie on either side to tell (``_transfers_pay``): a device on a path is in play
     transfers: bool = True
 
 
@@ -108,7 +108,7 @@ def _transfers_pay(attribution: Attribution, episode: Sequence[int], quiet: Sequ
     its = np.asarray(attribution.iterations)
     rows, others = np.isin(its, np.asarray(list(episode))), np.isin(its, np.asarray(list(quiet)))
     level = _RULES.significance / len(kinds)
-    # The smallest p the test can give is 1 / C(n, paid): compared as integers, which a long job's overflow floats.
+    # The smallest p the test can give is 1 / C(n, the episode's): compared as integers, which a long job's overflow floats.
     if not rows.any() or not others.any() or math.comb(int(rows.sum() + others.sum()), int(rows.sum())) <= 1.0 / level:
         return True
     ideal = np.asarray(attribution.ideal_ns, dtype=np.float64)[:, None]
