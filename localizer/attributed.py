@@ -426,12 +426,14 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
     normal quantile of ``significance`` shared among the ranks, and by more than
     ``AttributionRules.worker_floor`` (under it, no straggler is worth naming); and most of its
     work ran long in most of them (``Attribution.persistent_compute``: a rank that paused in two of
-    three iterations has a raised median too, but in one step of its work each time)."""
+    three iterations has a raised median too, but in one step of its work each time). Not over
+    fewer iterations than could set a rank apart at ``significance`` at all: among ranks alike, one
+    is the highest of all n with probability ranks^(1-n)."""
     relative = attribution.relative_compute
     if relative is None:
         return False
     rows = np.isin(np.asarray(attribution.iterations), np.asarray(list(iterations)))
-    if rows.sum() < 2:
+    if rows.sum() < 2 or (1 - int(rows.sum())) * math.log(relative.shape[1]) >= math.log(_RULES.significance):
         return False
     medians = np.median(relative[rows], axis=0)
     center = float(np.median(medians))

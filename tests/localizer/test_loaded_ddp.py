@@ -24,3 +24,11 @@ def test_the_machines_jitter_before_the_slowed_steps_blames_no_device_beside_the
     assert {i["suspects"][0]["device"] for i in found if i["suspects"]} == {"gpu:vm/2"}, found
     jitter = [i for i in found if not set(i["iterations"]) & set(range(15, 25))]
     assert jitter and all(i["cause"] == "scattered_pauses" for i in jitter), found
+
+
+def test_uneven_batches_whose_long_one_fell_twice_on_one_rank_in_three_paying_steps_blame_no_gpu(capsys):
+    # Three paying steps in 5-8, rank 3 the costliest of two: four ranks alike do that one time in sixteen.
+    assert main(["localize", "--records", str(RUNS / "seqlen"), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found and not [i for i in found if i["suspects"]], found
+    assert max(found, key=lambda i: len(i["iterations"]))["cause"] == "seqlen_imbalance", found
