@@ -470,8 +470,14 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     # A transfer's peers: the same slot on the ranks running its program, and its own other iterations.
     spatial = _put_back(transfer, slots.slot, enough & complete)
     identity = _identity_keys(rank, slots.position, comm, op, records.strings)
-    temporal = _beyond_spread(transfer, *keyed_spread(identity, transfer, [(h.keys, h.transfer) for h in history], it),
-                              complete)
+    temporal = transfer.copy()
+    if complete.any():
+        # Its other iterations at its level before (or after) a step: a fabric slowed from some
+        # iteration on slows most of its slot for the rest of the run, and then most of its history.
+        measured = np.flatnonzero(complete)
+        temporal[measured] = _beyond_spread(transfer[measured], *keyed_spread(
+            identity[measured], transfer[measured], [(h.keys, h.transfer) for h in history], it[measured],
+            step=(_RULES.spread_k, _RULES.level_iterations)), np.ones(len(measured), bool))
     ideal_transfer = np.where(complete, np.minimum(spatial, temporal), 0.0)
     left: list[PeerHistory] = []
     if leave:  # copies of every complete transfer: only the streaming rounds keep them

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["dense_ids", "group_median", "group_spread", "keyed_spread", "mix", "packed_key"]
+__all__ = ["dense_ids", "group_median", "group_spread", "keyed_spread", "lower_level", "mix", "packed_key"]
 
 
 def dense_ids(*keys: np.ndarray) -> np.ndarray:
@@ -99,7 +99,7 @@ def group_spread(group: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def keyed_spread(keys: np.ndarray, values: np.ndarray, earlier: Sequence[tuple[np.ndarray, np.ndarray]],
-                 batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                 batch: np.ndarray, *, step: tuple[float, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``group_spread`` of ``values`` grouped by ``keys``, each group joined by the ``earlier``
     batches' values of the same key, for ``values`` only; ``batch`` numbers the batch (from 0) each
     of ``values`` belongs to. A key is expected at most once per batch, and values are finite (an
@@ -108,7 +108,11 @@ def keyed_spread(keys: np.ndarray, values: np.ndarray, earlier: Sequence[tuple[n
     One row per key of ``values`` and one column per batch: the earlier batches are looked up in
     the keys, not sorted together with them, so a streaming window's history costs a search per
     round instead of a sort of all of it (faster still when each earlier batch's keys ascend).
-    Where a key repeats within a batch: ``group_spread`` of everything concatenated, the same statistics."""
+    Where a key repeats within a batch: ``group_spread`` of everything concatenated, the same statistics.
+
+    ``step`` (k, least): a key whose values, in batch order, step between two levels (``lower_level``)
+    gets its lower level's median and the jitter around its levels instead (not where a key repeats:
+    its values have no one order)."""
     if not len(keys):
         return np.empty(0), np.empty(0)
     key_of_row, row = np.unique(keys, return_inverse=True)
@@ -130,12 +134,54 @@ def keyed_spread(keys: np.ndarray, values: np.ndarray, earlier: Sequence[tuple[n
     table[row, len(earlier) + batch] = values
     for column, (at, column_values) in enumerate(zip(found_rows, found_values)):
         table[at, column] = column_values
-    table.sort(axis=1)  # NaN (no value in that batch) sorts last
-    counts = (~np.isnan(table)).sum(axis=1)
+    if step is not None:
+        level, jitter, stepped = lower_level(table, *step)
+    median, spread = _row_spread(table)
+    if step is not None:
+        median, spread = np.where(stepped, level, median), np.where(stepped, jitter, spread)
+    return median[row], spread[row]
+
+
+def _row_spread(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's median and robust standard deviation, as ``group_spread``'s (NaN: no value)."""
+    table = np.sort(table, axis=1)  # NaN sorts last
+    counts = np.maximum((~np.isnan(table)).sum(axis=1), 1)
 
     def at_rank(index: np.ndarray) -> np.ndarray:
         return np.take_along_axis(table, index[:, None], axis=1)[:, 0]
 
     median = (at_rank((counts - 1) // 2) + at_rank(counts // 2)) / 2
     spread = (at_rank((3 * (counts - 1)) // 4) - at_rank((counts - 1) // 4)) / 1.349
-    return median[row], spread[row]
+    return median, spread
+
+
+def lower_level(table: np.ndarray, k: float, least: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of ``table`` (values in time order, NaN where none): the median of its lower level, the
+    robust standard deviation of its values around their own level's median, and whether the row
+    steps, for rows whose values sit at one level, then at another.
+
+    The split is Pettitt's (the rank-sum change point, blind to the values' scale and to a few
+    outliers), with at least ``least`` values each side; the row steps where its two levels'
+    medians lie more than ``k`` of that deviation apart. A steady row does not: the deviation is
+    its jitter, and chance moves the medians of a split by a fraction of it. Nor does a steady
+    drift D: split in the middle, its levels' medians lie D/2 apart and its values lie evenly
+    within D/4 of them, a deviation of D/4/1.349 of which 3 exceed D/2."""
+    rows, width = table.shape
+    valid = ~np.isnan(table)
+    counts = valid.sum(axis=1)
+    # Each row's values first, in time order; their ranks from 1 (NaN sorts last, past them).
+    series = np.take_along_axis(table, np.argsort(~valid, axis=1, kind="stable"), axis=1)
+    place = np.arange(width)[None, :]
+    inside = place < counts[:, None]
+    ranks = np.where(inside, np.argsort(np.argsort(series, axis=1, kind="stable"), axis=1) + 1, 0)
+    # Pettitt's statistic of a split after the first t values: 2 x their rank sum - t (n + 1).
+    t = place + 1
+    pettitt = np.abs(2 * np.cumsum(ranks, axis=1) - t * (counts[:, None] + 1))
+    allowed = (t >= least) & (t <= counts[:, None] - least)
+    split = np.argmax(np.where(allowed, pettitt, -1), axis=1) + 1
+    before = place < split[:, None]
+    first, _ = _row_spread(np.where(before & inside, series, np.nan))
+    then, _ = _row_spread(np.where(~before & inside, series, np.nan))
+    _, jitter = _row_spread(np.where(inside, series - np.where(before, first[:, None], then[:, None]), np.nan))
+    stepped = allowed.any(axis=1) & (np.abs(then - first) > k * jitter)
+    return np.minimum(first, then), jitter, stepped

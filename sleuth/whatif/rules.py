@@ -25,6 +25,9 @@ class AttributionRules:
     #: Ranks a program needs before its slot medians stand for the straggler-free length: with
     #: four, one or two slowed ranks are still a minority the median ignores.
     min_peers: int = 4
+    #: Iterations each level of a transfer's stepping history needs (``keys.lower_level``): as many
+    #: as a slot needs ranks, so that a pause and the iteration it spills into are not a level.
+    level_iterations: int = 4
     #: Share of the workers whose slowdowns are the highest that ``M_W`` asks about: the paper's 3%
     #: (§5.1), the few hosts a hardware or software fault can be on.
     top_workers: float = 0.03
@@ -47,7 +50,7 @@ class AttributionRules:
 
     def __post_init__(self) -> None:
         checked(
-            self, prefix="rules.", spread_k=partial(number_above, low=0), min_peers=positive_int,
+            self, prefix="rules.", spread_k=partial(number_above, low=0), min_peers=positive_int, level_iterations=positive_int,
             top_workers=fraction, worker_iterations=positive_int, negligible=partial(fraction, zero=True, one=False),
             worker_floor=partial(fraction, zero=True, one=False),
             max_rank_variants=positive_int, groups_per_iteration=positive_int,

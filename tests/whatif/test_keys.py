@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sleuth.whatif.keys import dense_ids, group_spread, keyed_spread
+from sleuth.whatif.keys import dense_ids, group_spread, keyed_spread, lower_level
 
 
 def concatenated(keys, values, earlier):
@@ -47,3 +47,20 @@ def test_keys_only_earlier_batches_show_do_not_matter() -> None:
     median, _ = keyed_spread(keys, np.array([10.0, 20.0]), [(np.array([2, 3], np.uint64), np.array([30.0, 99.0]))],
                              np.zeros(2, np.int64))
     assert median.tolist() == [10.0, 25.0]
+
+
+def test_a_history_stepping_up_for_most_of_the_run_keeps_its_level_before_the_step() -> None:
+    rng = np.random.default_rng(0)
+    values = np.exp(0.05 * rng.standard_normal(100)) * np.where(np.arange(100) >= 20, 4.0, 1.0)
+    keys = np.zeros(100, np.uint64)
+    median, _ = keyed_spread(keys, values, [], np.arange(100))
+    level, jitter = keyed_spread(keys, values, [], np.arange(100), step=(3.0, 4))
+    assert median[0] > 3.5 and abs(level[0] - 1.0) < 0.05 and jitter[0] < 0.5
+
+
+def test_jitter_and_a_steady_drift_are_no_step() -> None:
+    rng = np.random.default_rng(1)
+    table = np.exp(0.05 * rng.standard_normal((2000, 100)))
+    assert not lower_level(table, 3.0, 4)[2].any()
+    drift = 1.0 + np.linspace(0.0, 0.3, 100)[None, :] * (1.0 + 0.001 * rng.standard_normal((50, 100)))
+    assert not lower_level(drift, 3.0, 4)[2].any()
