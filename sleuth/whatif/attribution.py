@@ -7,9 +7,10 @@ From a job's records (every rank, many iterations) the replay (``timeline``) run
 * with every operator at the length its peers show: ``T_ideal``. A compute gap (the time between
   a rank's clock and its next operator's start) that lies beyond the spread of that gap over the
   ranks running the same program in the same iteration (``programs``) takes their median; a
-  transfer beyond the spread of that slot, or of its own operator identity's other iterations,
-  takes the lower such median, so that a slow link present from the first iteration and one
-  slowing a whole program are both put back. Lengths within their peers' spread stay as recorded:
+  transfer beyond the spread of that slot, or of its own operator identity's other iterations
+  (those at its lower level where they step from one level to another and stay: ``keys.lower_level``),
+  takes the lower such median, so that a slow link present from the first iteration, one
+  slowing a whole program, and one slowing most of the slot for most of the run are all put back. Lengths within their peers' spread stay as recorded:
   the paper equalizes them too, which counts the job's jitter as stragglers (S 1.044 on a
   fault-free 8,192-GPU emulated run, whose twin is itself). Then the compute is
   spread evenly over the pipeline stages (``_rebalanced``): the paper averages compute over
@@ -469,7 +470,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     ideal_gap = _rebalanced(hardware_gap, first, rank, stage, None if work is None else np.vstack([*earlier, work]))
     # A transfer's peers: the same slot on the ranks running its program, and its own other iterations.
     spatial = _put_back(transfer, slots.slot, enough & complete)
-    identity = _identity_keys(rank, slots.position, comm, op, records.strings)
+    identity = _identity_keys(rank, slots.position, comm, op, records["nbytes"][order], records.strings)
     temporal = transfer.copy()
     if complete.any():
         # Its other iterations at its level before (or after) a step: a fabric slowed from some
@@ -510,15 +511,17 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     return job, steps, (span_end - span_start).astype(np.float64), left
 
 
-def _identity_keys(rank: np.ndarray, position: np.ndarray, comm: np.ndarray, op: np.ndarray,
+def _identity_keys(rank: np.ndarray, position: np.ndarray, comm: np.ndarray, op: np.ndarray, nbytes: np.ndarray,
                    strings: Sequence[str]) -> np.ndarray:
-    """One uint64 per operator for (rank, place in its program, communicator name, op), the same in
-    every batch of the job (a batch's communicator index is its own, the name is not)."""
+    """One uint64 per operator for (rank, place in its program, communicator name, op, bytes), the
+    same in every batch of the job (a batch's communicator index is its own, the name is not). The
+    bytes, because a transfer's length steps with its size (a longer sequence, a new bucket), and
+    only one of the same size is its peer."""
     named = np.array([int.from_bytes(hashlib.blake2b(c.encode(), digest_size=8).digest(), "little") for c in strings],
                      np.uint64)
     with np.errstate(over="ignore"):
         key = mix(rank.astype(np.uint64))
-        for part in (position.astype(np.uint64), named[comm], op.astype(np.uint64)):
+        for part in (position.astype(np.uint64), named[comm], op.astype(np.uint64), nbytes.astype(np.uint64)):
             key = mix(key + part)
     return key
 

@@ -25,8 +25,8 @@ class AttributionRules:
     #: Ranks a program needs before its slot medians stand for the straggler-free length: with
     #: four, one or two slowed ranks are still a minority the median ignores.
     min_peers: int = 4
-    #: Iterations each level of a transfer's stepping history needs (``keys.lower_level``): as many
-    #: as a slot needs ranks, so that a pause and the iteration it spills into are not a level.
+    #: Iterations each level of a transfer's stepping history needs (``keys.lower_level``): more
+    #: than a pause and the iteration it spills into, so that a level is a regime, not an event.
     level_iterations: int = 4
     #: Share of the workers whose slowdowns are the highest that ``M_W`` asks about: the paper's 3%
     #: (§5.1), the few hosts a hardware or software fault can be on.

@@ -11,7 +11,7 @@ import pytest
 from sleuth.errors import ConfigError, RecordError
 from sleuth.layout import ParallelLayout
 from sleuth.records import RecordBatch
-from sleuth.sim import Emulation, Scenario, Timing, parse_fault
+from sleuth.sim import Emulation, Scenario, Timing, parse_fault, suite
 from sleuth.topology import generate
 from sleuth.whatif import attribution
 from sleuth.whatif.attribution import COMPUTE, attribute, newest_slowdowns
@@ -246,3 +246,19 @@ def test_a_slow_gpu_among_many_replicas_is_found_with_one_replay_of_groups_not_o
     assert result.by_worker[slow] == max(result.by_worker) > 1.05
     # The two likeliest replicas, then the rest in two groups, which pay nothing: not eight batches of two.
     assert replayed == [2, 2], replayed
+
+
+def test_a_transfer_that_steps_up_with_its_message_size_is_not_put_back_to_its_smaller_self() -> None:
+    # A spine slowed from iteration 20 on slows most of every data-parallel ring's slot: only each
+    # transfer's own level before the step shows its length. The same records with those messages
+    # grown from iteration 20 are a job whose messages grew: nothing of the same size was shorter.
+    [scenario] = [s for s in suite("network", seed=7, iterations=40) if s.name == "network-spine"]
+    em = Emulation(scenario)
+    records = em.records()
+    stepped = attribute(records, em.job_spec(), iterations=em.iterations())
+    dp = np.array([name.startswith("dp.") for name in records.strings])[records["comm"]]
+    columns = dict(records.columns)
+    columns["nbytes"] = np.where(dp & (records["iteration"] >= 20), 2 * records["nbytes"], records["nbytes"])
+    grown = attribute(RecordBatch(columns, records.strings), em.job_spec(), iterations=em.iterations())
+    assert stepped.by_type["dp.all_reduce"] > 1.1, stepped.by_type
+    assert grown.by_type["dp.all_reduce"] < 1.01, grown.by_type
