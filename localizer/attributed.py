@@ -426,14 +426,16 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
     normal quantile of ``significance`` shared among the ranks, and by more than
     ``AttributionRules.worker_floor`` (under it, no straggler is worth naming); and most of its
     work ran long in most of them (``Attribution.persistent_compute``: a rank that paused in two of
-    three iterations has a raised median too, but in one step of its work each time). Not over
-    fewer iterations than could set a rank apart at ``significance`` at all: among ranks alike, one
-    is the highest of all n with probability ranks^(1-n)."""
+    three iterations has a raised median too, but in one step of its work each time). Over so few
+    iterations that the ranks' order alone could not set one apart at ``significance`` (among ranks
+    alike, one is the highest of all n with probability ranks^(1-n)), a median is a draw or two and
+    the medians' spread no yardstick: its compute there must also stand above the other ranks' in
+    the same iterations (Mann-Whitney U, one-sided, corrected for picking one of the ranks)."""
     relative = attribution.relative_compute
     if relative is None:
         return False
     rows = np.isin(np.asarray(attribution.iterations), np.asarray(list(iterations)))
-    if rows.sum() < 2 or (1 - int(rows.sum())) * math.log(relative.shape[1]) >= math.log(_RULES.significance):
+    if rows.sum() < 2:
         return False
     medians = np.median(relative[rows], axis=0)
     center = float(np.median(medians))
@@ -443,7 +445,13 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
     persistent = attribution.persistent_compute
     if persistent is not None and float(np.median(persistent[rows][:, top])) < _RULES.majority:
         return False
-    return float(medians[top]) > center + max(z * sigma, ATTRIBUTION_RULES.worker_floor)
+    if not float(medians[top]) > center + max(z * sigma, ATTRIBUTION_RULES.worker_floor):
+        return False
+    ranks = relative.shape[1]
+    if (1 - int(rows.sum())) * math.log(ranks) < math.log(_RULES.significance):
+        return True
+    others = np.delete(relative[rows], top, axis=1).ravel()
+    return ranks * float(mannwhitneyu(relative[rows][:, top], others, alternative="greater").pvalue) < _RULES.significance
 
 
 def _often(rank: np.ndarray, ranks: int) -> bool:
