@@ -8,14 +8,14 @@ From a job's records (every rank, many iterations) the replay (``timeline``) run
   a rank's clock and its next operator's start) that lies beyond the spread of that gap over the
   ranks running the same program in the same iteration (``programs``) takes their median; a
   transfer beyond the spread of that slot, or of its own operator identity's other iterations
-  (those at its lower level where they step from one level to another and stay: ``keys.lower_level``),
-  takes the lower such median, so that a slow link present from the first iteration, one
-  slowing a whole program, and one slowing most of the slot for most of the run are all put back. Lengths within their peers' spread stay as recorded:
-  the paper equalizes them too, which counts the job's jitter as stragglers (S 1.044 on a
-  fault-free 8,192-GPU emulated run, whose twin is itself). Then the compute is
-  spread evenly over the pipeline stages (``_rebalanced``): the paper averages compute over
-  stages too, which amounts to rebalancing the split (§3.2, §5.2). The ideal without that step
-  (``hardware_ideal_ns``) is what S_w, M_W and the host's share are measured against.
+  (those at its lower level where they step from one level to another and stay:
+  ``keys.lower_level``), takes the lower such median, so that a slow link present from the first
+  iteration, one slowing a whole program, and one slowing most of the slot for most of the run
+  are all put back. Lengths within their peers' spread stay as recorded: the paper equalizes
+  them too, which counts the job's jitter as stragglers (S 1.044 on a fault-free 8,192-GPU
+  emulated run, whose twin is itself). Then the compute is spread evenly over the pipeline
+  stages (``_rebalanced``): the paper averages compute over stages too, which amounts to
+  rebalancing the split (§3.2, §5.2). The ideal without that step (``hardware_ideal_ns``) is what S_w, M_W and the host's share are measured against.
 
 Then, following the paper's definitions, ``S = T_orig / T_ideal`` (eq. 1), the same per iteration,
 ``S_t = T_(all but type t fixed) / T_ideal`` per operator type (eq. 2), ``S_w`` per worker (eq. 4)
