@@ -15,7 +15,8 @@ From a job's records (every rank, many iterations) the replay (``timeline``) run
   them too, which counts the job's jitter as stragglers (S 1.044 on a fault-free 8,192-GPU
   emulated run, whose twin is itself). Then the compute is spread evenly over the pipeline
   stages (``_rebalanced``): the paper averages compute over stages too, which amounts to
-  rebalancing the split (§3.2, §5.2). The ideal without that step (``hardware_ideal_ns``) is what S_w, M_W and the host's share are measured against.
+  rebalancing the split (§3.2, §5.2). The ideal without that step (``hardware_ideal_ns``) is
+  what S_w, M_W and the host's share are measured against.
 
 Then, following the paper's definitions, ``S = T_orig / T_ideal`` (eq. 1), the same per iteration,
 ``S_t = T_(all but type t fixed) / T_ideal`` per operator type (eq. 2), ``S_w`` per worker (eq. 4)
