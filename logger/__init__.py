@@ -23,7 +23,7 @@ from typing import Any
 from sleuth.errors import ConfigError
 from sleuth.settings import Settings
 
-__all__ = ["Logger", "install", "installed", "step", "uninstall"]
+__all__ = ["Logger", "install", "installed", "read_tls_ca", "step", "uninstall"]
 
 log = logging.getLogger("sleuth.logger")
 
@@ -129,7 +129,7 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
         group_ranks=group_ranks,
     )
 
-    tls_ca = _read_ca(settings.collector_tls_ca) if settings.collector else None
+    tls_ca = read_tls_ca(settings.collector_tls_ca) if settings.collector else None
 
     def sinks(identity: Any) -> Any:
         chosen = []
@@ -189,7 +189,7 @@ def _cuda_timing() -> bool:
         return False
 
 
-def _read_ca(path: str) -> bytes | None:
+def read_tls_ca(path: str) -> bytes | None:
     """The PEM the gateway's certificate is checked against; None: plaintext."""
     if not path:
         return None

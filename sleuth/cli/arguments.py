@@ -38,16 +38,24 @@ def non_negative_int(name: str) -> Callable[[str], int]:
     return parse
 
 
+def positive_float(name: str) -> Callable[[str], float]:
+    """An argparse ``type`` for a positive finite number (seconds, say)."""
+    return _number(name, lambda value: 0 < value < float("inf"), "a positive number")
+
+
 def above_one(name: str) -> Callable[[str], float]:
     """An argparse ``type`` for a factor above 1 (a slowdown line)."""
+    return _number(name, lambda value: value > 1, "a number above 1")
 
+
+def _number(name: str, accept: Callable[[float], bool], wanted: str) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
-            value = float("nan")
-        if not value > 1:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number above 1")
+            value = float("nan")  # accepted by no rule
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}")
         return value
 
     parse.__name__ = name

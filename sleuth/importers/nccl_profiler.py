@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ from sleuth.recordio import write_parquet
 from sleuth.records import OpKind, RecordBatch
 from sleuth.validation import is_of, positive_int
 
-__all__ = ["FLAGS", "NCCL_RECORD_DTYPE", "ImportResult", "ProcessDump", "import_folder", "read_dumps"]
+__all__ = ["FLAGS", "NCCL_RECORD_DTYPE", "Conversion", "ImportResult", "ProcessDump", "convert", "import_folder", "read_dumps"]
 
 #: The plugin's record: the logger's 64-byte layout, with the flags byte of its padding named.
 NCCL_RECORD_DTYPE = np.dtype(
@@ -114,22 +114,27 @@ class ImportResult:
     notes: list[str] = field(default_factory=list)
 
 
-def read_dumps(folder: str | Path) -> list[ProcessDump]:
-    """Every process's sidecar and records in ``folder``; RecordError naming the file and field."""
+def read_dumps(folder: str | Path, *, read_records: Callable[[Path], bytes] | None = None) -> list[ProcessDump]:
+    """Every process's sidecar and records in ``folder``; RecordError naming the file and field.
+    ``read_records`` reads a records file whole (default: at once; a follower's appends what grew)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise RecordError(f"{folder}: no such folder")
     sidecars = sorted(folder.glob("nccl-*.json"))
     if not sidecars:
         raise RecordError(f"{folder}: no nccl-*.json files (set SLEUTH_LOG_DIR for libnccl-profiler-sleuth.so)")
-    dumps = [_read_dump(path) for path in sidecars]
+    dumps = [_read_dump(path, read_records or _whole) for path in sidecars]
     stray = sorted({p.with_suffix(".json") for p in folder.glob("nccl-*.bin")} - set(sidecars))
     if stray:
         raise RecordError(f"{stray[0].with_suffix('.bin')}: records without their sidecar {stray[0].name}")
     return dumps
 
 
-def _read_dump(path: Path) -> ProcessDump:
+def _whole(path: Path) -> bytes:
+    return path.read_bytes() if path.exists() else b""
+
+
+def _read_dump(path: Path, read_records: Callable[[Path], bytes]) -> ProcessDump:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
@@ -160,7 +165,7 @@ def _read_dump(path: Path) -> ProcessDump:
             raise RecordError(f"{path}: field '{where}rank' is {comm.rank}, outside nranks {comm.nranks}")
         comms.append(comm)
     binary = path.with_suffix(".bin")
-    raw = binary.read_bytes() if binary.exists() else b""
+    raw = read_records(binary)
     # The plugin only appends whole records: a part of one can only be the end a process killed
     # while writing (or a full disk) left, and the whole records before it stand.
     torn = len(raw) % NCCL_RECORD_DTYPE.itemsize
@@ -190,18 +195,44 @@ def _optional(data: Mapping[str, Any], key: str, kind: type, path: Path) -> Any:
     return None if data.get(key) is None else _get(data, key, kind, path)
 
 
+@dataclass(frozen=True)
+class Conversion:
+    """The plugin's files as a job: its spec and each rank's records, and what was decided."""
+
+    spec: JobSpec
+    batches: dict[int, RecordBatch]  # global rank -> its records
+    period: int | None
+    clocks: dict[int, tuple[str, int]]  # global rank -> ("wall", "align" or "host", the align shift in ns)
+    notes: list[str] = field(default_factory=list)
+
+
 def import_folder(
     folder: str | Path, out: str | Path, *, job: str | None = None, gpu_clock: str = "auto", period: int | None = None,
 ) -> ImportResult:
     """Convert the plugin's files in ``folder`` into a records folder ``out`` (made if missing)."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise RecordError(f"--out {out}: exists and is not empty")
+    conversion = convert(read_dumps(folder), folder, job=job, gpu_clock=gpu_clock, period=period)
+    out.mkdir(parents=True, exist_ok=True)
+    for rank, batch in conversion.batches.items():
+        if len(batch):
+            write_parquet(batch, out / f"rank-{rank:05d}-0000.parquet")
+    conversion.spec.write(out)
+    return ImportResult(conversion.spec, RecordBatch.concat(list(conversion.batches.values())), out, conversion.period,
+                        {rank: clock for rank, (clock, _) in conversion.clocks.items()}, conversion.notes)
+
+
+def convert(
+    dumps: Sequence[ProcessDump], folder: str | Path, *, job: str | None = None, gpu_clock: str = "auto",
+    period: int | None = None, clocks: Mapping[int, tuple[str, int]] | None = None,
+) -> Conversion:
+    """The job ``dumps`` (``read_dumps(folder)``) describe. ``clocks`` keeps a rank's GPU clock as
+    decided before (a follower's: times already sent must not move), else ``gpu_clock`` decides it."""
     if gpu_clock not in _GPU_CLOCKS:
         raise RecordError(f"gpu_clock={gpu_clock!r}: expected one of {', '.join(_GPU_CLOCKS)}")
     if period is not None:
         positive_int("period", period, error=RecordError)
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise RecordError(f"--out {out}: exists and is not empty")
-    dumps = read_dumps(folder)
     notes: list[str] = []
     ranks = _global_ranks(dumps)
     comm_ids, members = _communicators(dumps, ranks)
@@ -212,10 +243,10 @@ def import_folder(
         tuple(CommGroup(comm_ids[h], _kind(dumps, h), tuple(members[h])) for h in sorted(members, key=comm_ids.get)),  # type: ignore[arg-type]  # every member hash has an id
     )
     boundaries, used_period = _step_boundaries(dumps, ranks, members, period, notes)
-    batches, clocks = [], {}
+    batches, decided = {}, {}
     for dump, rank in zip(dumps, ranks):
-        batch, clocks[rank] = _convert(dump, rank, job_id, comm_ids, members, gpu_clock, boundaries, notes)
-        batches.append(batch)
+        batches[rank], decided[rank] = _convert(dump, rank, job_id, comm_ids, members, gpu_clock, boundaries, notes,
+                                                (clocks or {}).get(rank))
         lost, late, forced = (dump.counters.get(key, 0) for key in ("dropped", "late_children", "forced"))
         if dump.torn_bytes:
             notes.append(f"rank {rank}: {dump.path.with_suffix('.bin').name} ends in {dump.torn_bytes} bytes of a "
@@ -228,12 +259,7 @@ def import_folder(
                          "(at finalize, or 4096 operations later): their times may be host times or partial")
         if late:
             notes.append(f"rank {rank}: {late} kernel or proxy events came after their operation was written")
-    out.mkdir(parents=True, exist_ok=True)
-    for batch, rank in zip(batches, ranks):
-        if len(batch):
-            write_parquet(batch, out / f"rank-{rank:05d}-0000.parquet")
-    spec.write(out)
-    return ImportResult(spec, RecordBatch.concat(batches), out, used_period, clocks, notes)
+    return Conversion(spec, batches, used_period, decided, notes)
 
 
 def _global_ranks(dumps: Sequence[ProcessDump]) -> list[int]:
@@ -420,8 +446,8 @@ def _stretches(signatures: np.ndarray, p: int) -> list[tuple[int, int]]:
 
 def _convert(
     dump: ProcessDump, rank: int, job: str, comm_ids: Mapping[str, str], members: Mapping[str, list[int]],
-    gpu_clock: str, boundaries: Mapping[str, _Steps], notes: list[str],
-) -> tuple[RecordBatch, str]:
+    gpu_clock: str, boundaries: Mapping[str, _Steps], notes: list[str], decided: tuple[str, int] | None = None,
+) -> tuple[RecordBatch, tuple[str, int]]:
     rec = dump.records
     unknown = rec["op"] == OpKind.UNKNOWN
     if unknown.any():
@@ -432,15 +458,16 @@ def _convert(
     gpu = (rec["flags"] & (FLAGS["gpu_start"] | FLAGS["gpu_end"])) == (FLAGS["gpu_start"] | FLAGS["gpu_end"])
     start = np.where(gpu, rec["t_start_ns"], rec["t_start_ns"] + dump.clock_offset_ns)
     end = np.where(gpu, rec["t_end_ns"], rec["t_end_ns"] + dump.clock_offset_ns)
-    clock = "host"
-    if gpu.any():
+    clock, shift = decided if decided is not None and decided[0] != "host" else ("host", 0)
+    if gpu.any() and clock == "host":
         gap = rec["t_start_ns"][gpu] - wall_issue[gpu]
         consistent = bool((gap >= 0).all() and np.median(gap) < 1_000_000_000)
         clock = "wall" if gpu_clock == "wall" or (gpu_clock == "auto" and consistent) else "align"
         if clock == "align":
             shift = int(-gap.min())  # the least shift that puts every GPU start at or after its issue
-            start = np.where(gpu, start + shift, start)
-            end = np.where(gpu, end + shift, end)
+    if clock == "align":
+        start = np.where(gpu, start + shift, start)
+        end = np.where(gpu, end + shift, end)
     peer = rec["peer"].astype(np.int64)
     p2p = np.isin(rec["op"], (int(OpKind.SEND), int(OpKind.RECV)))
     for index, comm in enumerate(dump.comms):
@@ -473,4 +500,4 @@ def _convert(
     problems = batch.problems()
     if problems:
         raise RecordError(f"{dump.path.with_suffix('.bin')}: {problems[0]}")
-    return batch, clock
+    return batch, (clock, shift)
