@@ -38,10 +38,13 @@ SOURCES = (_HERE / "process_group_hooks.cpp", _HERE.parent / "commops_capi.h", _
 
 
 def extension_name(torch_version: str) -> str:
-    """The module's name (and its build folder's): torch version and a hash of the sources."""
+    """The module's name (and its build folder's): torch version and a hash of the sources and of
+    the include folder. torch's JIT hashes its include paths too: two checkouts sharing one name
+    would bump each other's build version and rebuild at every job start."""
     digest = hashlib.blake2b(digest_size=6)
     for path in SOURCES:
         digest.update(path.read_bytes())
+    digest.update(str(_HERE.parent.resolve()).encode())
     return f"sleuth_pg_hooks_{re.sub(r'[^0-9A-Za-z]', '_', torch_version)}_{digest.hexdigest()}"
 
 

@@ -195,3 +195,14 @@ def test_a_build_lock_left_by_a_dead_builder_is_dropped_and_a_live_one_kept(tmp_
     native._drop_stale_lock(torch_like, "x")
     assert not lock.exists()  # torch's lock has no timeout: every later job would hang on it
     native._drop_stale_lock(torch_like, "x")  # no lock: nothing to do
+
+
+def test_two_checkouts_build_under_their_own_names_so_neither_rebuilds_the_others(monkeypatch, tmp_path):
+    """torch's JIT hashes the include folder into a build's version: one name shared by two
+    checkouts would make each rebuild the other's module at every job start."""
+    from sleuth.logger import native
+
+    here = native.extension_name("2.11.0")
+    assert native.extension_name("2.11.0") == here  # the same checkout: the same build
+    monkeypatch.setattr(native, "_HERE", tmp_path / "other-checkout" / "logger" / "native")
+    assert native.extension_name("2.11.0") != here
