@@ -109,7 +109,9 @@ class Follower:
             self._clocks.setdefault(rank, clock)
             np.maximum.at(high, key_of[fresh], batch["seq"][fresh].astype(np.int64))
             self._seq_sent.update((key, int(h)) for key, h in zip(keys, high.tolist()) if h >= 0)
-        steps = iterations_from_records(batch.take(settled)) if settled.any() else None
+        # The last step sent comes along: a step starts where the rank's previous one ended.
+        recent = settled & (iteration >= self._step_sent.get(rank, -1))
+        steps = iterations_from_records(batch.take(recent)) if recent.any() else None
         if steps is not None and len(steps):
             new = (steps["iteration"] > self._step_sent.get(rank, -1)) & (steps["iteration"] <= last_step)
             if new.any():
@@ -125,9 +127,10 @@ class Follower:
         op = batch["op"].astype(np.int64)
         direction = np.where(np.isin(op, _P2P), op, 0)
         peer = np.where(direction > 0, batch["peer"].astype(np.int64), -1)
-        names, comm = np.unique(batch.decoded("comm"), return_inverse=True)
-        distinct, key_of = np.unique(np.stack([comm.reshape(-1), direction, peer], axis=1), axis=0, return_inverse=True)
-        keys = [(rank, str(names[c]), int(d), int(p)) for c, d, p in distinct.tolist()]
+        # One int per key (communicator code, op kind below 256, peer + 1 below 2^32): a flat sort.
+        packed = batch["comm"].astype(np.int64) << 40 | direction << 32 | (peer + 1)
+        distinct, key_of = np.unique(packed, return_inverse=True)
+        keys = [(rank, batch.strings[k >> 40], (k >> 32) & 0xFF, (k & 0xFFFFFFFF) - 1) for k in distinct.tolist()]
         return keys, key_of.reshape(-1)
 
     def _check_steps(self, rank: int, batch: RecordBatch) -> None:
