@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from sleuth.cli.localize import add_attribution_options, past_warmup, read_job, resolve_attribution_options
+from sleuth.cli.localize import add_attribution_options, read_job, resolve_attribution_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from sleuth.localizer.attributed import episodes
+    from sleuth.localizer.offline import past_warmup
     from sleuth.whatif.attribution import attribute
 
     resolve_attribution_options(args)

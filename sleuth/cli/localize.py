@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sleuth.cli.arguments import above_one, non_negative_int, positive_int
-from sleuth.errors import ConfigError, RecordError
+from sleuth.errors import ConfigError
 from sleuth.jobspec import JobSpec
 from sleuth.recordio import FileRead
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.records_folder import read_records
 from sleuth.settings import Settings
-from sleuth.sources import MemorySource
 from sleuth.topology import load_topology
 from sleuth.topology.job_fabric import single_leaf
 
@@ -81,14 +80,6 @@ def resolve_attribution_options(args: argparse.Namespace) -> None:
             args.warmup = settings.attribution_warmup
 
 
-def past_warmup(records: RecordBatch, iterations: IterationBatch, warmup: int) -> tuple[RecordBatch, IterationBatch]:
-    """The records and iteration rows of iterations ``warmup`` and later: a starting job's ranks are
-    uneven by nature (process start, communicator setup, allocator growth, autotuning)."""
-    if not warmup:
-        return records, iterations
-    return records.take(records["iteration"] >= warmup), iterations.take(iterations["iteration"] >= warmup)
-
-
 def read_job(args: argparse.Namespace, *, on_file: FileRead | None = None) -> tuple[JobSpec, RecordBatch, IterationBatch]:
     """The job spec and records that ``--records`` and ``--job`` name (``on_file``: hears of each file read)."""
     path = Path(args.records)
@@ -112,36 +103,23 @@ def _name_files_on(steps: Steps, root: Path) -> FileRead:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sleuth.localizer import localize  # the localizer pulls numpy-heavy modules: only when used
+    from sleuth.localizer.offline import localize_records  # numpy-heavy modules: only when used
     from sleuth.progress import progress
-    from sleuth.stream.detection import irregular_iterations
-    from sleuth.whatif.attribution import attribute
 
     resolve_attribution_options(args)
     # Steps of a large folder's run: read, detect, attribute (unless --no-attribution), localize.
     with progress("localize: reading records", total=3 if args.no_attribution else 4) as steps:
         spec, records, iterations = read_job(args, on_file=_name_files_on(steps, Path(args.records)))
         topology = load_topology(args.topology) if args.topology else single_leaf(spec)
-        source = MemorySource(spec, records, iterations)
-        steps.advance(description=f"localize: irregular iterations of {spec.world} ranks")
-        irregular = irregular_iterations(iterations)
-        steps.advance()
-        attribution = None
-        if not args.no_attribution:
-            steps.describe(f"localize: what-if attribution of {len(records)} operators")
-            try:
-                steady, steady_iterations = past_warmup(records, iterations, args.warmup)
-                attribution = attribute(steady, spec, iterations=steady_iterations)
-            except RecordError as error:  # records the replay cannot order: the δ rule still stands
-                print(f"sleuth localize: what-if attribution skipped: {error}", file=sys.stderr)
-            steps.advance()
-        steps.describe(f"localize: searching from {len(irregular)} irregular iterations")
-        incidents = localize(
-            source, irregular_iterations=irregular, topology=topology, top_k=args.top_k, window=args.window,
-            pivots=tuple(args.pivot or (0,)), routing=args.routing, attribution=attribution, slowdown=args.slowdown,
-            sustain=args.sustain,
+        result = localize_records(
+            spec, records, iterations, topology=topology, routing=args.routing, attribution=not args.no_attribution,
+            warmup=args.warmup, slowdown=args.slowdown, sustain=args.sustain, top_k=args.top_k, window=args.window,
+            pivots=tuple(args.pivot or (0,)), on_stage=lambda what: steps.advance(description=what),
         )
         steps.advance()
+    if result.skipped is not None:
+        print(f"sleuth localize: what-if attribution skipped: {result.skipped}", file=sys.stderr)
+    irregular, attribution, incidents = result.irregular, result.attribution, result.incidents
     if args.json:
         json.dump([incident.to_dict() for incident in incidents], sys.stdout, indent=2)
         sys.stdout.write("\n")

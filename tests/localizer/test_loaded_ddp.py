@@ -32,3 +32,11 @@ def test_uneven_batches_whose_long_one_fell_twice_on_one_rank_in_three_paying_st
     found = json.loads(capsys.readouterr().out)
     assert found and not [i for i in found if i["suspects"]], found
     assert max(found, key=lambda i: len(i["iterations"]))["cause"] == "seqlen_imbalance", found
+
+
+def test_the_demo_jobs_pause_two_steps_before_its_slowed_gpu_stays_apart_and_the_gpu_comes_first(capsys):
+    assert main(["localize", "--records", str(RUNS / "demo-pause"), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert {i["suspects"][0]["device"] for i in found if i["suspects"]} == {"gpu:vm/5"}, found
+    before = [i for i in found if not set(i["iterations"]) & set(range(15, 32))]
+    assert all(i["cause"] == "scattered_pauses" and not i["suspects"] for i in before), found

@@ -1,0 +1,70 @@
+"""A job's records localized as ``sleuth localize`` does it: the δ-irregular iterations, the what-if
+attribution past the warm-up, and the device search from both. One home for the command and the demo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sleuth.errors import RecordError
+from sleuth.jobspec import JobSpec
+from sleuth.localizer.incident import Incident
+from sleuth.localizer.localize import localize
+from sleuth.records import IterationBatch, RecordBatch
+from sleuth.settings import Settings
+from sleuth.sources import MemorySource
+from sleuth.stream.detection import irregular_iterations
+from sleuth.topology import Routing, Topology
+from sleuth.whatif.attribution import Attribution, attribute
+
+__all__ = ["Localized", "localize_records", "past_warmup"]
+
+_SETTINGS = Settings()
+
+
+@dataclass(frozen=True)
+class Localized:
+    """What ``localize_records`` found."""
+
+    irregular: tuple[Any, ...]  # the δ-irregular iterations (detector results)
+    attribution: Attribution | None  # None: left out, or (``skipped``) the replay could not order the records
+    skipped: str | None
+    incidents: tuple[Incident, ...]
+
+
+def past_warmup(records: RecordBatch, iterations: IterationBatch, warmup: int) -> tuple[RecordBatch, IterationBatch]:
+    """The records and iteration rows of iterations ``warmup`` and later: a starting job's ranks are
+    uneven by nature (process start, communicator setup, allocator growth, autotuning)."""
+    if not warmup:
+        return records, iterations
+    return records.take(records["iteration"] >= warmup), iterations.take(iterations["iteration"] >= warmup)
+
+
+def localize_records(
+    spec: JobSpec, records: RecordBatch, iterations: IterationBatch, *, topology: Topology,
+    routing: Routing | str = Routing.ECMP, attribution: bool = True, warmup: int = _SETTINGS.attribution_warmup,
+    slowdown: float = _SETTINGS.attribution_slowdown, sustain: int = _SETTINGS.attribution_sustain,
+    top_k: int = 2, window: int = _SETTINGS.localizer_window, pivots: Sequence[int] = (0,),
+    on_stage: Callable[[str], None] | None = None,
+) -> Localized:
+    """Incidents of the job whose ``records`` and ``iterations`` are all at hand. ``on_stage`` hears
+    each stage as it begins after the first (a progress bar's next step)."""
+    stage = on_stage or (lambda _what: None)
+    stage(f"localize: irregular iterations of {spec.world} ranks")
+    irregular = tuple(irregular_iterations(iterations))
+    found, skipped = None, None
+    if attribution:
+        stage(f"localize: what-if attribution of {len(records)} operators")
+        try:
+            steady, steady_iterations = past_warmup(records, iterations, warmup)
+            found = attribute(steady, spec, iterations=steady_iterations)
+        except RecordError as error:  # records the replay cannot order: the δ rule still stands
+            skipped = str(error)
+    stage(f"localize: searching from {len(irregular)} irregular iterations")
+    incidents = localize(
+        MemorySource(spec, records, iterations), irregular_iterations=irregular, topology=topology, top_k=top_k,
+        window=window, pivots=tuple(pivots), routing=routing, attribution=found, slowdown=slowdown, sustain=sustain,
+    )
+    return Localized(irregular, found, skipped, tuple(incidents))
