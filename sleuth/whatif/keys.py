@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
+
+try:  # the compiled split (sleuth/whatif/_levels.c); the numpy one below is its reference
+    from sleuth.whatif import _levels
+except ImportError as error:  # not built on this machine: numpy splits, several times slower
+    _levels = None  # type: ignore[assignment]
+    logging.getLogger(__name__).warning("the what-if's compiled level split is not built (%s): numpy splits, "
+                                        "several times slower; reinstall sleuth with a C compiler", error)
 
 __all__ = ["dense_ids", "group_median", "group_spread", "keyed_spread", "lower_level", "mix", "packed_key"]
 
@@ -166,6 +174,17 @@ def lower_level(table: np.ndarray, k: float, least: int) -> tuple[np.ndarray, np
     its jitter, and chance moves the medians of a split by a fraction of it. Nor does a steady
     drift D: split in the middle, its levels' medians lie D/2 apart and its values lie evenly
     within D/4 of them, a deviation of D/4/1.349 of which 3 exceed D/2."""
+    if _levels is None or not table.size:
+        return _lower_level(table, k, least)
+    rows, width = table.shape
+    level, jitter, stepped = np.empty(rows), np.empty(rows), np.empty(rows, np.uint8)
+    _levels.lower_level(rows, width, float(k), int(least), np.ascontiguousarray(table, np.float64), level, jitter,
+                        stepped)
+    return level, jitter, stepped.view(bool)
+
+
+def _lower_level(table: np.ndarray, k: float, least: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``lower_level`` in numpy: the reference the compiled one follows, and its stand-in where not built."""
     rows, width = table.shape
     valid = ~np.isnan(table)
     counts = valid.sum(axis=1)

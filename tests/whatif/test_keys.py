@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sleuth.whatif.keys import dense_ids, group_spread, keyed_spread, lower_level
+from sleuth.whatif import _levels, keys
+from sleuth.whatif.keys import _lower_level, dense_ids, group_spread, keyed_spread, lower_level
 
 
 def concatenated(keys, values, earlier):
@@ -64,3 +65,23 @@ def test_jitter_and_a_steady_drift_are_no_step() -> None:
     assert not lower_level(table, 3.0, 4)[2].any()
     drift = 1.0 + np.linspace(0.0, 0.3, 100)[None, :] * (1.0 + 0.001 * rng.standard_normal((50, 100)))
     assert not lower_level(drift, 3.0, 4)[2].any()
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_the_compiled_split_gives_what_numpy_gives_to_the_bit(data: st.DataObject) -> None:
+    rows, width = data.draw(st.integers(1, 60)), data.draw(st.integers(1, 30))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    table = rng.normal(100, 5, (rows, width)).round(data.draw(st.integers(0, 2)))  # rounding makes ties
+    table[rng.random((rows, width)) < data.draw(st.floats(0, 0.6))] = np.nan  # rows short of values, or empty
+    stepping = rng.random(rows) < 0.3
+    cut = rng.integers(0, width, rows)
+    table[stepping] += np.where(np.arange(width)[None, :] >= cut[stepping, None], rng.normal(30, 20), 0.0)
+    k, least = data.draw(st.sampled_from([0.5, 3.0, 6.0])), data.draw(st.integers(0, 6))
+    for compiled, reference in zip(lower_level(table, k, least), _lower_level(table, k, least)):
+        assert np.array_equal(compiled, reference, equal_nan=True)
+
+
+def test_the_compiled_split_is_built() -> None:
+    # pyproject marks it optional for users without a compiler; the project's own install builds it.
+    assert keys._levels is _levels and callable(_levels.lower_level)

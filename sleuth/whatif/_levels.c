@@ -1,0 +1,123 @@
+/* sleuth.whatif._levels: keys.lower_level row by row, compiled.
+ *
+ * The same rules, in the same float operations, as the numpy reference in sleuth/whatif/keys.py
+ * (used when this module is not built): per row of a table of values in time order (NaN where
+ * none), its values first; Pettitt's split, the rank-sum change point with at least `least` values
+ * each side (ties ranked by time, the first of equal statistics kept); each side's median; the
+ * robust standard deviation (interquartile range / 1.349) of the values around their own side's
+ * median; whether the sides' medians lie more than k of it apart. numpy spends most of that on
+ * whole-table temporaries and sorts; a row here is a few dozen values in scratch memory.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* Ascending; the values are never NaN here. Insertion sort: rows are short. */
+static void sort_values(double *v, Py_ssize_t n) {
+    for (Py_ssize_t i = 1; i < n; i++) {
+        double x = v[i];
+        Py_ssize_t j = i;
+        for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+/* What numpy's median of a sorted row gives: NaN when empty (the reference pads with NaN). */
+static double median_of(double *v, Py_ssize_t n) {
+    if (n == 0) return NAN;
+    sort_values(v, n);
+    return (v[(n - 1) / 2] + v[n / 2]) / 2;
+}
+
+static double spread_of(double *v, Py_ssize_t n) {
+    if (n == 0) return NAN;
+    sort_values(v, n);
+    return (v[(3 * (n - 1)) / 4] - v[(n - 1) / 4]) / 1.349;
+}
+
+static PyObject *lower_level(PyObject *self, PyObject *args) {
+    Py_buffer table, level, jitter, stepped;
+    Py_ssize_t rows, width, least;
+    double k;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nndny*w*w*w*", &rows, &width, &k, &least, &table, &level, &jitter, &stepped))
+        return NULL;
+    PyObject *result = NULL;
+    double *scratch = NULL;
+    Py_ssize_t *order = NULL;
+    if (rows < 0 || width < 1 || table.len != rows * width * 8 || level.len != rows * 8 || jitter.len != rows * 8 ||
+        stepped.len != rows) {
+        PyErr_SetString(PyExc_ValueError, "lower_level: buffers of the wrong size for the table");
+        goto done;
+    }
+    scratch = malloc(sizeof(double) * 2 * (size_t)width);
+    order = malloc(sizeof(Py_ssize_t) * (size_t)width);
+    if (!scratch || !order) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const double *in = table.buf;
+    double *out_level = level.buf, *out_jitter = jitter.buf;
+    uint8_t *out_stepped = stepped.buf;
+    double *series = scratch, *work = scratch + width;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        const double *row = in + r * width;
+        Py_ssize_t c = 0;
+        for (Py_ssize_t j = 0; j < width; j++)
+            if (!isnan(row[j])) series[c++] = row[j];
+        /* Ranks from 1 in value order, ties by time: an insertion sort of positions is stable. */
+        for (Py_ssize_t i = 0; i < c; i++) {
+            Py_ssize_t j = i;
+            for (; j > 0 && series[order[j - 1]] > series[i]; j--) order[j] = order[j - 1];
+            order[j] = i;
+        }
+        Py_ssize_t lo = least > 1 ? least : 1, hi = c - least < width ? c - least : width;
+        Py_ssize_t split = 1;
+        if (lo <= hi) {
+            /* Pettitt's statistic after the first t values: |2 x their rank sum - t (c + 1)|. */
+            for (Py_ssize_t i = 0; i < c; i++) work[order[i]] = (double)(i + 1);
+            int64_t sum = 0, best = -1;
+            for (Py_ssize_t t = 1; t <= hi; t++) {
+                sum += (int64_t)work[t - 1];
+                if (t < lo) continue;
+                int64_t s = 2 * sum - (int64_t)t * (int64_t)(c + 1);
+                if (s < 0) s = -s;
+                if (s > best) best = s, split = t;
+            }
+        }
+        Py_ssize_t before = split < c ? split : c;
+        for (Py_ssize_t j = 0; j < before; j++) work[j] = series[j];
+        double first = median_of(work, before);
+        for (Py_ssize_t j = before; j < c; j++) work[j - before] = series[j];
+        double then = median_of(work, c - before);
+        for (Py_ssize_t j = 0; j < c; j++) work[j] = series[j] - (j < split ? first : then);
+        double spread = spread_of(work, c);
+        out_jitter[r] = spread;
+        out_level[r] = isnan(first) || isnan(then) ? NAN : (first < then ? first : then);
+        out_stepped[r] = lo <= hi && fabs(then - first) > k * spread;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    free(scratch);
+    free(order);
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&level);
+    PyBuffer_Release(&jitter);
+    PyBuffer_Release(&stepped);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"lower_level", lower_level, METH_VARARGS,
+     "lower_level(rows, width, k, least, table, level, jitter, stepped): keys.lower_level into the three outputs."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_levels", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__levels(void) { return PyModule_Create(&module); }
