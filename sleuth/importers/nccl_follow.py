@@ -18,7 +18,7 @@ their step is over. What it decides, and why:
   records went out (the first steps looked unlike the later ones), a warning says so once; what was
   sent keeps its numbers, the rest takes the new ones.
 - The plugin's count of records it lost rides the rank's next batch (``dropped``), as the logger's does.
-- ``finish`` sends everything left, the last steps too.
+- A last poll (``final``) sends everything left, the last steps too.
 
 The folder must hold every process's files (a shared file system, or one host's job).
 """

@@ -176,6 +176,21 @@ def test_a_gpu_clock_decided_when_records_went_out_stays_so_their_times_do_not_m
     assert import_folder(folder, tmp_path / "out").gpu_clock == {0: "align", 1: "align"}
 
 
+def test_steps_renumbered_after_records_went_out_are_warned_of_once(tmp_path, caplog):
+    folder, sink, follower, ranks = _job(tmp_path)
+    for p in ranks:  # six alike all-reduces: a step of one collective, so far
+        p.run([(OpKind.ALL_REDUCE, 4 << 20)] * 6)
+    follower.poll()
+    assert sink.all_records()["iteration"].tolist()[:2] == [0, 1]
+    for p in ranks:  # then the job's real step shows: two all-reduces and an all-gather
+        p.run(STEP * 6)
+    with caplog.at_level("WARNING", logger="sleuth.importers"):
+        follower.poll()
+        follower.poll()
+    warned = [r for r in caplog.records if "numbers them otherwise" in r.getMessage()]
+    assert len(warned) == 1 and "--period" in warned[0].getMessage()
+
+
 def test_follow_without_a_gateway_or_with_out_is_refused_naming_what_is_missing(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("SLEUTH_COLLECTOR", raising=False)
     assert main(["import", "nccl-profiler", str(tmp_path), "--follow"]) == 2
