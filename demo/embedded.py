@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sleuth.records_folder import read_records
+from sleuth.settings import Settings
 from sleuth.topology.job_fabric import single_leaf
 from sleuth.jobspec import JobSpec
 from sleuth.localizer import localize
@@ -51,14 +52,17 @@ class Outcome:
         return any(i.cause.hardware and i.suspects and i.suspects[0].device == self.truth for i in self.incidents)
 
 
-def real_job(case: RealJob, folder: Path) -> Outcome:
+def real_job(case: RealJob, folder: Path, settings: Settings) -> Outcome:
     """Run the training job with ``SLEUTH_LOG_DIR`` set, then localize its folder as ``sleuth localize``
-    does: with the what-if attribution, which sets a scattered pause apart from the slowed rank."""
+    does: with the what-if attribution (``settings``' line, sustain and warm-up), which sets a
+    scattered pause apart from the slowed rank."""
     case.run({"SLEUTH_LOG_DIR": str(folder)})
     records, iterations = read_records(folder)
     spec = JobSpec.read(folder)
     topology = single_leaf(spec)
-    found = localize_records(spec, records, iterations, topology=topology)
+    found = localize_records(spec, records, iterations, topology=topology, warmup=settings.attribution_warmup,
+                             slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain,
+                             window=settings.localizer_window)
     irregular = tuple(sorted({int(i.iteration) for i in found.irregular}))
     return Outcome(case.job, gpu_of_rank(spec, case.rank), found.incidents, MemorySource(spec, records, iterations),
                    topology, irregular)

@@ -43,7 +43,7 @@ def run_demo(out: Path, *, mode: str = "auto", settings: Settings | None = None,
     console.rule(f"sleuth demo ({mode}: {_explain(mode)})")
     jobs: list[tuple[str, Callable[[], Outcome]]] = [
         ("the real training job: 8 gloo ranks (tp2 pp2 dp2), rank 5 computing 0.4 s longer per micro-batch in iterations 15-31",
-         lambda: embedded.real_job(RealJob(), out / "real-records") if mode == "embedded"
+         lambda: embedded.real_job(RealJob(), out / "real-records", settings) if mode == "embedded"
          else stack.real_job(RealJob(), settings)),
     ]
     if emulated:
