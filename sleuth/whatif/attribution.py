@@ -52,7 +52,7 @@ from sleuth.whatif.programs import program_slots
 from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, latest_ends, member_groups
 
-__all__ = ["COMPUTE", "Attribution", "PeerHistory", "attribute", "newest_slowdowns"]
+__all__ = ["COMPUTE", "Attribution", "PeerHistory", "attribute", "attribute_and_leave", "newest_slowdowns"]
 
 _RULES = ATTRIBUTION_RULES
 
@@ -223,13 +223,32 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
     ``history``: what earlier iterations left (``newest_slowdowns``), joining the peers across
     iterations, so that attributing only an episode's iterations measures them as the whole window would.
     """
+    return _attributed(records, spec, iterations, history, worker_iterations, top_workers)[0]
+
+
+def attribute_and_leave(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
+                        history: Sequence[PeerHistory] = ()) -> tuple[Attribution, PeerHistory]:
+    """``attribute``, and what the newest iteration leaves for later ones' peers, from one preparation.
+
+    The newest iteration's peers are the same here as in ``newest_slowdowns`` (every other
+    iteration is earlier), so its S (``Attribution.per_iteration[-1]``) is the one that measures:
+    a streaming round that both measures its newest iteration and attributes the episode it ends
+    prepares that iteration once."""
+    attribution, left = _attributed(records, spec, iterations, history, _RULES.worker_iterations, _RULES.top_workers,
+                                     leave=slice(-1, None))
+    return attribution, left[0]
+
+
+def _attributed(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | None,
+                history: Sequence[PeerHistory], worker_iterations: int, top_workers: float,
+                leave: slice = slice(0)) -> tuple[Attribution, list[PeerHistory]]:
     began = time.perf_counter()
     integer("worker_iterations", worker_iterations, low=1)
     fraction("top_workers", top_workers)
-    job, steps, recorded, _ = _prepare(_one_jobs(records, spec), spec, iterations, history)
+    job, steps, recorded, left = _prepare(_one_jobs(records, spec), spec, iterations, history, leave=leave)
     prepared = _Prepared(job, _hardware(job), steps, recorded, spec, worker_iterations, top_workers)
     wall_ns = float(records["t_end_ns"].max() - records["t_start_ns"].min())
-    return _measured(prepared, np.arange(len(steps)), wall_ns=wall_ns, began=began)
+    return _measured(prepared, np.arange(len(steps)), wall_ns=wall_ns, began=began), left
 
 
 @dataclass(frozen=True)
@@ -380,7 +399,7 @@ def newest_slowdowns(records: RecordBatch, spec: JobSpec, *, iterations: Iterati
     ``history`` of the window's earlier ones, so that each iteration's S is the one the whole
     window's records give, at the cost of the new iterations alone. Whether a job pays needs these
     two variants; the attributions that explain it (S_t, S_w) cost many more."""
-    job, steps, _, left = _prepare(_one_jobs(records, spec), spec, iterations, history, leave=True)
+    job, steps, _, left = _prepare(_one_jobs(records, spec), spec, iterations, history, leave=slice(None))
     original, ideal = _as_recorded_and_ideal(job, np.arange(len(steps)))
     slowdowns = np.divide(original, ideal, out=np.ones_like(original), where=ideal > 0)
     return steps, slowdowns, dict(zip((int(s) for s in steps), left))
@@ -408,9 +427,9 @@ def _as_recorded_and_ideal(job: _Job, chosen: np.ndarray) -> tuple[np.ndarray, n
 
 
 def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | None,
-             history: Sequence[PeerHistory] = (), *, leave: bool = False) -> tuple[_Job, np.ndarray, np.ndarray, list[PeerHistory]]:
-    """The job ready to replay, its iteration ids, each iteration's recorded span, and (``leave``)
-    what each iteration leaves for later ones' peers; the ``history`` of earlier ones joins the peers
+             history: Sequence[PeerHistory] = (), *, leave: slice = slice(0)) -> tuple[_Job, np.ndarray, np.ndarray, list[PeerHistory]]:
+    """The job ready to replay, its iteration ids, each iteration's recorded span, and what the
+    iterations ``leave`` picks (of all, in order) leave for later ones' peers; the ``history`` of earlier ones joins the peers
     across iterations (a transfer's other iterations, a stage's work)."""
     steps, it = np.unique(records["iteration"], return_inverse=True)
     rank = records["rank"].astype(np.int64)
@@ -482,12 +501,13 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
             step=(_RULES.spread_k, _RULES.level_iterations)), np.ones(len(measured), bool))
     ideal_transfer = np.where(complete, np.minimum(spatial, temporal), 0.0)
     left: list[PeerHistory] = []
-    if leave:  # copies of every complete transfer: only the streaming rounds keep them
-        bounds = np.searchsorted(it, np.arange(len(steps) + 1))  # operators are in iteration order
-        for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
-            keys, lengths = identity[a:b][complete[a:b]], transfer[a:b][complete[a:b]]
-            by_key = np.argsort(keys)  # sorted once here, each later round's lookup of them runs in order
-            left.append(PeerHistory(keys[by_key], lengths[by_key], None if work is None else work[k]))
+    # Copies of the complete transfers of the iterations ``leave`` picks: only the streaming rounds keep them.
+    bounds = np.searchsorted(it, np.arange(len(steps) + 1))  # operators are in iteration order
+    for k in range(len(steps))[leave]:
+        a, b = bounds[k], bounds[k + 1]
+        keys, lengths = identity[a:b][complete[a:b]], transfer[a:b][complete[a:b]]
+        by_key = np.argsort(keys)  # sorted once here, each later round's lookup of them runs in order
+        left.append(PeerHistory(keys[by_key], lengths[by_key], None if work is None else work[k]))
 
     # An operator type: its communicator's kind (the name's prefix) and its op, send and receive together.
     prefixes = [c.split(".", 1)[0] if "." in c else "" for c in records.strings]

@@ -15,6 +15,9 @@ decide cost a fraction of the many that explain, and the incident's S is what it
 The window's records are kept between rounds (``WindowCache``), so each round reads from
 ClickHouse only the iterations that landed since the last one, and replays only those: what the
 earlier ones' peers need (their transfers by operator identity, their stages' work) is kept too.
+A round whose newest iteration would call for the full analysis were it to pay what the one before
+paid measures it within that analysis (one preparation, the same S); a guess that proves wrong
+costs that round the analysis of a few iterations, never a wrong plan.
 A job whose progress stood still is asked again after twice as long each time, up to
 ``MAX_IDLE_S``: finished jobs cost nothing.
 One whose progress stood still for ``SLEUTH_JOB_IDLE_S`` is handed back by ``idle`` once, for the
@@ -39,7 +42,7 @@ from sleuth.settings import Settings
 from sleuth.sources import MemorySource
 from sleuth.topology import Topology
 from sleuth.validation import number_above
-from sleuth.whatif.attribution import PeerHistory, attribute, newest_slowdowns
+from sleuth.whatif.attribution import Attribution, PeerHistory, attribute, attribute_and_leave, newest_slowdowns
 
 __all__ = ["MAX_IDLE_S", "SlowdownWatch", "WindowCache", "slowdown_incidents"]
 
@@ -157,62 +160,107 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
         return []
     new = [i for i in range(first, last + 1) if i not in cache.slowdowns]
     fresh = np.isin(records["iteration"], new)
-    if new and fresh.any():
+    guess = _guessed_plan(cache, new, first, last, settings) if fresh.any() else None
+    ready: Attribution | None = None  # the attribution of ``guess``'s one span, made while measuring ``last``
+    if guess is not None:
+        # The round that measures the newest iteration will likely also attribute the span it ends
+        # (an episode opening, or one growing): one preparation does both (``attribute_and_leave``).
+        [(since, until)] = guess.spans
+        span_records, span_iterations = _span(records, iterations, since, until)
+        ready, left = attribute_and_leave(span_records, spec, iterations=span_iterations,
+                                          history=_history(cache, first, since))
+        cache.slowdowns[last], cache.history[last] = ready.per_iteration[-1], left
+    elif new and fresh.any():
         # Only the new iterations are prepared: the earlier ones' peers come from their history.
-        earlier = [cache.history[i] for i in range(first, min(new)) if i in cache.history]
-        steps, measured, left = newest_slowdowns(records.take(np.flatnonzero(fresh)), spec, history=earlier,
-                                                 iterations=iterations.take(np.flatnonzero(np.isin(iterations["iteration"], new))))
+        steps, measured, lefts = newest_slowdowns(records.take(np.flatnonzero(fresh)), spec,
+                                                  history=_history(cache, first, min(new)),
+                                                  iterations=iterations.take(np.flatnonzero(np.isin(iterations["iteration"], new))))
         cache.slowdowns.update(zip(steps.tolist(), measured.tolist()))
-        cache.history.update(left)
-    held = sorted(cache.slowdowns)
-    sustained, _ = runs(held, [cache.slowdowns[i] for i in held], slowdown=settings.attribution_slowdown,
+        cache.history.update(lefts)
+    plan = _plan(cache, cache.slowdowns, first, last, settings)
+    if plan is None:
+        return []
+    cache.analysed_through, cache.analysed_level = last, plan.level
+    cache.analysed_since, cache.eased_at = plan.since, plan.eased_at
+    if guess is None or plan.spans != guess.spans:
+        ready = None  # the newest iteration paid otherwise than guessed: the plan's spans are attributed anew
+    found: list[Incident] = []
+    for since, until in plan.spans:
+        span_records, span_iterations = _span(records, iterations, since, until)
+        attribution = ready if ready is not None else attribute(span_records, spec, iterations=span_iterations,
+                                                                history=_history(cache, first, since))
+        found += localize(MemorySource(spec, span_records, span_iterations), irregular_iterations=[], topology=topology,
+                          window=settings.localizer_window, attribution=attribution,
+                          slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain)
+    return found
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A full analysis due this round: the spans of iterations it attributes, and what the cache
+    keeps of it (``WindowCache.analysed_level``, ``analysed_since``, ``eased_at``)."""
+
+    spans: tuple[tuple[int, int], ...]
+    level: float
+    since: int
+    eased_at: int
+
+
+def _guessed_plan(cache: WindowCache, new: list[int], first: int, last: int, settings: Settings) -> _Plan | None:
+    """The plan of this round were its one new iteration, ``last``, to pay what the one before
+    paid (a level goes on more often than not), when that plan attributes one span ending at
+    ``last``; else None (the round measures its new iterations alone first)."""
+    if new != [last] or last - 1 not in cache.slowdowns:
+        return None
+    guess = _plan(cache, cache.slowdowns | {last: cache.slowdowns[last - 1]}, first, last, settings)
+    return guess if guess is not None and len(guess.spans) == 1 and guess.spans[0][1] == last else None
+
+
+def _plan(cache: WindowCache, slowdowns: dict[int, float], first: int, last: int, settings: Settings) -> _Plan | None:
+    """The full analysis the held iterations' ``slowdowns`` call for this round (None: none)."""
+    held = sorted(slowdowns)
+    sustained, _ = runs(held, [slowdowns[i] for i in held], slowdown=settings.attribution_slowdown,
                         sustain=settings.attribution_sustain)
     if not sustained:
-        return []
+        return None
     episode = sustained[-1].iterations
     # The newest sustained iterations each pay the slowdown line's margin more than the level the
     # last analysis saw: a second cause joined the one analysed (a GPU failing beside an uneven split);
     # or each that margin less: the cause analysed left, and what goes on is another's (pauses around it).
     line, level = settings.attribution_slowdown, cache.analysed_level
-    newest = [cache.slowdowns[i] for i in held[-settings.attribution_sustain:]]
+    newest = [slowdowns[i] for i in held[-settings.attribution_sustain:]]
     stepped = level > 0 and min(newest) >= level * line
     eased = level > 0 and max(newest) * line <= level
     if not _analysis_due(episode, cache.analysed_through, last, every=settings.attribution_window,
                          stepped=stepped or eased):
-        return []
+        return None
     # Only the episode and what followed it are attributed (after a step, only the iterations past
     # the step): the incident is about them, and the iterations before join as peers through their
     # history, at a fraction of the replays. After a step down, the level analysed is attributed up
     # to the step once more (its incident's final extent), and what follows a window later.
-    spans = [(max(episode[0], cache.eased_at), last)]
+    eased_at = cache.eased_at
+    spans = [(max(episode[0], eased_at), last)]
     if stepped:
-        spans = [(_step_start(held, cache.slowdowns, lambda s: s >= level * line), last)]
+        spans = [(_step_start(held, slowdowns, lambda s: s >= level * line), last)]
     elif eased:
-        step = _step_start(held, cache.slowdowns, lambda s: s * line <= level)
+        step = _step_start(held, slowdowns, lambda s: s * line <= level)
         before = max(episode[0], cache.analysed_since, first)
         # What follows is analysed a window later, with a window's evidence of its own: which rank
         # pauses when takes more than a few iterations to tell from a device.
         spans = [(before, step - 1)] if before < step else [(step, last)]
-        cache.eased_at = step
-    cache.analysed_through, cache.analysed_level = last, float(np.median(newest))
-    cache.analysed_since = cache.eased_at if eased else spans[-1][0]
-    found: list[Incident] = []
-    for since, until in spans:
-        found += _analysed(cache, records, iterations, spec, first, since, until, topology=topology, settings=settings)
-    return found
+        eased_at = step
+    return _Plan(tuple(spans), float(np.median(newest)), eased_at if eased else spans[-1][0], eased_at)
 
 
-def _analysed(cache: WindowCache, records: RecordBatch, iterations: IterationBatch, spec: JobSpec, first: int,
-              since: int, until: int, *, topology: Topology, settings: Settings) -> list[Incident]:
-    """The incidents of iterations [since, until] of the window that starts at ``first``, the window's
-    iterations before ``since`` joining as peers through their history."""
-    records = records.take(np.flatnonzero((records["iteration"] >= since) & (records["iteration"] <= until)))
-    iterations = iterations.take(np.flatnonzero((iterations["iteration"] >= since) & (iterations["iteration"] <= until)))
-    earlier = [cache.history[i] for i in range(first, since) if i in cache.history]
-    attribution = attribute(records, spec, iterations=iterations, history=earlier)
-    return localize(MemorySource(spec, records, iterations), irregular_iterations=[], topology=topology,
-                    window=settings.localizer_window, attribution=attribution,
-                    slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain)
+def _span(records: RecordBatch, iterations: IterationBatch, since: int, until: int) -> tuple[RecordBatch, IterationBatch]:
+    """The records and iteration rows of iterations [since, until]."""
+    return (records.take(np.flatnonzero((records["iteration"] >= since) & (records["iteration"] <= until))),
+            iterations.take(np.flatnonzero((iterations["iteration"] >= since) & (iterations["iteration"] <= until))))
+
+
+def _history(cache: WindowCache, first: int, since: int) -> list[PeerHistory]:
+    """What the window's iterations before ``since`` left: the peers across iterations of those after."""
+    return [cache.history[i] for i in range(first, since) if i in cache.history]
 
 
 def _step_start(held: list[int], slowdowns: dict[int, float], holds: Callable[[float], bool]) -> int:

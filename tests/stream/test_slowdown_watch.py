@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import datetime
 
+import numpy as np
 import pytest
 
 from sleuth.errors import ConfigError
 from sleuth.settings import Settings
 from sleuth.localizer.episodes import Raised, episode_of, grown
 from sleuth.stream.services.job_ownership import Ownership, partition_of
+from sleuth.whatif import attribution
 from sleuth.stream.services.slowdown_watch import MAX_IDLE_S, SlowdownWatch, WindowCache, slowdown_incidents
 
 from tests.sim.conftest import paused_emulation
@@ -127,6 +129,22 @@ def test_a_step_in_the_window_is_attributed_over_its_own_iterations_not_diluted_
     assert opened == [14] and incident.suspects[0].device == FAULTY
     assert incident.attribution is not None
     assert incident.attribution.slowdown == pytest.approx(incident.impact.slowdown, rel=0.05)  # diluted: 1.10 against 1.22
+
+
+def test_the_round_that_opens_an_incident_prepares_each_of_its_iterations_once(monkeypatch) -> None:
+    # It measures its newest iteration and attributes the episode that iteration completes from one
+    # preparation (the 8,192-GPU streaming latency: a preparation is most of a round).
+    prepared: list[int] = []
+    real = attribution._prepare
+
+    def counted(records, *args, **kwargs):
+        prepared.extend(np.unique(records["iteration"]).tolist())
+        return real(records, *args, **kwargs)
+
+    monkeypatch.setattr(attribution, "_prepare", counted)
+    [incident], opened = rounds(emulation(f"{FAULTY},slow=1.5,start=12", iterations=16), through=15)
+    assert opened == [14] and incident.suspects[0].device == FAULTY
+    assert prepared.count(14) == 1 and prepared.count(12) == prepared.count(13) == 2  # measured, then attributed
 
 
 @pytest.mark.parametrize("seed", [4, 5, 8])

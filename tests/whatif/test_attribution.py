@@ -207,28 +207,56 @@ def test_a_job_on_one_host_names_no_host() -> None:
     assert together.worker_share == pytest.approx(spread.worker_share)
 
 
+def span(em: Emulation, first: int, last: int):
+    """The records and iteration rows of iterations [first, last]."""
+    return em.records(iterations=range(first, last + 1)), em.iterations(iterations=range(first, last + 1))
+
+
 @pytest.mark.parametrize("faults", [(GPU,), (NIC,), ()])
 def test_the_newest_iterations_slowdown_from_the_earlier_ones_history_is_the_whole_windows(faults) -> None:
     # The streaming localizer replays only the iteration that landed; its peers across iterations
     # (a transfer's other iterations, a stage's work) come from what the earlier ones left.
     em = emulation(*faults)
-    records, rows, spec = em.records(), em.iterations(), em.job_spec()
+    spec = em.job_spec()
 
-    def of(first: int, last: int):
-        return (records.take(np.flatnonzero((records["iteration"] >= first) & (records["iteration"] <= last))),
-                rows.take(np.flatnonzero((rows["iteration"] >= first) & (rows["iteration"] <= last))))
-
-    first, first_rows = of(0, 7)
+    first, first_rows = span(em, 0, 7)
     _, _, history = newest_slowdowns(first, spec, iterations=first_rows)
     for newest in range(8, 12):
-        new, new_rows = of(newest, newest)
+        new, new_rows = span(em, newest, newest)
         steps, slowdowns, left = newest_slowdowns(new, spec, iterations=new_rows,
                                                   history=[history[i] for i in range(newest - 8, newest)])
         history.update(left)
-        window_records, window_rows = of(newest - 8, newest)
+        window_records, window_rows = span(em, newest - 8, newest)
         window_steps, window, _ = newest_slowdowns(window_records, spec, iterations=window_rows)
         assert steps.tolist() == [newest] and set(left) == {newest}
         assert slowdowns[0] == pytest.approx(window[window_steps.tolist().index(newest)], rel=1e-12)
+
+
+@pytest.mark.parametrize("faults", [(GPU,), (NIC,), ()])
+def test_an_episodes_attribution_gives_its_newest_iteration_the_slowdown_and_history_measuring_it_alone_gives(faults) -> None:
+    # A streaming round that opens an episode attributes it and measures its newest iteration from
+    # one preparation: the newest one's peers are the same either way (all the others are earlier).
+    em = emulation(*faults)
+    spec = em.job_spec()
+
+    def measured(first: int, last: int, history: dict) -> tuple[np.ndarray, dict]:
+        part, part_rows = span(em, first, last)
+        _, slowdowns, left = newest_slowdowns(part, spec, iterations=part_rows, history=list(history.values()))
+        return slowdowns, left
+
+    history = measured(0, 8, {})[1]
+    earlier = list(history.values())
+    history |= measured(9, 10, history)[1]
+    [alone], alone_left = measured(11, 11, history)
+    episode, episode_rows = span(em, 9, 11)
+    together, left = attribution.attribute_and_leave(episode, spec, iterations=episode_rows, history=earlier)
+    assert together.iterations == (9, 10, 11)
+    assert together.per_iteration[-1] == alone  # to the bit
+    assert np.array_equal(left.keys, alone_left[11].keys) and np.array_equal(left.transfer, alone_left[11].transfer)
+    assert (left.stage_work is None) == (alone_left[11].stage_work is None)
+    if left.stage_work is not None:
+        assert np.array_equal(left.stage_work, alone_left[11].stage_work, equal_nan=True)
+    assert together.per_iteration == attribute(episode, spec, iterations=episode_rows, history=earlier).per_iteration
 
 
 def test_a_slow_gpu_among_many_replicas_is_found_with_one_replay_of_groups_not_one_per_replica(monkeypatch) -> None:
