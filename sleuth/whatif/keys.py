@@ -13,6 +13,12 @@ except ImportError as error:  # not built on this machine: numpy splits, several
     _levels = None  # type: ignore[assignment]
     logging.getLogger(__name__).warning("the what-if's compiled level split is not built (%s): numpy splits, "
                                         "several times slower; reinstall sleuth with a C compiler", error)
+try:  # the compiled per-group statistics (sleuth/whatif/_groups.c); numpy's below are their reference
+    from sleuth.whatif import _groups
+except ImportError as error:  # not built on this machine: numpy sorts, several times slower
+    _groups = None  # type: ignore[assignment]
+    logging.getLogger(__name__).warning("the what-if's compiled group statistics are not built (%s): numpy sorts, "
+                                        "several times slower; reinstall sleuth with a C compiler", error)
 
 __all__ = ["dense_ids", "group_median", "group_spread", "keyed_spread", "lower_level", "mix", "packed_key"]
 
@@ -94,9 +100,22 @@ def group_median(group: np.ndarray, values: np.ndarray, *, size: int | None = No
 
 def group_spread(group: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per element, its group's median and robust standard deviation (interquartile range / 1.349,
-    the normal's), from one sort."""
+    the normal's), compiled where built (``_groups``), else from one numpy sort."""
     if not len(group):
         return np.empty(0), np.empty(0)
+    groups = int(group.max()) + 1
+    # Dense ids (a group id per few values at most) and no NaN: what the compiled one handles.
+    if _groups is not None and group.dtype.kind in "iu" and int(group.min()) >= 0 and groups <= len(group) \
+            and not np.isnan(values).any():
+        out_median, out_spread = np.empty(len(group)), np.empty(len(group))
+        _groups.spread(len(group), groups, np.ascontiguousarray(group, np.int64),
+                       np.ascontiguousarray(values, np.float64), out_median, out_spread)
+        return out_median, out_spread
+    return _group_spread(group, values)
+
+
+def _group_spread(group: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``group_spread`` in numpy: the reference the compiled one follows, and its stand-in where not built."""
     order, starts, counts, v = _sorted_groups(group, values)
     median = (v[starts + (counts - 1) // 2] + v[starts + counts // 2]) / 2
     spread = (v[starts + (3 * (counts - 1)) // 4] - v[starts + (counts - 1) // 4]) / 1.349

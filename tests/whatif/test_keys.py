@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sleuth.whatif import _levels, keys
-from sleuth.whatif.keys import _lower_level, dense_ids, group_spread, keyed_spread, lower_level
+from sleuth.whatif import _groups, _levels, keys
+from sleuth.whatif.keys import _group_spread, _lower_level, dense_ids, group_spread, keyed_spread, lower_level
 
 
 def concatenated(keys, values, earlier):
@@ -85,3 +86,22 @@ def test_the_compiled_split_gives_what_numpy_gives_to_the_bit(data: st.DataObjec
 def test_the_compiled_split_is_built() -> None:
     # pyproject marks it optional for users without a compiler; the project's own install builds it.
     assert keys._levels is _levels and callable(_levels.lower_level)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_the_compiled_group_statistics_give_what_numpy_gives_to_the_bit(data: st.DataObject) -> None:
+    n = data.draw(st.integers(1, 3000))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    # Groups of one value to groups of thousands (a slot's peers), ids dense or with gaps.
+    group = rng.integers(0, data.draw(st.integers(1, n)), n)
+    values = rng.lognormal(3, 1, n).round(data.draw(st.integers(0, 2)))  # rounding makes ties
+    for compiled, reference in zip(group_spread(group, values), _group_spread(group, values)):
+        assert np.array_equal(compiled, reference)
+
+
+def test_the_compiled_group_statistics_are_built_and_name_a_group_id_out_of_range() -> None:
+    assert keys._groups is _groups and callable(_groups.spread)
+    out = np.empty(2)
+    with pytest.raises(ValueError, match="group id 5 outside"):
+        _groups.spread(2, 3, np.array([0, 5]), np.array([1.0, 2.0]), out, out.copy())
