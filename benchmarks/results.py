@@ -4,11 +4,13 @@
     .venv/bin/python benchmarks/results.py localizer benchmarks/results/localizer-2211.json \\
         --figure benchmarks/figures/localizer-slowdown-2211.svg
     .venv/bin/python benchmarks/results.py attribution benchmarks/results/attribution-1911.json
+    .venv/bin/python benchmarks/results.py streaming benchmarks/results/streaming-2611.json
 
 prints the section's markdown and, for the localizer, draws its figure: each scenario's S against
 the emulator's truth, the 5% band around equality, the scenarios outside it named. ``localizer``:
 a row per scenario and the summary the JSON holds; ``attribution`` (``bench_attribution.py``): a
-row per scale. The JSON files kept in ``benchmarks/results/`` are what RESULTS.md's tables were
+row per scale; ``streaming`` (``bench_streaming_attribution.py``, with or without ``--clickhouse``):
+a row per scale and seed. The JSON files kept in ``benchmarks/results/`` are what RESULTS.md's tables were
 written from; the commentary around them is RESULTS.md's own.
 """
 
@@ -19,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-__all__ = ["attribution_section", "localizer_figure", "localizer_section"]
+__all__ = ["attribution_section", "localizer_figure", "localizer_section", "streaming_section"]
 
 #: S within this share of the truth is right (the issue's goal for every scenario).
 SLOWDOWN_TOLERANCE = 0.05
@@ -84,6 +86,37 @@ def attribution_section(document: dict) -> str:
             _number(r.get("stragglers_slowdown")), _number(r.get("slowdown_truth")), holds,
         ]) + " |")
     return "\n".join(lines) + "\n"
+
+
+def streaming_section(document: dict) -> str:
+    """``bench_streaming_attribution.py``'s row per scale and seed, as markdown (with the ClickHouse
+    reads' columns where the run read from ClickHouse)."""
+    rows = document.get("rows")
+    if not isinstance(rows, list) or any("round_s" not in r for r in rows):
+        raise ValueError("not bench_streaming_attribution.py's output: no 'rows' list with 'round_s'")
+    read = any("read_s" in r for r in rows)
+    lines = ["| GPUs | seed | records / iteration | round s (median, max) | whole-window round s | ratio "
+             + ("| read s (median, max) " if read else "")
+             + "| incidents before the fault's | opened at (sustained at) | opening round s "
+             + ("(its read) " if read else "") + "| top suspect is the fault | full-window attribution s | ratio |",
+             "|---" * (13 if read else 12) + "|"]
+    for r in rows:
+        before = "; ".join(f"`{i['cause']}` at {i['at']} ({i['round_s']} s)" for i in r.get("incidents", [])) or "none"
+        opening = _number(r.get("opening_round_s"), 2)
+        if read and "opening_read_s" in r:
+            opening += f" ({r['opening_read_s']:.2f})"
+        lines.append("| " + " | ".join([
+            f"{r['world']:,}", str(r["seed"]), f"{r['records_per_iteration']:,}", _spread(r["round_s"]),
+            _spread(r["window_round_s"]), _number(r.get("round_ratio"), 3),
+            *([_spread(r["read_s"]) if "read_s" in r else "-"] if read else []),
+            before, f"{r.get('opened_at')} ({r['sustained_at']})", opening,
+            str(r.get("top_suspect_is_fault", "-")), _number(r.get("full_round_s"), 2), _number(r.get("ratio"), 3),
+        ]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _spread(times: dict) -> str:
+    return f"{times['median']:.2f}, {times['max']:.2f}"
 
 
 def localizer_figure(document: dict, path: Path) -> None:
@@ -152,7 +185,7 @@ def _count(share: float | None, n: int | None) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("benchmark", choices=("localizer", "attribution"), help="which benchmark's JSON it is")
+    parser.add_argument("benchmark", choices=("localizer", "attribution", "streaming"), help="which benchmark's JSON it is")
     parser.add_argument("json", type=Path, help="what the benchmark printed")
     parser.add_argument("--figure", type=Path, metavar="SVG", help="draw the section's figure here (localizer)")
     args = parser.parse_args()
@@ -167,6 +200,8 @@ def main() -> int:
     try:
         if args.benchmark == "attribution":
             sys.stdout.write(attribution_section(document))
+        elif args.benchmark == "streaming":
+            sys.stdout.write(streaming_section(document))
         else:
             sys.stdout.write(localizer_section(document))
         if args.figure:

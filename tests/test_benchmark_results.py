@@ -83,3 +83,21 @@ def test_the_attribution_section_has_a_row_per_scale_and_a_dash_where_detection_
     assert lines[3] == "| 8,192 | 5 | 9,166,848 | 19.49 | - | - | 1.1491 | 1.0819 | 1.0622 | False (8 ranks) |"
     with pytest.raises(ValueError, match="bench_attribution.py"):
         results.attribution_section({"rows": [{"world": 8}]})
+
+
+def test_the_streaming_section_has_a_row_per_scale_and_the_reads_columns_only_where_clickhouse_was_read(results) -> None:
+    memory = {"world": 8192, "seed": 3, "records_per_iteration": 763904, "window": 12,
+              "round_s": {"median": 1.3, "max": 1.94}, "window_round_s": {"median": 5.59, "max": 14.43},
+              "round_ratio": 0.2326, "sustained_at": 12, "opened_at": 12, "opening_round_s": 5.65,
+              "incidents": [{"at": 7, "cause": "stage_imbalance", "top": None, "round_s": 5.19}],
+              "top_suspect_is_fault": True, "full_round_s": 31.71, "ratio": 0.178}
+    lines = results.streaming_section({"rows": [memory]}).splitlines()
+    assert lines[2] == ("| 8,192 | 3 | 763,904 | 1.30, 1.94 | 5.59, 14.43 | 0.233 | `stage_imbalance` at 7 (5.19 s) "
+                        "| 12 (12) | 5.65 | True | 31.71 | 0.178 |")
+    assert lines[1].count("---") == 12
+    stored = memory | {"read_s": {"median": 0.86, "max": 1.05}, "opening_read_s": 0.81, "incidents": []}
+    lines = results.streaming_section({"rows": [stored]}).splitlines()
+    assert "| read s (median, max) |" in lines[0] and lines[1].count("---") == 13
+    assert "| 0.86, 1.05 | none | 12 (12) | 5.65 (0.81) |" in lines[2]
+    with pytest.raises(ValueError, match="'round_s'"):
+        results.streaming_section({"rows": [{"world": 8}]})
