@@ -242,6 +242,7 @@ def attribute_and_leave(records: RecordBatch, spec: JobSpec, *, iterations: Iter
 def _attributed(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | None,
                 history: Sequence[PeerHistory], worker_iterations: int, top_workers: float,
                 leave: slice = slice(0)) -> tuple[Attribution, list[PeerHistory]]:
+    """``attribute``'s attribution, and what the iterations ``leave`` picks leave (``_prepare``)."""
     began = time.perf_counter()
     integer("worker_iterations", worker_iterations, low=1)
     fraction("top_workers", top_workers)
@@ -429,8 +430,8 @@ def _as_recorded_and_ideal(job: _Job, chosen: np.ndarray) -> tuple[np.ndarray, n
 def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | None,
              history: Sequence[PeerHistory] = (), *, leave: slice = slice(0)) -> tuple[_Job, np.ndarray, np.ndarray, list[PeerHistory]]:
     """The job ready to replay, its iteration ids, each iteration's recorded span, and what the
-    iterations ``leave`` picks (of all, in order) leave for later ones' peers; the ``history`` of earlier ones joins the peers
-    across iterations (a transfer's other iterations, a stage's work)."""
+    iterations ``leave`` picks (of all, in order) leave for later ones' peers; the ``history`` of
+    earlier ones joins the peers across iterations (a transfer's other iterations, a stage's work)."""
     steps, it = np.unique(records["iteration"], return_inverse=True)
     rank = records["rank"].astype(np.int64)
     op = records["op"].astype(np.int64)
