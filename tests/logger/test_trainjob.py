@@ -28,12 +28,13 @@ WORLD = 8
 SETUP_OPS = 3  # broadcasts of w1 and w2 within dp and the first barrier: before any step
 
 
-def run_job(env_extra: dict, out, *, on_line=None) -> float:
-    """Run the job with only environment variables added; ``on_line`` sees its stdout lines."""
+def run_job(env_extra: dict, out, *, on_line=None, layout: tuple[str, ...] = ()) -> float:
+    """Run the job with only environment variables added; ``on_line`` sees its stdout lines;
+    ``layout``: options of the job's shape (the default: ``WORLD`` ranks, tp2 pp2 dp2)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
     env.update(env_extra, SLEUTH_FLUSH_S="0.2", SLEUTH_SPILL_DIR=str(out / "spill"), PYTHONUNBUFFERED="1")
     start = time.monotonic()
-    command = [sys.executable, "-m", "sleuth.sim.trainjob", "--iters", str(ITERS), "--progress", "--out", str(out / "out")]
+    command = [sys.executable, "-m", "sleuth.sim.trainjob", "--iters", str(ITERS), "--progress", "--out", str(out / "out"), *layout]
     with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         errors = []
         reader = threading.Thread(target=lambda: errors.append(proc.stderr.read()))
@@ -191,15 +192,15 @@ def test_a_restarted_attempt_under_the_same_job_id_keeps_both_attempts(tmp_path)
     again: each attempt is registered and streamed as a job of its own, and neither loses a step."""
     server, servicer, port = collector.start(0)
     try:
-        for restart in (0, 1):
+        for restart in (0, 1):  # four ranks (tp2 dp2): what is kept apart is the attempt, whatever its shape
             env = {"SLEUTH_COLLECTOR": f"127.0.0.1:{port}", "TORCHELASTIC_RUN_ID": "elastic-7",
                    "TORCHELASTIC_RESTART_COUNT": str(restart)}
-            run_job(env, tmp_path / f"attempt-{restart}")
-        assert {spec.job for spec in servicer.specs} == {"elastic-7", "elastic-7.r1"}
+            run_job(env, tmp_path / f"attempt-{restart}", layout=("--pp", "1"))
+        assert {spec.job: spec.world for spec in servicer.specs} == {"elastic-7": 4, "elastic-7.r1": 4}
         iterations = servicer.all_iterations()
         for job in ("elastic-7", "elastic-7.r1"):
             mine = iterations.take(iterations.decoded("job") == job)
-            assert sorted(Counter(mine["iteration"].tolist()).items()) == [(i, WORLD) for i in range(ITERS)], job
+            assert sorted(Counter(mine["iteration"].tolist()).items()) == [(i, 4) for i in range(ITERS)], job
         records = servicer.all_records()
         assert set(records.decoded("job")) == {"elastic-7", "elastic-7.r1"}
     finally:
