@@ -358,6 +358,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
     )
     if options.pp != 2 and options.pp != 1:
         parser.error("--pp must be 1 or 2")
+    for name, value in (("--tp", options.tp), ("--dp", options.dp)):
+        if value < 2:  # the job's tensor-parallel reductions and data-parallel sync need a group of each
+            parser.error(f"{name} must be 2 or more (the job runs its {name[2:]} group's collectives), got {value}")
     for name, value in (("--uneven-stages", options.uneven_stages), ("--seqlen-jitter", options.seqlen_jitter)):
         if value < 1.0:
             parser.error(f"{name} must be >= 1 (a factor on the compute time), got {value}")

@@ -77,3 +77,11 @@ def test_the_slow_rank_alone_is_slowed_and_only_in_its_iterations():
     options, _ = framework_args(["--slow-rank", "2", "--slow-factor", "3", "--slow-iters", "10:20"])
     assert [options.factor(rank, 15) for rank in range(4)] == [1.0, 1.0, 3.0, 1.0]
     assert options.factor(2, 9) == options.factor(2, 20) == 1.0
+
+
+@pytest.mark.parametrize("option", ["--tp", "--dp"])
+def test_a_tensor_or_data_parallel_group_of_one_fails_before_the_job_starts(option, capsys):
+    # The job runs each group's collectives: a group of one rank is refused by name, not a KeyError in every rank.
+    with pytest.raises(SystemExit):
+        parse_args([option, "1"])
+    assert f"{option} must be 2 or more" in capsys.readouterr().err
