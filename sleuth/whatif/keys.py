@@ -104,7 +104,7 @@ def group_spread(group: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.
     if not len(group):
         return np.empty(0), np.empty(0)
     groups = int(group.max()) + 1
-    # Dense ids (a group id per few values at most) and no NaN: what the compiled one handles.
+    # What the compiled one takes: ids no more than the values (its count table is that size), no NaN (its sort).
     if _groups is not None and group.dtype.kind in "iu" and int(group.min()) >= 0 and groups <= len(group) \
             and not np.isnan(values).any():
         out_median, out_spread = np.empty(len(group)), np.empty(len(group))
