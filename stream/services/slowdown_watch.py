@@ -161,11 +161,11 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
     new = [i for i in range(first, last + 1) if i not in cache.slowdowns]
     fresh = np.isin(records["iteration"], new)
     guess = _guessed_plan(cache, new, first, last, settings) if fresh.any() else None
-    ready: Attribution | None = None  # the attribution of ``guess``'s one span, made while measuring ``last``
+    ready: Attribution | None = None  # the attribution of ``guess``'s span, made while measuring ``last``
     if guess is not None:
         # The round that measures the newest iteration will likely also attribute the span it ends
         # (an episode opening, or one growing): one preparation does both (``attribute_and_leave``).
-        [(since, until)] = guess.spans
+        since, until = guess.span
         span_records, span_iterations = _span(records, iterations, since, until)
         ready, left = attribute_and_leave(span_records, spec, iterations=span_iterations,
                                           history=_history(cache, first, since))
@@ -182,25 +182,22 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
         return []
     cache.analysed_through, cache.analysed_level = last, plan.level
     cache.analysed_since, cache.eased_at = plan.since, plan.eased_at
-    if guess is None or plan.spans != guess.spans:
-        ready = None  # the newest iteration paid otherwise than guessed: the plan's spans are attributed anew
-    found: list[Incident] = []
-    for since, until in plan.spans:
-        span_records, span_iterations = _span(records, iterations, since, until)
-        attribution = ready if ready is not None else attribute(span_records, spec, iterations=span_iterations,
-                                                                history=_history(cache, first, since))
-        found += localize(MemorySource(spec, span_records, span_iterations), irregular_iterations=[], topology=topology,
-                          window=settings.localizer_window, attribution=attribution,
-                          slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain)
-    return found
+    since, until = plan.span
+    span_records, span_iterations = _span(records, iterations, since, until)
+    if ready is None or guess is None or plan.span != guess.span:
+        # No guess, or the newest iteration paid otherwise than guessed: the plan's span is attributed anew.
+        ready = attribute(span_records, spec, iterations=span_iterations, history=_history(cache, first, since))
+    return localize(MemorySource(spec, span_records, span_iterations), irregular_iterations=[], topology=topology,
+                    window=settings.localizer_window, attribution=ready,
+                    slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain)
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """A full analysis due this round: the spans of iterations it attributes, and what the cache
-    keeps of it (``WindowCache.analysed_level``, ``analysed_since``, ``eased_at``)."""
+    """A full analysis due this round: the iterations it attributes (first, last), and what the
+    cache keeps of it (``WindowCache.analysed_level``, ``analysed_since``, ``eased_at``)."""
 
-    spans: tuple[tuple[int, int], ...]
+    span: tuple[int, int]
     level: float
     since: int
     eased_at: int
@@ -208,12 +205,12 @@ class _Plan:
 
 def _guessed_plan(cache: WindowCache, new: list[int], first: int, last: int, settings: Settings) -> _Plan | None:
     """The plan of this round were its one new iteration, ``last``, to pay what the one before
-    paid (a level goes on more often than not), when that plan attributes one span ending at
+    paid (a level goes on more often than not), when that plan attributes a span ending at
     ``last``; else None (the round measures its new iterations alone first)."""
     if new != [last] or last - 1 not in cache.slowdowns:
         return None
     guess = _plan(cache, cache.slowdowns | {last: cache.slowdowns[last - 1]}, first, last, settings)
-    return guess if guess is not None and len(guess.spans) == 1 and guess.spans[0][1] == last else None
+    return guess if guess is not None and guess.span[1] == last else None
 
 
 def _plan(cache: WindowCache, slowdowns: dict[int, float], first: int, last: int, settings: Settings) -> _Plan | None:
@@ -239,17 +236,17 @@ def _plan(cache: WindowCache, slowdowns: dict[int, float], first: int, last: int
     # history, at a fraction of the replays. After a step down, the level analysed is attributed up
     # to the step once more (its incident's final extent), and what follows a window later.
     eased_at = cache.eased_at
-    spans = [(max(episode[0], eased_at), last)]
+    span = (max(episode[0], eased_at), last)
     if stepped:
-        spans = [(_step_start(held, slowdowns, lambda s: s >= level * line), last)]
+        span = (_step_start(held, slowdowns, lambda s: s >= level * line), last)
     elif eased:
         step = _step_start(held, slowdowns, lambda s: s * line <= level)
         before = max(episode[0], cache.analysed_since, first)
         # What follows is analysed a window later, with a window's evidence of its own: which rank
         # pauses when takes more than a few iterations to tell from a device.
-        spans = [(before, step - 1)] if before < step else [(step, last)]
+        span = (before, step - 1) if before < step else (step, last)
         eased_at = step
-    return _Plan(tuple(spans), float(np.median(newest)), eased_at if eased else spans[-1][0], eased_at)
+    return _Plan(span, float(np.median(newest)), eased_at if eased else span[0], eased_at)
 
 
 def _span(records: RecordBatch, iterations: IterationBatch, since: int, until: int) -> tuple[RecordBatch, IterationBatch]:
