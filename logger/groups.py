@@ -87,16 +87,21 @@ def merge_spec(job: str, world: int, entries: Sequence[bytes]) -> JobSpec:
     """The job spec from every rank's entry (``entries[r]`` is rank r's), with the parallel
     layout its communicators imply (``naming.infer_layout``; None when they imply none).
 
-    A rank without a known GPU index gets its position among the ranks on its host.
+    A rank without a known GPU index gets its position among the ranks on its host, and so does
+    one whose index a lower rank of its host claimed already: several launchers on one host (each
+    counting ``LOCAL_RANK`` from 0) give the same index to processes that are not one device.
     """
     decoded = [json.loads(entry) for entry in entries]
     taken: dict[str, set[int]] = {}
+    claimed: list[int | None] = []
     for item in decoded:
+        used = taken.setdefault(item["host"], set())
+        claimed.append(item["gpu"] if item["gpu"] not in used else None)
         if item["gpu"] is not None:
-            taken.setdefault(item["host"], set()).add(item["gpu"])
+            used.add(item["gpu"])
     placements = []
     for rank, item in enumerate(decoded):
-        gpu = item["gpu"]
+        gpu = claimed[rank]
         if gpu is None:
             used = taken.setdefault(item["host"], set())
             gpu = next(i for i in range(world + len(used) + 1) if i not in used)
