@@ -116,7 +116,7 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
 
     from sleuth.logger import core
     from sleuth.logger.hooks import group_ranks, identity_from_torch
-    from sleuth.logger.identity import host_name, job_id, local_gpu
+    from sleuth.logger.identity import host_name, job_id, local_gpu, rendezvous_round
     from sleuth.logger.pump import DEVICE_POLL_S, Pump
     from sleuth.logger.session import Session
     from sleuth.logger.sinks import ParquetSink
@@ -149,6 +149,7 @@ def _build(settings: Settings, environ: Mapping[str, str]) -> Logger:
                     spill_bytes=settings.logger_spill_bytes,
                     token=settings.collector_token,
                     tls_ca=tls_ca,
+                    rendezvous=rendezvous_round(environ),
                 )
             )
         return chosen[0] if len(chosen) == 1 else _Tee(chosen)

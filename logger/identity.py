@@ -48,9 +48,10 @@ def _launched_job(environ: Mapping[str, str], configured: str) -> str:
     return f"job-{master}-{environ.get('MASTER_PORT', '0')}"
 
 
-#: ``<job>.r<N>``: the N-th restarted attempt of ``<job>``, N a positive integer written without
-#: leading zeros (``attempt_id`` writes it so), so that one attempt has exactly one id.
-_ATTEMPT = re.compile(r"(?P<job>.+)\.r(?P<restart>[1-9][0-9]*)", re.DOTALL)
+#: ``<job>[.r<N>][.m<M>]``: the N-th restarted attempt of ``<job>``, in the M-th rendezvous round
+#: after its first; N and M positive integers written without leading zeros (``attempt_id`` and
+#: ``round_id`` write them so), so that one attempt's round has exactly one id.
+_ATTEMPT = re.compile(r"(?P<job>.+?)(?:\.r(?P<restart>[1-9][0-9]*))?(?:\.m(?P<round>[1-9][0-9]*))?", re.DOTALL)
 
 
 def attempt_id(job: str, restart: int) -> str:
@@ -60,9 +61,26 @@ def attempt_id(job: str, restart: int) -> str:
     return f"{job}.r{restart}" if restart else job
 
 
+def round_id(job: str, index: int) -> str:
+    """The id of rendezvous round ``index`` of ``job`` (an attempt's id), numbered by the collector:
+    ``job`` itself for the first (0), ``<job>.m<N>`` after."""
+    if index < 0:
+        raise ValueError(f"index: a round's index is 0 or more, got {index}")
+    return f"{job}.m{index}" if index else job
+
+
+def split_round(job: str) -> tuple[str, int]:
+    """``(attempt, index)`` of a round's id: the inverse of ``round_id``."""
+    match = _ATTEMPT.fullmatch(job)
+    if match is None or match["round"] is None:
+        return job, 0
+    return job[: match.start("round") - 2], int(match["round"])
+
+
 def job_of_attempt(job: str) -> str:
-    """The job that ``job`` is a restarted attempt of (``X`` for ``X.r<N>``), else ``job`` itself;
-    the inverse of ``attempt_id``, so whoever reads attempt ids (the gateway's tokens) reads them alike."""
+    """The job that ``job`` is a restarted attempt or a later round of (``X`` for ``X.r<N>``,
+    ``X.m<M>`` and ``X.r<N>.m<M>``), else ``job`` itself; the inverse of ``attempt_id`` and
+    ``round_id``, so whoever reads their ids (the gateway's tokens) reads them alike."""
     match = _ATTEMPT.fullmatch(job)
     return match["job"] if match else job
 
@@ -74,6 +92,21 @@ def attempt(environ: Mapping[str, str]) -> int:
         if text.isdigit():
             return int(text)
     return 0
+
+
+def rendezvous_round(environ: Mapping[str, str]) -> str:
+    """The launcher's rendezvous round this process runs in, ``""`` outside torchelastic.
+
+    torchelastic restarts every worker when a node joins (``--nnodes=MIN:MAX``) without counting
+    it in ``TORCHELASTIC_RESTART_COUNT``, so the round's id must tell it apart. Within one restart
+    count a round only follows a join, which grows the world, so the world size alone parts the
+    rounds; the rendezvous master (a fresh port each round when the agents share no store) is
+    kept as well, as what a worker sees of the round itself.
+    """
+    if "TORCHELASTIC_RUN_ID" not in environ:
+        return ""
+    master = f"{environ.get('MASTER_ADDR', '')}:{environ.get('MASTER_PORT', '')}"
+    return f"{master}/{environ.get('WORLD_SIZE', '')}"
 
 
 def local_gpu(environ: Mapping[str, str]) -> int | None:

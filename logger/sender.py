@@ -71,7 +71,9 @@ _CHANNEL_OPTIONS = [
 
 class GrpcSink:
     """Streams to ``target`` (``host:port``) from its own daemon thread; spills to ``spill_dir``,
-    which must be private from ``spill_root`` (default: ``spill_dir`` itself) down."""
+    which must be private from ``spill_root`` (default: ``spill_dir`` itself) down. ``rendezvous``:
+    the launcher's round the process runs in (``identity.rendezvous_round``), sent with every
+    message, so that the collector keeps the rounds of a job apart."""
 
     def __init__(
         self,
@@ -88,8 +90,10 @@ class GrpcSink:
         tls_ca: bytes | None = None,
         unregistered_grace_s: float = UNREGISTERED_GRACE_S,
         on_confirmed: Callable[[list[bytes]], None] | None = None,
+        rendezvous: str = "",
     ) -> None:
         self.target = target
+        self.rendezvous = rendezvous
         self.on_confirmed = on_confirmed
         # Per-call metadata rather than call credentials: gRPC sends those over TLS only, and a
         # gateway on a trusted network may check tokens without TLS.
@@ -148,10 +152,13 @@ class GrpcSink:
                 self._gap += dropped
             return
         message = pb.StreamMessage(records=records_to_proto(batch, dropped=dropped))
+        message.records.rendezvous = self.rendezvous
         self._put((message.SerializeToString(), len(batch)))
 
     def iterations(self, batch: IterationBatch) -> None:
-        self._put((pb.StreamMessage(iterations=iterations_to_proto(batch)).SerializeToString(), 0))
+        message = pb.StreamMessage(iterations=iterations_to_proto(batch))
+        message.iterations.rendezvous = self.rendezvous
+        self._put((message.SerializeToString(), 0))
 
     def spec(self, spec: JobSpec) -> None:
         with self._cond:
@@ -308,7 +315,9 @@ class GrpcSink:
             spec = self._spec
         if spec is not None and spec != self._spec_sent:
             try:
-                self._register(jobspec_to_proto(spec), timeout=self.connect_timeout_s + 10, metadata=self._metadata)
+                message = jobspec_to_proto(spec)
+                message.rendezvous = self.rendezvous
+                self._register(message, timeout=self.connect_timeout_s + 10, metadata=self._metadata)
             except grpc.RpcError as error:
                 if retryable(error):
                     raise

@@ -24,43 +24,43 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asleuth/proto/commops.proto\x12\tsleuth.v1\"\xef\x01\n\x0bRecordBatch\x12\x0f\n\x07strings\x18\x01 \x03(\t\x12\x0b\n\x03job\x18\x02 \x03(\r\x12\x0c\n\x04rank\x18\x03 \x03(\r\x12\x0c\n\x04\x63omm\x18\x04 \x03(\r\x12\x0b\n\x03seq\x18\x05 \x03(\x04\x12\x1d\n\x02op\x18\x06 \x03(\x0e\x32\x11.sleuth.v1.OpKind\x12\x0c\n\x04peer\x18\x07 \x03(\x11\x12\x0e\n\x06nbytes\x18\x08 \x03(\x04\x12\x11\n\titeration\x18\t \x03(\x12\x12\x12\n\nt_issue_ns\x18\n \x03(\x10\x12\x12\n\nt_start_ns\x18\x0b \x03(\x10\x12\x10\n\x08t_end_ns\x18\x0c \x03(\x10\x12\x0f\n\x07\x64ropped\x18\r \x01(\x04\"u\n\x0eIterationBatch\x12\x0f\n\x07strings\x18\x01 \x03(\t\x12\x0b\n\x03job\x18\x02 \x03(\r\x12\x0c\n\x04rank\x18\x03 \x03(\r\x12\x11\n\titeration\x18\x04 \x03(\x12\x12\x12\n\nt_start_ns\x18\x05 \x03(\x10\x12\x10\n\x08t_end_ns\x18\x06 \x03(\x10\"r\n\x0eParallelLayout\x12\n\n\x02tp\x18\x01 \x01(\r\x12\n\n\x02pp\x18\x02 \x01(\r\x12\n\n\x02\x64p\x18\x03 \x01(\r\x12\n\n\x02\x65p\x18\x04 \x01(\r\x12\n\n\x02\x63p\x18\x05 \x01(\r\x12\r\n\x05order\x18\x06 \x01(\t\x12\x15\n\rgpus_per_host\x18\x07 \x01(\r\"8\n\rRankPlacement\x12\x0c\n\x04rank\x18\x01 \x01(\r\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0b\n\x03gpu\x18\x03 \x01(\r\"M\n\x07HostRun\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x12\n\nfirst_rank\x18\x02 \x01(\r\x12\r\n\x05\x63ount\x18\x03 \x01(\r\x12\x11\n\tfirst_gpu\x18\x04 \x01(\r\"5\n\x07RankRun\x12\r\n\x05start\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x0c\n\x04step\x18\x03 \x01(\r\"[\n\x0c\x43ommunicator\x12\x0c\n\x04\x63omm\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\r\n\x05ranks\x18\x03 \x03(\r\x12 \n\x04runs\x18\x04 \x03(\x0b\x32\x12.sleuth.v1.RankRun\"\xd0\x01\n\x07JobSpec\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05world\x18\x02 \x01(\r\x12)\n\x06layout\x18\x03 \x01(\x0b\x32\x19.sleuth.v1.ParallelLayout\x12\'\n\x05ranks\x18\x04 \x03(\x0b\x32\x18.sleuth.v1.RankPlacement\x12.\n\rcommunicators\x18\x05 \x03(\x0b\x32\x17.sleuth.v1.Communicator\x12%\n\thost_runs\x18\x06 \x03(\x0b\x32\x12.sleuth.v1.HostRun\"v\n\rStreamMessage\x12)\n\x07records\x18\x01 \x01(\x0b\x32\x16.sleuth.v1.RecordBatchH\x00\x12/\n\niterations\x18\x02 \x01(\x0b\x32\x19.sleuth.v1.IterationBatchH\x00\x42\t\n\x07payload\"D\n\rStreamSummary\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x10\n\x08rejected\x18\x02 \x01(\x04\x12\x0f\n\x07reasons\x18\x03 \x03(\t\"6\n\x10RegisterJobReply\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\x15\n\rcommunicators\x18\x02 \x01(\r\"\x0f\n\rHealthRequest\"\x82\x01\n\x0bHealthReply\x12-\n\x06status\x18\x01 \x01(\x0e\x32\x1d.sleuth.v1.HealthReply.Status\x12\x0f\n\x07version\x18\x02 \x01(\t\"3\n\x06Status\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x0b\n\x07SERVING\x10\x01\x12\x0f\n\x0bNOT_SERVING\x10\x02*\xb6\x01\n\x06OpKind\x12\x13\n\x0fOP_KIND_UNKNOWN\x10\x00\x12\x0e\n\nALL_REDUCE\x10\x01\x12\x0e\n\nALL_GATHER\x10\x02\x12\x12\n\x0eREDUCE_SCATTER\x10\x03\x12\x0e\n\nALL_TO_ALL\x10\x04\x12\r\n\tBROADCAST\x10\x05\x12\n\n\x06REDUCE\x10\x06\x12\x08\n\x04SEND\x10\x07\x12\x08\n\x04RECV\x10\x08\x12\x0b\n\x07\x42\x41RRIER\x10\t\x12\n\n\x06GATHER\x10\n\x12\x0b\n\x07SCATTER\x10\x0b\x32\xc7\x01\n\tCollector\x12>\n\x06Stream\x12\x18.sleuth.v1.StreamMessage\x1a\x18.sleuth.v1.StreamSummary(\x01\x12>\n\x0bRegisterJob\x12\x12.sleuth.v1.JobSpec\x1a\x1b.sleuth.v1.RegisterJobReply\x12:\n\x06Health\x12\x18.sleuth.v1.HealthRequest\x1a\x16.sleuth.v1.HealthReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asleuth/proto/commops.proto\x12\tsleuth.v1\"\x83\x02\n\x0bRecordBatch\x12\x0f\n\x07strings\x18\x01 \x03(\t\x12\x0b\n\x03job\x18\x02 \x03(\r\x12\x0c\n\x04rank\x18\x03 \x03(\r\x12\x0c\n\x04\x63omm\x18\x04 \x03(\r\x12\x0b\n\x03seq\x18\x05 \x03(\x04\x12\x1d\n\x02op\x18\x06 \x03(\x0e\x32\x11.sleuth.v1.OpKind\x12\x0c\n\x04peer\x18\x07 \x03(\x11\x12\x0e\n\x06nbytes\x18\x08 \x03(\x04\x12\x11\n\titeration\x18\t \x03(\x12\x12\x12\n\nt_issue_ns\x18\n \x03(\x10\x12\x12\n\nt_start_ns\x18\x0b \x03(\x10\x12\x10\n\x08t_end_ns\x18\x0c \x03(\x10\x12\x0f\n\x07\x64ropped\x18\r \x01(\x04\x12\x12\n\nrendezvous\x18\x0e \x01(\t\"\x89\x01\n\x0eIterationBatch\x12\x0f\n\x07strings\x18\x01 \x03(\t\x12\x0b\n\x03job\x18\x02 \x03(\r\x12\x0c\n\x04rank\x18\x03 \x03(\r\x12\x11\n\titeration\x18\x04 \x03(\x12\x12\x12\n\nt_start_ns\x18\x05 \x03(\x10\x12\x10\n\x08t_end_ns\x18\x06 \x03(\x10\x12\x12\n\nrendezvous\x18\x07 \x01(\t\"r\n\x0eParallelLayout\x12\n\n\x02tp\x18\x01 \x01(\r\x12\n\n\x02pp\x18\x02 \x01(\r\x12\n\n\x02\x64p\x18\x03 \x01(\r\x12\n\n\x02\x65p\x18\x04 \x01(\r\x12\n\n\x02\x63p\x18\x05 \x01(\r\x12\r\n\x05order\x18\x06 \x01(\t\x12\x15\n\rgpus_per_host\x18\x07 \x01(\r\"8\n\rRankPlacement\x12\x0c\n\x04rank\x18\x01 \x01(\r\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0b\n\x03gpu\x18\x03 \x01(\r\"M\n\x07HostRun\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x12\n\nfirst_rank\x18\x02 \x01(\r\x12\r\n\x05\x63ount\x18\x03 \x01(\r\x12\x11\n\tfirst_gpu\x18\x04 \x01(\r\"5\n\x07RankRun\x12\r\n\x05start\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x0c\n\x04step\x18\x03 \x01(\r\"[\n\x0c\x43ommunicator\x12\x0c\n\x04\x63omm\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\r\n\x05ranks\x18\x03 \x03(\r\x12 \n\x04runs\x18\x04 \x03(\x0b\x32\x12.sleuth.v1.RankRun\"\xe4\x01\n\x07JobSpec\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\r\n\x05world\x18\x02 \x01(\r\x12)\n\x06layout\x18\x03 \x01(\x0b\x32\x19.sleuth.v1.ParallelLayout\x12\'\n\x05ranks\x18\x04 \x03(\x0b\x32\x18.sleuth.v1.RankPlacement\x12.\n\rcommunicators\x18\x05 \x03(\x0b\x32\x17.sleuth.v1.Communicator\x12%\n\thost_runs\x18\x06 \x03(\x0b\x32\x12.sleuth.v1.HostRun\x12\x12\n\nrendezvous\x18\x07 \x01(\t\"v\n\rStreamMessage\x12)\n\x07records\x18\x01 \x01(\x0b\x32\x16.sleuth.v1.RecordBatchH\x00\x12/\n\niterations\x18\x02 \x01(\x0b\x32\x19.sleuth.v1.IterationBatchH\x00\x42\t\n\x07payload\"D\n\rStreamSummary\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x10\n\x08rejected\x18\x02 \x01(\x04\x12\x0f\n\x07reasons\x18\x03 \x03(\t\"6\n\x10RegisterJobReply\x12\x0b\n\x03job\x18\x01 \x01(\t\x12\x15\n\rcommunicators\x18\x02 \x01(\r\"\x0f\n\rHealthRequest\"\x82\x01\n\x0bHealthReply\x12-\n\x06status\x18\x01 \x01(\x0e\x32\x1d.sleuth.v1.HealthReply.Status\x12\x0f\n\x07version\x18\x02 \x01(\t\"3\n\x06Status\x12\x0b\n\x07UNKNOWN\x10\x00\x12\x0b\n\x07SERVING\x10\x01\x12\x0f\n\x0bNOT_SERVING\x10\x02*\xb6\x01\n\x06OpKind\x12\x13\n\x0fOP_KIND_UNKNOWN\x10\x00\x12\x0e\n\nALL_REDUCE\x10\x01\x12\x0e\n\nALL_GATHER\x10\x02\x12\x12\n\x0eREDUCE_SCATTER\x10\x03\x12\x0e\n\nALL_TO_ALL\x10\x04\x12\r\n\tBROADCAST\x10\x05\x12\n\n\x06REDUCE\x10\x06\x12\x08\n\x04SEND\x10\x07\x12\x08\n\x04RECV\x10\x08\x12\x0b\n\x07\x42\x41RRIER\x10\t\x12\n\n\x06GATHER\x10\n\x12\x0b\n\x07SCATTER\x10\x0b\x32\xc7\x01\n\tCollector\x12>\n\x06Stream\x12\x18.sleuth.v1.StreamMessage\x1a\x18.sleuth.v1.StreamSummary(\x01\x12>\n\x0bRegisterJob\x12\x12.sleuth.v1.JobSpec\x1a\x1b.sleuth.v1.RegisterJobReply\x12:\n\x06Health\x12\x18.sleuth.v1.HealthRequest\x1a\x16.sleuth.v1.HealthReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sleuth.proto.commops_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_OPKIND']._serialized_start=1411
-  _globals['_OPKIND']._serialized_end=1593
+  _globals['_OPKIND']._serialized_start=1472
+  _globals['_OPKIND']._serialized_end=1654
   _globals['_RECORDBATCH']._serialized_start=42
-  _globals['_RECORDBATCH']._serialized_end=281
-  _globals['_ITERATIONBATCH']._serialized_start=283
-  _globals['_ITERATIONBATCH']._serialized_end=400
-  _globals['_PARALLELLAYOUT']._serialized_start=402
-  _globals['_PARALLELLAYOUT']._serialized_end=516
-  _globals['_RANKPLACEMENT']._serialized_start=518
-  _globals['_RANKPLACEMENT']._serialized_end=574
-  _globals['_HOSTRUN']._serialized_start=576
-  _globals['_HOSTRUN']._serialized_end=653
-  _globals['_RANKRUN']._serialized_start=655
-  _globals['_RANKRUN']._serialized_end=708
-  _globals['_COMMUNICATOR']._serialized_start=710
-  _globals['_COMMUNICATOR']._serialized_end=801
-  _globals['_JOBSPEC']._serialized_start=804
-  _globals['_JOBSPEC']._serialized_end=1012
-  _globals['_STREAMMESSAGE']._serialized_start=1014
-  _globals['_STREAMMESSAGE']._serialized_end=1132
-  _globals['_STREAMSUMMARY']._serialized_start=1134
-  _globals['_STREAMSUMMARY']._serialized_end=1202
-  _globals['_REGISTERJOBREPLY']._serialized_start=1204
-  _globals['_REGISTERJOBREPLY']._serialized_end=1258
-  _globals['_HEALTHREQUEST']._serialized_start=1260
-  _globals['_HEALTHREQUEST']._serialized_end=1275
-  _globals['_HEALTHREPLY']._serialized_start=1278
-  _globals['_HEALTHREPLY']._serialized_end=1408
-  _globals['_HEALTHREPLY_STATUS']._serialized_start=1357
-  _globals['_HEALTHREPLY_STATUS']._serialized_end=1408
-  _globals['_COLLECTOR']._serialized_start=1596
-  _globals['_COLLECTOR']._serialized_end=1795
+  _globals['_RECORDBATCH']._serialized_end=301
+  _globals['_ITERATIONBATCH']._serialized_start=304
+  _globals['_ITERATIONBATCH']._serialized_end=441
+  _globals['_PARALLELLAYOUT']._serialized_start=443
+  _globals['_PARALLELLAYOUT']._serialized_end=557
+  _globals['_RANKPLACEMENT']._serialized_start=559
+  _globals['_RANKPLACEMENT']._serialized_end=615
+  _globals['_HOSTRUN']._serialized_start=617
+  _globals['_HOSTRUN']._serialized_end=694
+  _globals['_RANKRUN']._serialized_start=696
+  _globals['_RANKRUN']._serialized_end=749
+  _globals['_COMMUNICATOR']._serialized_start=751
+  _globals['_COMMUNICATOR']._serialized_end=842
+  _globals['_JOBSPEC']._serialized_start=845
+  _globals['_JOBSPEC']._serialized_end=1073
+  _globals['_STREAMMESSAGE']._serialized_start=1075
+  _globals['_STREAMMESSAGE']._serialized_end=1193
+  _globals['_STREAMSUMMARY']._serialized_start=1195
+  _globals['_STREAMSUMMARY']._serialized_end=1263
+  _globals['_REGISTERJOBREPLY']._serialized_start=1265
+  _globals['_REGISTERJOBREPLY']._serialized_end=1319
+  _globals['_HEALTHREQUEST']._serialized_start=1321
+  _globals['_HEALTHREQUEST']._serialized_end=1336
+  _globals['_HEALTHREPLY']._serialized_start=1339
+  _globals['_HEALTHREPLY']._serialized_end=1469
+  _globals['_HEALTHREPLY_STATUS']._serialized_start=1418
+  _globals['_HEALTHREPLY_STATUS']._serialized_end=1469
+  _globals['_COLLECTOR']._serialized_start=1657
+  _globals['_COLLECTOR']._serialized_end=1856
 # @@protoc_insertion_point(module_scope)

@@ -35,7 +35,7 @@ GATHER: OpKind
 SCATTER: OpKind
 
 class RecordBatch(_message.Message):
-    __slots__ = ("strings", "job", "rank", "comm", "seq", "op", "peer", "nbytes", "iteration", "t_issue_ns", "t_start_ns", "t_end_ns", "dropped")
+    __slots__ = ("strings", "job", "rank", "comm", "seq", "op", "peer", "nbytes", "iteration", "t_issue_ns", "t_start_ns", "t_end_ns", "dropped", "rendezvous")
     STRINGS_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,7 @@ class RecordBatch(_message.Message):
     T_START_NS_FIELD_NUMBER: _ClassVar[int]
     T_END_NS_FIELD_NUMBER: _ClassVar[int]
     DROPPED_FIELD_NUMBER: _ClassVar[int]
+    RENDEZVOUS_FIELD_NUMBER: _ClassVar[int]
     strings: _containers.RepeatedScalarFieldContainer[str]
     job: _containers.RepeatedScalarFieldContainer[int]
     rank: _containers.RepeatedScalarFieldContainer[int]
@@ -62,23 +63,26 @@ class RecordBatch(_message.Message):
     t_start_ns: _containers.RepeatedScalarFieldContainer[int]
     t_end_ns: _containers.RepeatedScalarFieldContainer[int]
     dropped: int
-    def __init__(self, strings: _Optional[_Iterable[str]] = ..., job: _Optional[_Iterable[int]] = ..., rank: _Optional[_Iterable[int]] = ..., comm: _Optional[_Iterable[int]] = ..., seq: _Optional[_Iterable[int]] = ..., op: _Optional[_Iterable[_Union[OpKind, str]]] = ..., peer: _Optional[_Iterable[int]] = ..., nbytes: _Optional[_Iterable[int]] = ..., iteration: _Optional[_Iterable[int]] = ..., t_issue_ns: _Optional[_Iterable[int]] = ..., t_start_ns: _Optional[_Iterable[int]] = ..., t_end_ns: _Optional[_Iterable[int]] = ..., dropped: _Optional[int] = ...) -> None: ...
+    rendezvous: str
+    def __init__(self, strings: _Optional[_Iterable[str]] = ..., job: _Optional[_Iterable[int]] = ..., rank: _Optional[_Iterable[int]] = ..., comm: _Optional[_Iterable[int]] = ..., seq: _Optional[_Iterable[int]] = ..., op: _Optional[_Iterable[_Union[OpKind, str]]] = ..., peer: _Optional[_Iterable[int]] = ..., nbytes: _Optional[_Iterable[int]] = ..., iteration: _Optional[_Iterable[int]] = ..., t_issue_ns: _Optional[_Iterable[int]] = ..., t_start_ns: _Optional[_Iterable[int]] = ..., t_end_ns: _Optional[_Iterable[int]] = ..., dropped: _Optional[int] = ..., rendezvous: _Optional[str] = ...) -> None: ...
 
 class IterationBatch(_message.Message):
-    __slots__ = ("strings", "job", "rank", "iteration", "t_start_ns", "t_end_ns")
+    __slots__ = ("strings", "job", "rank", "iteration", "t_start_ns", "t_end_ns", "rendezvous")
     STRINGS_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     ITERATION_FIELD_NUMBER: _ClassVar[int]
     T_START_NS_FIELD_NUMBER: _ClassVar[int]
     T_END_NS_FIELD_NUMBER: _ClassVar[int]
+    RENDEZVOUS_FIELD_NUMBER: _ClassVar[int]
     strings: _containers.RepeatedScalarFieldContainer[str]
     job: _containers.RepeatedScalarFieldContainer[int]
     rank: _containers.RepeatedScalarFieldContainer[int]
     iteration: _containers.RepeatedScalarFieldContainer[int]
     t_start_ns: _containers.RepeatedScalarFieldContainer[int]
     t_end_ns: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, strings: _Optional[_Iterable[str]] = ..., job: _Optional[_Iterable[int]] = ..., rank: _Optional[_Iterable[int]] = ..., iteration: _Optional[_Iterable[int]] = ..., t_start_ns: _Optional[_Iterable[int]] = ..., t_end_ns: _Optional[_Iterable[int]] = ...) -> None: ...
+    rendezvous: str
+    def __init__(self, strings: _Optional[_Iterable[str]] = ..., job: _Optional[_Iterable[int]] = ..., rank: _Optional[_Iterable[int]] = ..., iteration: _Optional[_Iterable[int]] = ..., t_start_ns: _Optional[_Iterable[int]] = ..., t_end_ns: _Optional[_Iterable[int]] = ..., rendezvous: _Optional[str] = ...) -> None: ...
 
 class ParallelLayout(_message.Message):
     __slots__ = ("tp", "pp", "dp", "ep", "cp", "order", "gpus_per_host")
@@ -143,20 +147,22 @@ class Communicator(_message.Message):
     def __init__(self, comm: _Optional[str] = ..., kind: _Optional[str] = ..., ranks: _Optional[_Iterable[int]] = ..., runs: _Optional[_Iterable[_Union[RankRun, _Mapping]]] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("job", "world", "layout", "ranks", "communicators", "host_runs")
+    __slots__ = ("job", "world", "layout", "ranks", "communicators", "host_runs", "rendezvous")
     JOB_FIELD_NUMBER: _ClassVar[int]
     WORLD_FIELD_NUMBER: _ClassVar[int]
     LAYOUT_FIELD_NUMBER: _ClassVar[int]
     RANKS_FIELD_NUMBER: _ClassVar[int]
     COMMUNICATORS_FIELD_NUMBER: _ClassVar[int]
     HOST_RUNS_FIELD_NUMBER: _ClassVar[int]
+    RENDEZVOUS_FIELD_NUMBER: _ClassVar[int]
     job: str
     world: int
     layout: ParallelLayout
     ranks: _containers.RepeatedCompositeFieldContainer[RankPlacement]
     communicators: _containers.RepeatedCompositeFieldContainer[Communicator]
     host_runs: _containers.RepeatedCompositeFieldContainer[HostRun]
-    def __init__(self, job: _Optional[str] = ..., world: _Optional[int] = ..., layout: _Optional[_Union[ParallelLayout, _Mapping]] = ..., ranks: _Optional[_Iterable[_Union[RankPlacement, _Mapping]]] = ..., communicators: _Optional[_Iterable[_Union[Communicator, _Mapping]]] = ..., host_runs: _Optional[_Iterable[_Union[HostRun, _Mapping]]] = ...) -> None: ...
+    rendezvous: str
+    def __init__(self, job: _Optional[str] = ..., world: _Optional[int] = ..., layout: _Optional[_Union[ParallelLayout, _Mapping]] = ..., ranks: _Optional[_Iterable[_Union[RankPlacement, _Mapping]]] = ..., communicators: _Optional[_Iterable[_Union[Communicator, _Mapping]]] = ..., host_runs: _Optional[_Iterable[_Union[HostRun, _Mapping]]] = ..., rendezvous: _Optional[str] = ...) -> None: ...
 
 class StreamMessage(_message.Message):
     __slots__ = ("records", "iterations")

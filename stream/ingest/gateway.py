@@ -19,7 +19,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent import futures as _futures
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +37,7 @@ from sleuth.records import RecordBatch
 from sleuth.settings import Settings
 from sleuth.stream.ingest import acks, auth, kafka_records, validate
 from sleuth.stream.ingest.grpc_status import status_from_errors, trailing
-from sleuth.stream.ingest.job_registry import JobRegistry, load_registered
+from sleuth.stream.ingest.job_registry import JobRegistry, Registration, load_registered
 from sleuth.stream.ingest.loop_thread import LoopThread
 from sleuth.stream.ingest.publisher import Publisher
 
@@ -89,7 +89,7 @@ class Collector(pb_grpc.CollectorServicer):
 
     def __init__(
         self, publisher: Publisher, *, tokens: auth.TokenBook | None, limits: validate.Limits,
-        registered: list[JobSpec] = (), job_idle_s: float = Settings().job_idle_s,
+        registered: Iterable[JobSpec | Registration] = (), job_idle_s: float = Settings().job_idle_s,
         clock: Callable[[], float] = time.monotonic, threads: int = Settings().gateway_threads,
     ) -> None:
         self.publisher = publisher
@@ -169,7 +169,9 @@ class Collector(pb_grpc.CollectorServicer):
             except ConfigError as error:
                 raise BatchRejected(f"JobSpec: {error}") from None
             auth.check_jobs(caller, [spec.job])
-            await acks.acknowledged(await self._blocking(self.publisher.job, spec), timeout_s=self.ack_timeout_s)
+            spec = await self._blocking(self.jobs.named, spec, request.rendezvous)
+            await acks.acknowledged(await self._blocking(self.publisher.job, spec, request.rendezvous),
+                                    timeout_s=self.ack_timeout_s)
             self.jobs.add(spec)
             return pb.RegisterJobReply(job=spec.job, communicators=len(spec.communicators))
 

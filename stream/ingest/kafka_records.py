@@ -103,8 +103,11 @@ def iteration_messages(batch: IterationBatch, *, max_records: int = 10_000,
     return _keyed_messages(batch, max_records, layout_of, codec.iterations_to_proto)
 
 
-def job_message(spec: JobSpec) -> tuple[bytes, bytes]:
-    return spec.job.encode(), codec.jobspec_to_proto(spec).SerializeToString()
+def job_message(spec: JobSpec, rendezvous: str = "") -> tuple[bytes, bytes]:
+    """Keyed by the job; ``rendezvous``: the launcher's round it was registered from (``JobRegistry``)."""
+    message = codec.jobspec_to_proto(spec)
+    message.rendezvous = rendezvous
+    return spec.job.encode(), message.SerializeToString()
 
 
 @dataclass(frozen=True)
@@ -155,4 +158,10 @@ def iterations_from_message(value: bytes) -> IterationBatch:
 
 
 def job_from_message(value: bytes) -> JobSpec:
-    return codec.jobspec_from_proto(pb.JobSpec.FromString(value), source="Kafka job message")
+    return registration_from_message(value)[0]
+
+
+def registration_from_message(value: bytes) -> tuple[JobSpec, str]:
+    """The spec of a job message and the rendezvous round it was registered from ("" for none)."""
+    message = pb.JobSpec.FromString(value)
+    return codec.jobspec_from_proto(message, source="Kafka job message"), message.rendezvous

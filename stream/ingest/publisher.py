@@ -99,9 +99,10 @@ class Publisher:
         """Records a logger lost (a batch's ``dropped``), to the workers, who keep them in ``logger_drops``."""
         return self._send([kafka_records.drop_message(drop)], kafka_records.DROPS)
 
-    def job(self, spec: JobSpec) -> list[Any]:
-        """The spec to the workers (records topic) and to the compacted jobs topic the gateway reloads."""
-        message = kafka_records.job_message(spec)
+    def job(self, spec: JobSpec, rendezvous: str = "") -> list[Any]:
+        """The spec to the workers (records topic) and to the compacted jobs topic the gateway reloads
+        (with the rendezvous round it was registered from, which the reload numbers again)."""
+        message = kafka_records.job_message(spec, rendezvous)
         return (self._send([message], kafka_records.JOB)
                 + self._send([message], kafka_records.JOB, topic=self._jobs_topic))
 

@@ -5,7 +5,8 @@ whose message names the offending field, so that a logger author can fix the sen
 checks: cheap size bounds first (a huge batch or string is refused before it is decoded), then
 the columns' types and lengths (``sleuth.proto.codec``), then value ranges
 (``RecordBatch.problems``, then the gateway's own: sizes, issue before start, iteration numbers),
-then that every job in the batch is registered and, where its spec is at hand (a ``JobRegistry``),
+then that every job in the batch is registered (under its rendezvous round's id, when the batch names
+one: ``JobRegistry.in_round``) and, where its spec is at hand (a ``JobRegistry``),
 that every rank and every peer lies inside the job's world. A bad record refuses its whole batch
 (the gateway's answer says how many batches before it were accepted); messages name the field,
 the value and the position of the first offending record in the batch.
@@ -69,6 +70,8 @@ def check_message(
         # A drop is the job's and rank's of the batch that reports it: an empty batch names neither.
         raise BatchRejected(f"records.dropped: {message.records.dropped} records reported lost by a batch without "
                             "records, which names no job or rank (report them with the next batch of records)")
+    if wire.rendezvous:
+        batch = _in_round(batch, wire.rendezvous, registered, kind)
     for code in np.unique(batch["job"]):
         job = batch.strings[code]
         if job not in registered:
@@ -90,6 +93,20 @@ def check_message(
                         f"{kind}.peer: {len(beyond)} records of job {job!r} name peers outside its world of "
                         f"{spec.world} (first at index {first}: peer {int(batch['peer'][first])})")
     return batch
+
+
+def _in_round(batch: RecordBatch | IterationBatch, rendezvous: str, registered: Container[str],
+              kind: str) -> RecordBatch | IterationBatch:
+    """``batch`` with its jobs named as their rendezvous round ``rendezvous`` is registered
+    (``JobRegistry.in_round``); ``NotRegistered`` until a spec of that round is."""
+    strings = list(batch.strings)
+    for code in np.unique(batch["job"]):
+        named = registered.in_round(strings[code], rendezvous) if isinstance(registered, JobRegistry) else None
+        if named is None:
+            raise NotRegistered(f"{kind}.rendezvous: job {strings[code]!r} is not registered from its rendezvous "
+                                f"round {rendezvous!r} (call RegisterJob first)")
+        strings[code] = named
+    return type(batch)(batch.columns, strings)
 
 
 def batch_jobs(batch: RecordBatch | IterationBatch) -> list[str]:

@@ -7,7 +7,8 @@ import pytest
 from sleuth.errors import ConfigError
 from sleuth.logger import autostart, core, install, installed
 from sleuth.logger.groups import GroupInfo, comm_id, merge_spec, rank_entry
-from sleuth.logger.identity import Identity, attempt_id, job_id, job_of_attempt, local_gpu
+from sleuth.logger.identity import (Identity, attempt_id, job_id, job_of_attempt, local_gpu, rendezvous_round,
+                                   round_id, split_round)
 from sleuth.logger.session import Session, to_record_batch
 from sleuth.records import OpKind
 from sleuth.settings import Settings
@@ -81,6 +82,13 @@ def test_merge_spec_places_ranks_without_a_gpu_by_position_on_their_host():
     assert json.loads(entries[0])["groups"] == [["c2-x", "group", [[0, 2, 1]]]]  # members as runs
 
 
+def test_merge_spec_places_a_rank_whose_local_index_a_lower_rank_of_its_host_claimed_by_position():
+    # Two torchelastic agents on one host each number their workers' LOCAL_RANK from 0.
+    entries = [rank_entry("a", 0, []), rank_entry("a", 0, []), rank_entry("a", 1, []), rank_entry("b", 0, [])]
+    spec = merge_spec("j", 4, entries)
+    assert [(p.host, p.gpu) for p in spec.placements] == [("a", 0), ("a", 2), ("a", 1), ("b", 0)]
+
+
 def test_identity_from_launcher_variables():
     assert job_id({"TORCHELASTIC_RUN_ID": "r1", "SLURM_JOB_ID": "9"}, "") == "r1"
     assert job_id({"TORCHELASTIC_RUN_ID": "none", "SLURM_JOB_ID": "9"}, "") == "9"
@@ -107,6 +115,29 @@ def test_an_attempt_id_reads_back_as_its_job_and_nothing_else_does() -> None:
         assert job_of_attempt(other) == other
     with pytest.raises(ValueError, match="restart: a restart count is 0 or more, got -1"):
         attempt_id("train", -1)
+
+
+def test_a_rendezvous_round_is_its_master_and_world_under_torchelastic_and_nothing_elsewhere() -> None:
+    elastic = {"TORCHELASTIC_RUN_ID": "r1", "MASTER_ADDR": "node-3", "MASTER_PORT": "29400", "WORLD_SIZE": "16"}
+    assert rendezvous_round(elastic) == "node-3:29400/16"
+    # The round after a node joined: the world grew, under the same master when the agents share a store.
+    assert rendezvous_round(elastic | {"WORLD_SIZE": "24"}) == "node-3:29400/24"
+    assert rendezvous_round({"TORCHELASTIC_RUN_ID": "none", "WORLD_SIZE": "2"}) == ":/2"
+    assert rendezvous_round({"SLURM_JOB_ID": "9", "MASTER_ADDR": "m", "MASTER_PORT": "1", "WORLD_SIZE": "8"}) == ""
+
+
+def test_a_rounds_id_reads_back_as_its_attempt_and_index_and_as_its_job() -> None:
+    for job in ("9", "train", "a.r1-b", "job.m", "x.m0"):
+        for restart in (0, 2):
+            attempt = attempt_id(job, restart)
+            assert round_id(attempt, 0) == attempt and split_round(attempt) == (attempt, 0)
+            assert split_round(round_id(attempt, 12)) == (attempt, 12)
+            assert job_of_attempt(round_id(attempt, 3)) == job
+    for other in ("train.m01", "train.m", "train.m1.r2", "train.m-1"):
+        assert split_round(other) == (other, 0)
+    assert job_of_attempt("train.m1.r2") == "train.m1"
+    with pytest.raises(ValueError, match="index: a round's index is 0 or more, got -1"):
+        round_id("train", -1)
 
 
 def test_the_startup_hook_does_nothing_when_both_variables_are_unset(monkeypatch):

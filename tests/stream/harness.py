@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from contextlib import contextmanager
 
@@ -107,8 +107,9 @@ def stream_emulation(settings: Settings, client: Any, emulation: Any, iterations
 
 
 def consume(settings: Settings, topic: str, *, expect_records: int | None = None, messages: int | None = None,
-            timeout_s: float = 60.0) -> list:
-    """Kafka messages of ``topic`` from the start until the expected count arrives or time runs out."""
+            until: Callable[[list], bool] | None = None, timeout_s: float = 60.0) -> list:
+    """Kafka messages of ``topic`` from the start until the expected count arrives (or ``until`` holds
+    of the messages got), or time runs out."""
     from kafka import KafkaConsumer
 
     consumer = KafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap, auto_offset_reset="earliest",
@@ -125,6 +126,8 @@ def consume(settings: Settings, topic: str, *, expect_records: int | None = None
             if expect_records is not None and records >= expect_records:
                 break
             if messages is not None and len(got) >= messages:
+                break
+            if until is not None and until(got):
                 break
     finally:
         consumer.close()

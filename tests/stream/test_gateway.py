@@ -249,6 +249,43 @@ def test_a_restarted_gateway_still_accepts_jobs_registered_before(services: Serv
         assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "job-b" in error.value.details()
 
 
+def in_round(message: pb.StreamMessage, rendezvous: str) -> pb.StreamMessage:
+    message.records.rendezvous = rendezvous
+    return message
+
+
+def test_a_joined_rendezvous_round_streams_as_a_job_of_its_own_and_keeps_its_id_across_gateways(
+        services: Services) -> None:
+    # torchelastic restarts every worker when a node joins, under the same run id and without counting it.
+    settings = private_settings(services)
+    batch = training_records(400, seed=13)
+    job_a = batch.take(batch.decoded("job") == "job-a")
+    first, joined = job_spec("job-a", 64), job_spec("job-a", 128)
+    first.rendezvous, joined.rendezvous = "node-0:29400/64", "node-0:29400/128"
+    messages = -(-len(job_a) // 100)
+    with running_gateway(settings) as (collector, target):
+        assert stub(target).RegisterJob(first).job == "job-a"
+        with pytest.raises(grpc.RpcError) as error:  # the logger holds them until the round's spec is in
+            stub(target).Stream(in_round(m, joined.rendezvous) for m in record_stream(job_a, per_message=100))
+        assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "node-0:29400/128" in error.value.details()
+        assert stub(target).RegisterJob(joined).job == "job-a.m1"
+        summary = stub(target).Stream(in_round(m, joined.rendezvous) for m in record_stream(job_a, per_message=100))
+        assert summary.accepted == messages
+    got = consume(settings, settings.records_topic, expect_records=len(job_a))
+    records = [kafka_records.from_message(m.value) for m in got if kafka_records.kind_of(m.headers) == kafka_records.RECORDS]
+    assert sum(int((r.decoded("job") == "job-a.m1").sum()) for r in records) == len(job_a)
+    specs = {spec.job: spec.world for spec in (kafka_records.job_from_message(m.value) for m in got
+                                               if kafka_records.kind_of(m.headers) == kafka_records.JOB)}
+    assert specs == {"job-a": 64, "job-a.m1": 128}
+    with running_gateway(settings) as (collector, target):  # a new process reads the rounds back with the specs
+        summary = stub(target).Stream(in_round(m, joined.rendezvous) for m in record_stream(job_a, per_message=100))
+        assert summary.accepted == messages
+        again = job_spec("job-a", 192)
+        again.rendezvous = "node-0:29400/192"
+        assert stub(target).RegisterJob(again).job == "job-a.m2"
+        assert stub(target).RegisterJob(first).job == "job-a"
+
+
 def self_signed_certificate(folder) -> tuple[str, str]:
     """A certificate for 127.0.0.1 and its key, made by the openssl command line tool."""
     cert, key = folder / "gateway.crt", folder / "gateway.key"
