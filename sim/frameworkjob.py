@@ -21,7 +21,7 @@ count, independently of the logger, the c10d operators torch's own profiler sees
 slow rank's extra compute is then GPU work (a spin kernel on its stream), so its collectives start
 late on the device, as a slow GPU's do.
 
-Run: ``python -m sleuth.sim.frameworkjob --mode ddp --iters 20 --out FOLDER`` spawns every rank;
+Run: ``python -m sleuth.sim.frameworkjob --mode ddp --iters 20 --out FOLDER`` starts every rank;
 under a launcher that sets ``RANK``, ``WORLD_SIZE`` and ``MASTER_PORT`` (torchrun) it runs that one
 rank. It knows nothing of the logger: set ``SLEUTH_LOG_DIR`` or ``SLEUTH_COLLECTOR`` to log it, or
 ``NCCL_PROFILER_PLUGIN`` for the NCCL profiler plugin. Needs torch.
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from sleuth.sim.trainjob import SlowRank, free_port, replica_factors, write_ground_truth, write_result
+from sleuth.sim.trainjob import SlowRank, free_port, replica_factors, start_ranks, write_ground_truth, write_result
 
 MODES = ("ddp", "fsdp", "functional")
 DEVICES = ("cpu", "cuda")
@@ -259,9 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         _worker(launched, options, int(os.environ["MASTER_PORT"]), out)
         return 0
     write_ground_truth(out, options)
-    import torch.multiprocessing as mp
-
-    mp.spawn(_worker, args=(options, free_port(), out), nprocs=options.world, join=True)
+    start_ranks(_worker, (options, free_port(), out), options.world, cuda=options.device == "cuda")
     return 0
 
 

@@ -19,7 +19,7 @@ data-parallel replica's compute, per iteration, by a factor drawn from ``--seed`
 every rank of the replica) between 1 and F, so that the slowest replica moves between iterations
 as batches of long sequences do (What-if §5.3).
 
-Run: ``python -m sleuth.sim.trainjob --iters 20`` (spawns 8 processes) or under torchrun
+Run: ``python -m sleuth.sim.trainjob --iters 20`` (forks 8 processes) or under torchrun
 (``python -m torch.distributed.run --nproc-per-node 8 -m sleuth.sim.trainjob``). It knows nothing
 of the logger: set ``SLEUTH_LOG_DIR`` or ``SLEUTH_COLLECTOR`` to log it. Needs torch (``test`` extra).
 """
@@ -33,6 +33,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -326,11 +327,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(options: JobOptions, *, out: str | None = None) -> None:
-    """Run the job on this machine: one spawned process per rank."""
+def start_ranks(worker: Callable[..., None], args: tuple, ranks: int, *, cuda: bool = False) -> None:
+    """Run ``worker(rank, *args)`` in one process per rank and wait for them all.
+
+    Forked, the ranks share this process's imported torch, and the ``torch._dynamo`` that an
+    optimizer imports on first use: about 4 s of CPU a rank that each spawned rank pays again.
+    CUDA cannot start in a child forked from a parent that may have touched it: spawned then.
+    """
     import torch.multiprocessing as mp
 
-    mp.spawn(_worker, args=(options.world, options, free_port(), out), nprocs=options.world, join=True)
+    if not cuda:
+        import torch._dynamo  # noqa: F401
+    mp.start_processes(worker, args=args, nprocs=ranks, join=True, start_method="spawn" if cuda else "fork")
+
+
+def launch(options: JobOptions, *, out: str | None = None) -> None:
+    """Run the job on this machine: one process per rank (``start_ranks``)."""
+    start_ranks(_worker, (options.world, options, free_port(), out), options.world)
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
