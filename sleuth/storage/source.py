@@ -1,8 +1,8 @@
 """A :class:`~sleuth.sources.RecordSource` over ClickHouse: one job's ``records``, ``iterations`` and ``jobs`` rows.
 
 The localizer fetches progressively (``sleuth.localizer.fetch``): each call of ``ranks_records``
-is one query for a whole group of ranks and the window's iterations. Every read uses ``FINAL`` so
-that rows a replay inserted twice count once even before ClickHouse merged them.
+is one query for a whole group of ranks and the window's iterations. Rows a replay inserted twice
+count once even before ClickHouse merged them (``FINAL``, or for records ``select_records``).
 
 ``through`` bounds the source to the iterations up to and including it: the streaming localizer
 sets it to the last iteration whose records have landed for every rank (``landed_through``), so
