@@ -25,7 +25,7 @@ ClickHouse read of one new iteration is not in these figures):
 With ``--clickhouse`` (a ClickHouse server as the settings name it, e.g. started by
 ``deploy/clickhouse.sh up``), the records are written to a database of their own first and each
 round reads what it lacks from there as ``sleuth localizer`` does (the last landed iteration, then
-the records and iteration rows of the new iterations, ``FINAL``): ``read_s`` (median, max) and
+the records and iteration rows of the new iterations, each key once): ``read_s`` (median, max) and
 ``opening_read_s`` time those reads, and ``opening_round_s`` includes its read. The database is
 dropped at the end.
 
