@@ -169,6 +169,7 @@ class Collector(pb_grpc.CollectorServicer):
             except ConfigError as error:
                 raise BatchRejected(f"JobSpec: {error}") from None
             auth.check_jobs(caller, [spec.job])
+            validate.check_rendezvous(request.rendezvous, self.limits, where="JobSpec")
             spec = await self._blocking(self.jobs.named, spec, request.rendezvous)
             await acks.acknowledged(await self._blocking(self.publisher.job, spec, request.rendezvous),
                                     timeout_s=self.ack_timeout_s)

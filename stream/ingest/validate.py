@@ -167,3 +167,11 @@ def _check_sizes(wire: pb.RecordBatch | pb.IterationBatch, kind: str, limits: Li
             raise BatchRejected(
                 f"{kind}.strings[{index}]: {size} bytes, longer than the limit of {limits.max_string_bytes}"
             )
+    check_rendezvous(wire.rendezvous, limits, where=kind)
+
+
+def check_rendezvous(rendezvous: str, limits: Limits, *, where: str) -> None:
+    """A rendezvous round's name is kept for as long as its job: bounded like the batches' strings."""
+    size = len(rendezvous.encode())
+    if size > limits.max_string_bytes:
+        raise BatchRejected(f"{where}.rendezvous: {size} bytes, longer than the limit of {limits.max_string_bytes}")

@@ -265,6 +265,12 @@ def test_a_joined_rendezvous_round_streams_as_a_job_of_its_own_and_keeps_its_id_
     messages = -(-len(job_a) // 100)
     with running_gateway(settings) as (collector, target):
         assert stub(target).RegisterJob(first).job == "job-a"
+        endless = job_spec("job-a", 64)
+        endless.rendezvous = "x" * (settings.gateway_max_string_bytes + 1)
+        with pytest.raises(grpc.RpcError) as error:  # kept as long as its job: bounded like any string
+            stub(target).RegisterJob(endless)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error.value.details().startswith("JobSpec.rendezvous: ")
         with pytest.raises(grpc.RpcError) as error:  # the logger holds them until the round's spec is in
             stub(target).Stream(in_round(m, joined.rendezvous) for m in record_stream(job_a, per_message=100))
         assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION and "node-0:29400/128" in error.value.details()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sleuth.errors import NotRegistered
+from sleuth.errors import BatchRejected, NotRegistered
 from sleuth.jobspec import JobSpec
 from sleuth.layout import ParallelLayout
 from sleuth.proto import commops_pb2 as pb
@@ -93,3 +93,11 @@ def test_a_batch_names_its_rounds_job_and_is_refused_as_unregistered_until_the_r
     iterations.iterations.t_end_ns.append(2)
     iterations.iterations.rendezvous = JOINED  # rank 9 lies in the joined round's world of 16
     assert set(validate.check_message(iterations, limits=LIMITS, registered=registry).decoded("job")) == {"job-a.m1"}
+
+
+def test_a_rendezvous_name_longer_than_a_string_may_be_is_refused_naming_it() -> None:
+    message = records_message(good_records(5))
+    message.records.rendezvous = "x" * (LIMITS.max_string_bytes + 1)
+    with pytest.raises(BatchRejected, match=rf"^records\.rendezvous: {LIMITS.max_string_bytes + 1} bytes, longer than "
+                                            rf"the limit of {LIMITS.max_string_bytes}$"):
+        validate.check_message(message, limits=LIMITS, registered=JobRegistry())
