@@ -75,17 +75,17 @@ def select_records(client: Client, table: str, *, where: str = "", params: dict 
     rank's in (iteration, comm, seq, op, peer) order, one row per key as ``FINAL`` reads them.
 
     The rows a replay inserted twice are dropped here rather than by ``FINAL``, which merges every
-    part the query touches on one thread: on ClickHouse 18.16 it made reading a rank's window 8
-    times slower. A replay sends the same record again, so the row kept does not matter."""
+    part the query touches on one thread, several times the read's own cost (``bench_clickhouse_read``).
+    A replay sends the same record again, so the row kept does not matter."""
     names = ", ".join(RECORD_COLUMN_TYPES)
     query = f"SELECT {names} FROM {table}"
     if where:
         query += f" WHERE {where}"
     query += f" ORDER BY {', '.join(_READ_ORDER)}"
-    return first_of_each_key(batch_from_columns(RecordBatch, client.execute(query, params or {}, columnar=True)))
+    return _first_of_each_key(batch_from_columns(RecordBatch, client.execute(query, params or {}, columnar=True)))
 
 
-def first_of_each_key(batch: RecordBatch) -> RecordBatch:
+def _first_of_each_key(batch: RecordBatch) -> RecordBatch:
     """``batch`` (sorted by its key, ``_READ_ORDER``) without the rows whose key equals the row's before."""
     if len(batch) < 2:
         return batch
