@@ -26,6 +26,8 @@ import json
 import platform
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from sleuth.demo.cases import SpineJob
 from sleuth.localizer import localize
@@ -39,21 +41,21 @@ from sleuth.stream import connect
 from sleuth.stream.detection import irregular_iterations
 
 
-class RecordingSource(ClickHouseSource):
-    """A ClickHouse source that keeps each record read's filter."""
+@contextmanager
+def recorded_reads() -> Iterator[list[tuple[str, dict]]]:
+    """Every record read ``select_records`` makes meanwhile: its filter and parameters."""
+    reads: list[tuple[str, dict]] = []
+    select = records_table.select_records
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.reads: list[tuple[str, dict]] = []
+    def recording(client, table: str, *, where: str = "", params: dict | None = None) -> RecordBatch:
+        reads.append((where, dict(params or {})))
+        return select(client, table, where=where, params=params)
 
-    def ranks_records(self, ranks, *, iterations=None, comms=None) -> RecordBatch:
-        where, params = self._where(ranks=ranks, iterations=iterations)
-        if where is not None and comms is not None:
-            params["comm"] = tuple(sorted({str(c) for c in comms}))
-            where += " AND comm IN %(comm)s"
-        if where is not None:
-            self.reads.append((where, dict(params)))
-        return super().ranks_records(ranks, iterations=iterations, comms=comms)
+    records_table.select_records = recording
+    try:
+        yield reads
+    finally:
+        records_table.select_records = select
 
 
 def final_read(client, table: str, where: str, params: dict) -> RecordBatch:
@@ -78,16 +80,17 @@ def run(seed: int, iterations: int, settings: Settings) -> dict:
         for _replay in range(2):
             for first in range(0, spec.world, 512):
                 sink.write(emulation.ranks_records(range(first, min(first + 512, spec.world))), IterationBatch.empty(), [])
-        source = RecordingSource(client, database, scenario.job)
-        started = time.perf_counter()
-        incidents = localize(source, irregular_iterations=irregular_iterations(source.iterations()),
-                             topology=scenario.topology, routing=case.routing)
-        localize_s = time.perf_counter() - started
+        source = ClickHouseSource(client, database, scenario.job)
+        with recorded_reads() as reads:
+            started = time.perf_counter()
+            incidents = localize(source, irregular_iterations=irregular_iterations(source.iterations()),
+                                 topology=scenario.topology, routing=case.routing)
+            localize_s = time.perf_counter() - started
         table = f"{database}.records"
         read_s = final_s = 0.0
         rows = 0
         same = True
-        for where, params in source.reads:
+        for where, params in reads:
             started = time.perf_counter()
             ours = records_table.select_records(client, table, where=where, params=params)
             read_s += time.perf_counter() - started
@@ -98,7 +101,7 @@ def run(seed: int, iterations: int, settings: Settings) -> dict:
             same &= ours.equals(final)
         return {"world": spec.world, "seed": seed, "iterations": iterations, "incidents": len(incidents),
                 "top_suspect": incidents[0].suspects[0].device if incidents and incidents[0].suspects else None,
-                "localize_s": round(localize_s, 2), "reads": len(source.reads), "rows": rows,
+                "localize_s": round(localize_s, 2), "reads": len(reads), "rows": rows,
                 "read_s": round(read_s, 2), "final_read_s": round(final_s, 2),
                 "ratio": round(read_s / final_s, 3) if final_s else None, "same_rows": bool(same)}
     finally:

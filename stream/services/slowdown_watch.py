@@ -184,7 +184,7 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
     cache.analysed_since, cache.eased_at = plan.since, plan.eased_at
     since, until = plan.span
     span_records, span_iterations = _span(records, iterations, since, until)
-    if ready is None or guess is None or plan.span != guess.span:
+    if guess is None or plan.span != guess.span:
         # No guess, or the newest iteration paid otherwise than guessed: the plan's span is attributed anew.
         ready = attribute(span_records, spec, iterations=span_iterations, history=_history(cache, first, since))
     return localize(MemorySource(spec, span_records, span_iterations), irregular_iterations=[], topology=topology,
