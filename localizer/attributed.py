@@ -272,9 +272,10 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
         return Straggler.HARDWARE
     compute = _compute_share(attribution, episode)
     if compute < _RULES.majority:
-        # Transfers no costlier than outside the episode, and compute paying a side with no rank
-        # apart: a loaded host's jitter, delaying one process's compute and transfers, then another's.
-        if (sustained is not None and not sustained.transfers and compute >= _RULES.minor
+        # Transfers no costlier than outside the episode or not the same ones step after step, and
+        # compute paying a side with no rank apart: a loaded host's jitter, delaying one process's
+        # compute and transfers, then another's.
+        if (sustained is not None and compute >= _RULES.minor and not _a_path_device_in_play(attribution, sustained)
                 and not _a_rank_stands_apart(attribution, episode)):
             return Straggler.SCATTERED_PAUSES
         return Straggler.HARDWARE
@@ -289,6 +290,14 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
     if sustained is not None and not _a_rank_stands_apart(attribution, episode):
         return Straggler.SCATTERED_PAUSES
     return Straggler.HARDWARE
+
+
+def _a_path_device_in_play(attribution: Attribution, sustained: Episode) -> bool:
+    """Whether ``sustained``'s transfers cost more than outside it (``Episode.transfers``) and most of
+    what they ran beyond their peers was the same transfers' in most of its paying iterations: a slow
+    link, NIC or switch lengthens each transfer through it at every step it is slow."""
+    return sustained.transfers and attribution.persistent_transfers(
+        sustained.paid, most=_RULES.majority) >= _RULES.majority
 
 
 def diagnose_episode(attribution: Attribution, episode: Episode, *, part: Part) -> Straggler:

@@ -148,6 +148,26 @@ class Attribution:
             raise ConfigError(f"none of those iterations is among the {len(self.iterations)} attributed")
         return _measured(self.prepared, at, wall_ns=float(self.prepared.recorded[at].sum()), began=time.perf_counter())
 
+    def persistent_transfers(self, iterations: Iterable[int], *, most: float) -> float:
+        """The share of what transfers ran beyond their peers over ``iterations`` (recorded less put
+        back) that operators running beyond them in more than ``most`` of those iterations carry: a
+        slowed link, NIC or switch lengthens every transfer through it at every step it is slow (near
+        1), a loaded host's jitter one transfer in one step, another in the next (near 0). 1.0 where
+        no transfer ran beyond its peers, or without the prepared job to tell."""
+        if self.prepared is None:
+            return 1.0
+        job = self.prepared.job
+        steps = np.fromiter(iterations, np.int64)
+        at = np.flatnonzero(np.isin(job.steps[job.iteration], steps) & (job.kind >= 0))
+        excess = job.transfer[at] - job.ideal_transfer[at]
+        if not (excess > 0).any():
+            return 1.0
+        _, identity = np.unique(job.identity[at], return_inverse=True)
+        beyond_in = np.bincount(identity, weights=excess > 0)
+        carried = np.bincount(identity, weights=excess)
+        persistent = beyond_in > most * len(np.unique(job.iteration[at]))
+        return float(carried[persistent].sum() / carried.sum())
+
     def top_workers(self, k: int = 5) -> tuple[tuple[int, float], ...]:
         order = np.argsort(-np.asarray(self.by_worker), kind="stable")[:k]
         return tuple((int(r), float(self.by_worker[r])) for r in order if self.by_worker[r] > 1.0)
@@ -205,6 +225,7 @@ class _Job:
     comms: tuple[str, ...]
     seq: np.ndarray
     steps: np.ndarray  # iteration id of each dense iteration
+    identity: np.ndarray  # uint64 per operator: its identity across iterations (``_identity_keys``)
     subsets: dict = field(default_factory=dict, repr=False, compare=False)  # chosen iterations -> _Job, built once
 
     @cached_property
@@ -529,7 +550,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     np.maximum.at(span_end, it, end)
     seq = records["seq"][order].astype(np.uint64)
     job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, hardware_gap,
-               ideal_transfer, comm, tuple(records.strings), seq, steps)
+               ideal_transfer, comm, tuple(records.strings), seq, steps, identity)
     return job, steps, (span_end - span_start).astype(np.float64), left
 
 
@@ -659,7 +680,7 @@ def _restricted(job: _Job, keep: np.ndarray) -> _Job:
     _, iteration = np.unique(job.iteration[keep], return_inverse=True)
     return _Job(deps, job.rank[keep], iteration, job.kind[keep], job.kinds, job.gap[keep], job.transfer[keep],
                 job.own[keep], job.ideal_gap[keep], job.hardware_gap[keep], job.ideal_transfer[keep], job.comm[keep],
-                job.comms, job.seq[keep], job.steps[np.unique(job.iteration[keep])])
+                job.comms, job.seq[keep], job.steps[np.unique(job.iteration[keep])], job.identity[keep])
 
 
 def _hardware(job: _Job) -> _Job:

@@ -157,6 +157,13 @@ def test_a_slow_nic_is_a_data_parallel_transfer_straggler() -> None:
     assert worst.startswith("dp.") and result.by_type[COMPUTE] < result.by_type[worst]
 
 
+def test_a_slow_nics_transfers_run_long_every_step_and_jitters_in_scattered_ones() -> None:
+    slow_nic = attributed(NIC)
+    assert slow_nic.persistent_transfers(slow_nic.iterations, most=0.5) > 0.9
+    jittery = attributed(timing=Timing(comm_jitter=0.3))
+    assert jittery.slowdown > 1.05 and jittery.persistent_transfers(jittery.iterations, most=0.5) < 0.1
+
+
 def test_without_a_layout_each_rank_is_a_worker() -> None:
     em = emulation(GPU)
     spec = replace(em.job_spec(), layout=None)

@@ -1,0 +1,21 @@
+"""``sleuth localize`` on real gloo jobs' records from a loaded 2-core machine (``loaded_gloo/README.md``):
+the machine's jitter, delaying one process's transfers now and another's next, blames no device."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sleuth.cli import main
+
+RUNS = Path(__file__).parent / "loaded_gloo"
+
+
+def test_jitter_delaying_a_different_all_reduce_each_step_blames_no_switch_and_the_slowed_gpu_leads_its_steps(capsys):
+    assert main(["localize", "--records", str(RUNS / "ddp-spike"), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    blamed = {i["suspects"][0]["device"]: i["iterations"] for i in found if i["suspects"]}
+    assert list(blamed) == ["gpu:vm/2"], found
+    assert set(range(15, 25)) <= set(blamed["gpu:vm/2"]), found
+    # What the job paid before the fault is told, as pauses, not dropped.
+    assert [i["cause"] for i in found if not i["suspects"]] == ["scattered_pauses"], found
