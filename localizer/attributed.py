@@ -319,7 +319,8 @@ def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
     mean than chance gives, or of ones that paid more than the others', holds a device, the
     others' turns being jitter's (``_pays_more``, at ``significance``). Where a replica has ranks at
     several places, costly data is costly at most of them (``Attribution.costliest_breadth`` over
-    ``data_breadth``); two slow devices taking turns are each at their own."""
+    ``data_breadth``); two slow devices taking turns are each at their own. Where a replica is one
+    rank, that rank ran long over most of its work instead (``_Turns.everywhere``)."""
     turns = _Turns.of(attribution, iterations)
     if turns is None:
         return False
@@ -369,9 +370,13 @@ class _Turns:
 
     @property
     def everywhere(self) -> bool:
-        """The costliest replica's other places computed longer too, weighted by what was paid (costly data)."""
+        """The costliest replica's other places computed longer too, weighted by what was paid (costly
+        data); where a replica has no other place (each one rank), its rank ran long over most of its
+        work (not ``brief``): every layer's compute grows with a batch's tokens, a pause stops one step."""
         breadth = self.breadth[self.pays]
-        return bool(np.isnan(breadth).all()) or float(np.average(breadth, weights=self.excess[self.pays])) > _RULES.data_breadth
+        if np.isnan(breadth).all():
+            return not self.brief
+        return float(np.average(breadth, weights=self.excess[self.pays])) > _RULES.data_breadth
 
     def one_host(self, attribution: Attribution) -> bool:
         """Turns taken on one host are that host's (contention, its NVSwitch), where the job has more."""

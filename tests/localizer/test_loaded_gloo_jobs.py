@@ -1,5 +1,6 @@
 """``sleuth localize`` on real gloo jobs' records from a loaded 2-core machine (``loaded_gloo/README.md``):
-the machine's jitter, delaying one process's transfers now and another's next, blames no device."""
+the machine's jitter, delaying one process's compute or transfers now and another's next, is named as
+pauses, blaming no device and no data."""
 
 from __future__ import annotations
 
@@ -19,3 +20,11 @@ def test_jitter_delaying_a_different_all_reduce_each_step_blames_no_switch_and_t
     assert set(range(15, 25)) <= set(blamed["gpu:vm/2"]), found
     # What the job paid before the fault is told, as pauses, not dropped.
     assert [i["cause"] for i in found if not i["suspects"]] == ["scattered_pauses"], found
+
+
+def test_pauses_moving_between_the_replicas_of_a_clean_job_are_pauses_not_uneven_data(capsys):
+    # Each replica is one rank (DDP): the costliest moving says nothing of data; that it paid in a
+    # small part of its work does.
+    assert main(["localize", "--records", str(RUNS / "ddp-clean"), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found and {(i["cause"], bool(i["suspects"])) for i in found} == {("scattered_pauses", False)}, found
