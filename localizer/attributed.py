@@ -286,10 +286,20 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
     if pauses_move(attribution, episode):
         return Straggler.SCATTERED_PAUSES
     # A slow GPU is the costliest of the iterations it slows (§4.2): where no rank stands apart from
-    # chance over them, what the job paid is pauses striking one process, then another (a loaded host's jitter).
+    # chance over them, what the job paid is data that moved, costly wherever its replica ran, or else
+    # pauses striking one process, then another (a loaded host's jitter).
     if sustained is not None and not _a_rank_stands_apart(attribution, episode):
-        return Straggler.SCATTERED_PAUSES
+        return Straggler.SEQLEN_IMBALANCE if _costly_data_moved(attribution, episode) else Straggler.SCATTERED_PAUSES
     return Straggler.HARDWARE
+
+
+def _costly_data_moved(attribution: Attribution, iterations: Sequence[int]) -> bool:
+    """Whether the iterations paying half the mean or more had different costliest replicas, each
+    costly at its other places too (``_Turns.everywhere``), not on one host: too few turns for
+    ``work_moves``, but two slow devices would each be costly at their own place only."""
+    turns = _Turns.of(attribution, iterations)
+    return (turns is not None and len(set(turns.replica[turns.pays].tolist())) > 1 and turns.everywhere
+            and not turns.one_host(attribution))
 
 
 def _a_path_device_in_play(attribution: Attribution, sustained: Episode) -> bool:

@@ -1,11 +1,13 @@
 """``sleuth localize`` on real gloo jobs' records from a loaded 2-core machine (``loaded_gloo/README.md``):
 the machine's jitter, delaying one process's compute or transfers now and another's next, is named as
-pauses, blaming no device and no data."""
+pauses, blaming no device and no data, and uneven batches are one data incident."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from sleuth.cli import main
 
@@ -28,3 +30,12 @@ def test_pauses_moving_between_the_replicas_of_a_clean_job_are_pauses_not_uneven
     assert main(["localize", "--records", str(RUNS / "ddp-clean"), "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert found and {(i["cause"], bool(i["suspects"])) for i in found} == {("scattered_pauses", False)}, found
+
+
+@pytest.mark.parametrize("run", ["ddp-seqlen", "train-seqlen"])
+def test_uneven_batches_are_one_data_incident_even_where_a_stretch_moved_only_twice(run, capsys):
+    # Two turns are too few to call the work moving, but a slow device would not be costly over
+    # its whole replica (every place, or the whole of a one-rank replica's work), and data is.
+    assert main(["localize", "--records", str(RUNS / run), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert [(i["cause"], i["suspects"]) for i in found] == [("seqlen_imbalance", [])], found
