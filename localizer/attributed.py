@@ -298,8 +298,7 @@ def _costly_data_moved(attribution: Attribution, iterations: Sequence[int]) -> b
     costly at its other places too (``_Turns.everywhere``), not on one host: too few turns for
     ``work_moves``, but two slow devices would each be costly at their own place only."""
     turns = _Turns.of(attribution, iterations)
-    return (turns is not None and len(set(turns.replica[turns.pays].tolist())) > 1 and turns.everywhere
-            and not turns.one_host(attribution))
+    return turns is not None and turns.paying_replicas > 1 and turns.data_like(attribution)
 
 
 def _a_path_device_in_play(attribution: Attribution, sustained: Episode) -> bool:
@@ -334,10 +333,9 @@ def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
     turns = _Turns.of(attribution, iterations)
     if turns is None:
         return False
-    moved = len(set(turns.replica[turns.pays].tolist())) >= min(_RULES.moves, attribution.replicas)
+    moved = turns.paying_replicas >= min(_RULES.moves, attribution.replicas)
     apart = _pays_more(turns.replica[turns.pays], turns.excess[turns.pays], max(attribution.replicas, 2))
-    return (moved and turns.everywhere and turns.most(turns.replica) <= 1 - _RULES.minor
-            and not turns.one_host(attribution) and not apart)
+    return moved and turns.data_like(attribution) and turns.most(turns.replica) <= 1 - _RULES.minor and not apart
 
 
 @dataclass(frozen=True)
@@ -387,6 +385,15 @@ class _Turns:
         if np.isnan(breadth).all():
             return not self.brief
         return float(np.average(breadth, weights=self.excess[self.pays])) > _RULES.data_breadth
+
+    @property
+    def paying_replicas(self) -> int:
+        """How many replicas were the costliest of an iteration paying half the mean or more."""
+        return len(set(self.replica[self.pays].tolist()))
+
+    def data_like(self, attribution: Attribution) -> bool:
+        """Costly over their whole replicas (``everywhere``) and not one host's turns: data's cost."""
+        return self.everywhere and not self.one_host(attribution)
 
     def one_host(self, attribution: Attribution) -> bool:
         """Turns taken on one host are that host's (contention, its NVSwitch), where the job has more."""
