@@ -80,3 +80,13 @@ def _package_of_conftest(cache: Any) -> str:
     """``tests.stream.detection.`` for a cache defined in tests/stream/detection/conftest.py, else a name no module has."""
     defined_in = getattr(cache, "__module__", "") or ""
     return defined_in.removesuffix("conftest") if defined_in.endswith(".conftest") else "\0"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist's ``--dist loadgroup`` (the default options): every test of the real
+    services runs on one worker, so one Kafka and one ClickHouse serve them; any other module runs
+    whole on one worker, so its module fixtures (a real job, an emulated cluster) run once."""
+    for item in items:
+        on_services = item.get_closest_marker("services") or "services" in getattr(item, "fixturenames", ())
+        group = "services" if on_services else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from sleuth.cli import main
 from sleuth.importers.nccl_follow import Follower
@@ -199,6 +200,7 @@ def test_follow_without_a_gateway_or_with_out_is_refused_naming_what_is_missing(
     assert "--collector and --idle-exit go with --follow" in capsys.readouterr().err
 
 
+@pytest.mark.services
 def test_follow_streams_a_hung_plugin_job_to_the_gateway_and_kafka_holds_each_record_once(built, services, tmp_path):  # noqa: F811
     """The plugin under the C harness, every rank hung in a collective after its last step (its
     flusher writes what it holds), and ``sleuth import nccl-profiler --follow`` against a real gateway."""
