@@ -82,11 +82,38 @@ def _package_of_conftest(cache: Any) -> str:
     return defined_in.removesuffix("conftest") if defined_in.endswith(".conftest") else "\0"
 
 
+#: Marks a test of the real services; a file that holds one says so in these words.
+SERVICES_MARK = "pytest.mark.services"
+
+
+def files_on_the_services() -> frozenset[str]:
+    """The test files holding a ``services`` test, as pytest names them (their text marks one)."""
+    return frozenset(path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "tests").rglob("test_*.py")
+                     if SERVICES_MARK in path.read_text())
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own choice of scheduler
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist (two workers, the default options) sends each test file whole to one worker, so
+    that its module fixtures (a real job, an emulated cluster) run once, and every file holding a
+    ``services`` test to the same one: one Kafka and one ClickHouse serve them, and a test that stops
+    ClickHouse or restarts Kafka disturbs no test on another worker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    on_services = files_on_the_services()
+
+    class ServicesOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return "services" if file in on_services else file
+
+    return ServicesOnOneWorker(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Groups for pytest-xdist's ``--dist loadgroup`` (the default options): every test of the real
-    services runs on one worker, so one Kafka and one ClickHouse serve them; any other module runs
-    whole on one worker, so its module fixtures (a real job, an emulated cluster) run once."""
+    """A test using the services in a file that does not mark one would run beside them on the other worker."""
+    on_services = files_on_the_services()
     for item in items:
-        on_services = item.get_closest_marker("services") or "services" in getattr(item, "fixturenames", ())
-        group = "services" if on_services else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+        uses = item.get_closest_marker("services") or "services" in getattr(item, "fixturenames", ())
+        if uses and item.nodeid.split("::", 1)[0] not in on_services:
+            raise pytest.UsageError(f"{item.nodeid} uses the services: mark it with @{SERVICES_MARK}")
