@@ -10,8 +10,10 @@ Set ``SLEUTH_KEEP_SERVICES=1`` to leave them running after the session as well.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +66,16 @@ def clear_caches(namespace: dict, *, keep: Callable[[Any], bool] = lambda cache:
         if callable(getattr(value, "cache_clear", None)) and hasattr(value, "cache_info") and not keep(value):
             value.cache_clear()
     gc.collect()
+    _return_freed_memory()
+
+
+def _return_freed_memory() -> None:
+    """Gives the heap's free pages back to the system (glibc keeps them, 1-2 GiB after a module of
+    large emulations): the other worker's module then has them, and the suite's resident total falls."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: its allocator returns memory its own way
+        pass
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -82,21 +94,27 @@ def _package_of_conftest(cache: Any) -> str:
     return defined_in.removesuffix("conftest") if defined_in.endswith(".conftest") else "\0"
 
 
-#: Marks a test of the real services; a file that holds one says so in these words.
-SERVICES_MARK = "pytest.mark.services"
+def _taking(names: set[str]) -> re.Pattern[str]:
+    """A function definition with a parameter among ``names``."""
+    return re.compile(r"def (\w+)\([^)]*\b(?:%s)\b" % "|".join(sorted(names)), re.S)
 
 
 def files_on_the_services() -> frozenset[str]:
-    """The test files holding a ``services`` test, as pytest names them (their text marks one)."""
-    return frozenset(path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "tests").rglob("test_*.py")
-                     if SERVICES_MARK in path.read_text())
+    """The test files whose tests use the session's services (the ``services`` fixture, or a conftest
+    fixture taking it), as pytest names them; a test that starts a private stack is not among them."""
+    tests = REPO_ROOT / "tests"
+    fixtures = {"services"} | {name for conftest in tests.rglob("conftest.py")
+                               for name in _taking({"services"}).findall(conftest.read_text())}
+    uses = _taking(fixtures)
+    return frozenset(path.relative_to(REPO_ROOT).as_posix() for path in tests.rglob("test_*.py")
+                     if uses.search(path.read_text()))
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own choice of scheduler
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """pytest-xdist (two workers, the default options) sends each test file whole to one worker, so
-    that its module fixtures (a real job, an emulated cluster) run once, and every file holding a
-    ``services`` test to the same one: one Kafka and one ClickHouse serve them, and a test that stops
+    that its module fixtures (a real job, an emulated cluster) run once, and every file using the
+    session's services to the same one: one Kafka and one ClickHouse serve them, and a test that stops
     ClickHouse or restarts Kafka disturbs no test on another worker."""
     from xdist.scheduler import LoadScopeScheduling
 
@@ -111,9 +129,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test using the services in a file that does not mark one would run beside them on the other worker."""
+    """A test using the session's services where ``files_on_the_services`` does not see it would run
+    beside them on the other worker: refused, by name."""
     on_services = files_on_the_services()
     for item in items:
-        uses = item.get_closest_marker("services") or "services" in getattr(item, "fixturenames", ())
-        if uses and item.nodeid.split("::", 1)[0] not in on_services:
-            raise pytest.UsageError(f"{item.nodeid} uses the services: mark it with @{SERVICES_MARK}")
+        if "services" in getattr(item, "fixturenames", ()) and item.nodeid.split("::", 1)[0] not in on_services:
+            raise pytest.UsageError(f"{item.nodeid} uses the services fixture through a fixture "
+                                    "files_on_the_services does not know (tests/conftest.py)")

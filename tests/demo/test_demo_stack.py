@@ -1,19 +1,16 @@
-"""``sleuth demo`` on both of its paths: embedded (no services at all) and on the real stack that
-``sleuth stack up`` starts. Each must name the slowed rank's GPU and the slow spine as top suspects
+"""``sleuth demo`` on the real stack that ``sleuth stack up`` starts: it must name the slowed
+rank's GPU and the slow spine as top suspects, store one incident for the one fault in ClickHouse,
 and leave an incident JSON and a self-contained HTML report per incident."""
 
 from __future__ import annotations
 
 import io
-import json
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from sleuth.cli import main
 from sleuth.demo import stack as demo_stack
 from sleuth.demo.cases import RealJob
 from sleuth.demo.run import run_demo
@@ -24,53 +21,9 @@ from sleuth.stream.services import stack
 from ..conftest import Services
 from ..stream.harness import private_settings
 from ..stream.test_stack import free_port
+from .written import written_tops
 
 pytest.importorskip("torch")
-
-
-def written_tops(folder: Path) -> list[tuple[str, str, str]]:
-    """(job prefix: demo-real or demo-spine, incident id, top suspect) of each incident the demo
-    wrote into ``folder`` with suspects; each one's HTML report is checked to be there and self-contained."""
-    found = []
-    for path in folder.glob("*.json"):
-        incident = json.loads(path.read_text())
-        prefix = "demo-real" if incident["job"].startswith("demo-real") else "demo-spine"
-        if incident["suspects"]:
-            found.append((prefix, incident["incident"], incident["suspects"][0]["device"]))
-        html = path.with_suffix(".html").read_text()
-        assert "<script src=" not in html and incident["incident"] in html
-    return found
-
-
-def top_suspects(folder: Path) -> dict[str, str]:
-    """job prefix -> top suspect of its incidents in the demo's folder (the first one read)."""
-    found: dict[str, str] = {}
-    for prefix, _incident, device in written_tops(folder):
-        found.setdefault(prefix, device)
-    return found
-
-
-def slowed_gpu(folder: Path) -> str:
-    from sleuth.demo.cases import RealJob, gpu_of_rank
-    from sleuth.jobspec import JobSpec
-
-    return gpu_of_rank(JobSpec.read(folder), RealJob().rank)
-
-
-def test_embedded_demo_names_the_slowed_gpu_and_the_spine(tmp_path, capsys, monkeypatch) -> None:
-    monkeypatch.setenv("COLUMNS", "80")  # an 80-column terminal: what on-call reads fits it, the rest is folded
-    code = main(["demo", "--mode", "embedded", "--out", str(tmp_path)])
-    out = capsys.readouterr().out
-    assert code == 0, out[-4000:]
-    assert "embedded" in out and out.count(": found as the top suspect") == 2
-    assert max(len(line) for line in out.splitlines()) <= 80
-    assert top_suspects(tmp_path) == {"demo-real": slowed_gpu(tmp_path / "real-records"), "demo-spine": "spine:s0"}
-
-
-def test_stack_mode_refuses_to_start_without_a_stack(tmp_path, monkeypatch, capsys) -> None:
-    monkeypatch.setenv("SLEUTH_GATEWAY_PORT", str(free_port()))  # nothing listens there
-    assert main(["demo", "--mode", "stack", "--out", str(tmp_path)]) == 2
-    assert "sleuth stack up" in capsys.readouterr().err
 
 
 @pytest.mark.services
