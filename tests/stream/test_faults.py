@@ -1,20 +1,24 @@
 """Service faults mid-stream: a Kafka broker restart, ClickHouse down for 30 s, a detector that
-raises and a publish that fails lose nothing."""
+raises and a publish that fails lose nothing. The module runs on a Kafka and a ClickHouse of its own
+(ports and state folder: ``PrivateStack``), so that stopping them disturbs no other test."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from prometheus_client import REGISTRY
 
 from sleuth.stream import connect
 from sleuth.irregularity import Irregularity, IrregularityKind
+from sleuth.sim.chaos.stack import PrivateStack
 from sleuth.stream.services.worker import Worker
 
-from ..conftest import Services
+from ..conftest import REPO_ROOT, Services
 from .harness import registered_pipeline, wait_for_count
 from .test_end_to_end import assert_exactly_once, run_worker_thread, send_in_streams, worker_thread
 from .test_records_pipeline import training_records
@@ -22,20 +26,45 @@ from .test_records_pipeline import training_records
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 N = 10_000
+STACK = ("kafka.sh", "clickhouse.sh")  # what the pipeline needs (no Alertmanager)
 
 
-def deploy(services: Services, script: str, action: str) -> None:
-    subprocess.run(["bash", str(services.repo_root / "deploy" / script), action], check=True,
+@pytest.fixture(scope="module")
+def own_stack(tmp_path_factory) -> Iterator[PrivateStack]:
+    """A Kafka broker and a ClickHouse server of this module's own, stopped with it."""
+    stack = PrivateStack.create(REPO_ROOT, tmp_path_factory.mktemp("faults-state"))
+    try:
+        for script in STACK:
+            deploy(stack, script, "up")
+        yield stack
+    finally:
+        for script in STACK:
+            deploy(stack, script, "down")
+
+
+@pytest.fixture()
+def own_services(own_stack: PrivateStack) -> Services:
+    """The addresses of ``own_stack``, where the other stream tests have the session's services."""
+    settings = own_stack.settings
+    return Services(kafka_bootstrap=f"127.0.0.1:{settings.kafka_port}", clickhouse_host="127.0.0.1",
+                    clickhouse_port=settings.clickhouse_port, clickhouse_http_port=settings.clickhouse_http_port,
+                    alertmanager_url=settings.alertmanagers, repo_root=REPO_ROOT, state_dir=own_stack.state_dir)
+
+
+def deploy(stack: PrivateStack, script: str, action: str) -> None:
+    """``deploy/<script> <action>`` on ``stack``'s ports and state folder."""
+    subprocess.run(["bash", str(REPO_ROOT / "deploy" / script), action], check=True, env=os.environ | stack.env(),
                    stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
 
 
 @pytest.fixture()
-def pipeline(services: Services):
-    with registered_pipeline(services) as (settings, client, gateway):
+def pipeline(own_services: Services, own_stack: PrivateStack):
+    with registered_pipeline(own_services) as (settings, client, gateway):
         try:
             yield settings, client, gateway
         finally:
-            deploy(services, "services.sh", "up")  # whatever a test stopped is back for the next one
+            for script in STACK:  # whatever a test stopped is back for the next one
+                deploy(own_stack, script, "up")
 
 
 def send_retrying(gateway, batch, **kwargs) -> None:
@@ -55,16 +84,16 @@ def send_retrying(gateway, batch, **kwargs) -> None:
             raise AssertionError("the gateway never recovered")
 
 
-def test_clickhouse_down_for_30s_the_worker_retries_and_nothing_is_lost_or_doubled(pipeline, services) -> None:
+def test_clickhouse_down_for_30s_the_worker_retries_and_nothing_is_lost_or_doubled(pipeline, own_stack) -> None:
     settings, client, gateway = pipeline
     sent = training_records(N, seed=41)
     worker, stop, thread = run_worker_thread(settings)
     try:
         send_in_streams(gateway, sent.take(slice(0, N // 2)), streams=2)
-        deploy(services, "clickhouse.sh", "down")
+        deploy(own_stack, "clickhouse.sh", "down")
         send_in_streams(gateway, sent.take(slice(N // 2, N)), streams=2)  # Kafka still takes them
         time.sleep(30)
-        deploy(services, "clickhouse.sh", "up")
+        deploy(own_stack, "clickhouse.sh", "up")
         client.disconnect()
         assert_exactly_once(settings, client, sent)
     finally:
@@ -72,7 +101,7 @@ def test_clickhouse_down_for_30s_the_worker_retries_and_nothing_is_lost_or_doubl
         thread.join(timeout=60)
 
 
-def test_worker_stopped_while_clickhouse_is_down_commits_nothing_it_did_not_insert(pipeline, services) -> None:
+def test_worker_stopped_while_clickhouse_is_down_commits_nothing_it_did_not_insert(pipeline, own_stack) -> None:
     settings, client, gateway = pipeline
     sent = training_records(N, seed=43)
     table = f"{settings.clickhouse_database}.records"
@@ -80,7 +109,7 @@ def test_worker_stopped_while_clickhouse_is_down_commits_nothing_it_did_not_inse
     try:
         send_in_streams(gateway, sent.take(slice(0, N // 2)), streams=2)
         assert wait_for_count(client, table, N // 2) == N // 2
-        deploy(services, "clickhouse.sh", "down")
+        deploy(own_stack, "clickhouse.sh", "down")
         send_in_streams(gateway, sent.take(slice(N // 2, N)), streams=2)
         deadline = time.monotonic() + 60
         while worker.batches_retried == 0:  # the worker holds the second half, unacknowledged
@@ -90,7 +119,7 @@ def test_worker_stopped_while_clickhouse_is_down_commits_nothing_it_did_not_inse
         stop.set()
         thread.join(timeout=60)
     assert not thread.is_alive()
-    deploy(services, "clickhouse.sh", "up")
+    deploy(own_stack, "clickhouse.sh", "up")
     client.disconnect()
     # A new worker in the same group resumes from the committed offsets: the abandoned batch is replayed.
     worker, stop, thread = run_worker_thread(settings)
@@ -101,7 +130,7 @@ def test_worker_stopped_while_clickhouse_is_down_commits_nothing_it_did_not_inse
         thread.join(timeout=60)
 
 
-def test_kafka_restart_mid_stream_gateway_and_worker_recover(pipeline, services) -> None:
+def test_kafka_restart_mid_stream_gateway_and_worker_recover(pipeline, own_stack) -> None:
     settings, client, gateway = pipeline
     sent = training_records(N, seed=42)
     worker, stop, thread = run_worker_thread(settings)
@@ -109,9 +138,9 @@ def test_kafka_restart_mid_stream_gateway_and_worker_recover(pipeline, services)
     try:
         sender.start()
         time.sleep(2)
-        deploy(services, "kafka.sh", "down")
+        deploy(own_stack, "kafka.sh", "down")
         time.sleep(3)
-        deploy(services, "kafka.sh", "up")
+        deploy(own_stack, "kafka.sh", "up")
         sender.join(timeout=300)
         assert not sender.is_alive()
         assert_exactly_once(settings, client, sent)
