@@ -114,8 +114,9 @@ def files_on_the_services() -> frozenset[str]:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """pytest-xdist (two workers, the default options) sends each test file whole to one worker, so
     that its module fixtures (a real job, an emulated cluster) run once, and every file using the
-    session's services to the same one: one Kafka and one ClickHouse serve them, and a test that stops
-    ClickHouse or restarts Kafka disturbs no test on another worker."""
+    session's services to the same one: a worker's session stops the services it started when it
+    ends, which would pull them from under the other worker's tests. A test that stops or restarts a
+    service does it on a stack of its own (``PrivateStack``), and runs on either worker."""
     from xdist.scheduler import LoadScopeScheduling
 
     on_services = files_on_the_services()
