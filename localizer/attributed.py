@@ -495,15 +495,17 @@ def _often(rank: np.ndarray, ranks: int) -> bool:
 def _pays_more(replica: np.ndarray, excess: np.ndarray, replicas: int) -> bool:
     """Whether the replica carrying most of the ``excess`` stands apart from the other ``replicas``:
     it was the costliest of more of these iterations than a batch landing anywhere makes one replica
-    (binomial, one-sided, corrected for picking one of them), or of iterations that paid more than the
-    others' (Mann-Whitney U, one-sided); each test at half the level, so that both together keep it."""
+    (binomial, one-sided), or of iterations that paid more than the others' (Mann-Whitney U,
+    one-sided); each corrected for picking the top one of them (among replicas alike, any one may draw
+    the most or the costliest batches) and at half the level, so that both together keep it."""
     top = int(np.argmax(np.bincount(replica, weights=excess)))
     mine, theirs = excess[replica == top], excess[replica != top]
     if not len(theirs):
         return True
     level = _RULES.significance / 2
-    often = min(1.0, replicas * float(binom.sf(len(mine) - 1, len(replica), 1.0 / replicas)))
-    return often < level or bool(mannwhitneyu(mine, theirs, alternative="greater").pvalue < level)
+    often = replicas * float(binom.sf(len(mine) - 1, len(replica), 1.0 / replicas))
+    costlier = replicas * float(mannwhitneyu(mine, theirs, alternative="greater").pvalue)
+    return min(often, costlier) < level
 
 
 def split_led(attribution: Attribution) -> bool:

@@ -10,7 +10,7 @@ import pytest
 
 from sleuth.cli import main
 from sleuth.errors import ConfigError
-from sleuth.localizer.attributed import diagnose, episodes
+from sleuth.localizer.attributed import Part, diagnose, diagnose_episode, episodes
 from sleuth.localizer import localize
 from sleuth.localizer.nonhardware import Straggler
 from sleuth.sources import MemorySource
@@ -131,12 +131,16 @@ def test_non_hardware_causes_follow_the_papers_shares(shares: dict, expected: St
 
 def test_jitter_taking_turns_beside_a_slow_replica_is_not_moving_work() -> None:
     # Two replicas: 1's GPU slows iterations 10-19 (S 1.5-1.8); this loaded machine's jitter pays up
-    # to 1.25 in the ten before, where either replica is the costliest. The work does not move.
+    # to 1.25 in the ten before, where either replica is the costliest. The work does not move: the
+    # fault's step is its own episode, and there replica 1 is the costliest of every iteration.
     noise = (1.2, 1.1, 1.25, 1.05, 1.15, 1.2, 1.1, 1.08, 1.22, 1.12)
     fault = (1.5, 1.7, 1.6, 1.8, 1.55, 1.65, 1.75, 1.6, 1.5, 1.7)
     costliest = (0, 1) * 5 + (1,) * 10
     found = attribution(noise + fault, worker_share=0.6, costliest_replica=costliest, replicas=2)
-    assert diagnose(found) is Straggler.HARDWARE
+    sustained, _ = episodes(found, slowdown=1.05, sustain=3)
+    [faulty] = [e for e in sustained if 10 in e.iterations]
+    assert faulty.iterations == tuple(range(10, 20))
+    assert diagnose_episode(found, faulty, part=Part.WHOLE) is Straggler.HARDWARE
     # A loaded machine's real job (rank 5 slowed in iterations 15-24 of 5-30): the other replica's
     # two costliest iterations pay like the fault's weakest, but the slow replica is the costliest
     # of fourteen of the sixteen that pay half the mean.
@@ -148,6 +152,18 @@ def test_jitter_taking_turns_beside_a_slow_replica_is_not_moving_work() -> None:
     turns = (0, 1, 1, 0, 1, 0, 0, 1, 0, 1) * 2
     assert diagnose(attribution(noise + fault, worker_share=0.6, costliest_replica=turns, replicas=2)) \
         is Straggler.SEQLEN_IMBALANCE
+
+
+def test_one_replica_drawing_the_three_costliest_of_eight_long_batches_is_still_moving_work_regression_loaded_ddp() -> None:
+    # A real 4-rank DDP job with uneven batches (steps 5-20) beside a busy core: replica 3 drew the
+    # three costliest of the eight batches paying half the mean. The top of four replicas carries
+    # that much by chance about one time in four; a slow GPU's replica carries nearly all of it.
+    paid = (3.48, 1.0, 2.32, 3.82, 1.03, 1.05, 1.15, 1.0, 1.04, 3.85, 1.93, 1.0, 3.06, 1.09, 2.56, 2.19)
+    costliest = (3, 2, 1, 3, 1, 2, 0, 2, 3, 3, 0, 0, 2, 3, 1, 2)
+    found = attribution(paid, worker_share=0.6, costliest_replica=costliest, replicas=4)
+    assert diagnose(found) is Straggler.SEQLEN_IMBALANCE
+    slow = tuple(3 if s >= 1.9 else r for s, r in zip(paid, costliest))
+    assert diagnose(attribution(paid, worker_share=0.6, costliest_replica=slow, replicas=4)) is Straggler.HARDWARE
 
 
 @pytest.mark.parametrize("breadth, expected", [

@@ -32,7 +32,7 @@ def test_pauses_moving_between_the_replicas_of_a_clean_job_are_pauses_not_uneven
     assert found and {(i["cause"], bool(i["suspects"])) for i in found} == {("scattered_pauses", False)}, found
 
 
-@pytest.mark.parametrize("run", ["ddp-seqlen", "train-seqlen"])
+@pytest.mark.parametrize("run", ["ddp-seqlen", "train-seqlen", "ddp-seqlen-top-three"])
 def test_uneven_batches_are_one_data_incident_even_where_a_stretch_moved_only_twice(run, capsys):
     # Two turns are too few to call the work moving, but a slow device would not be costly over
     # its whole replica (every place, or the whole of a one-rank replica's work), and data is.
