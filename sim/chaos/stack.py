@@ -110,7 +110,11 @@ class PrivateStack:
                 with self.environment():
                     stack.start(self.repo_root, self.settings, name)
             return
-        subprocess.run(["bash", str(self.repo_root / "deploy" / f"{name}.sh"), "up"], env=os.environ | self.env(),
+        self.service(name, "up")
+
+    def service(self, name: str, action: str) -> None:
+        """``deploy/<name>.sh <action>`` (up, down) on this stack's ports and state folder."""
+        subprocess.run(["bash", str(self.repo_root / "deploy" / f"{name}.sh"), action], env=os.environ | self.env(),
                        stdin=subprocess.DEVNULL, capture_output=True, timeout=300, check=True)
 
     def down(self) -> None:

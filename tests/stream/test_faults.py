@@ -4,8 +4,6 @@ raises and a publish that fails lose nothing. The module runs on a Kafka and a C
 
 from __future__ import annotations
 
-import os
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -26,7 +24,7 @@ from .test_records_pipeline import training_records
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 N = 10_000
-STACK = ("kafka.sh", "clickhouse.sh")  # what the pipeline needs (no Alertmanager)
+STACK = ("kafka", "clickhouse")  # what the pipeline needs (no Alertmanager)
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +32,12 @@ def own_stack(tmp_path_factory) -> Iterator[PrivateStack]:
     """A Kafka broker and a ClickHouse server of this module's own, stopped with it."""
     stack = PrivateStack.create(REPO_ROOT, tmp_path_factory.mktemp("faults-state"))
     try:
-        for script in STACK:
-            deploy(stack, script, "up")
+        for name in STACK:
+            stack.service(name, "up")
         yield stack
     finally:
-        for script in STACK:
-            deploy(stack, script, "down")
+        for name in STACK:
+            stack.service(name, "down")
 
 
 @pytest.fixture()
@@ -51,20 +49,14 @@ def own_services(own_stack: PrivateStack) -> Services:
                     alertmanager_url=settings.alertmanagers, repo_root=REPO_ROOT, state_dir=own_stack.state_dir)
 
 
-def deploy(stack: PrivateStack, script: str, action: str) -> None:
-    """``deploy/<script> <action>`` on ``stack``'s ports and state folder."""
-    subprocess.run(["bash", str(REPO_ROOT / "deploy" / script), action], check=True, env=os.environ | stack.env(),
-                   stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
-
-
 @pytest.fixture()
 def pipeline(own_services: Services, own_stack: PrivateStack):
     with registered_pipeline(own_services) as (settings, client, gateway):
         try:
             yield settings, client, gateway
         finally:
-            for script in STACK:  # whatever a test stopped is back for the next one
-                deploy(own_stack, script, "up")
+            for name in STACK:  # whatever a test stopped is back for the next one
+                own_stack.service(name, "up")
 
 
 def send_retrying(gateway, batch, **kwargs) -> None:
@@ -90,10 +82,10 @@ def test_clickhouse_down_for_30s_the_worker_retries_and_nothing_is_lost_or_doubl
     worker, stop, thread = run_worker_thread(settings)
     try:
         send_in_streams(gateway, sent.take(slice(0, N // 2)), streams=2)
-        deploy(own_stack, "clickhouse.sh", "down")
+        own_stack.service("clickhouse", "down")
         send_in_streams(gateway, sent.take(slice(N // 2, N)), streams=2)  # Kafka still takes them
         time.sleep(30)
-        deploy(own_stack, "clickhouse.sh", "up")
+        own_stack.service("clickhouse", "up")
         client.disconnect()
         assert_exactly_once(settings, client, sent)
     finally:
@@ -109,7 +101,7 @@ def test_worker_stopped_while_clickhouse_is_down_commits_nothing_it_did_not_inse
     try:
         send_in_streams(gateway, sent.take(slice(0, N // 2)), streams=2)
         assert wait_for_count(client, table, N // 2) == N // 2
-        deploy(own_stack, "clickhouse.sh", "down")
+        own_stack.service("clickhouse", "down")
         send_in_streams(gateway, sent.take(slice(N // 2, N)), streams=2)
         deadline = time.monotonic() + 60
         while worker.batches_retried == 0:  # the worker holds the second half, unacknowledged
@@ -119,7 +111,7 @@ def test_worker_stopped_while_clickhouse_is_down_commits_nothing_it_did_not_inse
         stop.set()
         thread.join(timeout=60)
     assert not thread.is_alive()
-    deploy(own_stack, "clickhouse.sh", "up")
+    own_stack.service("clickhouse", "up")
     client.disconnect()
     # A new worker in the same group resumes from the committed offsets: the abandoned batch is replayed.
     worker, stop, thread = run_worker_thread(settings)
@@ -138,9 +130,9 @@ def test_kafka_restart_mid_stream_gateway_and_worker_recover(pipeline, own_stack
     try:
         sender.start()
         time.sleep(2)
-        deploy(own_stack, "kafka.sh", "down")
+        own_stack.service("kafka", "down")
         time.sleep(3)
-        deploy(own_stack, "kafka.sh", "up")
+        own_stack.service("kafka", "up")
         sender.join(timeout=300)
         assert not sender.is_alive()
         assert_exactly_once(settings, client, sent)
