@@ -90,7 +90,9 @@ def episodes(attribution: Attribution, *, slowdown: float, sustain: int) -> tupl
     sustained, short = runs(attribution.iterations, attribution.per_iteration, slowdown=slowdown, sustain=sustain)
     level = dict(zip(attribution.iterations, attribution.per_iteration))
     pieces = tuple(p for e in sustained for p in at_steps(e, level, slowdown=slowdown, sustain=sustain))
-    inside = {i for e in pieces for i in e.iterations}
+    # Quiet: under the line, outside every run over it. A short run is a spike, or a fluctuating
+    # device's other turn, which slows the same transfers as the episode does.
+    inside = {i for e in pieces + short for i in e.iterations}
     quiet = [i for i in attribution.iterations if i not in inside]
     return tuple(replace(e, transfers=_transfers_pay(attribution, e.iterations, quiet)) for e in pieces), short
 

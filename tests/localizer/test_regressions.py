@@ -123,3 +123,23 @@ def test_a_moderate_nic_step_names_no_gpu_beside_it_regression_seed_2211():
     assert incidents and all(str(i.cause) == "network" for i in incidents), incidents
     assert {i.suspects[0].device for i in incidents} == {device}
     assert not [s.device for i in incidents for s in i.suspects if s.device.startswith(("gpu:", "host:"))]
+
+
+def test_a_fluctuating_nic_whose_two_turns_a_pause_joins_into_an_episode_is_the_nic_regression_seed_2911():
+    """A NIC four times as slow two iterations in six from iteration 20: a pause in iteration 48
+    joins its turns 44-45 and 50-51 into one sustained episode, whose transfers cost no more than
+    those of the NIC's other turns, short runs outside it. Compared with those, the episode read as
+    scattered pauses and replaced the irregular iterations' NIC incident; compared with the quiet
+    iterations, under the line, its transfers pay more, the same ones each time: the NIC."""
+    from sleuth.sim import suite
+    from sleuth.whatif.attribution import attribute
+
+    [scenario] = [s for s in suite("types", seed=2911) if s.name == "types-fluctuation-nic"]
+    emulation = Emulation(scenario)
+    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
+    attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
+    incidents = localize(emulation, irregular_iterations=irregular, topology=scenario.topology, window=100,
+                         attribution=attribution, routing=scenario.routing)
+    [device] = [f["device"] for f in emulation.truth().faults]
+    assert [str(i.cause) for i in incidents] == ["network"], incidents
+    assert device in [s.device for s in incidents[0].suspects[:2]], incidents
