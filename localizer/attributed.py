@@ -489,9 +489,45 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
 
 def _often(rank: np.ndarray, ranks: int) -> bool:
     """Whether the rank most often the costliest was so in more iterations than chance makes one of
-    ``ranks`` (binomial, one-sided, corrected for picking one of them, at ``significance``)."""
-    count = int(np.bincount(rank).max())
-    return min(1.0, ranks * float(binom.sf(count - 1, len(rank), 1.0 / ranks))) < _RULES.significance
+    ``ranks`` (``_beyond_chance``)."""
+    return _beyond_chance(int(np.bincount(rank).max()), len(rank), ranks)
+
+
+def _beyond_chance(count: int, iterations: int, ranks: int) -> bool:
+    """Whether one of ``ranks`` the costliest of ``count`` of ``iterations`` is more than chance makes
+    one of them (binomial, one-sided, corrected for picking one of them, at ``significance``)."""
+    return min(1.0, ranks * float(binom.sf(count - 1, iterations, 1.0 / ranks))) < _RULES.significance
+
+
+def _masked_roots(attribution: Attribution, candidates: Sequence[int], paid: Sequence[int] | None,
+                  weight: float) -> list[tuple[Root, float]]:
+    """Compute roots of a straggler the worker iterations miss: a rank that is no candidate yet the
+    costliest of more of the ``paid`` iterations (default: all) than chance makes one of the world's
+    straggles where a slower one masks it (the job then runs at the slower one's pace, so the
+    slowest iterations, where the worker slowdowns are replayed, need not hold its turn). Each is
+    replayed on the ``worker_iterations`` slowest iterations it is the costliest of, its root rated
+    by its share of that iteration's slowdown, as ``_roots`` rates the candidates'."""
+    costliest = np.asarray(attribution.costliest_rank, dtype=np.int64)
+    if not len(costliest):
+        return []
+    its = np.asarray(attribution.iterations)[:len(costliest)]
+    per = np.asarray(attribution.per_iteration)[:len(costliest)]
+    at = np.ones(len(its), bool) if paid is None else np.isin(its, np.asarray(list(paid)))
+    world, known = max(attribution.world, 2), set(int(r) for r in candidates)
+    rated: list[tuple[Root, float]] = []
+    ranks, counts = np.unique(costliest[at], return_counts=True)
+    for rank, count in zip(ranks.tolist(), counts.tolist()):
+        if rank < 0 or rank in known or not _beyond_chance(count, int(at.sum()), world):
+            continue
+        mine = np.flatnonzero(at & (costliest == rank))
+        chosen = np.sort(its[mine[np.argsort(-per[mine], kind="stable")[:ATTRIBUTION_RULES.worker_iterations]]])
+        slowdowns = rank_compute_slowdowns(attribution, [rank], chosen.tolist())[:, 0]
+        for iteration, slowdown in zip(chosen.tolist(), slowdowns.tolist()):
+            share = min(1.0, max(slowdown - 1.0, 0.0) / max(float(per[its == iteration][0]) - 1.0, 1e-12))
+            if share > 0:
+                root = Root(iteration, Cause.COMPUTE, rank, "", -1, "compute", (rank,), (rank,), (), iteration)
+                rated.append((root, weight * share))
+    return rated
 
 
 def _pays_more(replica: np.ndarray, excess: np.ndarray, replicas: int) -> bool:
@@ -626,7 +662,7 @@ def whatif_search(
     (S_t) comes first, as ``lead`` orders an irregular iteration's incident. Over an episode's
     ``paid`` iterations, the compute side only where a rank stands apart from chance in them
     (``diagnose``): a slow GPU slows every iteration it is slow in; jitter names none."""
-    rated, on_host = _roots(attribution, _candidates(attribution, graph), graph)
+    rated, on_host = _roots(attribution, _candidates(attribution, graph), graph, episode=paid)
     sides: tuple[Cause, ...] = (Cause.COMPUTE, Cause.NETWORK) if _compute_led(attribution) else (Cause.NETWORK, Cause.COMPUTE)
     if paid is not None and not _a_rank_stands_apart(attribution, paid):
         sides = tuple(cause for cause in sides if cause is not Cause.COMPUTE)
@@ -726,8 +762,11 @@ def _candidates(attribution: Attribution, graph: OperatorGraph) -> list[int]:
     return sorted((top + mates)[:_RULES.max_candidates])
 
 
-def _roots(attribution: Attribution, candidates: Sequence[int], graph: OperatorGraph) -> tuple[list[tuple[Root, float]], dict[int, float]]:
-    """What-if roots with their rates (see the module docstring), and each compute root's host share."""
+def _roots(attribution: Attribution, candidates: Sequence[int], graph: OperatorGraph,
+           episode: Sequence[int] | None = None) -> tuple[list[tuple[Root, float]], dict[int, float]]:
+    """What-if roots with their rates (see the module docstring), and each compute root's host
+    share; with those of stragglers a slower one masks in the ``episode``'s paying iterations
+    (``_masked_roots``)."""
     excess = {t: max(s - 1.0, 0.0) for t, s in attribution.by_type.items()}
     total = sum(excess.values()) or 1.0
     share = excess.get(COMPUTE, 0.0) / total
@@ -753,6 +792,8 @@ def _roots(attribution: Attribution, candidates: Sequence[int], graph: OperatorG
                 if share > 0 and slow[j]:
                     root = Root(iteration, Cause.COMPUTE, int(rank), "", -1, "compute", (int(rank),), (int(rank),), (), iteration)
                     rated.append((root, compute_weight * share))
+    if compute_weight > 0:
+        rated += _masked_roots(attribution, candidates, episode, compute_weight)
     if network_weight > 0:
         groups = slow_groups(attribution)
         totals: dict[int, float] = {}

@@ -7,6 +7,7 @@ the attribution's worker iterations only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,11 +31,12 @@ class SlowGroup:
     excess_ns: float  # the longest of its members' transfers over their ideal
 
 
-def _job(attribution: Attribution):
+def _job(attribution: Attribution, iterations: Sequence[int] | None = None):
+    """The replayable job and the dense ids of ``iterations`` (default: the worker iterations)."""
     if attribution.replayable is None or not attribution.worker_iterations:
         raise ConfigError("this attribution keeps no replayable job (made without records?)")
     job = attribution.replayable
-    chosen = np.flatnonzero(np.isin(job.steps, attribution.worker_iterations))
+    chosen = np.flatnonzero(np.isin(job.steps, attribution.worker_iterations if iterations is None else list(iterations)))
     return job, chosen
 
 
@@ -46,12 +48,13 @@ def compute_put_back(attribution: Attribution) -> np.ndarray:
     return np.bincount(job.rank[mine], weights=(job.gap - job.hardware_gap)[mine], minlength=attribution.world)
 
 
-def rank_compute_slowdowns(attribution: Attribution, ranks: list[int]) -> np.ndarray:
-    """Per worker iteration (rows) and rank (columns): that iteration's time with everything fixed
-    but the rank's own compute gaps, over its ideal time (the paper's S_w of one type, compute, one
-    iteration at a time). Its transfers are fixed too: a rank on a slow ring or behind a slow NIC
-    waits in its transfers, which are the network's to explain, not its GPU's."""
-    job, chosen = _job(attribution)
+def rank_compute_slowdowns(attribution: Attribution, ranks: list[int], iterations: Sequence[int] | None = None) -> np.ndarray:
+    """Per worker iteration (rows; or per one of ``iterations``, in order) and rank (columns): that
+    iteration's time with everything fixed but the rank's own compute gaps, over its ideal time (the
+    paper's S_w of one type, compute, one iteration at a time). Its transfers are fixed too: a rank
+    on a slow ring or behind a slow NIC waits in its transfers, which are the network's to explain,
+    not its GPU's."""
+    job, chosen = _job(attribution, iterations)
     if not ranks:
         return np.zeros((len(chosen), 0))
     keep = job.rank[:, None] == np.asarray(ranks, np.int64)[None, :]

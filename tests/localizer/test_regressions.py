@@ -143,3 +143,23 @@ def test_a_fluctuating_nic_whose_two_turns_a_pause_joins_into_an_episode_is_the_
     [device] = [f["device"] for f in emulation.truth().faults]
     assert [str(i.cause) for i in incidents] == ["network"], incidents
     assert device in [s.device for s in incidents[0].suspects[:2]], incidents
+
+
+def test_a_gpu_masked_by_a_slower_one_is_named_beside_it_regression_seed_2911():
+    """Two slow GPUs: x1.5 from iteration 20, x1.6 from 40 in another replica and stage. The job runs
+    at the first one's pace throughout (482 ms with both as with the first alone), so S has no step
+    at 40 and the worker slowdowns, replayed on the three slowest iterations (one of them after 40),
+    named the first alone. The second is the costliest rank of most iterations, far beyond chance:
+    replayed on its own slowest ones, it is named beside the first."""
+    from sleuth.sim import suite
+    from sleuth.whatif.attribution import attribute
+
+    [scenario] = [s for s in suite("concurrent", seed=2911) if s.name == "concurrent-gpu-gpu"]
+    emulation = Emulation(scenario)
+    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
+    attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
+    incidents = localize(emulation, irregular_iterations=irregular, topology=scenario.topology, window=100,
+                         attribution=attribution, routing=scenario.routing)
+    devices = {f["device"] for f in emulation.truth().faults}
+    assert [str(i.cause) for i in incidents] == ["compute"], incidents
+    assert {s.device for s in incidents[0].suspects[:2]} == devices, incidents
