@@ -131,15 +131,7 @@ def test_a_fluctuating_nic_whose_two_turns_a_pause_joins_into_an_episode_is_the_
     those of the NIC's other turns, short runs outside it. Compared with those, the episode read as
     scattered pauses and replaced the irregular iterations' NIC incident; compared with the quiet
     iterations, under the line, its transfers pay more, the same ones each time: the NIC."""
-    from sleuth.sim import suite
-    from sleuth.whatif.attribution import attribute
-
-    [scenario] = [s for s in suite("types", seed=2911) if s.name == "types-fluctuation-nic"]
-    emulation = Emulation(scenario)
-    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
-    attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
-    incidents = localize(emulation, irregular_iterations=irregular, topology=scenario.topology, window=100,
-                         attribution=attribution, routing=scenario.routing)
+    emulation, incidents = _from_its_irregular_iterations("types", "types-fluctuation-nic", seed=2911)
     [device] = [f["device"] for f in emulation.truth().faults]
     assert [str(i.cause) for i in incidents] == ["network"], incidents
     assert device in [s.device for s in incidents[0].suspects[:2]], incidents
@@ -151,15 +143,21 @@ def test_a_gpu_masked_by_a_slower_one_is_named_beside_it_regression_seed_2911():
     at 40 and the worker slowdowns, replayed on the three slowest iterations (one of them after 40),
     named the first alone. The second is the costliest rank of most iterations, far beyond chance:
     replayed on its own slowest ones, it is named beside the first."""
-    from sleuth.sim import suite
-    from sleuth.whatif.attribution import attribute
-
-    [scenario] = [s for s in suite("concurrent", seed=2911) if s.name == "concurrent-gpu-gpu"]
-    emulation = Emulation(scenario)
-    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
-    attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
-    incidents = localize(emulation, irregular_iterations=irregular, topology=scenario.topology, window=100,
-                         attribution=attribution, routing=scenario.routing)
+    emulation, incidents = _from_its_irregular_iterations("concurrent", "concurrent-gpu-gpu", seed=2911)
     devices = {f["device"] for f in emulation.truth().faults}
     assert [str(i.cause) for i in incidents] == ["compute"], incidents
     assert {s.device for s in incidents[0].suspects[:2]} == devices, incidents
+
+
+def _from_its_irregular_iterations(suite_name: str, name: str, *, seed: int) -> tuple[Emulation, list]:
+    """The scenario ``name`` of ``suite_name``, localized from the iterations its emulator marks
+    irregular and its attribution, as ``bench_localizer.py`` does."""
+    from sleuth.sim import suite
+    from sleuth.whatif.attribution import attribute
+
+    [scenario] = [s for s in suite(suite_name, seed=seed) if s.name == name]
+    emulation = Emulation(scenario)
+    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
+    attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
+    return emulation, localize(emulation, irregular_iterations=irregular, topology=scenario.topology, window=100,
+                               attribution=attribution, routing=scenario.routing)
