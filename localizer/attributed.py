@@ -490,13 +490,13 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
 def _often(rank: np.ndarray, ranks: int) -> bool:
     """Whether the rank most often the costliest was so in more iterations than chance makes one of
     ``ranks`` (``_beyond_chance``)."""
-    return _beyond_chance(int(np.bincount(rank).max()), len(rank), ranks)
+    return bool(_beyond_chance(np.bincount(rank).max(initial=0), len(rank), ranks))
 
 
-def _beyond_chance(count: int, iterations: int, ranks: int) -> bool:
-    """Whether one of ``ranks`` the costliest of ``count`` of ``iterations`` is more than chance makes
-    one of them (binomial, one-sided, corrected for picking one of them, at ``significance``)."""
-    return min(1.0, ranks * float(binom.sf(count - 1, iterations, 1.0 / ranks))) < _RULES.significance
+def _beyond_chance(count: np.ndarray | int, iterations: int, ranks: int) -> np.ndarray:
+    """Whether one of ``ranks`` the costliest of ``count`` of ``iterations`` (each) is so more than
+    chance makes one of them (binomial, one-sided, corrected for picking one of them, at ``significance``)."""
+    return np.minimum(1.0, ranks * binom.sf(np.asarray(count) - 1, iterations, 1.0 / ranks)) < _RULES.significance
 
 
 def _masked_roots(attribution: Attribution, candidates: Sequence[int], paid: Sequence[int] | None,
@@ -505,8 +505,8 @@ def _masked_roots(attribution: Attribution, candidates: Sequence[int], paid: Seq
     costliest of more of the ``paid`` iterations (default: all) than chance makes one of the world's
     straggles where a slower one masks it (the job then runs at the slower one's pace, so the
     slowest iterations, where the worker slowdowns are replayed, need not hold its turn). Each is
-    replayed on the ``worker_iterations`` slowest iterations it is the costliest of, its root rated
-    by its share of that iteration's slowdown, as ``_roots`` rates the candidates'."""
+    replayed on as many of the slowest iterations it is the costliest of as the worker slowdowns
+    were, its root rated by its share of that iteration's slowdown, as ``_roots`` rates the candidates'."""
     costliest = np.asarray(attribution.costliest_rank, dtype=np.int64)
     if not len(costliest):
         return []
@@ -516,11 +516,11 @@ def _masked_roots(attribution: Attribution, candidates: Sequence[int], paid: Seq
     world, known = max(attribution.world, 2), set(int(r) for r in candidates)
     rated: list[tuple[Root, float]] = []
     ranks, counts = np.unique(costliest[at], return_counts=True)
-    for rank, count in zip(ranks.tolist(), counts.tolist()):
-        if rank < 0 or rank in known or not _beyond_chance(count, int(at.sum()), world):
+    for rank in ranks[(ranks >= 0) & _beyond_chance(counts, int(at.sum()), world)].tolist():
+        if rank in known:
             continue
         mine = np.flatnonzero(at & (costliest == rank))
-        chosen = np.sort(its[mine[np.argsort(-per[mine], kind="stable")[:ATTRIBUTION_RULES.worker_iterations]]])
+        chosen = np.sort(its[mine[np.argsort(-per[mine], kind="stable")[:len(attribution.worker_iterations)]]])
         slowdowns = rank_compute_slowdowns(attribution, [rank], chosen.tolist())[:, 0]
         for iteration, slowdown in zip(chosen.tolist(), slowdowns.tolist()):
             share = min(1.0, max(slowdown - 1.0, 0.0) / max(float(per[its == iteration][0]) - 1.0, 1e-12))

@@ -49,7 +49,7 @@ def compute_put_back(attribution: Attribution) -> np.ndarray:
 
 
 def rank_compute_slowdowns(attribution: Attribution, ranks: list[int], iterations: Sequence[int] | None = None) -> np.ndarray:
-    """Per worker iteration (rows; or per one of ``iterations``, in order) and rank (columns): that
+    """Per worker iteration (rows; or per one of ``iterations``, in the job's order) and rank (columns): that
     iteration's time with everything fixed but the rank's own compute gaps, over its ideal time (the
     paper's S_w of one type, compute, one iteration at a time). Its transfers are fixed too: a rank
     on a slow ring or behind a slow NIC waits in its transfers, which are the network's to explain,
