@@ -112,7 +112,7 @@ def files_on_the_services() -> frozenset[str]:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own choice of scheduler
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """pytest-xdist (two workers, the default options) sends each test file whole to one worker, so
+    """Under ``pytest -n 2``, pytest-xdist sends each test file whole to one worker, so
     that its module fixtures (a real job, an emulated cluster) run once, and every file using the
     session's services to the same one: a worker's session stops the services it started when it
     ends, which would pull them from under the other worker's tests. A test that stops or restarts a
