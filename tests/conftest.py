@@ -14,7 +14,7 @@ import ctypes
 import gc
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,22 +38,22 @@ class Services:
     repo_root: Path
     state_dir: Path
 
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Services:
+        """The services that ``environ``'s SLEUTH_* variables name (``os.environ`` when None), as the deploy scripts read them."""
+        host, port = local_services.clickhouse_address(environ)
+        return cls(kafka_bootstrap=local_services.kafka_bootstrap(environ), clickhouse_host=host, clickhouse_port=port,
+                   clickhouse_http_port=local_services.clickhouse_http_port(environ),
+                   alertmanager_url=local_services.alertmanager_url(environ), repo_root=REPO_ROOT,
+                   state_dir=local_services.state_dir(REPO_ROOT, environ))
+
 
 @pytest.fixture(scope="session")
 def services() -> Iterator[Services]:
     running_before = local_services.services_running(REPO_ROOT)
     local_services.ensure_services(REPO_ROOT)
-    host, port = local_services.clickhouse_address()
     try:
-        yield Services(
-            kafka_bootstrap=local_services.kafka_bootstrap(),
-            clickhouse_host=host,
-            clickhouse_port=port,
-            clickhouse_http_port=local_services.clickhouse_http_port(),
-            alertmanager_url=local_services.alertmanager_url(),
-            repo_root=REPO_ROOT,
-            state_dir=local_services.state_dir(REPO_ROOT),
-        )
+        yield Services.from_environ()
     finally:
         started_here = [name for name, was_up in running_before.items() if not was_up]
         if started_here and os.environ.get("SLEUTH_KEEP_SERVICES") != "1":

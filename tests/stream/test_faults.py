@@ -43,10 +43,7 @@ def own_stack(tmp_path_factory) -> Iterator[PrivateStack]:
 @pytest.fixture()
 def own_services(own_stack: PrivateStack) -> Services:
     """The addresses of ``own_stack``, where the other stream tests have the session's services."""
-    settings = own_stack.settings
-    return Services(kafka_bootstrap=f"127.0.0.1:{settings.kafka_port}", clickhouse_host="127.0.0.1",
-                    clickhouse_port=settings.clickhouse_port, clickhouse_http_port=settings.clickhouse_http_port,
-                    alertmanager_url=settings.alertmanagers, repo_root=REPO_ROOT, state_dir=own_stack.state_dir)
+    return Services.from_environ(own_stack.env())
 
 
 @pytest.fixture()
