@@ -28,7 +28,7 @@ its window afresh.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -143,10 +143,18 @@ class WindowCache:
 
     def window(self, first: int, last: int) -> tuple[RecordBatch, IterationBatch]:
         """The held records and rows of [first, last]; the older ones are dropped."""
+        self.drop_before(first)
+        return self.held(range(first, last + 1))
+
+    def drop_before(self, first: int) -> None:
+        """Drop what is held of the iterations before ``first``."""
         for held in (self.records, self.iterations, self.slowdowns, self.history):
             for it in [i for i in held if i < first]:
                 del held[it]
-        its = range(first, last + 1)
+
+    def held(self, iterations: Iterable[int]) -> tuple[RecordBatch, IterationBatch]:
+        """The held records and rows of ``iterations`` (ascending), in that order."""
+        its = list(iterations)
         return (RecordBatch.concat([self.records[i] for i in its if i in self.records]),
                 IterationBatch.concat([self.iterations[i] for i in its if i in self.iterations]))
 
@@ -155,26 +163,28 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
                        settings: Settings) -> list[Incident]:
     """The incidents of the sustained slowdowns in the window [first, last] of a job (none: it pays
     nothing, or the episode analysed last goes on and is analysed again a window later)."""
-    records, iterations = cache.window(first, last)
-    if not len(records):
+    # Each held iteration's records are their own batch: a round joins only those it replays.
+    cache.drop_before(first)
+    window = range(first, last + 1)
+    if not any(len(cache.records[i]) for i in window if i in cache.records):
         return []
-    new = [i for i in range(first, last + 1) if i not in cache.slowdowns]
-    fresh = np.isin(records["iteration"], new)
-    guess = _guessed_plan(cache, new, first, last, settings) if fresh.any() else None
+    new = [i for i in window if i not in cache.slowdowns]
+    fresh = [i for i in new if i in cache.records and len(cache.records[i])]
+    guess = _guessed_plan(cache, new, first, last, settings) if fresh else None
     ready: Attribution | None = None  # the attribution of ``guess``'s span, made while measuring ``last``
+    span: tuple[RecordBatch, IterationBatch] | None = None  # the records and rows of ``ready``'s span
     if guess is not None:
         # The round that measures the newest iteration will likely also attribute the span it ends
         # (an episode opening, or one growing): one preparation does both (``attribute_and_leave``).
         since, until = guess.span
-        span_records, span_iterations = _span(records, iterations, since, until)
-        ready, left = attribute_and_leave(span_records, spec, iterations=span_iterations,
-                                          history=_history(cache, first, since))
+        span = cache.held(range(since, until + 1))
+        ready, left = attribute_and_leave(span[0], spec, iterations=span[1], history=_history(cache, first, since))
         cache.slowdowns[last], cache.history[last] = ready.per_iteration[-1], left
-    elif new and fresh.any():
+    elif fresh:
         # Only the new iterations are prepared: the earlier ones' peers come from their history.
-        steps, measured, lefts = newest_slowdowns(records.take(np.flatnonzero(fresh)), spec,
-                                                  history=_history(cache, first, min(new)),
-                                                  iterations=iterations.take(np.flatnonzero(np.isin(iterations["iteration"], new))))
+        fresh_records, fresh_iterations = cache.held(new)
+        steps, measured, lefts = newest_slowdowns(fresh_records, spec, history=_history(cache, first, min(new)),
+                                                  iterations=fresh_iterations)
         cache.slowdowns.update(zip(steps.tolist(), measured.tolist()))
         cache.history.update(lefts)
     plan = _plan(cache, cache.slowdowns, first, last, settings)
@@ -183,10 +193,11 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
     cache.analysed_through, cache.analysed_level = last, plan.level
     cache.analysed_since, cache.eased_at = plan.since, plan.eased_at
     since, until = plan.span
-    span_records, span_iterations = _span(records, iterations, since, until)
-    if guess is None or plan.span != guess.span:
+    if guess is None or plan.span != guess.span or span is None:
         # No guess, or the newest iteration paid otherwise than guessed: the plan's span is attributed anew.
-        ready = attribute(span_records, spec, iterations=span_iterations, history=_history(cache, first, since))
+        span = cache.held(range(since, until + 1))
+        ready = attribute(span[0], spec, iterations=span[1], history=_history(cache, first, since))
+    span_records, span_iterations = span
     return localize(MemorySource(spec, span_records, span_iterations), irregular_iterations=[], topology=topology,
                     window=settings.localizer_window, attribution=ready,
                     slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain)
@@ -247,12 +258,6 @@ def _plan(cache: WindowCache, slowdowns: dict[int, float], first: int, last: int
         span = (before, step - 1) if before < step else (step, last)
         eased_at = step
     return _Plan(span, float(np.median(newest)), eased_at if eased else span[0], eased_at)
-
-
-def _span(records: RecordBatch, iterations: IterationBatch, since: int, until: int) -> tuple[RecordBatch, IterationBatch]:
-    """The records and iteration rows of iterations [since, until]."""
-    return (records.take(np.flatnonzero((records["iteration"] >= since) & (records["iteration"] <= until))),
-            iterations.take(np.flatnonzero((iterations["iteration"] >= since) & (iterations["iteration"] <= until))))
 
 
 def _history(cache: WindowCache, first: int, since: int) -> list[PeerHistory]:
