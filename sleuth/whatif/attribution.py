@@ -654,9 +654,19 @@ def _run_variants(job: _Job, keep_gap: np.ndarray, keep_transfer: np.ndarray, ch
     # The masks' rows of the subset's operators, in the order the replay sweeps them.
     rows = subset.deps.order if subset is job else np.flatnonzero(keep)[subset.deps.order]
     anchor, gap, ideal_gap, transfer, ideal_transfer, own = subset.leveled
+    kept_gap = _mask_rows(keep_gap, rows)
+    kept_transfer = kept_gap if keep_transfer is keep_gap else _mask_rows(keep_transfer, rows)
     return latest_ends(subset.deps, segments=_iteration_bounds(subset), anchor=anchor, gap=gap, ideal_gap=ideal_gap,
-                       transfer=transfer, ideal_transfer=ideal_transfer, own=own, keep_gap=keep_gap[rows],
-                       keep_transfer=keep_transfer[rows])
+                       transfer=transfer, ideal_transfer=ideal_transfer, own=own, keep_gap=kept_gap,
+                       keep_transfer=kept_transfer)
+
+
+def _mask_rows(mask: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``mask[rows]`` of a (operators, variants) mask, each row moved as one item of its bytes: a
+    fancy index over a 2-D array moves one element at a time, several times slower."""
+    mask = np.ascontiguousarray(mask, bool)
+    width = mask.shape[1]
+    return mask.view(np.dtype((np.void, width)))[rows].view(bool).reshape(len(rows), width)
 
 
 def _iteration_bounds(job: _Job) -> np.ndarray:

@@ -297,3 +297,13 @@ def test_a_transfer_that_steps_up_with_its_message_size_is_not_put_back_to_its_s
     grown = attribute(RecordBatch(columns, records.strings), em.job_spec(), iterations=em.iterations())
     assert stepped.by_type["dp.all_reduce"] > 1.1, stepped.by_type
     assert grown.by_type["dp.all_reduce"] < 1.01, grown.by_type
+
+
+@pytest.mark.parametrize("width", [1, 3, 8, 17])
+def test_a_masks_rows_moved_as_bytes_are_its_fancy_indexed_rows(width: int) -> None:
+    rng = np.random.default_rng(width)
+    mask = rng.random((1000, width)) < 0.3
+    rows = rng.permutation(1000)[:700]
+    for laid_out in (mask, np.asfortranarray(mask), mask[::-1]):
+        assert np.array_equal(attribution._mask_rows(laid_out, rows), laid_out[rows])
+    assert attribution._mask_rows(mask, rows[:0]).shape == (0, width)
