@@ -164,7 +164,9 @@ def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, comple
         # and of every holding member of a group that ended now.
         by_start = frontier[~(holds[frontier] & complete[frontier]) & ~last[frontier]]
         by_group = members[holds[members] & ~last[members]]
-        frontier = np.unique(np.r_[by_start, by_group] + 1)
+        # A sort, not a unique: the two never share an operator (one excludes what the other holds
+        # to its group's end), and each operator has one successor, so none repeats.
+        frontier = np.sort(np.r_[by_start, by_group] + 1)
     return Dependencies(
         first=first, holds=np.asarray(holds, bool), complete=np.asarray(complete, bool), group=group,
         settled=level >= 0, op_levels=tuple(op_levels), loose_levels=tuple(loose_levels),

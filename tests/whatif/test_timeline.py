@@ -157,6 +157,16 @@ def test_the_compiled_sweep_replays_every_variant_exactly_as_numpy_does(data: st
         assert np.array_equal(latest_ends(segments=segments, **leveled), compiled)
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_each_level_lists_its_operators_once_in_ascending_order(data: st.DataObject) -> None:
+    # What lets a level's frontier be sorted instead of made unique: nothing in it repeats.
+    deps = kept_variants(data, *random_job(data))["deps"]
+    for ops in deps.op_levels:
+        assert (np.diff(ops) > 0).all()
+    assert len(np.unique(deps.order)) == len(deps.order)
+
+
 def test_the_compiled_sweep_leaves_a_cycle_unsettled_as_numpy_does() -> None:
     deps = dependencies(np.array([True, False, True, False, True]), np.ones(5, bool), np.array([0, 1, 1, 0, 2]),
                         np.array([True, True, True, True, False]))
