@@ -47,7 +47,7 @@ from sleuth.errors import ConfigError, RecordError
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, OpKind, RecordBatch
 from sleuth.validation import fraction, integer
-from sleuth.whatif.keys import dense_ids, group_median, group_spread, keyed_spread, mix
+from sleuth.whatif.keys import dense_ids, group_median, group_spread, keyed_spread, lexical_order, mix, unique_small
 from sleuth.whatif.programs import program_slots
 from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, latest_ends, member_groups
@@ -453,12 +453,12 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     """The job ready to replay, its iteration ids, each iteration's recorded span, and what the
     iterations ``leave`` picks (of all, in order) leave for later ones' peers; the ``history`` of
     earlier ones joins the peers across iterations (a transfer's other iterations, a stage's work)."""
-    steps, it = np.unique(records["iteration"], return_inverse=True)
+    steps, it = unique_small(records["iteration"])
     rank = records["rank"].astype(np.int64)
     op = records["op"].astype(np.int64)
     start = records["t_start_ns"].astype(np.int64)
     end = records["t_end_ns"].astype(np.int64)
-    order = np.lexsort((op, start, rank, it))
+    order = lexical_order((it, rank, start, op))
     rank, it, op, start, end = rank[order], it[order], op[order], start[order], end[order]
     comm = records["comm"].astype(np.int64)[order]
     n = len(order)

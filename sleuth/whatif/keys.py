@@ -20,7 +20,8 @@ except ImportError as error:  # not built on this machine: numpy sorts, several 
     logging.getLogger(__name__).warning("the what-if's compiled group statistics are not built (%s): numpy sorts, "
                                         "several times slower; reinstall sleuth with a C compiler", error)
 
-__all__ = ["dense_ids", "group_median", "group_spread", "keyed_spread", "lower_level", "mix", "packed_key"]
+__all__ = ["dense_ids", "group_median", "group_spread", "keyed_spread", "lexical_order", "lower_level", "mix",
+           "packed_key", "unique_small"]
 
 
 def dense_ids(*keys: np.ndarray) -> np.ndarray:
@@ -43,6 +44,31 @@ def dense_ids(*keys: np.ndarray) -> np.ndarray:
     ids = np.empty(len(order), np.int64)
     ids[order] = np.cumsum(change)
     return ids
+
+
+def lexical_order(keys: tuple[np.ndarray, ...]) -> np.ndarray:
+    """``np.lexsort(keys[::-1])`` (the first key most significant): one stable argsort of the keys
+    packed into one int64 where they fit, which merges the runs records come in instead of
+    sorting each key in turn."""
+    packed = packed_key(keys)
+    if packed is None:
+        return np.lexsort(keys[::-1])
+    return np.argsort(packed, kind="stable")
+
+
+def unique_small(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` of integers spanning a short range (a window's
+    iterations): a table over the range, no sort."""
+    if not len(values):
+        return np.unique(values, return_inverse=True)
+    low, high = int(values.min()), int(values.max())
+    if values.dtype.kind not in "iu" or high - low > len(values):
+        return np.unique(values, return_inverse=True)
+    offset = (values - low).astype(np.intp)
+    present = np.zeros(high - low + 1, bool)
+    present[offset] = True
+    dense = np.cumsum(present) - 1
+    return (np.flatnonzero(present) + low).astype(values.dtype), dense[offset].astype(np.intp)
 
 
 def packed_key(keys: tuple[np.ndarray, ...]) -> np.ndarray | None:

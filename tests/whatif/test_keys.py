@@ -105,3 +105,25 @@ def test_the_compiled_group_statistics_are_built_and_name_a_group_id_out_of_rang
     out = np.empty(2)
     with pytest.raises(ValueError, match="group id 5 outside"):
         _groups.spread(2, 3, np.array([0, 5]), np.array([1.0, 2.0]), out, out.copy())
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_the_packed_order_is_lexsorts_ties_and_all(data: st.DataObject) -> None:
+    n = data.draw(st.integers(0, 300))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    # Narrow keys pack into one int64; a wide one (nanosecond clocks far apart) falls back to lexsort.
+    high = data.draw(st.sampled_from([1, 3, 2**20, 2**40, 2**62]))
+    columns = tuple(rng.integers(0, data.draw(st.sampled_from([2, 5, high])), n, dtype=np.int64) for _ in range(4))
+    assert np.array_equal(keys.lexical_order(columns), np.lexsort(columns[::-1]))
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_the_short_range_unique_is_numpys(data: st.DataObject) -> None:
+    dtype = data.draw(st.sampled_from([np.int64, np.int32, np.uint32]))
+    low = data.draw(st.integers(0, 10**6))
+    values = np.array(data.draw(st.lists(st.integers(low, low + data.draw(st.integers(0, 60))), max_size=50)), dtype)
+    got, expected = keys.unique_small(values), np.unique(values, return_inverse=True)
+    for a, b in zip(got, expected):
+        assert np.array_equal(a, b) and a.dtype == b.dtype and a.shape == b.shape
