@@ -47,7 +47,8 @@ from sleuth.errors import ConfigError, RecordError
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, OpKind, RecordBatch
 from sleuth.validation import fraction, integer
-from sleuth.whatif.keys import dense_ids, group_median, group_spread, keyed_spread, lexical_order, mix, unique_small
+from sleuth.whatif.keys import (dense_ids, first_of_each, group_median, group_spread, keyed_spread, lexical_order, mix,
+                                unique_small)
 from sleuth.whatif.programs import program_slots
 from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, latest_ends, member_groups
@@ -488,8 +489,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
 
     group = member_groups(comm, records["seq"][order], rank, records["peer"][order], op)
     groups = int(group.max()) + 1
-    distinct = np.zeros(n, bool)
-    distinct[np.unique(dense_ids(group, rank), return_index=True)[1]] = True
+    distinct = first_of_each(group, rank)
     members = np.bincount(group[distinct], minlength=groups)
     # A pair is whole with both ends; a collective with as many members as its communicator has
     # shown in a collective (a world group carries pipeline pairs beside its barriers).

@@ -20,7 +20,7 @@ except ImportError as error:  # not built on this machine: numpy sorts, several 
     logging.getLogger(__name__).warning("the what-if's compiled group statistics are not built (%s): numpy sorts, "
                                         "several times slower; reinstall sleuth with a C compiler", error)
 
-__all__ = ["dense_ids", "group_median", "group_spread", "keyed_spread", "lexical_order", "lower_level", "mix",
+__all__ = ["dense_ids", "first_of_each", "group_median", "group_spread", "keyed_spread", "lexical_order", "lower_level", "mix",
            "packed_key", "unique_small"]
 
 
@@ -69,6 +69,20 @@ def unique_small(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     present[offset] = True
     dense = np.cumsum(present) - 1
     return (np.flatnonzero(present) + low).astype(values.dtype), dense[offset].astype(np.intp)
+
+
+def first_of_each(*keys: np.ndarray) -> np.ndarray:
+    """Whether each element is the first of its combination of ``keys`` (what
+    ``np.unique(dense_ids(*keys), return_index=True)`` picks), from one stable sort."""
+    packed = packed_key(keys)
+    first = np.zeros(len(keys[0]) if keys else 0, bool)
+    if packed is None:
+        first[np.unique(dense_ids(*keys), return_index=True)[1]] = True
+        return first
+    order = np.argsort(packed, kind="stable")  # ties keep their order: each run opens with its first
+    ordered = packed[order]
+    first[order[np.r_[True, ordered[1:] != ordered[:-1]]]] = True
+    return first
 
 
 def packed_key(keys: tuple[np.ndarray, ...]) -> np.ndarray | None:

@@ -48,14 +48,15 @@ def member_groups(comm: np.ndarray, seq: np.ndarray, rank: np.ndarray, peer: np.
     """Dense group id of each record: a collective's members share (comm, seq); a send pairs with
     its receive on (comm, seq, sender, receiver), since seq counts each direction of a pair apart
     (a pipeline's forward activation and backward gradient share a seq and are different transfers)."""
-    peer = peer.astype(np.int64)
-    rank = rank.astype(np.int64)
+    peer = peer.astype(np.int64, copy=False)
+    rank = rank.astype(np.int64, copy=False)
     p2p = peer >= 0
     incoming = op == OpKind.RECV
     directed = incoming | (op == OpKind.SEND)
     sender = np.where(incoming, peer, np.where(directed, rank, np.minimum(rank, peer)))
     receiver = np.where(incoming, rank, np.where(directed, peer, np.maximum(rank, peer)))
-    return dense_ids(comm.astype(np.int64), seq.astype(np.int64), np.where(p2p, sender, -1), np.where(p2p, receiver, -1))
+    return dense_ids(comm.astype(np.int64, copy=False), seq.astype(np.int64, copy=False), np.where(p2p, sender, -1),
+                     np.where(p2p, receiver, -1))
 
 
 def holds_rank(start: np.ndarray, end: np.ndarray, op: np.ndarray, last: np.ndarray) -> np.ndarray:

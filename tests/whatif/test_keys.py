@@ -127,3 +127,15 @@ def test_the_short_range_unique_is_numpys(data: st.DataObject) -> None:
     got, expected = keys.unique_small(values), np.unique(values, return_inverse=True)
     for a, b in zip(got, expected):
         assert np.array_equal(a, b) and a.dtype == b.dtype and a.shape == b.shape
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_the_first_of_each_combination_is_what_numpys_unique_picks(data: st.DataObject) -> None:
+    n = data.draw(st.integers(0, 300))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    high = data.draw(st.sampled_from([2, 7, 2**40]))  # 2**40: too wide to pack, the unique path
+    columns = [rng.integers(0, high, n, dtype=np.int64) for _ in range(2)]
+    expected = np.zeros(n, bool)
+    expected[np.unique(dense_ids(*columns), return_index=True)[1]] = True
+    assert np.array_equal(keys.first_of_each(*columns), expected)
