@@ -751,11 +751,13 @@ def _candidates(attribution: Attribution, graph: OperatorGraph) -> list[int]:
     if not len(values) or values.max() <= 1.0:
         return []
     put_back = compute_put_back(attribution)
-    computing = [int(r) for r in np.argsort(-put_back, kind="stable")
-                 if put_back.max() > 0 and put_back[r] >= _RULES.majority * put_back.max()]
+    by_put_back = np.argsort(-put_back, kind="stable")
+    computing = by_put_back[put_back[by_put_back] >= _RULES.majority * put_back.max()].tolist() \
+        if put_back.max() > 0 else []
     excess = values - 1.0
-    top = computing + [int(r) for r in np.argsort(-values, kind="stable")
-                       if excess[r] >= _RULES.majority * excess.max() and r not in computing]
+    by_value = np.argsort(-values, kind="stable")
+    costly = by_value[excess[by_value] >= _RULES.majority * excess.max()]
+    top = computing + costly[~np.isin(costly, computing)].tolist()
     hosts = {graph.hosts[r] for r in top}
     chosen = set(top)
     mates = [r for r in range(graph.world) if graph.hosts[r] in hosts and r not in chosen]
