@@ -227,14 +227,24 @@ class _Job:
     seq: np.ndarray
     steps: np.ndarray  # iteration id of each dense iteration
     identity: np.ndarray  # uint64 per operator: its identity across iterations (``_identity_keys``)
-    subsets: dict = field(default_factory=dict, repr=False, compare=False)  # chosen iterations -> _Job, built once
+    subsets: dict = field(default_factory=dict, repr=False, compare=False)  # chosen iterations -> (_Job, rows), built once
+    #: the job whose leveled lengths this one shares, all but the ideal gaps (``_hardware``'s)
+    sharing: _Job | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def leveled(self) -> tuple[np.ndarray, ...]:
         """Anchors (0: every rank starts an iteration at 0), gaps, ideal gaps, transfers, ideal
         transfers and own lengths in the replay's level order, made once for all its variants."""
+        if self.sharing is not None:
+            anchor, gap, _, transfer, ideal_transfer, own = self.sharing.leveled
+            return anchor, gap, self.deps.leveled(self.ideal_gap), transfer, ideal_transfer, own
         return tuple(self.deps.leveled(a) for a in (np.zeros(len(self.gap)), self.gap, self.ideal_gap, self.transfer,
                                                     self.ideal_transfer, self.own))
+
+    @cached_property
+    def iteration_bounds(self) -> np.ndarray:
+        """Where each iteration's operators begin (operators are in iteration order)."""
+        return np.r_[0, np.flatnonzero(np.diff(self.iteration)) + 1]
 
 
 def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
@@ -649,14 +659,13 @@ def _run_variants(job: _Job, keep_gap: np.ndarray, keep_transfer: np.ndarray, ch
     """Replayed iteration times, (len(chosen), variants): variant ``v`` keeps the recorded gap of the
     operators where ``keep_gap[:, v]`` (the ideal elsewhere), likewise transfers. Each iteration
     lasts until its last operator ends, every rank starting it at 0; batches of variants share a sweep."""
-    keep = np.isin(job.iteration, chosen)
-    subset = _subset(job, chosen, keep)
+    subset, kept = _subset(job, chosen)
     # The masks' rows of the subset's operators, in the order the replay sweeps them.
-    rows = subset.deps.order if subset is job else np.flatnonzero(keep)[subset.deps.order]
+    rows = subset.deps.order if kept is None else kept[subset.deps.order]
     anchor, gap, ideal_gap, transfer, ideal_transfer, own = subset.leveled
     kept_gap = _mask_rows(keep_gap, rows)
     kept_transfer = kept_gap if keep_transfer is keep_gap else _mask_rows(keep_transfer, rows)
-    return latest_ends(subset.deps, segments=_iteration_bounds(subset), anchor=anchor, gap=gap, ideal_gap=ideal_gap,
+    return latest_ends(subset.deps, segments=subset.iteration_bounds, anchor=anchor, gap=gap, ideal_gap=ideal_gap,
                        transfer=transfer, ideal_transfer=ideal_transfer, own=own, keep_gap=kept_gap,
                        keep_transfer=kept_transfer)
 
@@ -669,18 +678,15 @@ def _mask_rows(mask: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return mask.view(np.dtype((np.void, width)))[rows].view(bool).reshape(len(rows), width)
 
 
-def _iteration_bounds(job: _Job) -> np.ndarray:
-    """Where each iteration's operators begin (operators are in iteration order)."""
-    return np.r_[0, np.flatnonzero(np.diff(job.iteration)) + 1]
-
-
-def _subset(job: _Job, chosen: np.ndarray, keep: np.ndarray) -> _Job:
-    """The job restricted to the ``chosen`` iterations (each replays on its own, so the graph splits)."""
+def _subset(job: _Job, chosen: np.ndarray) -> tuple[_Job, np.ndarray | None]:
+    """The job restricted to the ``chosen`` iterations (each replays on its own, so the graph splits),
+    and the job's operators it keeps (None: the job itself, every one)."""
     if len(chosen) == int(job.iteration.max()) + 1:
-        return job
+        return job, None
     key = tuple(int(c) for c in chosen)
     if key not in job.subsets:
-        job.subsets[key] = _restricted(job, keep)
+        kept = np.flatnonzero(np.isin(job.iteration, chosen))
+        job.subsets[key] = (_restricted(job, kept), kept)
     return job.subsets[key]
 
 
@@ -698,7 +704,7 @@ def _hardware(job: _Job) -> _Job:
     when the split is even or there are no stages)."""
     if job.hardware_gap is job.ideal_gap:
         return job
-    return replace(job, ideal_gap=job.hardware_gap, subsets={})
+    return replace(job, ideal_gap=job.hardware_gap, subsets={}, sharing=job)
 
 
 def _evenness(by_worker: np.ndarray, stage: np.ndarray) -> float:
