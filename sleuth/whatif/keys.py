@@ -182,7 +182,7 @@ def keyed_spread(keys: np.ndarray, values: np.ndarray, earlier: Sequence[tuple[n
     its values have no one order)."""
     if not len(keys):
         return np.empty(0), np.empty(0)
-    key_of_row, row = np.unique(keys, return_inverse=True)
+    key_of_row, row = _key_rows(keys, batch)
     rows, now = len(key_of_row), int(batch.max()) + 1
     found_rows: list[np.ndarray] = []
     found_values: list[np.ndarray] = []
@@ -207,6 +207,19 @@ def keyed_spread(keys: np.ndarray, values: np.ndarray, earlier: Sequence[tuple[n
     if step is not None:
         median, spread = np.where(stepped, level, median), np.where(stepped, jitter, spread)
     return median[row], spread[row]
+
+
+def _key_rows(keys: np.ndarray, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)``, from the first batch alone where the batches come
+    one after another and each holds the same keys in the same order (a job's operators, iteration
+    after iteration): their keys are the first one's, and so are their rows."""
+    now = int(batch.max()) + 1
+    size = len(keys) // now
+    if now > 1 and size * now == len(keys) and np.array_equal(batch, np.repeat(np.arange(now), size)) \
+            and (keys.reshape(now, size) == keys[:size]).all():
+        key_of_row, row = np.unique(keys[:size], return_inverse=True)
+        return key_of_row, np.tile(row, now)
+    return np.unique(keys, return_inverse=True)
 
 
 def _row_spread(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

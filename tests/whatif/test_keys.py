@@ -139,3 +139,18 @@ def test_the_first_of_each_combination_is_what_numpys_unique_picks(data: st.Data
     expected = np.zeros(n, bool)
     expected[np.unique(dense_ids(*columns), return_index=True)[1]] = True
     assert np.array_equal(keys.first_of_each(*columns), expected)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_batches_of_the_same_keys_get_numpys_rows_from_the_first_alone(data: st.DataObject) -> None:
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    first = rng.integers(0, data.draw(st.sampled_from([4, 2**64 - 1])), data.draw(st.integers(1, 40)), dtype=np.uint64)
+    batches = [first.copy() for _ in range(data.draw(st.integers(1, 4)))]
+    if data.draw(st.booleans()):  # one batch differs: another key, or one key fewer
+        other = batches[data.draw(st.integers(0, len(batches) - 1))]
+        batches = [b if b is not other else (np.r_[other[:-1], np.uint64(7)] if data.draw(st.booleans()) else other[:-1])
+                   for b in batches]
+    keys_, batch = np.concatenate(batches), np.repeat(np.arange(len(batches)), [len(b) for b in batches])
+    for got, expected in zip(keys._key_rows(keys_, batch), np.unique(keys_, return_inverse=True)):
+        assert np.array_equal(got, expected) and got.dtype == expected.dtype
