@@ -306,13 +306,12 @@ def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float, began: flo
     original, ideal, hardware_ideal = (np.zeros(len(steps)) for _ in range(3))
     original[at], ideal[at] = _as_recorded_and_ideal(job, at)
     # Only the ideal variant: the recorded replay is the same for both jobs.
-    none_kept = np.zeros((len(job.gap), 1), bool)
+    none_kept = _every_operator(job, [False])
     hardware_ideal[at] = _run_variants(hardware, none_kept, none_kept, at)[:, 0] if hardware is not job else ideal[at]
 
     # S_t: everything fixed but one type (compute gaps, or one communicator kind's op's transfers).
     types = (COMPUTE, *job.kinds)
-    keep_gap = np.zeros((len(job.gap), len(types)), bool)
-    keep_gap[:, 0] = True
+    keep_gap = _every_operator(job, [True] + [False] * (len(types) - 1))
     keep_transfer = job.kind[:, None] == np.arange(-1, len(job.kinds))[None, :]
     type_iterations = _run_variants(job, keep_gap, keep_transfer, at)
     base = ideal[at].sum()
@@ -453,8 +452,7 @@ def _one_jobs(records: RecordBatch, spec: JobSpec) -> RecordBatch:
 
 
 def _as_recorded_and_ideal(job: _Job, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    recorded_or_ideal = np.zeros((len(job.gap), 2), bool)
-    recorded_or_ideal[:, 0] = True
+    recorded_or_ideal = _every_operator(job, [True, False])
     original, ideal = _run_variants(job, recorded_or_ideal, recorded_or_ideal, chosen).T
     return original, ideal
 
@@ -670,9 +668,17 @@ def _run_variants(job: _Job, keep_gap: np.ndarray, keep_transfer: np.ndarray, ch
                        keep_transfer=kept_transfer)
 
 
+def _every_operator(job: _Job, row: list[bool]) -> np.ndarray:
+    """A mask whose every operator keeps what ``row`` says (one value per variant): a read-only view
+    of that one row, which ``_mask_rows`` repeats instead of gathering."""
+    return np.broadcast_to(np.array(row, bool), (len(job.gap), len(row)))
+
+
 def _mask_rows(mask: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``mask[rows]`` of a (operators, variants) mask, each row moved as one item of its bytes: a
     fancy index over a 2-D array moves one element at a time, several times slower."""
+    if len(mask) and mask.strides[0] == 0:  # one row repeated (``_every_operator``): every row is it
+        return np.broadcast_to(mask[0], (len(rows), mask.shape[1]))
     mask = np.ascontiguousarray(mask, bool)
     width = mask.shape[1]
     return mask.view(np.dtype((np.void, width)))[rows].view(bool).reshape(len(rows), width)

@@ -304,6 +304,7 @@ def test_a_masks_rows_moved_as_bytes_are_its_fancy_indexed_rows(width: int) -> N
     rng = np.random.default_rng(width)
     mask = rng.random((1000, width)) < 0.3
     rows = rng.permutation(1000)[:700]
-    for laid_out in (mask, np.asfortranarray(mask), mask[::-1]):
+    one_row = np.broadcast_to(mask[0], mask.shape)  # what _every_operator makes
+    for laid_out in (mask, np.asfortranarray(mask), mask[::-1], one_row):
         assert np.array_equal(attribution._mask_rows(laid_out, rows), laid_out[rows])
     assert attribution._mask_rows(mask, rows[:0]).shape == (0, width)
