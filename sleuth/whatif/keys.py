@@ -182,21 +182,25 @@ def keyed_spread(keys: np.ndarray, values: np.ndarray, earlier: Sequence[tuple[n
     its values have no one order)."""
     if not len(keys):
         return np.empty(0), np.empty(0)
-    key_of_row, row = _key_rows(keys, batch)
-    rows, now = len(key_of_row), int(batch.max()) + 1
+    key_of_row, row, repeated = _key_rows(keys, batch)
+    rows = len(key_of_row)
     found_rows: list[np.ndarray] = []
     found_values: list[np.ndarray] = []
     for batch_keys, batch_values in earlier:
+        if np.array_equal(batch_keys, key_of_row):  # the same keys, ascending: each is its own row's
+            found_rows.append(np.arange(rows))
+            found_values.append(batch_values)
+            continue
         at = np.minimum(np.searchsorted(key_of_row, batch_keys), rows - 1)
         found = key_of_row[at] == batch_keys
         found_rows.append(at[found])
         found_values.append(batch_values[found])
-    repeated = np.bincount(row * now + batch, minlength=rows * now).max() > 1 or any(
-        np.bincount(at, minlength=rows).max(initial=0) > 1 for at in found_rows)
+    repeated = repeated or any(np.bincount(at, minlength=rows).max(initial=0) > 1 for at in found_rows)
     if repeated:
         joined = group_spread(dense_ids(np.concatenate([*(k for k, _ in earlier), keys])),
                               np.concatenate([*(v for _, v in earlier), values]))
         return joined[0][-len(keys):], joined[1][-len(keys):]
+    now = int(batch.max()) + 1
     table = np.full((rows, len(earlier) + now), np.nan)
     table[row, len(earlier) + batch] = values
     for column, (at, column_values) in enumerate(zip(found_rows, found_values)):
@@ -209,17 +213,19 @@ def keyed_spread(keys: np.ndarray, values: np.ndarray, earlier: Sequence[tuple[n
     return median[row], spread[row]
 
 
-def _key_rows(keys: np.ndarray, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(keys, return_inverse=True)``, from the first batch alone where the batches come
-    one after another and each holds the same keys in the same order (a job's operators, iteration
-    after iteration): their keys are the first one's, and so are their rows."""
+def _key_rows(keys: np.ndarray, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """``np.unique(keys, return_inverse=True)``, and whether a key repeats within a batch. From the
+    first batch alone where the batches come one after another and each holds the same keys in the
+    same order (a job's operators, iteration after iteration): their keys are the first one's, and
+    so are their rows and repeats."""
     now = int(batch.max()) + 1
     size = len(keys) // now
     if now > 1 and size * now == len(keys) and np.array_equal(batch, np.repeat(np.arange(now), size)) \
             and (keys.reshape(now, size) == keys[:size]).all():
         key_of_row, row = np.unique(keys[:size], return_inverse=True)
-        return key_of_row, np.tile(row, now)
-    return np.unique(keys, return_inverse=True)
+        return key_of_row, np.tile(row, now), len(key_of_row) < size
+    key_of_row, row = np.unique(keys, return_inverse=True)
+    return key_of_row, row, bool(np.bincount(row * now + batch, minlength=len(key_of_row) * now).max() > 1)
 
 
 def _row_spread(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

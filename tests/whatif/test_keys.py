@@ -145,12 +145,28 @@ def test_the_first_of_each_combination_is_what_numpys_unique_picks(data: st.Data
 @given(st.data())
 def test_batches_of_the_same_keys_get_numpys_rows_from_the_first_alone(data: st.DataObject) -> None:
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    first = rng.integers(0, data.draw(st.sampled_from([4, 2**64 - 1])), data.draw(st.integers(1, 40)), dtype=np.uint64)
+    # Keys from 4 values repeat within a batch; from 2**64 - 1 they do not.
+    first = rng.integers(0, data.draw(st.sampled_from([4, 2**64 - 1])), data.draw(st.integers(2, 40)), dtype=np.uint64)
     batches = [first.copy() for _ in range(data.draw(st.integers(1, 4)))]
     if data.draw(st.booleans()):  # one batch differs: another key, or one key fewer
         other = batches[data.draw(st.integers(0, len(batches) - 1))]
         batches = [b if b is not other else (np.r_[other[:-1], np.uint64(7)] if data.draw(st.booleans()) else other[:-1])
                    for b in batches]
     keys_, batch = np.concatenate(batches), np.repeat(np.arange(len(batches)), [len(b) for b in batches])
-    for got, expected in zip(keys._key_rows(keys_, batch), np.unique(keys_, return_inverse=True)):
+    key_of_row, row, repeats = keys._key_rows(keys_, batch)
+    for got, expected in zip((key_of_row, row), np.unique(keys_, return_inverse=True)):
         assert np.array_equal(got, expected) and got.dtype == expected.dtype
+    assert repeats == any(len(np.unique(b)) < len(b) for b in batches)
+
+
+def test_earlier_batches_of_the_same_keys_give_the_statistics_of_everything_concatenated() -> None:
+    # The streaming case: every iteration runs the same operators, earlier ones' keys sorted.
+    rng = np.random.default_rng(5)
+    program = rng.integers(0, 2**64 - 1, 50, dtype=np.uint64)
+    earlier = [(np.sort(program), rng.lognormal(3, 1, 50)) for _ in range(4)]
+    keys_ = np.tile(program, 3)
+    values = rng.lognormal(3, 1, len(keys_))
+    batch = np.repeat(np.arange(3), 50)
+    median, spread = keyed_spread(keys_, values, earlier, batch)
+    expected = concatenated(keys_, values, earlier)
+    assert np.array_equal(median, expected[0]) and np.array_equal(spread, expected[1])
