@@ -441,7 +441,9 @@ def _one_jobs(records: RecordBatch, spec: JobSpec) -> RecordBatch:
     """The records with a known iteration, checked to be one job's within its world."""
     if not isinstance(records, RecordBatch):
         raise RecordError(f"attribute takes a RecordBatch, got {type(records).__name__}")
-    records = records.take(np.flatnonzero(records["iteration"] >= 0))
+    known = records["iteration"] >= 0
+    if not known.all():  # a copy of every column only where some are left out
+        records = records.take(np.flatnonzero(known))
     if not len(records):
         raise RecordError("attribute: no records with a known iteration")
     if len(np.unique(records["job"])) > 1:
