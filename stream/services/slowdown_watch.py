@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -144,7 +145,7 @@ class WindowCache:
     def window(self, first: int, last: int) -> tuple[RecordBatch, IterationBatch]:
         """The held records and rows of [first, last]; the older ones are dropped."""
         self.drop_before(first)
-        return self.held(range(first, last + 1))
+        return self.held(first, last, range(first, last + 1))
 
     def drop_before(self, first: int) -> None:
         """Drop what is held of the iterations before ``first``."""
@@ -152,11 +153,22 @@ class WindowCache:
             for it in [i for i in held if i < first]:
                 del held[it]
 
-    def held(self, iterations: Iterable[int]) -> tuple[RecordBatch, IterationBatch]:
-        """The held records and rows of ``iterations`` (ascending), in that order."""
-        its = list(iterations)
-        return (RecordBatch.concat([self.records[i] for i in its if i in self.records]),
-                IterationBatch.concat([self.iterations[i] for i in its if i in self.iterations]))
+    def held(self, first: int, last: int, iterations: Iterable[int]) -> tuple[RecordBatch, IterationBatch]:
+        """The held records and rows of ``iterations`` (ascending) of the window [first, last], in
+        that order, their strings numbered as the whole window's: the window's other iterations join
+        with none of their rows, only their string tables."""
+        wanted = set(iterations)
+        window = range(first, last + 1)
+        return (RecordBatch.concat([_rows_if(self.records[i], i in wanted) for i in window if i in self.records]),
+                IterationBatch.concat([_rows_if(self.iterations[i], i in wanted) for i in window if i in self.iterations]))
+
+
+_Batch = TypeVar("_Batch", RecordBatch, IterationBatch)
+
+
+def _rows_if(batch: _Batch, kept: bool) -> _Batch:
+    """``batch``, or none of its rows (its string table still joins a concatenation's)."""
+    return batch if kept else batch.take(slice(0, 0))
 
 
 def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int, *, topology: Topology,
@@ -177,12 +189,12 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
         # The round that measures the newest iteration will likely also attribute the span it ends
         # (an episode opening, or one growing): one preparation does both (``attribute_and_leave``).
         since, until = guess.span
-        span = cache.held(range(since, until + 1))
+        span = cache.held(first, last, range(since, until + 1))
         ready, left = attribute_and_leave(span[0], spec, iterations=span[1], history=_history(cache, first, since))
         cache.slowdowns[last], cache.history[last] = ready.per_iteration[-1], left
     elif fresh:
         # Only the new iterations are prepared: the earlier ones' peers come from their history.
-        fresh_records, fresh_iterations = cache.held(new)
+        fresh_records, fresh_iterations = cache.held(first, last, new)
         steps, measured, lefts = newest_slowdowns(fresh_records, spec, history=_history(cache, first, min(new)),
                                                   iterations=fresh_iterations)
         cache.slowdowns.update(zip(steps.tolist(), measured.tolist()))
@@ -195,7 +207,7 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
     since, until = plan.span
     if guess is None or plan.span != guess.span or span is None:
         # No guess, or the newest iteration paid otherwise than guessed: the plan's span is attributed anew.
-        span = cache.held(range(since, until + 1))
+        span = cache.held(first, last, range(since, until + 1))
         ready = attribute(span[0], spec, iterations=span[1], history=_history(cache, first, since))
     span_records, span_iterations = span
     return localize(MemorySource(spec, span_records, span_iterations), irregular_iterations=[], topology=topology,

@@ -73,6 +73,31 @@ def test_the_cache_reads_each_iteration_once_and_forgets_the_old_ones() -> None:
     assert cache.missing(0, 1) == [0, 1]  # dropped: older than the window
 
 
+def reversed_strings(batch):
+    """The same records with their string table in reverse order (as another read may number them)."""
+    flip = np.arange(len(batch.strings))[::-1]
+    columns = {f.name: flip[batch[f.name]].astype(batch[f.name].dtype) if f.is_string and len(batch) else batch[f.name]
+               for f in type(batch).FIELDS}
+    return type(batch)(columns, batch.strings[::-1])
+
+
+def test_a_stretch_of_the_window_numbers_its_strings_as_the_whole_window_does() -> None:
+    em = emulation(iterations=6)
+    cache = WindowCache()
+    for k in range(6):  # one read a round: each iteration's batch with a string table of its own
+        records, iterations = em.records(iterations=[k]), em.iterations(iterations=[k])
+        cache.add([k], *((reversed_strings(records), reversed_strings(iterations)) if k % 2 else (records, iterations)))
+    whole, whole_iterations = cache.window(1, 5)
+    for wanted in ([2, 3], [4, 5], [5], [1, 2]):  # from a batch numbered otherwise than the first, or not
+        records, iterations = cache.held(1, 5, wanted)
+        expected = whole.take(np.flatnonzero(np.isin(whole["iteration"], wanted)))
+        assert records.strings == expected.strings
+        assert all(np.array_equal(records[f.name], expected[f.name]) for f in type(records).FIELDS)
+        expected_rows = whole_iterations.take(np.flatnonzero(np.isin(whole_iterations["iteration"], wanted)))
+        assert iterations.strings == expected_rows.strings
+        assert all(np.array_equal(iterations[f.name], expected_rows[f.name]) for f in type(iterations).FIELDS)
+
+
 def rounds(em, *, through: int, window: int = 12, warmup: int = 5, analysed: list[int] | None = None) -> tuple[list, list[int]]:
     """Run the agent's rounds as each iteration lands; (raised incidents, the round each was opened in).
     ``analysed`` gets each round that ran the full analysis (it returned incidents)."""
