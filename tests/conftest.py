@@ -40,7 +40,8 @@ class Services:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Services:
-        """The services that ``environ``'s SLEUTH_* variables name (``os.environ`` when None), as the deploy scripts read them."""
+        """The services that ``environ``'s SLEUTH_* variables name (``os.environ`` when None), read
+        as the deploy scripts read them."""
         host, port = local_services.clickhouse_address(environ)
         return cls(kafka_bootstrap=local_services.kafka_bootstrap(environ), clickhouse_host=host, clickhouse_port=port,
                    clickhouse_http_port=local_services.clickhouse_http_port(environ),

@@ -20,8 +20,8 @@ except ImportError as error:  # not built on this machine: numpy sorts, several 
     logging.getLogger(__name__).warning("the what-if's compiled group statistics are not built (%s): numpy sorts, "
                                         "several times slower; reinstall sleuth with a C compiler", error)
 
-__all__ = ["dense_ids", "first_of_each", "group_median", "group_spread", "keyed_spread", "lexical_order", "lower_level", "mix",
-           "packed_key", "unique_small"]
+__all__ = ["dense_ids", "first_of_each", "group_median", "group_spread", "keyed_spread", "lexical_order", "lower_level",
+           "mix", "packed_key", "unique_small"]
 
 
 def dense_ids(*keys: np.ndarray) -> np.ndarray:
