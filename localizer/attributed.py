@@ -523,11 +523,20 @@ def _masked_roots(attribution: Attribution, candidates: Sequence[int], paid: Seq
         chosen = np.sort(its[mine[np.argsort(-per[mine], kind="stable")[:len(attribution.worker_iterations)]]])
         slowdowns = rank_compute_slowdowns(attribution, [rank], chosen.tolist())[:, 0]
         for iteration, slowdown in zip(chosen.tolist(), slowdowns.tolist()):
-            share = min(1.0, max(slowdown - 1.0, 0.0) / max(float(per[its == iteration][0]) - 1.0, 1e-12))
-            if share > 0:
-                root = Root(iteration, Cause.COMPUTE, rank, "", -1, "compute", (rank,), (rank,), (), iteration)
-                rated.append((root, weight * share))
+            found = _compute_root(iteration, rank, slowdown, float(per[its == iteration][0]), weight)
+            if found is not None:
+                rated.append(found)
     return rated
+
+
+def _compute_root(iteration: int, rank: int, slowdown: float, iteration_slowdown: float,
+                  weight: float) -> tuple[Root, float] | None:
+    """``rank``'s compute root in ``iteration``, rated ``weight`` times the share of what the iteration
+    paid (S - 1) that its own compute gaps explain (``slowdown``); None where they explain nothing."""
+    share = min(1.0, max(slowdown - 1.0, 0.0) / max(iteration_slowdown - 1.0, 1e-12))
+    if share <= 0:
+        return None
+    return Root(iteration, Cause.COMPUTE, rank, "", -1, "compute", (rank,), (rank,), (), iteration), weight * share
 
 
 def _pays_more(replica: np.ndarray, excess: np.ndarray, replicas: int) -> bool:
@@ -788,12 +797,11 @@ def _roots(attribution: Attribution, candidates: Sequence[int], graph: OperatorG
         # A rank gaining under ``minor`` of the top one's is the jitter a 3-sigma put-back lets through.
         slow = gain >= _RULES.minor * gain.max() if gain.max() > 0 else np.zeros(len(candidates), bool)
         for row, iteration in enumerate(attribution.worker_iterations):
-            paid = max(per_iteration[position[iteration]] - 1.0, 1e-12)
             for j, rank in enumerate(candidates):
-                share = min(1.0, max(slowdowns[row, j] - 1.0, 0.0) / paid)
-                if share > 0 and slow[j]:
-                    root = Root(iteration, Cause.COMPUTE, int(rank), "", -1, "compute", (int(rank),), (int(rank),), (), iteration)
-                    rated.append((root, compute_weight * share))
+                found = _compute_root(iteration, int(rank), float(slowdowns[row, j]),
+                                      float(per_iteration[position[iteration]]), compute_weight) if slow[j] else None
+                if found is not None:
+                    rated.append(found)
     if compute_weight > 0:
         rated += _masked_roots(attribution, candidates, episode, compute_weight)
     if network_weight > 0:
