@@ -41,7 +41,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.stats import binom, mannwhitneyu, median_abs_deviation, norm
+from scipy.stats import binom, combine_pvalues, mannwhitneyu, median_abs_deviation, norm
 
 from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
@@ -344,8 +344,9 @@ def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
 class _Turns:
     """Per iteration of an episode, the costliest rank (``Attribution.costliest_rank``), its replica,
     its host (dense ids) and breadth, what the iteration paid (S - 1), which paid at least half
-    the mean (``pays``): the iterations whose costliest rank is the slowdown's, not jitter's; and the
-    share of its compute that ran long (``Attribution.persistent_compute``; NaN where unknown)."""
+    the mean (``pays``): the iterations whose costliest rank is the slowdown's, not jitter's; the
+    share of its compute that ran long (``Attribution.persistent_compute``; NaN where unknown); and
+    how likely chance alone ran that many of its gaps above their peers' medians (``_above_by_chance``)."""
 
     rank: np.ndarray
     replica: np.ndarray
@@ -354,6 +355,7 @@ class _Turns:
     excess: np.ndarray
     pays: np.ndarray
     persistence: np.ndarray
+    above_by_chance: np.ndarray
 
     @classmethod
     def of(cls, attribution: Attribution, iterations: Sequence[int]) -> _Turns | None:
@@ -371,8 +373,11 @@ class _Turns:
         persistent = attribution.persistent_compute
         persistence = (np.full(len(rank), math.nan) if persistent is None or rank.min(initial=0) < 0
                        else persistent[:n][at][np.arange(len(rank)), rank])
+        sides = attribution.gaps_above_median
+        above_by_chance = (np.ones(len(rank)) if sides is None or rank.min(initial=0) < 0
+                           else _above_by_chance(sides[:n][at][np.arange(len(rank)), rank], attribution.world))
         return cls(rank, np.asarray(attribution.costliest_replica[:n])[at], host.ravel(), breadth, excess,
-                   excess >= _RULES.majority * excess.mean(), persistence)
+                   excess >= _RULES.majority * excess.mean(), persistence, above_by_chance)
 
     def most(self, of: np.ndarray) -> float:
         """The largest share of what was paid one value of ``of`` (a replica, a host) carries."""
@@ -404,12 +409,24 @@ class _Turns:
     @property
     def brief(self) -> bool:
         """What each costliest rank paid, weighted by what was paid, lay in a minority of its work: an
-        event that stopped it once (a pause), not a device that slows every step it runs."""
+        event that stopped it once (a pause), not a device that slows every step it runs; and the
+        costliest ranks' gaps did not run above their peers' medians more often than chance, the
+        paying iterations' tests taken together (Fisher's method): a batch's tokens or a slow device
+        lengthen every layer, each by less than the peers' spread where their compute varies widely."""
+        if combine_pvalues(self.above_by_chance[self.pays], method="fisher").pvalue < _RULES.significance:
+            return False
         persistence = self.persistence[self.pays]
         known = ~np.isnan(persistence)
         if not known.any():
             return False
         return float(np.average(persistence[known], weights=self.excess[self.pays][known] + 1e-12)) < _RULES.majority
+
+
+def _above_by_chance(sides: np.ndarray, world: int) -> np.ndarray:
+    """Per (gaps above their peers' medians, gaps compared) row, the one-sided sign test's p-value that
+    chance alone ran that many above, corrected for picking the costliest of the ``world``'s ranks."""
+    above, compared = sides[:, 0], sides[:, 1]
+    return np.minimum(1.0, max(world, 2) * binom.sf(above - 1, compared, 0.5))
 
 
 def pauses_move(attribution: Attribution, iterations: Sequence[int]) -> bool:

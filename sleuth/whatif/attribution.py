@@ -107,6 +107,10 @@ class Attribution:
     #: per iteration and rank, the share of its compute (its gaps at their put-back lengths) that ran
     #: beyond its peers' spread: a slow device slows most of a rank's work, a pause one step of it
     persistent_compute: np.ndarray | None = field(default=None, repr=False, compare=False)
+    #: per iteration and rank, how many of its gaps ran longer than their peers' median (0) and how many
+    #: were compared (1; ties and gaps without enough peers are not): a batch's tokens or a slow device
+    #: lengthen every layer a little, within the spread, a pause one step a lot
+    gaps_above_median: np.ndarray | None = field(default=None, repr=False, compare=False)
     hosts: int = 0  # hosts the job runs on
     replayable: _Job | None = field(default=None, repr=False, compare=False)  # for contributors.py's finer variants
     prepared: _Prepared | None = field(default=None, repr=False, compare=False)  # for ``over``
@@ -221,6 +225,7 @@ class _Job:
     own: np.ndarray
     ideal_gap: np.ndarray  # put back to its program's median, then the stages' work evened out
     hardware_gap: np.ndarray  # put back to its program's median only
+    gap_side: np.ndarray  # int8: +1 where the gap ran longer than its peers' median, -1 shorter, 0 tie or too few peers
     ideal_transfer: np.ndarray
     comm: np.ndarray  # index into comms
     comms: tuple[str, ...]
@@ -359,6 +364,7 @@ def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float, began: flo
         costliest_replica=tuple(int(replica[r]) for r in costliest) if replica is not None else (),
         costliest_rank=costliest, relative_compute=None if relative is None else relative[at],
         persistent_compute=_persistence(job, spec.world, len(steps))[at],
+        gaps_above_median=_gaps_above_median(job, spec.world, len(steps))[at],
         costliest_host=tuple(spec.placements[r].host for r in costliest), costliest_breadth=breadth,
         replicas=0 if replica is None else int(replica.max()) + 1,
         hosts=len({p.host for p in spec.placements}),
@@ -411,6 +417,16 @@ def _persistence(job: _Job, world: int, iterations: int) -> np.ndarray:
     beyond = job.gap > job.hardware_gap
     slow = np.bincount(cell[beyond], weights=job.hardware_gap[beyond], minlength=size)
     return np.divide(slow, work, out=np.zeros(size), where=work > 0).reshape(iterations, world)
+
+
+def _gaps_above_median(job: _Job, world: int, iterations: int) -> np.ndarray:
+    """Per dense iteration and rank, (gaps longer than their peers' median, gaps compared)
+    (``Attribution.gaps_above_median``)."""
+    cell = job.iteration * world + job.rank
+    size = iterations * world
+    above = np.bincount(cell, weights=job.gap_side > 0, minlength=size)
+    compared = np.bincount(cell, weights=job.gap_side != 0, minlength=size)
+    return np.stack([above, compared], axis=1).astype(np.int64).reshape(iterations, world, 2)
 
 
 @dataclass(frozen=True)
@@ -516,7 +532,9 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     slots = program_slots(op, records["nbytes"][order].astype(np.int64), rank, it, first,
                           None if stage is None else stage[rank])
     enough = slots.peers >= _RULES.min_peers
-    hardware_gap = _put_back(gap, slots.slot, enough)
+    gap_median, gap_spread = group_spread(slots.slot, gap)
+    hardware_gap = _beyond_spread(gap, gap_median, gap_spread, enough)
+    gap_side = np.where(enough, np.sign(gap - gap_median), 0).astype(np.int8)
     work = _stage_work(hardware_gap, first, rank, it, stage, replica)
     earlier = [h.stage_work for h in history if h.stage_work is not None]
     ideal_gap = _rebalanced(hardware_gap, first, rank, stage, None if work is None else np.vstack([*earlier, work]))
@@ -560,7 +578,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     np.maximum.at(span_end, it, end)
     seq = records["seq"][order].astype(np.uint64)
     job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, hardware_gap,
-               ideal_transfer, comm, tuple(records.strings), seq, steps, identity)
+               gap_side, ideal_transfer, comm, tuple(records.strings), seq, steps, identity)
     return job, steps, (span_end - span_start).astype(np.float64), left
 
 
@@ -703,7 +721,7 @@ def _restricted(job: _Job, keep: np.ndarray) -> _Job:
     deps = dependencies(job.deps.first[keep], job.deps.holds[keep], group, job.deps.complete[keep])
     _, iteration = np.unique(job.iteration[keep], return_inverse=True)
     return _Job(deps, job.rank[keep], iteration, job.kind[keep], job.kinds, job.gap[keep], job.transfer[keep],
-                job.own[keep], job.ideal_gap[keep], job.hardware_gap[keep], job.ideal_transfer[keep], job.comm[keep],
+                job.own[keep], job.ideal_gap[keep], job.hardware_gap[keep], job.gap_side[keep], job.ideal_transfer[keep], job.comm[keep],
                 job.comms, job.seq[keep], job.steps[np.unique(job.iteration[keep])], job.identity[keep])
 
 

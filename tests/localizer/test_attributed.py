@@ -177,6 +177,23 @@ def test_replicas_taking_turns_are_the_data_only_when_costly_at_every_place(brea
     assert diagnose(found) is expected
 
 
+@pytest.mark.parametrize("above, expected", [
+    (14, Straggler.SEQLEN_IMBALANCE),  # a long batch lengthens every layer, each within the peers' spread
+    (10, Straggler.SCATTERED_PAUSES),  # a pause lengthens one gap; the rest are above and below by chance
+])
+def test_one_rank_replicas_whose_gaps_run_above_their_peers_are_the_data_though_little_is_beyond_the_spread(above, expected) -> None:
+    # FSDP's 18 gaps a step, 4 ranks: the costliest rank moves, and under a fifth of its work is
+    # beyond its peers' spread in every iteration (each rank's compute varies widely).
+    turns = (0, 1, 2, 3, 1, 0, 3, 2, 0, 1)
+    sides = np.zeros((10, 4, 2), np.int64)
+    sides[:, :, 1] = 18
+    sides[:, :, 0] = 9
+    sides[np.arange(10), turns, 0] = above
+    found = replace(attribution((1.2,) * 10, worker_share=0.6, costliest_replica=turns, replicas=4),
+                    world=4, costliest_rank=turns, persistent_compute=np.full((10, 4), 0.2), gaps_above_median=sides)
+    assert diagnose(found) is expected
+
+
 def _localized(tmp_path, capsys, sim: list[str], *localize: str) -> list[dict]:
     """The incidents ``sleuth localize --json`` prints for the run ``sleuth sim`` makes of ``sim``."""
     out = tmp_path / "run"

@@ -151,6 +151,20 @@ def test_a_stretch_of_the_job_is_measured_against_the_peers_of_every_iteration()
         whole.over([40, 41])
 
 
+def test_a_gpu_slower_by_less_than_the_jitter_runs_most_of_its_gaps_above_its_peers_median_not_beyond_their_spread() -> None:
+    # Each compute step's jitter (sigma 0.3) is wider than the GPU's 1.3x: few of its gaps are beyond
+    # the spread, but most are above the median, which the others' are half the time.
+    em = emulation("gpu:h0005/1,slow=1.3", timing=Timing(compute_jitter=0.3))
+    found = attribute(em.records(), em.job_spec(), iterations=em.iterations())
+    [rank] = em.ranks_on("gpu:h0005/1").tolist()
+    sides, persistent = found.gaps_above_median, found.persistent_compute
+    assert sides is not None and persistent is not None
+    assert (sides[:, rank, 1] > 0).all() and (sides[:, rank, 0] >= 0.7 * sides[:, rank, 1]).all()
+    assert persistent[:, rank].mean() < 0.5
+    others = np.delete(sides, rank, axis=1)
+    assert 0.4 < others[..., 0].sum() / others[..., 1].sum() < 0.6
+
+
 def test_a_slow_nic_is_a_data_parallel_transfer_straggler() -> None:
     result = attributed(NIC)
     worst = max(result.by_type, key=result.by_type.get)
