@@ -47,6 +47,8 @@ JOBS = {
     "train-clean": Job("sleuth.sim.trainjob", ("--iters", "30"), "none"),
     "seqlen": Job("sleuth.sim.frameworkjob", ("--world", "4", "--mode", "ddp", "--iters", "30", "--seqlen-jitter", "100"),
                   "seqlen"),
+    "fsdp-seqlen": Job("sleuth.sim.frameworkjob", ("--world", "4", "--mode", "fsdp", "--iters", "30", "--seqlen-jitter",
+                                                   "100"), "seqlen"),
     "train-seqlen": Job("sleuth.sim.trainjob", ("--iters", "30", "--tp", "2", "--pp", "1", "--dp", "4", "--seqlen-jitter",
                                                 "10", "--base-delay-ms", "20"), "seqlen"),
     "spike": Job("sleuth.sim.frameworkjob", ("--world", "4", "--mode", "ddp", "--iters", "30", "--slow-rank", "2",
