@@ -35,6 +35,9 @@ RECORD_COLUMN_TYPES = {
 }
 
 
+#: Per-query driver settings: columns go in and come out as numpy arrays, not a Python object per value.
+_NUMPY = {"use_numpy": True}
+
 #: The records table's sorting key, which is also the record's identity (ReplacingMergeTree).
 RECORD_KEY = ("job", "iteration", "rank", "comm", "seq", "op", "peer")
 
@@ -55,13 +58,17 @@ def records_table_ddl(table: str) -> str:
 
 def insert_records(client: Client, table: str, batch: RecordBatch) -> int:
     """Insert ``batch`` into ``table`` in one columnar block; returns the number of rows."""
+    names = ", ".join(RECORD_COLUMN_TYPES)
+    return insert_batch(client, f"INSERT INTO {table} ({names}) VALUES", batch, tuple(RECORD_COLUMN_TYPES))
+
+
+def insert_batch(client: Client, query: str, batch: ColumnBatch, names: tuple[str, ...]) -> int:
+    """Run ``query`` (``INSERT INTO t (names) VALUES``) with the ``names`` columns of ``batch`` as one
+    columnar block, string fields decoded; returns the number of rows (nothing is sent for none)."""
     if not len(batch):
         return 0
-    columns = [
-        batch.decoded(f.name).tolist() if f.is_string else batch[f.name].tolist() for f in batch.FIELDS
-    ]
-    names = ", ".join(RECORD_COLUMN_TYPES)
-    client.execute(f"INSERT INTO {table} ({names}) VALUES", columns, columnar=True)
+    # use_numpy: the driver writes each numeric column's bytes, not a Python int per value.
+    client.execute(query, [batch.decoded(name) for name in names], columnar=True, settings=_NUMPY)
     return len(batch)
 
 

@@ -39,9 +39,8 @@ class ClickHouseSink:
         if jobs:
             now = time.time_ns()
             self.client.execute(insert(f"{db}.jobs", JOB_COLUMNS), [job_row(s, registered_ns=now) for s in jobs])
-        if len(iterations):
-            columns = [iterations.decoded("job").tolist()] + [iterations[n].tolist() for n in ITERATION_COLUMNS[1:]]
-            self.client.execute(insert(f"{db}.iterations", ITERATION_COLUMNS), columns, columnar=True)
+        records_table.insert_batch(self.client, insert(f"{db}.iterations", ITERATION_COLUMNS), iterations,
+                                   ITERATION_COLUMNS)
         if abnormal:
             self.client.execute(insert(f"{db}.abnormal_ops", ABNORMAL_COLUMNS), list(abnormal))
         # Records last: they are the bulk, and the smaller tables are then never behind them.
