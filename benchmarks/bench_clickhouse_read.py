@@ -62,7 +62,7 @@ def final_read(client, table: str, where: str, params: dict) -> RecordBatch:
     """The baseline: one read with ``FINAL``, in ``select_records``' order."""
     names = ", ".join(records_table.RECORD_COLUMN_TYPES)
     query = f"SELECT {names} FROM {table} FINAL WHERE {where} ORDER BY job, rank, iteration, comm, seq, op, peer"
-    return records_table.batch_from_columns(RecordBatch, client.execute(query, params, columnar=True))
+    return records_table.select_batch(client, RecordBatch, query, params)
 
 
 def run(seed: int, iterations: int, settings: Settings) -> dict:

@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+import pyarrow as pa
 
+from sleuth.errors import RecordError
 from sleuth.records import ColumnBatch, RecordBatch
 
 if TYPE_CHECKING:
@@ -89,7 +91,7 @@ def select_records(client: Client, table: str, *, where: str = "", params: dict 
     if where:
         query += f" WHERE {where}"
     query += f" ORDER BY {', '.join(_READ_ORDER)}"
-    return _first_of_each_key(batch_from_columns(RecordBatch, client.execute(query, params or {}, columnar=True)))
+    return _first_of_each_key(select_batch(client, RecordBatch, query, params))
 
 
 def _first_of_each_key(batch: RecordBatch) -> RecordBatch:
@@ -105,12 +107,25 @@ def _first_of_each_key(batch: RecordBatch) -> RecordBatch:
     return batch.take(np.flatnonzero(~np.concatenate(([False], repeated))))
 
 
-def batch_from_columns(kind: type[B], columns: list) -> B:
-    """A ``kind`` batch from a columnar query result that selected ``kind.FIELDS`` in order."""
-    if not columns:
+def select_batch(client: Client, kind: type[B], query: str, params: dict | None = None) -> B:
+    """A ``kind`` batch of what ``query`` returns, which selects ``kind.FIELDS`` in order.
+
+    Read with ``use_numpy`` as Arrow columns (``query_arrow``): each number column arrives as one array
+    and each string column as one buffer, dictionary-encoded into the batch's codes, so no value
+    becomes a Python object (a numpy ``execute`` on a client without ``use_numpy`` gives tuples)."""
+    table = client.query_arrow(query, params or {}, settings=_NUMPY)
+    if not table.num_rows:
         return kind.empty()
-    values = dict(zip((f.name for f in kind.FIELDS), columns))
-    for field in kind.FIELDS:
+    arrays: dict[str, np.ndarray] = {}
+    strings: dict[str, int] = {}
+    for field, column in zip(kind.FIELDS, table.columns):  # a field left out: the batch names it
         if not field.is_string:
-            values[field.name] = np.asarray(values[field.name], dtype=field.dtype)
-    return kind.from_columns(**values)
+            arrays[field.name] = column.to_numpy()
+            continue
+        if not pa.types.is_string(column.type):
+            raise RecordError(f"column {field.name!r} must hold strings, got {column.type}")
+        encoded = column.combine_chunks().dictionary_encode()
+        # Each field's strings in order of first appearance after the fields before it, as from_columns numbers them.
+        codes = np.array([strings.setdefault(s, len(strings)) for s in encoded.dictionary.to_pylist()], dtype="u4")
+        arrays[field.name] = codes[encoded.indices.to_numpy()]
+    return kind(arrays, list(strings))

@@ -70,11 +70,11 @@ class ClickHouseSource:
         where, params = self._where(ranks=ranks, iterations=iterations)
         if where is None:
             return IterationBatch.empty()
-        columns = self.client.execute(
+        return records_table.select_batch(
+            self.client, IterationBatch,
             f"SELECT {_ITERATION_COLUMNS} FROM {self.database}.iterations FINAL WHERE {where} ORDER BY rank, iteration",
-            params, columnar=True,
+            params,
         )
-        return records_table.batch_from_columns(IterationBatch, columns)
 
     def _where(self, *, ranks: Iterable[int] | None, iterations: Iterable[int] | None) -> tuple[str | None, dict]:
         """The filter for this job, the ranks and the iterations (None: an empty selection, nothing to ask)."""
