@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import uuid
 
+import numpy as np
 import pytest
 
 from sleuth.cli import main
+from sleuth.records import IterationBatch, RecordBatch
 from sleuth.storage import records_table, schema
+from sleuth.storage.sink import ClickHouseSink
+from sleuth.storage.tables import ITERATION_COLUMNS
 
 from ..conftest import Services
 from .test_records_pipeline import sorted_by_key, training_records
@@ -45,6 +49,32 @@ def test_migrate_creates_every_table_once_and_is_idempotent(database) -> None:
         {"db": name},
     )
     assert len(partitions) >= 1
+
+
+def test_records_and_iterations_keep_extreme_values_and_any_strings(database) -> None:
+    # Written and read as numpy arrays (use_numpy): each type's ends, UInt64 above 2**63, empty and non-ASCII strings.
+    client, name = database
+    schema.migrate(client, name)
+    u8, i8, i4 = np.iinfo("u8"), np.iinfo("i8"), np.iinfo("i4")
+    batch = RecordBatch.from_columns(
+        job=["", "jöb-ü中", "", "x"], rank=[0, 2**32 - 1, 5, 6], comm=["x", "", "ö", "x"],
+        seq=[u8.max, 2**63, 2**63 + 1, 0], op=[0, 255, 3, 1], peer=[i4.min, i4.max, -1, 0],
+        nbytes=[u8.max, 0, 2**63, 1], iteration=[i8.min, i8.max, -1, 0], t_issue_ns=[-5, i8.max, 0, 1],
+        t_start_ns=[0, 2**62, 1, 2], t_end_ns=[i8.min, 1, 2, 3],
+    )
+    assert records_table.insert_records(client, f"{name}.records", batch) == 4
+    stored = records_table.select_records(client, f"{name}.records")
+    assert stored.equals(sorted_by_key(batch))
+    assert [stored[f.name].dtype for f in RecordBatch.FIELDS] == [f.dtype for f in RecordBatch.FIELDS]
+    assert list(stored.rows()) == list(sorted_by_key(batch).rows())
+    assert len(records_table.select_records(client, f"{name}.records", where="rank = 7")) == 0
+
+    iterations = IterationBatch.from_columns(job=["", "ü中"], rank=[2**32 - 1, 0], iteration=[i8.min, i8.max],
+                                             t_start_ns=[i8.max, -1], t_end_ns=[0, i8.min])
+    ClickHouseSink(client, name).write(RecordBatch.empty(), iterations, [])
+    columns = ", ".join(ITERATION_COLUMNS)
+    assert client.execute(f"SELECT {columns} FROM {name}.iterations ORDER BY rank") == [
+        ("ü中", 0, i8.max, -1, i8.min), ("", 2**32 - 1, i8.min, i8.max, 0)]
 
 
 def test_migrate_resumes_after_a_partial_run(database) -> None:
