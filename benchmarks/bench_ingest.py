@@ -18,7 +18,7 @@ Prints one JSON object:
   rate the gateway let the clients send and the peak resident memory of the gateway and workers.
 * ``ratios_to_baseline``: each rate over the same run's protobuf encoding of the records.
 
-    python benchmarks/bench_ingest.py [--world 512] [--iterations 24] [--workers 1 2]
+    python benchmarks/bench_ingest.py [--world 512] [--iterations 24] [--workers 1 2] [--insert-only]
 """
 
 from __future__ import annotations
@@ -187,15 +187,10 @@ def service_env(settings: Settings, tag: str, partitions: int) -> dict[str, str]
             "SLEUTH_CLICKHOUSE_DB": settings.clickhouse_database, "SLEUTH_RECORDS_PARTITIONS": str(partitions)}
 
 
-def stages(settings: Settings, batches: list[ingest_job.Batch], world: int, tag: str, partitions: int) -> dict:
+def detect_and_insert(settings: Settings, batches: list[ingest_job.Batch], world: int) -> dict:
+    """The deployed detectors on worker-sized batches, then the ClickHouse inserts of those batches, each alone."""
     total = sum(len(b.records) for b in batches)
     out: dict = {}
-    wire = [m for b in batches for m in ingest_job.wire(b, "bench")]
-    registry = JobRegistry([ingest_job.spec("bench", world)])
-    limits = gateway.limits_from(settings)
-    out["gateway_decode_validate_rps"] = timed(total, lambda: [
-        validate.check_message(gateway._parse(m), limits=limits, registered=registry) for m in wire])
-
     decoded = worker_batches(batches, settings, world)
     worker = Worker(settings, client=None, detectors=worker_detectors(settings))
     found = []
@@ -205,6 +200,19 @@ def stages(settings: Settings, batches: list[ingest_job.Batch], world: int, tag:
     out["clickhouse_insert_rps"] = timed(total, lambda: [
         sink.write(d.records, d.iterations, [], f.abnormal) for d, f in zip(decoded, found)])
     client.disconnect()
+    return out
+
+
+def stages(settings: Settings, batches: list[ingest_job.Batch], world: int, tag: str, partitions: int) -> dict:
+    total = sum(len(b.records) for b in batches)
+    out: dict = {}
+    wire = [m for b in batches for m in ingest_job.wire(b, "bench")]
+    registry = JobRegistry([ingest_job.spec("bench", world)])
+    limits = gateway.limits_from(settings)
+    out["gateway_decode_validate_rps"] = timed(total, lambda: [
+        validate.check_message(gateway._parse(m), limits=limits, registered=registry) for m in wire])
+
+    out.update(detect_and_insert(settings, batches, world))
 
     env = service_env(settings, f"{tag}-stages", partitions)
     service, port = ingest_procs.gateway(env)
@@ -314,11 +322,14 @@ def main() -> None:
     parser.add_argument("--latency-load", type=float, default=0.5, help="share of the measured rate the latency run offers")
     parser.add_argument("--overload-s", type=float, default=20.0)
     parser.add_argument("--no-stages", action="store_true")
+    parser.add_argument("--insert-only", action="store_true",
+                        help="only detection and the ClickHouse inserts (ClickHouse alone: no gateway, Kafka or workers)")
     args = parser.parse_args()
     tag = uuid.uuid4().hex[:8]
     settings = dataclasses.replace(Settings.from_env(), clickhouse_database=f"bench_{tag}")
     # One bar over the phases: the job, its stages alone, then one end-to-end run per worker count.
-    with progress(f"ingest: emulating {args.world} ranks", total=1 + (0 if args.no_stages else 1) + len(args.workers)) as steps:
+    workers = [] if args.insert_only else args.workers
+    with progress(f"ingest: emulating {args.world} ranks", total=1 + (0 if args.no_stages else 1) + len(workers)) as steps:
         records, iterations = ingest_job.emulate(args.world, args.iterations)
         batches = ingest_job.batches(records, iterations, ranks_per_batch=args.ranks_per_batch)
         out: dict = {"world": args.world, "layout": ingest_job.layout_for(args.world).to_dict(),
@@ -330,10 +341,11 @@ def main() -> None:
         try:
             if not args.no_stages:
                 steps.describe("ingest: each stage alone")
-                out["stages"] = stages(settings, batches, args.world, tag, args.partitions)
+                out["stages"] = (detect_and_insert(settings, batches, args.world) if args.insert_only
+                                 else stages(settings, batches, args.world, tag, args.partitions))
                 steps.advance()
             out["end_to_end"] = []
-            for n in args.workers:
+            for n in workers:
                 steps.describe(f"ingest: end to end, {n} worker(s)")
                 out["end_to_end"].append(end_to_end(settings, batches, args.world, n, args, tag))
                 steps.advance()
