@@ -426,7 +426,8 @@ def _above_by_chance(sides: np.ndarray, world: int) -> np.ndarray:
     """Per (gaps above their peers' medians, gaps compared) row, the one-sided sign test's p-value that
     chance alone ran that many above, corrected for picking the costliest of the ``world``'s ranks."""
     above, compared = sides[:, 0], sides[:, 1]
-    return np.minimum(1.0, max(world, 2) * binom.sf(above - 1, compared, 0.5))
+    # Never 0: a long run of gaps all above underflows, and Fisher's method takes the log.
+    return np.clip(max(world, 2) * binom.sf(above - 1, compared, 0.5), np.finfo(np.float64).tiny, 1.0)
 
 
 def pauses_move(attribution: Attribution, iterations: Sequence[int]) -> bool:
