@@ -13,11 +13,9 @@ in iterations A..B-1 (B past the last iteration: to the end; A = 0: from the fir
 ``--ramp`` grows the factor linearly from 1 at A to F at B-1. ``--seqlen-jitter F`` (ddp, fsdp:
 every rank is a data-parallel replica) scales each rank's compute in each iteration by a factor
 in [1, F], F on one rank that moves per iteration (uneven batches: sequence-length imbalance,
-no fault). In ddp and fsdp that compute is every layer's, in its forward and its backward, as a
-slow device's or a long batch's is; the functional layer runs it after its forward.
-``--count-ops`` makes each rank count, independently of the logger, the c10d operators torch's
-own profiler sees it run; ``--manual-step`` updates the weights without ``torch.optim``, so
-nothing marks the steps.
+no fault). ``--count-ops`` makes each rank
+count, independently of the logger, the c10d operators torch's own profiler sees it run;
+``--manual-step`` updates the weights without ``torch.optim``, so nothing marks the steps.
 
 ``--device cuda`` runs each rank on a GPU (``LOCAL_RANK`` modulo the GPUs it sees) over NCCL; a
 slow rank's extra compute is then GPU work (a spin kernel on its stream), so its collectives start
@@ -83,44 +81,20 @@ def _device(device: str) -> torch.device:
     return torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
 
 
-class _LayerCompute:
-    """The step's extra compute (a slow GPU's, a long batch's) shared among the model's layers, a
-    third in each layer's forward and two thirds in its backward (a backward's two matrix products
-    to the forward's one): a slower device or a longer sequence lengthens every layer's kernels, so
-    every gap between two collectives grows, not one of them."""
-
-    def __init__(self, model: torch.nn.Module, device: str) -> None:
-        self.layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-        self.device, self.seconds = device, 0.0
-        for layer in self.layers:
-            layer.register_forward_hook(self._forward_share)
-
-    def _forward_share(self, module: torch.nn.Module, inputs: object, output: torch.Tensor) -> None:
-        self._run(1 / 3)
-        if output.requires_grad:  # the layer's backward starts once its output's gradient is in
-            output.register_hook(lambda grad: self._run(2 / 3))
-
-    def _run(self, part: float) -> None:
-        _compute(self.seconds * part / len(self.layers), self.device)
-
-
 def _ddp(rank: int, options: FrameworkJobOptions):
-    inner = _model(options.device)
-    compute = _LayerCompute(inner, options.device)
-    model = torch.nn.parallel.DistributedDataParallel(inner, bucket_cap_mb=0.02)
-    return model, list(model.parameters()), compute
+    model = torch.nn.parallel.DistributedDataParallel(_model(options.device), bucket_cap_mb=0.02)
+    return model, list(model.parameters())
 
 
 def _fsdp(rank: int, options: FrameworkJobOptions):
     from torch.distributed.fsdp import fully_shard
 
     model = _model(options.device)
-    compute = _LayerCompute(model, options.device)
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer)
     fully_shard(model)
-    return model, list(model.parameters()), compute
+    return model, list(model.parameters())
 
 
 def _functional(rank: int, options: FrameworkJobOptions):
@@ -156,7 +130,7 @@ def _functional(rank: int, options: FrameworkJobOptions):
             p.grad.copy_(summed.to_local() / mesh.size(0))  # type: ignore[union-attr]  # backward has filled the gradients
 
     model.sync_gradients = sync_gradients  # type: ignore[attr-defined]
-    return model, [w1, w2], None
+    return model, [w1, w2]
 
 
 _BUILD = {"ddp": _ddp, "fsdp": _fsdp, "functional": _functional}
@@ -182,7 +156,7 @@ class _ManualSGD:
 def run_rank(rank: int, options: FrameworkJobOptions) -> dict:
     counting = _op_counter() if options.count_ops else contextlib.nullcontext()
     with counting as counter:
-        model, params, layer_compute = _BUILD[options.mode](rank, options)
+        model, params = _BUILD[options.mode](rank, options)
         optimizer = _ManualSGD(params) if options.manual_step else torch.optim.SGD(params, lr=0.01)
         data = torch.Generator().manual_seed(options.seed * 1000 + rank)
         device = _device(options.device)
@@ -191,14 +165,9 @@ def run_rank(rank: int, options: FrameworkJobOptions) -> dict:
             t0 = time.perf_counter()
             optimizer.zero_grad()
             x = torch.randn(ROWS, WIDTH, generator=data).to(device)
-            # The compute a slow GPU or a long batch stretches: base time, times the step's factor,
-            # over the layers where the model has them (the functional layer runs it after its forward).
-            seconds = options.base_delay_s * options.factor(rank, iteration)
-            if layer_compute is not None:
-                layer_compute.seconds = seconds
             loss = model(x).pow(2).mean()
-            if layer_compute is None:
-                _compute(seconds, options.device)
+            # The compute a slow GPU stretches: base time, times the fault's factor.
+            _compute(options.base_delay_s * options.factor(rank, iteration), options.device)
             loss.backward()
             sync = getattr(model, "sync_gradients", None)
             if sync is not None:

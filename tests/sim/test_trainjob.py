@@ -85,25 +85,3 @@ def test_a_tensor_or_data_parallel_group_of_one_fails_before_the_job_starts(opti
     with pytest.raises(SystemExit):
         parse_args([option, "1"])
     assert f"{option} must be 2 or more" in capsys.readouterr().err
-
-
-def test_a_framework_job_s_extra_compute_runs_in_every_layer_a_third_forward_two_thirds_backward(monkeypatch):
-    # A slow device or a long batch lengthens each layer's kernels, so every gap between two
-    # collectives (FSDP's per-layer all-gathers, DDP's buckets) grows, not one of them.
-    import torch
-
-    from sleuth.sim import frameworkjob
-
-    ran: list[tuple[str, float]] = []
-    phase = ["forward"]
-    monkeypatch.setattr(frameworkjob, "_compute", lambda seconds, device: ran.append((phase[0], seconds)))
-    model = frameworkjob._model("cpu")
-    compute = frameworkjob._LayerCompute(model, "cpu")
-    layers = len(frameworkjob.WIDTHS) - 1
-    compute.seconds = 0.9
-    loss = model(torch.randn(frameworkjob.ROWS, frameworkjob.WIDTH)).pow(2).mean()
-    phase[0] = "backward"
-    loss.backward()
-    assert [p for p, _ in ran] == ["forward"] * layers + ["backward"] * layers
-    assert sum(s for p, s in ran if p == "forward") == pytest.approx(0.3)
-    assert sum(s for p, s in ran if p == "backward") == pytest.approx(0.6)
