@@ -12,12 +12,13 @@ Faults: ``--slow-rank R --slow-factor F --slow-iters A:B --slow-kind compute|sen
 compute (or its sends) F times slower in iterations A..B-1: the ground truth for the localizer.
 ``--slow-iters 0:N`` slows it from the first iteration on; ``--ramp`` grows the factor linearly
 from 1 at A to F at B-1. A rank's compute is ``base_delay_s`` per micro-batch (CPU compute is
-tiny), a factor F adds ``(F - 1) x base_delay_s`` of sleep to it. Two non-hardware shapes:
-``--uneven-stages F`` makes every rank of the last pipeline stage compute F times as long in every
-iteration (a stage partitioning imbalance, What-if §5.2); ``--seqlen-jitter F`` scales each
-data-parallel replica's compute, per iteration, by a factor drawn from ``--seed`` (the same on
-every rank of the replica) between 1 and F, so that the slowest replica moves between iterations
-as batches of long sequences do (What-if §5.3).
+tiny), a factor F adds ``(F - 1) x base_delay_s`` of sleep to it, a third in its forward pass and
+two thirds in its backward (a slow GPU slows every kernel; a backward computes twice a forward).
+Two non-hardware shapes: ``--uneven-stages F`` makes every rank of the last pipeline stage compute
+F times as long in every iteration (a stage partitioning imbalance, What-if §5.2);
+``--seqlen-jitter F`` scales each data-parallel replica's compute, per iteration, by a factor drawn
+from ``--seed`` (the same on every rank of the replica) between 1 and F, so that the slowest
+replica moves between iterations as batches of long sequences do (What-if §5.3).
 
 Run: ``python -m sleuth.sim.trainjob --iters 20`` (forks 8 processes) or under torchrun
 (``python -m torch.distributed.run --nproc-per-node 8 -m sleuth.sim.trainjob``). It knows nothing
@@ -46,6 +47,7 @@ HIDDEN = 32
 FFN = 64
 MICRO_BATCHES = 2
 MICRO_ROWS = 4
+FORWARD_SHARE = 1 / 3  # of a micro-batch's compute: its backward pass computes two products per forward one
 
 
 @dataclass(frozen=True)
@@ -203,9 +205,9 @@ def run_rank(rank: int, world: int, options: JobOptions) -> dict:
     optimizer = torch.optim.SGD(params, lr=0.01)
     dist.barrier()
 
-    def slow(iteration: int, kind: str) -> None:
+    def slow(iteration: int, kind: str, share: float = 1.0) -> None:
         if rank == options.slow.rank and options.slow_kind == kind:
-            time.sleep(options.base_delay_s * (options.factor(iteration) - 1))
+            time.sleep(share * options.base_delay_s * (options.factor(iteration) - 1))
 
     def own_work(iteration: int) -> None:
         factor = options.work_factor(iteration, stage=stage, replica=coords.dp)
@@ -233,7 +235,7 @@ def run_rank(rank: int, world: int, options: JobOptions) -> dict:
             h = torch.relu(_CopyToTP.apply(x, tp_group) @ w1)
             y = _ReduceFromTP.apply(h @ w2, tp_group)
             own_work(iteration)
-            slow(iteration, "compute")
+            slow(iteration, "compute", FORWARD_SHARE)
             if stage < last:
                 slow(iteration, "send")
                 if micro % 2 == 0:
@@ -255,6 +257,7 @@ def run_rank(rank: int, world: int, options: JobOptions) -> dict:
                 grad = torch.empty(MICRO_ROWS, HIDDEN)
                 dist.irecv(grad, src=next_rank).wait()
                 outputs[micro].backward(grad)
+            slow(iteration, "compute", 1 - FORWARD_SHARE)
             if stage > 0:
                 slow(iteration, "send")
                 dist.isend(inputs[micro].grad.contiguous(), dst=prev_rank).wait()
