@@ -61,7 +61,8 @@ def real_job(case: RealJob, settings: Settings, *, wait_s: float = 300.0) -> Out
     case.run({"SLEUTH_COLLECTOR": f"{settings.gateway_host}:{settings.gateway_port}"})
     client = connect.clickhouse_client(settings)
     try:
-        incidents = _wait_for_incidents(client, settings.clickhouse_database, job, wait_s=wait_s)
+        incidents = _wait_for_incidents(client, settings.clickhouse_database, job, range(case.first, case.last),
+                                        wait_s=wait_s)
         source = ClickHouseSource(client, settings.clickhouse_database, job)
         spec = source.job_spec()
         return Outcome(job, gpu_of_rank(spec, case.rank), tuple(incidents), source, single_leaf(spec),
@@ -71,13 +72,19 @@ def real_job(case: RealJob, settings: Settings, *, wait_s: float = 300.0) -> Out
         raise
 
 
-def _wait_for_incidents(client: Client, database: str, job: str, *, wait_s: float) -> list:
+def _wait_for_incidents(client: Client, database: str, job: str, slowed: range, *, wait_s: float) -> list:
+    """The job's incidents once one covers a ``slowed`` iteration (the streaming localizer may first
+    write others, of the jitter before the fault), or those there are after ``wait_s``."""
     deadline = time.monotonic() + wait_s
+    incidents: list = []
     while time.monotonic() < deadline:
         rows = list_incidents(client, database, job=job)
-        if rows:
-            return [incident_by_id(client, database, row.incident) for row in reversed(rows)]
+        incidents = [incident_by_id(client, database, row.incident) for row in reversed(rows)]
+        if any(set(incident.iterations) & set(slowed) for incident in incidents):
+            return incidents
         time.sleep(2.0)
+    if incidents:
+        return incidents
     raise ServiceError(
         f"no incident for job {job} in {database} after {wait_s:.0f} s: are the worker and the localizer "
         "running (sleuth stack status)?"
