@@ -59,7 +59,7 @@ from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
 __all__ = ["Episode", "Part", "at_steps", "complement", "diagnose", "diagnose_episode", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
-           "lead", "parts", "pauses_move", "runs", "slowdown_incident", "split_led", "steady_straggler", "summary", "tied_devices",
+           "lead", "paid_sides", "parts", "pauses_move", "runs", "slowdown_incident", "split_led", "steady_straggler", "summary", "tied_devices",
            "whatif_search", "work_moves"]
 
 _RULES = LOCALIZER_RULES
@@ -750,9 +750,31 @@ def _cause(suspects: Sequence[Suspect]) -> IncidentCause | None:
     return IncidentCause.MIXED if len(kinds) == 2 else IncidentCause.COMPUTE if True in kinds else IncidentCause.NETWORK
 
 
+def paid_sides(incident: Incident, attribution: Attribution) -> Incident:
+    """A hardware ``incident`` without the suspects of a side (compute, or transfers) that carries
+    less than ``minor`` of what the operator types add up to over its iterations, where the other
+    side has suspects: that side is jitter's, which the what-if search does not search either
+    (``_roots``); a loaded host's transfer jitter would otherwise name its NVSwitch, on every
+    transfer's path, beside each slow GPU of it."""
+    share = _paid_compute_share(attribution, incident.iterations)
+    if not incident.cause.hardware or share is None:
+        return incident
+    unpaid = {True} if share < _RULES.minor else {False} if 1.0 - share < _RULES.minor else set()
+    kept = tuple(s for s in incident.suspects if _is_compute(s) not in unpaid)
+    if not kept or len(kept) == len(incident.suspects):
+        return incident
+    return replace(incident, suspects=kept, cause=_cause(kept) or incident.cause)
+
+
 def _compute_share(attribution: Attribution, iterations: Sequence[int] | None = None) -> float:
     """Compute gaps' share of what the operator types add up to (S_t - 1), over ``iterations`` where
     given and measured (the job's S_t is its costliest stretch's: a pause is not a NIC's episode)."""
+    share = _paid_compute_share(attribution, iterations)
+    return 0.0 if share is None else share
+
+
+def _paid_compute_share(attribution: Attribution, iterations: Sequence[int] | None = None) -> float | None:
+    """``_compute_share``; None where the operator types add up to nothing."""
     by_type = attribution.by_type
     if iterations is not None and attribution.by_type_ns is not None:
         at = np.isin(np.asarray(attribution.iterations), np.asarray(list(iterations), dtype=np.int64))
@@ -761,7 +783,7 @@ def _compute_share(attribution: Attribution, iterations: Sequence[int] | None = 
             by_type = dict(zip(attribution.by_type, attribution.by_type_ns[at].sum(axis=0) / ideal))
     excess = {t: max(s - 1.0, 0.0) for t, s in by_type.items()}
     total = sum(excess.values())
-    return excess.get(COMPUTE, 0.0) / total if total > 0 else 0.0
+    return excess.get(COMPUTE, 0.0) / total if total > 0 else None
 
 
 def _compute_led(attribution: Attribution) -> bool:

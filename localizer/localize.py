@@ -46,8 +46,8 @@ from sleuth.validation import integer, is_int, number_above
 from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import (
-    Episode, Part, complement, diagnose, diagnose_episode, episodes, grown_to_episode, hiccup, lead, parts, slowdown_incident, summary, tied_devices,
-    whatif_search,
+    Episode, Part, complement, diagnose, diagnose_episode, episodes, grown_to_episode, hiccup, lead, paid_sides, parts,
+    slowdown_incident, summary, tied_devices, whatif_search,
 )
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.episodes import one_per_episode
@@ -107,7 +107,8 @@ def localize(
     (``attributed``), every incident carries what the job pays, a cluster whose hardware or
     non-hardware reading the attribution contradicts gives way to the episode's incident, one
     that agrees spans the episode it lies in, and a cluster that is a benign pause (brief, cheap,
-    its device pausing nowhere else: ``attributed.hiccup``) is not reported.
+    its device pausing nowhere else: ``attributed.hiccup``) is not reported; no hardware incident
+    names a side the job barely pays for over its iterations (``attributed.paid_sides``).
 
     Incidents of one episode (``episodes``: less than ``window`` iterations apart, naming the same
     device first or second) are returned as one, grown over both.
@@ -148,8 +149,11 @@ def localize(
             source, incidents, attribution, graph=graph, topology=topology, routing=routing, priors=priors, top_k=top_k,
             min_support=min_support, started=started, slowdown=slowdown, sustain=sustain, sustained=sustained,
         )
+    incidents = one_per_episode(incidents, window=window)
+    if attribution is not None:
+        incidents = [paid_sides(incident, attribution) for incident in incidents]
     return [replace(incident, suspects=nic_beside_its_cable(incident.suspects, lambda s: s.device))
-            for incident in one_per_episode(incidents, window=window)]
+            for incident in incidents]
 
 
 def _with_attribution(

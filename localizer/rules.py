@@ -55,7 +55,7 @@ class LocalizerRules:
     #: last stage (What-if §5.1, §5.2).
     majority: float = 0.5
     #: A side (compute, or transfers) carrying less than this share of what the operator types add
-    #: up to is not searched: it is the jitter a 3-sigma put-back still lets through.
+    #: up to is not searched and names no suspect: it is the jitter a 3-sigma put-back still lets through.
     minor: float = 0.1
     #: Ranks the device search from an attribution starts from at most: a tensor group's worth,
     #: tied in the worker slowdowns.

@@ -355,6 +355,26 @@ def test_the_side_the_job_pays_most_for_leads_the_incident_and_the_other_stays_l
 
 
 
+def test_a_side_the_job_barely_pays_for_names_no_suspect_beside_the_other_regression_loaded_gloo_nvswitch() -> None:
+    from sleuth.localizer.attributed import paid_sides
+
+    # A slow GPU on a loaded host: transfer jitter pays under a tenth of what the job pays, and every
+    # network root of the irregular search lies on the host's NVSwitch.
+    mixed = _incident("mixed", ("gpu:h0/5", "gpu"), ("nvswitch:h0", "nvswitch"))
+    compute_led = attribution((1.9,) * 10, by_type={COMPUTE: 1.86, "pp.send": 1.02, "dp.all_reduce": 1.02})
+    found = paid_sides(mixed, compute_led)
+    assert [s.device for s in found.suspects] == ["gpu:h0/5"] and found.cause.value == "compute"
+    network_led = attribution((1.3,) * 10, by_type={COMPUTE: 1.01, "dp.all_reduce": 1.3})
+    assert [s.device for s in paid_sides(mixed, network_led).suspects] == ["nvswitch:h0"]
+    # Both sides paying a minor share or more, the only side named, nothing paid, or no hardware cause: as it was.
+    assert paid_sides(mixed, attribution((1.3,) * 10, by_type={COMPUTE: 1.2, "dp.all_reduce": 1.1})) == mixed
+    network = _incident("network", ("nvswitch:h0", "nvswitch"))
+    assert paid_sides(network, compute_led) == network
+    assert paid_sides(mixed, attribution(by_type={COMPUTE: 1.0, "dp.all_reduce": 1.0})) == mixed
+    pauses = _incident("scattered_pauses")
+    assert paid_sides(pauses, compute_led) == pauses
+
+
 def test_an_irregular_cluster_inside_a_sustained_episode_grows_to_the_episode(tmp_path, capsys) -> None:
     from sleuth.jobspec import JobSpec
     from sleuth.localizer import localize
