@@ -24,6 +24,11 @@ from sleuth.records import IterationBatch, RecordBatch
 #: difference changes by more than this; reading the two clocks jitters by tens of nanoseconds,
 #: which must not part the end of one iteration from the start of the next.
 WALL_CLOCK_MOVED_NS = 1_000_000
+#: An offset read whose two monotonic reads lie this close is taken at once; a wider one is read
+#: again, up to ``OFFSET_READS`` times, and the tightest kept: a thread switched out between the
+#: reads (CPython hands the GIL over every 5 ms) would otherwise read as a clock step.
+TIGHT_OFFSET_READ_NS = 20_000
+OFFSET_READS = 5
 
 
 class Session:
@@ -188,10 +193,27 @@ class Session:
         """The wall clock minus the recorder's monotonic one. Records are timed on the monotonic
         clock (a wall-clock step never bends a duration) and moved onto the wall clock, which
         ranks on different hosts share, when drained: a step shifts whole batches only."""
-        offset = time.time_ns() - self.impl.now_ns()
-        if self._wall_offset is None or abs(offset - self._wall_offset) > WALL_CLOCK_MOVED_NS:
+        offset, error = self._read_wall_offset()
+        # A change within the read's own error is no evidence that the clock moved.
+        if self._wall_offset is None or abs(offset - self._wall_offset) > WALL_CLOCK_MOVED_NS + error:
             self._wall_offset = offset
         return self._wall_offset
+
+    def _read_wall_offset(self) -> tuple[int, int]:
+        """(offset, error): the wall clock read between two monotonic reads, set against their
+        midpoint, so that the offset is off by at most half the bracket, which is the error."""
+        best: tuple[int, int] | None = None
+        for _ in range(OFFSET_READS):
+            before = self.impl.now_ns()
+            wall = time.time_ns()
+            after = self.impl.now_ns()
+            width = after - before
+            if best is None or width < best[1]:
+                best = (wall - (before + after) // 2, width)
+            if width <= TIGHT_OFFSET_READ_NS:
+                break
+        assert best is not None
+        return best[0], best[1] // 2
 
     def drain_iterations(self) -> list[tuple[int, int, int]]:
         with self._lock:

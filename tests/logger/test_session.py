@@ -170,3 +170,36 @@ def test_drained_records_are_on_the_wall_clock_and_a_clock_step_never_bends_a_du
     (record,) = records
     assert 0 <= record["t_end_ns"] - record["t_start_ns"] < 10**9
     assert abs(record["t_end_ns"] - time.time_ns()) < 10**9  # on the (stepped) wall clock
+
+
+class _Clocks:
+    """A monotonic and a wall clock on one true time, with the reading thread switched out for
+    ``pauses`` (one per wall read, in turn) right after the wall read."""
+
+    def __init__(self, real_impl, wall_minus_monotonic: int, pauses: list[int]):
+        self.true_ns, self.offset, self.pauses = 10**12, wall_minus_monotonic, list(pauses)
+        self.Recorder = real_impl.Recorder
+
+    def now_ns(self) -> int:
+        self.true_ns += 300  # a read costs a little
+        return self.true_ns
+
+    def time_ns(self) -> int:
+        wall = self.true_ns + self.offset
+        self.true_ns += self.pauses.pop(0) if self.pauses else 0
+        return wall
+
+
+def test_a_thread_switched_out_between_the_clock_reads_is_not_taken_for_a_clock_step(impl, monkeypatch):
+    import time
+
+    switched_out = 10_500_000  # two of CPython's 5 ms GIL hand-overs: the last CI's 10.5 ms
+    clocks = _Clocks(impl, 7 * 10**15, pauses=[0, switched_out, 0, *[switched_out] * 5])
+    monkeypatch.setattr(time, "time_ns", clocks.time_ns)
+    session = make_session(clocks)
+    first = session.wall_offset_ns()
+    assert abs(first - clocks.offset) < 1_000
+    assert session.wall_offset_ns() == first  # the switched-out read was read again
+    assert session.wall_offset_ns() == first  # every read switched out: too unsure to move
+    clocks.offset += 50_000_000  # NTP steps the wall clock 50 ms on
+    assert abs(session.wall_offset_ns() - clocks.offset) < 1_000
