@@ -336,12 +336,23 @@ def start_ranks(worker: Callable[..., None], args: tuple, ranks: int, *, cuda: b
     Forked, the ranks share this process's imported torch, and the ``torch._dynamo`` that an
     optimizer imports on first use: about 4 s of CPU a rank that each spawned rank pays again.
     CUDA cannot start in a child forked from a parent that may have touched it: spawned then.
+    Each rank computes on one thread unless ``OMP_NUM_THREADS`` says otherwise, as torchrun starts
+    several processes on a node: a thread per core in every rank would oversubscribe the cores.
     """
     import torch.multiprocessing as mp
 
     if not cuda:
         import torch._dynamo  # noqa: F401
-    mp.start_processes(worker, args=args, nprocs=ranks, join=True, start_method="spawn" if cuda else "fork")
+    threads = 1 if ranks > 1 and "OMP_NUM_THREADS" not in os.environ else None
+    mp.start_processes(_rank_on_threads, args=(worker, threads, *args), nprocs=ranks, join=True,
+                       start_method="spawn" if cuda else "fork")
+
+
+def _rank_on_threads(rank: int, worker: Callable[..., None], threads: int | None, *args: Any) -> None:
+    """``worker(rank, *args)`` with ``threads`` intra-op threads (None: torch's own choice)."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    worker(rank, *args)
 
 
 def launch(options: JobOptions, *, out: str | None = None) -> None:

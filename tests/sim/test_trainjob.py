@@ -85,3 +85,23 @@ def test_a_tensor_or_data_parallel_group_of_one_fails_before_the_job_starts(opti
     with pytest.raises(SystemExit):
         parse_args([option, "1"])
     assert f"{option} must be 2 or more" in capsys.readouterr().err
+
+
+def _write_threads(rank: int, folder: str) -> None:
+    import torch
+
+    with open(f"{folder}/threads-{rank}", "w") as file:
+        file.write(str(torch.get_num_threads()))
+
+
+def test_ranks_compute_on_one_thread_each_as_torchrun_starts_them_unless_omp_num_threads_says(tmp_path, monkeypatch):
+    from sleuth.sim.trainjob import start_ranks
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    start_ranks(_write_threads, (str(tmp_path),), 2)
+    assert [(tmp_path / f"threads-{r}").read_text() for r in range(2)] == ["1", "1"]
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's choice is left to torch
+    import torch
+
+    start_ranks(_write_threads, (str(tmp_path),), 2)
+    assert [(tmp_path / f"threads-{r}").read_text() for r in range(2)] == [str(torch.get_num_threads())] * 2
