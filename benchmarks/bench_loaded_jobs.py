@@ -57,6 +57,16 @@ JOBS = {
                                                   "--slow-factor", "100", "--slow-iters", "0:30"), "gpu", range(30)),
     "train-slow": Job("sleuth.sim.trainjob", ("--iters", "30", "--slow-rank", "5", "--slow-factor", "200",
                                               "--slow-iters", "15:25"), "gpu", range(15, 25)),
+    # Moderate faults: the slowed rank's compute 3x, a step some tens of percent longer, not 0.4 s.
+    "moderate-from-start": Job("sleuth.sim.frameworkjob", ("--world", "4", "--mode", "ddp", "--iters", "30",
+                                                           "--slow-rank", "2", "--slow-factor", "3", "--slow-iters",
+                                                           "0:30"), "gpu", range(30)),
+    "moderate-ramp": Job("sleuth.sim.frameworkjob", ("--world", "4", "--mode", "ddp", "--iters", "30", "--slow-rank", "2",
+                                                     "--slow-factor", "5", "--slow-iters", "5:30", "--ramp"), "gpu",
+                         range(5, 30)),
+    "moderate-fsdp": Job("sleuth.sim.frameworkjob", ("--world", "4", "--mode", "fsdp", "--iters", "30", "--slow-rank",
+                                                     "2", "--slow-factor", "3", "--slow-iters", "10:30"), "gpu",
+                         range(10, 30)),
 }
 
 
