@@ -190,10 +190,10 @@ class _Clocks:
         return wall
 
 
-def test_a_thread_switched_out_between_the_clock_reads_is_not_taken_for_a_clock_step(impl, monkeypatch):
+def test_a_thread_switched_out_between_the_clock_reads_is_not_taken_for_a_clock_step_regression_ci_10ms(impl, monkeypatch):
     import time
 
-    switched_out = 10_500_000  # two of CPython's 5 ms GIL hand-overs: the last CI's 10.5 ms
+    switched_out = 10_500_000  # two of CPython's 5 ms GIL hand-overs
     clocks = _Clocks(impl, 7 * 10**15, pauses=[0, switched_out, 0, *[switched_out] * 5])
     monkeypatch.setattr(time, "time_ns", clocks.time_ns)
     session = make_session(clocks)
