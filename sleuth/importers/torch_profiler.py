@@ -45,7 +45,8 @@ Which events give which times:
   process group, so a gloo trace is read only when ``pg_config`` lists one group (refused
   otherwise).
 
-Sequence numbers: ``Seq`` where the trace has it; else a collective's position among its
+Sequence numbers: ``Seq`` where the trace has it (with the operator's position among those of one
+``Seq``, which a coalesced group's collectives share); else a collective's position among its
 group's collectives on the rank, counted within its ``ProfilerStep#N`` when every rank's trace
 marks steps (so that windows starting at different operators still agree), else from the
 trace's first. P2P operators carry -1 and a peer; ``assemble`` numbers them per peer.
@@ -91,7 +92,7 @@ _TYPE_NAMES: dict[str, str] = {
     "float": "Float", "double": "Double", "c10::Half": "Half", "c10::BFloat16": "BFloat16",
     "long int": "Long", "int": "Int", "short int": "Short", "signed char": "Char", "unsigned char": "Byte",
     "bool": "Bool", "c10::complex<float>": "ComplexFloat", "c10::complex<double>": "ComplexDouble",
-    "c10::complex<c10::Half>": "ComplexHalf", "short unsigned int": "UInt16", "unsigned int": "UInt32",
+    "short unsigned int": "UInt16", "unsigned int": "UInt32",
     "long unsigned int": "UInt64",
 }
 
@@ -210,6 +211,7 @@ def _numbered(rank: int, ops: list[_Op], steps: list[tuple[int, int, int]], step
     """The rank's operators with their sequence keys and iterations."""
     starts = [s[0] for s in steps]
     counts: Counter[tuple] = Counter()
+    shared: Counter[tuple] = Counter()  # a coalesced group's collectives share one Seq
     outside = 0
     result = []
     for order, op in enumerate(ops):
@@ -221,7 +223,8 @@ def _numbered(rank: int, ops: list[_Op], steps: list[tuple[int, int, int]], step
         if op.kind.is_p2p:
             seq: Any = -1
         elif op.seq is not None:
-            seq = (op.seq,)
+            seq = (op.seq, shared[op.comm, op.seq])
+            shared[op.comm, op.seq] += 1
         else:
             scope = (op.comm, iteration) if stepped else (op.comm,)
             seq = (*scope[1:], counts[scope])
@@ -431,11 +434,10 @@ def _gloo(result: _Trace, complete: list[tuple[int, dict]], clock: _Clock) -> No
                               "only a gloo job with one process group can be read")
     (group,) = result.comms.values()
     queued: dict[OpKind, deque] = defaultdict(deque)
-    for i, event in sorted(complete, key=lambda item: item[1].get("ts", 0)):
-        if event["name"].startswith("c10d::") and event.get("cat") == "cpu_op":
-            kind = _KINDS.get(event["name"][len("c10d::"):].rstrip("_"))
-            if kind is not None:
-                queued[kind].append((clock.span(i, event)[0], event))
+    calls = [(clock.span(i, e)[0], kind, e) for i, e in complete if e["name"].startswith("c10d::") and e.get("cat") == "cpu_op"
+             and (kind := _KINDS.get(e["name"][len("c10d::"):].rstrip("_"))) is not None]
+    for called, kind, event in sorted(calls, key=lambda call: call[0]):
+        queued[kind].append((called, event))
     unmatched = 0
     for i, event in sorted(runs, key=lambda item: clock.span(*item)[0]):
         name = event["name"][len("gloo:"):]

@@ -197,3 +197,28 @@ def test_a_gloo_trace_of_several_groups_is_refused(tmp_path: Path) -> None:
         write(tmp_path, f"r{rank}.json", trace)
     with pytest.raises(ImportFileError, match=r"gloo operators name no process group.*lists 2 groups \(0, 1\)"):
         read_torch_profiler(tmp_path, job="j")
+
+
+def test_collectives_sharing_a_seq_stay_apart(tmp_path: Path) -> None:
+    for rank in (0, 1):  # a coalesced group: step 1's all_gather under the all_reduce's Seq
+        trace = nccl_trace(rank)
+        for event in trace["traceEvents"]:
+            if event.get("args", {}).get("Seq") == 4:
+                event["args"]["Seq"] = 3
+        write(tmp_path, f"r{rank}.json", trace)
+    rows = list(read_torch_profiler(tmp_path, job="j").records.rows())
+    collectives = sorted((r["rank"], r["seq"], r["op"]) for r in rows if r["peer"] < 0)
+    assert collectives == sorted((rank, seq, OpKind.ALL_REDUCE if seq % 2 == 0 else OpKind.ALL_GATHER)
+                                 for rank in (0, 1) for seq in range(6))
+
+
+def test_a_rank_s_windows_are_merged(tmp_path: Path) -> None:
+    whole = read_torch_profiler(nccl_job(tmp_path / "whole"), job="j").records
+    trace = nccl_trace(0)  # rank 0 in two windows: step 4, then steps 5 and 6
+    head = [e for e in trace["traceEvents"] if e.get("ts", 0) < 5_000 + STEP_US]
+    write(tmp_path / "split", "a.pt.trace.json", {**trace, "traceEvents": head})
+    write(tmp_path / "split", "b.pt.trace.json", {**trace, "traceEvents": [e for e in trace["traceEvents"] if e not in head]})
+    write(tmp_path / "split", "c.pt.trace.json", nccl_trace(1))
+    imported = read_torch_profiler(tmp_path / "split", job="j")
+    assert list(imported.records.rows()) == list(whole.rows())
+    assert "rank 0: 2 trace files merged (a.pt.trace.json, b.pt.trace.json)" in imported.notes
