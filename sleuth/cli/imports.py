@@ -3,6 +3,8 @@
 ``sleuth import nccl-inspector DIR --out FOLDER [--job ID]``: NCCL Inspector's JSON logs (verbose).
 ``sleuth import flight-recorder DIR --out FOLDER [--job ID] [--gpus-per-host N]``: PyTorch
 Flight Recorder dumps, one per rank (pickle or JSON; pickles are loaded without running code).
+``sleuth import torch-profiler DIR --out FOLDER [--job ID] [--gpus-per-host N]``: PyTorch profiler
+(Kineto) Chrome traces, one per rank (``*.json``, ``*.pt.trace.json``, ``*.json.gz``).
 ``sleuth import nccl-profiler DIR --out FOLDER``: the files sleuth's NCCL profiler plugin wrote
 (``sleuth.cli.import_nccl_profiler``).
 """
@@ -19,34 +21,38 @@ from sleuth.cli.arguments import positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("import", help="turn NCCL Inspector, Flight Recorder or NCCL profiler logs into a records folder")
+    parser = subparsers.add_parser("import", help="turn NCCL Inspector, Flight Recorder, PyTorch profiler or NCCL profiler logs into a records folder")
     formats = parser.add_subparsers(dest="format", metavar="FORMAT")
     formats.required = True
     inspector = formats.add_parser("nccl-inspector", help="NCCL Inspector JSON logs (NCCL_INSPECTOR_DUMP_VERBOSE=1)")
     recorder = formats.add_parser("flight-recorder", help="PyTorch Flight Recorder dumps, one file per rank")
-    for sub in (inspector, recorder):
+    profiler = formats.add_parser("torch-profiler", help="PyTorch profiler (Kineto) traces, one file per rank")
+    for sub in (inspector, recorder, profiler):
         sub.add_argument("dir", metavar="DIR", help="folder of the tool's files")
         sub.add_argument("--out", required=True, metavar="FOLDER", help="records folder to create (must not exist or be empty)")
         sub.add_argument("--job", metavar="ID", help="job id in the records (default: DIR's name)")
         sub.add_argument("--workers", type=positive_int("--workers"), default=min(8, os.cpu_count() or 1), metavar="N",
                          help="processes reading the files (default: the CPUs, at most 8)")
-    recorder.add_argument("--gpus-per-host", type=positive_int("--gpus-per-host"), default=8, metavar="N",
-                          help="ranks per host, since dumps do not name hosts (default 8)")
+    for sub, what in ((recorder, "dumps do not name hosts"), (profiler, "used when traces have no host_name")):
+        sub.add_argument("--gpus-per-host", type=positive_int("--gpus-per-host"), default=8, metavar="N",
+                         help=f"ranks per host, since {what} (default 8)")
     recorder.add_argument("--watchdog-poll-ms", type=int, default=100, metavar="MS",
                           help="how late torch's watchdog may notice a completion (default 100, its polling period)")
-    for sub in (inspector, recorder):
+    for sub in (inspector, recorder, profiler):
         sub.set_defaults(handler=_run)
     import_nccl_profiler.add_format(formats)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from sleuth.importers import read_flight_recorder, read_inspector, write_folder
+    from sleuth.importers import read_flight_recorder, read_inspector, read_torch_profiler, write_folder
     from sleuth.importers.assemble import kind_counts
 
     folder = Path(args.dir)
     job = args.job or folder.resolve().name
     if args.format == "nccl-inspector":
         imported = read_inspector(folder, job=job, workers=args.workers)
+    elif args.format == "torch-profiler":
+        imported = read_torch_profiler(folder, job=job, gpus_per_host=args.gpus_per_host, workers=args.workers)
     else:
         imported = read_flight_recorder(folder, job=job, gpus_per_host=args.gpus_per_host,
                                         watchdog_poll_ms=args.watchdog_poll_ms, workers=args.workers)

@@ -1,7 +1,7 @@
 """Bring in what users already have: other tools' operator logs as sleuth records folders.
 
 One module per format (:mod:`~sleuth.importers.nccl_inspector`,
-:mod:`~sleuth.importers.flight_recorder`) reads its files into plain values
+:mod:`~sleuth.importers.flight_recorder`, :mod:`~sleuth.importers.torch_profiler`) reads its files into plain values
 (:mod:`~sleuth.importers.model`); :mod:`~sleuth.importers.assemble` names, numbers and checks
 them once for all formats; :mod:`~sleuth.importers.folder` writes the folder, all or nothing.
 """
@@ -10,5 +10,6 @@ from sleuth.importers.flight_recorder import read_flight_recorder
 from sleuth.importers.folder import write_folder
 from sleuth.importers.model import Imported
 from sleuth.importers.nccl_inspector import read_inspector
+from sleuth.importers.torch_profiler import read_torch_profiler
 
-__all__ = ["Imported", "read_flight_recorder", "read_inspector", "write_folder"]
+__all__ = ["Imported", "read_flight_recorder", "read_inspector", "read_torch_profiler", "write_folder"]

@@ -11,7 +11,8 @@ like a logged one:
   keys any member's file holds, so that members agree on every number;
 * P2P operators are numbered per (communicator, direction, peer) in stream order, so that send
   k from a to b matches receive k on b from a (the contract's P2P rule);
-* iterations come from the period of each rank's operator stream
+* iterations are the format's own step numbers where it marks steps (``SourceOp.iteration``),
+  else come from the period of each rank's operator stream
   (:func:`sleuth.logger.period.find_period`, Greyhound's autocorrelation), counted from the
   job's first operator; -1 where a rank's stream shows no period;
 * a rank without a GPU index gets its position among its host's ranks (as ``merge_spec``).
@@ -77,7 +78,10 @@ def assemble(
         columns["op"].append(int(op.kind))
         columns["peer"].append(op.peer)
         columns["nbytes"].append(op.nbytes)
-        columns["iteration"].append(op.order // period if period else -1)
+        if op.iteration is not None:  # the format marks its steps
+            columns["iteration"].append(op.iteration)
+        else:
+            columns["iteration"].append(op.order // period if period else -1)
         columns["t_issue_ns"].append(op.t_issue_ns)
         columns["t_start_ns"].append(op.t_start_ns)
         columns["t_end_ns"].append(op.t_end_ns)

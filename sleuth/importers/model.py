@@ -40,7 +40,9 @@ class SourceOp(NamedTuple):
     """One operator of one rank. ``seq`` is the collective's key on its communicator: any
     sortable value, equal on every member (``assemble`` numbers the keys 0, 1, 2...); P2P
     operators carry -1 and are numbered by ``assemble`` too. ``order`` is the operator's
-    position in the rank's operator stream since the job began."""
+    position in the rank's operator stream since the job began. ``iteration``: the training step
+    when the format marks steps (PyTorch profiler's ``ProfilerStep#N``; -1 outside any step),
+    else None and ``assemble`` finds it from the rank's stream."""
 
     rank: int
     comm: str
@@ -52,6 +54,7 @@ class SourceOp(NamedTuple):
     t_issue_ns: int
     t_start_ns: int
     t_end_ns: int
+    iteration: int | None = None
 
 
 class Stream(NamedTuple):

@@ -4,9 +4,6 @@ restricted unpickler, and its entries carry every field the test writer writes, 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,28 +12,18 @@ import pytest
 from sleuth.errors import ImportFileError
 from sleuth.importers import read_flight_recorder
 from sleuth.importers.safe_pickle import load_plain
+from tests.importers.conftest import run_job
 from tests.importers.writers import write_flight_recorder
 
 pytest.importorskip("torch")
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("real-fr")
-    env = {**os.environ, "TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-               "-m", "tests.importers.frjob", str(out)]
-    # Its own session, so that a hung job's workers are stopped with the launcher.
-    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as proc:
-        try:
-            _, err = proc.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise
-    assert proc.returncode == 0, err[-3000:]
+    env = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"}
+    run_job([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+             "-m", "tests.importers.frjob", str(out)], env=env)
     return out
 
 
