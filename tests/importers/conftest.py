@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,19 +34,3 @@ def emulated(tmp_path_factory: pytest.TempPathFactory) -> Emulated:
     ]) == 0
     return Emulated(out, read_parquet(out / "records.parquet"), JobSpec.read(out))
 
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def run_job(command: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 120) -> None:
-    """Run a real job (a torch launcher and its workers) in its own session with the repository
-    importable, so that a hung job's workers are stopped with it; fail with its stderr's tail."""
-    env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
-    with subprocess.Popen(list(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as proc:
-        try:
-            _, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise
-    assert proc.returncode == 0, err[-3000:]

@@ -12,7 +12,7 @@ import pytest
 from sleuth.errors import ImportFileError
 from sleuth.importers import read_flight_recorder
 from sleuth.importers.safe_pickle import load_plain
-from tests.importers.conftest import run_job
+from tests.importers.realjobs import run_job
 from tests.importers.writers import write_flight_recorder
 
 pytest.importorskip("torch")

@@ -24,8 +24,10 @@ from sleuth.records_folder import read_records
 
 pytest.importorskip("torch")
 
-from tests.importers import profjob  # noqa: E402  (needs torch)
-from tests.importers.conftest import run_job  # noqa: E402
+from sleuth.sim.trainjob import free_port  # noqa: E402  (needs torch)
+from tests.importers import profjob  # noqa: E402
+from tests.importers.realjobs import run_job  # noqa: E402
+
 
 @dataclass(frozen=True)
 class Run:
@@ -35,17 +37,11 @@ class Run:
     ended_ns: int
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     base = tmp_path_factory.mktemp("torch-profiler")
     started = time.time_ns()
-    run_job([sys.executable, "-m", "tests.importers.profjob", str(base / "traces"), str(_free_port())])
+    run_job([sys.executable, "-m", "tests.importers.profjob", str(base / "traces"), str(free_port())])
     ended = time.time_ns()
     assert main(["import", "torch-profiler", str(base / "traces"), "--out", str(base / "records"), "--job", "gloo4",
                  "--workers", "1"]) == 0
