@@ -2,9 +2,9 @@
 watchdog lag does to localization. Prints one JSON object.
 
 The job: 8 ranks (tp 2, pp 2, dp 2) on two hosts, 40 iterations, rank 5 (gpu:h0001/1) 1.5x
-slower from iteration 20. Its records are written as the NCCL Inspector and torch's Flight
-Recorder write theirs (the tests' writers, tests/importers/writers.py, which follow the tools'
-sources), imported, and localized. For Flight Recorder, the watchdog's discovery lag (torch polls
+slower from iteration 20. Its records are written as the NCCL Inspector, torch's Flight Recorder
+and torch's profiler (an NCCL job's Kineto traces) write theirs (the tests' writers,
+tests/importers/writers.py, which follow the tools' sources), imported, and localized. For Flight Recorder, the watchdog's discovery lag (torch polls
 every 100 ms) is swept, with and without TORCH_NCCL_ENABLE_TIMING's durations.
 
     .venv/bin/python benchmarks/bench_import.py
@@ -29,7 +29,7 @@ from sleuth.jobspec import JobSpec  # noqa: E402
 from sleuth.progress import Steps, progress  # noqa: E402
 from sleuth.recordio import read_parquet  # noqa: E402
 from sleuth.records_folder import read_records  # noqa: E402
-from tests.importers.writers import EPOCH_NS, write_flight_recorder, write_inspector  # noqa: E402
+from tests.importers.writers import EPOCH_NS, write_flight_recorder, write_inspector, write_torch_profiler  # noqa: E402
 
 
 def _quiet(argv: list[str]) -> str:
@@ -59,7 +59,7 @@ def main_() -> None:
     base = Path(tempfile.mkdtemp(prefix="bench-import-"))
     # One bar over the emulation and each import (and its localize), drawn only as it advances, between the
     # timed imports; the CLI calls, their stderr swallowed, draw none of their own.
-    with progress("import: emulating the job", total=2 + len(SWEEP), redraw_on_timer=False) as steps:
+    with progress("import: emulating the job", total=3 + len(SWEEP), redraw_on_timer=False) as steps:
         result = _run(base, steps)
     print(json.dumps(result, indent=1))
 
@@ -80,6 +80,16 @@ def _run(base: Path, steps: Steps) -> dict:
     seconds = time.perf_counter() - t0
     result["nccl_inspector"] = {"import_s": round(seconds, 3), "records_per_s": round(len(records) / seconds),
                                 "top_suspect": _top(base / "inspector-out")}
+    steps.advance(description="import: PyTorch profiler traces")
+
+    write_torch_profiler(base / "profiler", records, spec)
+    t0 = time.perf_counter()
+    _quiet(["import", "torch-profiler", str(base / "profiler"), "--out", str(base / "profiler-out")])
+    seconds = time.perf_counter() - t0
+    errors = _start_errors_us(base / "profiler-out", truth)
+    result["torch_profiler"] = {"import_s": round(seconds, 3), "records_per_s": round(len(records) / seconds),
+                                "start_error_us_max": round(float(errors.max()), 3),
+                                "top_suspect": _top(base / "profiler-out")}
     steps.advance(description="import: Flight Recorder's dumps, watchdog lag swept")
 
     sweep = []

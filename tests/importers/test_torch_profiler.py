@@ -14,8 +14,10 @@ from sleuth.cli import main
 from sleuth.errors import ConfigError, ImportFileError
 from sleuth.importers import read_torch_profiler
 from sleuth.jobspec import JobSpec
-from sleuth.records import OpKind
+from sleuth.records import OpKind, RecordBatch
 from sleuth.records_folder import read_records
+from tests.importers.conftest import SLOW_GPU, Emulated
+from tests.importers.writers import EPOCH_NS, rank_ops, write_torch_profiler
 
 BASE_NS = 1_790_857_026_000_000_000  # baseTimeNanoseconds: CLOCK_REALTIME floored to a quarter year
 STEP_US = 1_000.0
@@ -222,3 +224,23 @@ def test_a_rank_s_windows_are_merged(tmp_path: Path) -> None:
     imported = read_torch_profiler(tmp_path / "split", job="j")
     assert list(imported.records.rows()) == list(whole.rows())
     assert "rank 0: 2 trace files merged (a.pt.trace.json, b.pt.trace.json)" in imported.notes
+
+
+def test_an_emulated_nccl_job_s_traces_come_back_exactly_and_localize_names_its_slow_gpu(
+        emulated: Emulated, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_torch_profiler(tmp_path / "traces", emulated.records, emulated.spec)
+    assert main(["import", "torch-profiler", str(tmp_path / "traces"), "--out", str(tmp_path / "records"),
+                 "--job", "llm", "--workers", "1"]) == 0
+    records, _ = read_records(tmp_path / "records")
+    names = [f.name for f in RecordBatch.FIELDS]
+    wall = {"t_issue_ns", "t_start_ns", "t_end_ns"}
+    expected = sorted(tuple(EPOCH_NS + op[n] if n in wall else "llm" if n == "job" else op[n] for n in names)
+                      for rank in range(emulated.spec.world) for op in rank_ops(emulated.records, rank))
+    assert sorted(tuple(row[n] for n in names) for row in records.rows()) == expected
+    spec = JobSpec.read(tmp_path / "records")
+    assert spec.placements == emulated.spec.placements
+    assert {(c.comm, c.ranks) for c in spec.communicators} == {(c.comm, c.ranks) for c in emulated.spec.communicators}
+    capsys.readouterr()
+    assert main(["localize", "--records", str(tmp_path / "records"), "--json"]) == 0
+    [incident] = [i for i in json.loads(capsys.readouterr().out) if i["cause"] != "stage_imbalance"]
+    assert incident["suspects"][0]["device"] == SLOW_GPU and incident["iterations"][0] == 20

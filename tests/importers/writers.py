@@ -1,4 +1,4 @@
-"""Writers of the two foreign formats, following the tools' own sources (not sleuth's readers).
+"""Writers of the foreign formats, following the tools' own sources (not sleuth's readers).
 
 * :func:`write_inspector`: NVIDIA/nccl ``ext-profiler/inspector`` JSON output, verbose mode:
   ``inspectorCommInfoHeader`` (``id`` = ``"0x%lx"`` of the comm hash, ``comm_name``, ``rank``,
@@ -18,12 +18,20 @@
   as ``batch_isend_irecv`` does: the operator's entry (never timed) and an ``nccl:coalesced``
   entry with the same ``p2p_seq_id`` carrying the times. Discovery times lag the truth by the
   watchdog's polling (``poll_ns`` here); ``duration_ms`` is a float32, as torch stores it.
+* :func:`write_torch_profiler`: an NCCL job's PyTorch profiler traces as libkineto's
+  ``ChromeTraceLogger`` writes them (``baseTimeNanoseconds``, ``ts``/``dur`` in µs with three
+  decimals, ``distributedInfo.pg_config``, ``host_name``): per operator the ``record_param_comms``
+  CPU op of ProcessGroupNCCL (the args torch's own test of them lists: ``Collective name``,
+  ``In``/``Out msg nelems``, ``Group size``, ``Process Group Name``/``Description``/``Ranks`` as
+  ``str(list)``, ``Rank``: the peer's group rank for a send or receive, ``dtype``, ``Seq`` counted
+  from 1) and its kernel on the GPU carrying the same args; ``ProfilerStep#N`` per iteration.
 
-Both take an emulator run (records + job spec), so tests know the truth of every operator.
+Each takes an emulator run (records + job spec), so tests know the truth of every operator.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import pickle
@@ -276,3 +284,75 @@ def expected_float32_ns(nanoseconds: int) -> int:
 
 def as_numpy(rows: list[dict], field: str) -> np.ndarray:
     return np.array([row[field] for row in rows])
+
+
+# -- PyTorch profiler (Kineto) ----------------------------------------------------------------
+
+#: ``record_param_comms``'s collective names (ProcessGroupNCCL's, as torch's test of them reads them).
+_PARAM_COMMS_NAME = {
+    OpKind.ALL_REDUCE: "allreduce", OpKind.ALL_GATHER: "_allgather_base", OpKind.REDUCE_SCATTER: "_reduce_scatter_base",
+    OpKind.BROADCAST: "broadcast", OpKind.REDUCE: "reduce", OpKind.ALL_TO_ALL: "all_to_all", OpKind.SEND: "send",
+    OpKind.RECV: "recv",
+}
+#: ``baseTimeNanoseconds``: Kineto floors the wall clock to a quarter year (91.25 days) so that µs stay exact.
+_QUARTER_NS = 7_884_000 * 10**9
+
+
+def write_torch_profiler(folder: Path, records: RecordBatch, spec: JobSpec, *, gzip_odd: bool = True) -> dict[int, Path]:
+    """One trace per rank in ``folder`` (odd ranks gzipped when ``gzip_odd``); returns rank → file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    base = EPOCH_NS - EPOCH_NS % _QUARTER_NS
+    pg_names = {"world": "0"} | {c.comm: str(k) for k, c in enumerate(spec.communicators, start=1)}
+    pg_desc = {"world": "default_pg"} | {c.comm: MEGATRON_DESC.get(c.kind, "undefined") for c in spec.communicators}
+    members = {"world": tuple(range(spec.world))} | {c.comm: c.ranks for c in spec.communicators}
+
+    def ts(t_ns: int) -> float:
+        return round((EPOCH_NS + t_ns - base) / 1000, 3)
+
+    files = {}
+    for rank in range(spec.world):
+        place = spec.placement(rank)
+        events: list[dict] = []
+        ops = rank_ops(records, rank)
+        firsts: dict[int, int] = {}
+        for op in ops:
+            firsts.setdefault(op["iteration"], op["t_issue_ns"])
+        last = max(op["t_end_ns"] for op in ops)
+        marks = sorted(firsts.items())
+        for (step, start), (_, end) in zip(marks, [*marks[1:], (None, last + 1000)]):
+            events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 100 + rank,
+                           "tid": 1, "ts": ts(start), "dur": round((end - start) / 1000, 3), "args": {}})
+        seqs: dict[tuple[str, bool], int] = defaultdict(int)
+        for external, op in enumerate(ops, start=1):
+            kind, comm = OpKind(op["op"]), op["comm"]
+            group = members[comm]
+            seqs[comm, kind.is_p2p] += 1
+            sizes, dtypes = _tensor(op["nbytes"])
+            nelems, dtype = sizes[0][0], dtypes[0]
+            args = {"Collective name": _PARAM_COMMS_NAME[kind], "In msg nelems": nelems,
+                    "Out msg nelems": nelems * (len(group) if kind is OpKind.ALL_GATHER else 1),
+                    "Group size": len(group), "dtype": dtype, "Process Group Name": pg_names[comm],
+                    "Process Group Description": pg_desc[comm], "Process Group Ranks": str(list(group)),
+                    "Rank": group.index(op["peer"] if kind.is_p2p else rank), "Seq": seqs[comm, kind.is_p2p]}
+            issue_us = min(5.0, (op["t_start_ns"] - op["t_issue_ns"]) / 1000)
+            events.append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 100 + rank, "tid": 1,
+                           "ts": ts(op["t_issue_ns"]), "dur": round(issue_us, 3), "args": {"External id": external, **args}})
+            events.append({"ph": "X", "cat": "kernel", "name": f"ncclDevKernel_{_NCCL_FUNC.get(kind, 'AllToAll')}_Sum_bf16_RING_LL",
+                           "pid": place.gpu, "tid": 20, "ts": ts(op["t_start_ns"]),
+                           "dur": round((op["t_end_ns"] - op["t_start_ns"]) / 1000, 3),
+                           "args": {"External id": external, "correlation": 10_000 + external, "device": place.gpu,
+                                    "stream": 20, **args}})
+        trace = {"schemaVersion": 1, "host_name": place.host, "baseTimeNanoseconds": base, "displayTimeUnit": "ms",
+                 "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": spec.world, "pg_count": len(members),
+                                     "pg_config": [{"pg_name": pg_names[c], "pg_desc": pg_desc[c],
+                                                    "backend_config": "cuda:nccl", "pg_size": len(members[c]),
+                                                    "ranks": list(members[c])} for c in members if rank in members[c]]},
+                 "traceEvents": events}
+        data = json.dumps(trace).encode()
+        path = folder / f"{place.host}_{4000 + rank}.{rank}.pt.trace.json"
+        if gzip_odd and rank % 2:
+            path = path.with_name(path.name + ".gz")
+            data = gzip.compress(data)
+        path.write_bytes(data)
+        files[rank] = path
+    return files
