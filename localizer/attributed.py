@@ -759,8 +759,13 @@ def paid_sides(incident: Incident, attribution: Attribution) -> Incident:
     share = _paid_compute_share(attribution, incident.iterations)
     if not incident.cause.hardware or share is None:
         return incident
-    unpaid = {True} if share < _RULES.minor else {False} if 1.0 - share < _RULES.minor else set()
-    kept = tuple(s for s in incident.suspects if _is_compute(s) not in unpaid)
+    if share < _RULES.minor:
+        unpaid_is_compute = True
+    elif 1.0 - share < _RULES.minor:
+        unpaid_is_compute = False
+    else:
+        return incident
+    kept = tuple(s for s in incident.suspects if _is_compute(s) != unpaid_is_compute)
     if not kept or len(kept) == len(incident.suspects):
         return incident
     return replace(incident, suspects=kept, cause=_cause(kept) or incident.cause)

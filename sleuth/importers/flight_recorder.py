@@ -47,7 +47,7 @@ from sleuth.records import OpKind
 from sleuth.topology.ids import host_name
 from sleuth.validation import is_int, is_of, non_negative_number, positive_int
 
-__all__ = ["DTYPE_BYTES", "OP_KINDS", "read_flight_recorder"]
+__all__ = ["DTYPE_BYTES", "OP_KINDS", "group_ranks", "read_flight_recorder"]
 
 #: Operator names after the backend prefix (``nccl:``) → kinds; ProcessGroupNCCL's titles.
 OP_KINDS: dict[str, OpKind] = {
@@ -181,16 +181,22 @@ def _pg_config(dump: Mapping, source: str) -> dict[str, SourceComm]:
         where = f"{source}: pg_config[{name!r}]"
         if not isinstance(info, dict):
             raise ImportFileError(f"{where}: must be a dict, got {type(info).__name__}")
-        raw = info.get("ranks")
-        try:
-            ranks = tuple(int(r) for r in (json.loads(raw) if isinstance(raw, str) else raw))  # type: ignore[union-attr]  # a missing list is the TypeError caught below
-        except (TypeError, ValueError):
-            raise ImportFileError(f"{where}.ranks: not a list of ranks: {raw!r}") from None
-        if not ranks or len(set(ranks)) != len(ranks) or min(ranks) < 0:
-            raise ImportFileError(f"{where}.ranks: not a list of distinct ranks: {raw!r}")
+        ranks = group_ranks(info.get("ranks"), f"{where}.ranks")
         desc = info.get("desc")
         groups[str(name)] = SourceComm(str(name), desc if isinstance(desc, str) else None, ranks)
     return groups
+
+
+def group_ranks(raw: Any, where: str) -> tuple[int, ...]:
+    """A process group's global ranks in group-rank order, from a list or torch's ``ranks_str``
+    (``"[0, 1]"``); an error naming ``where`` otherwise."""
+    try:
+        ranks = tuple(int(r) for r in (json.loads(raw) if isinstance(raw, str) else raw))
+    except (TypeError, ValueError):  # a missing list is the TypeError
+        raise ImportFileError(f"{where}: not a list of ranks: {raw!r}") from None
+    if not ranks or len(set(ranks)) != len(ranks) or min(ranks) < 0:
+        raise ImportFileError(f"{where}: not a list of distinct ranks: {raw!r}")
+    return ranks
 
 
 def _entries(

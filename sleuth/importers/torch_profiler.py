@@ -75,7 +75,7 @@ from typing import Any, cast
 
 from sleuth.errors import ConfigError, ImportFileError
 from sleuth.importers.assemble import assemble
-from sleuth.importers.flight_recorder import DTYPE_BYTES, OP_KINDS
+from sleuth.importers.flight_recorder import DTYPE_BYTES, OP_KINDS, group_ranks
 from sleuth.importers.model import Imported, SourceComm, SourceOp, SourceRank, Stream
 from sleuth.importers.parallel import map_files
 from sleuth.records import OpKind
@@ -315,17 +315,8 @@ def _pg_config(info: dict, source: str) -> dict[str, SourceComm]:
 
 
 def _ranks(raw: Any, where: str) -> tuple[int, ...] | None:
-    """A group's global ranks from a list or its string ``"[0, 1]"``; None when truncated (``...``)."""
-    if isinstance(raw, str):
-        if "..." in raw:
-            return None
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            raise ImportFileError(f"{where}: not a list of ranks: {raw!r}") from None
-    if not isinstance(raw, list) or not raw or not all(is_int(r) and r >= 0 for r in raw) or len(set(raw)) != len(raw):
-        raise ImportFileError(f"{where}: not a list of distinct ranks: {raw!r}")
-    return tuple(raw)
+    """``group_ranks``; None when Kineto truncated the list (``...``)."""
+    return None if isinstance(raw, str) and "..." in raw else group_ranks(raw, where)
 
 
 class _Clock:
