@@ -14,6 +14,8 @@ import ctypes
 import gc
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +24,11 @@ from typing import Any
 import pytest
 
 from sleuth import services as local_services
+from tests.turns import MachineTurns
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+_TURNS_FOLDER = pytest.StashKey[str]()
+_TURNS = pytest.StashKey[MachineTurns]()
 
 
 @dataclass(frozen=True)
@@ -138,3 +143,36 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "services" in getattr(item, "fixturenames", ()) and item.nodeid.split("::", 1)[0] not in on_services:
             raise pytest.UsageError(f"{item.nodeid} uses the services fixture through a fixture "
                                     "files_on_the_services does not know (tests/conftest.py)")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Under ``pytest -n 2``, the workers take turns on the machine through files in one folder of the run."""
+    stash = node.config.stash
+    if _TURNS_FOLDER not in stash:
+        stash[_TURNS_FOLDER] = tempfile.mkdtemp(prefix="sleuth-test-turns-")
+    node.workerinput["sleuth_turns"] = stash[_TURNS_FOLDER]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    folder = getattr(config, "workerinput", {}).get("sleuth_turns")
+    if folder is not None:
+        config.stash[_TURNS] = MachineTurns(Path(folder))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _TURNS in config.stash:
+        config.stash[_TURNS].close()
+    if _TURNS_FOLDER in config.stash:
+        shutil.rmtree(config.stash[_TURNS_FOLDER], ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """A test marked ``alone`` runs (its fixtures' setup and teardown too) with the other worker
+    idle; every other test beside any test not alone (``tests/turns.py``)."""
+    turns = item.config.stash.get(_TURNS, None)
+    if turns is None:  # one process: the machine is the test's already
+        return (yield)
+    with turns.alone() if item.get_closest_marker("alone") else turns.shared():
+        return (yield)

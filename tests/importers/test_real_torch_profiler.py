@@ -23,6 +23,7 @@ from sleuth.records import OpKind, RecordBatch
 from sleuth.records_folder import read_records
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.alone  # what sleuth reads from the real job's timings
 
 from sleuth.sim.trainjob import free_port  # noqa: E402  (needs torch)
 from tests.importers import profjob  # noqa: E402

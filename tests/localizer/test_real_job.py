@@ -21,6 +21,7 @@ from sleuth.jobspec import JobSpec
 from sleuth.topology.ids import gpu_id
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.alone  # what sleuth reads from the real job's timings
 
 SLOW_RANK = 5
 

@@ -153,6 +153,7 @@ def test_the_period_detector_numbers_iterations_when_no_optimizer_marks_them(tmp
 SLOW_RANK = 2
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("shape, fault, slowed", [
     # 0.8 s more compute per step on rank 2 in iterations 15-24: above the +-50% step-time jitter
     # of 4 processes on a shared 2-core machine (test_real_job.py says more).
@@ -177,6 +178,7 @@ def test_localize_names_the_slowed_ddp_rank_s_gpu(tmp_path, capsys, shape, fault
     assert {i["suspects"][0]["device"] for i in incidents if i["suspects"]} == {covering["suspects"][0]["device"]}, incidents
 
 
+@pytest.mark.alone
 def test_uneven_batches_in_a_ddp_job_are_named_sequence_length_imbalance_and_blame_no_gpu(tmp_path, capsys):
     # Each step one rank computes 100 times the base work (0.4 s), the others 1 to 100 times on a long
     # tail: the costly batch lands on another rank each step.
