@@ -191,7 +191,9 @@ def _with_attribution(
                     # Every cluster in the episode gets the same evidence: they merge into one incident.
                     for k in covering:
                         if kept[k].cause.hardware:
-                            kept[k] = lead(complement(kept[k], suspects), own, suspects)
+                            # Within a side, the search that read more iterations of the fault orders the suspects.
+                            order = suspects if len(episode.paid) >= len(kept[k].iterations) else ()
+                            kept[k] = lead(complement(kept[k], suspects), own, order)
                 first = _naming(kept, covering, suspects)
                 kept[first] = grown_to_episode(source, kept[first], own, episode, graph=graph)
                 continue

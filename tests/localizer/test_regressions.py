@@ -137,6 +137,17 @@ def test_a_fluctuating_nic_whose_two_turns_a_pause_joins_into_an_episode_is_the_
     assert device in [s.device for s in incidents[0].suspects[:2]], incidents
 
 
+def test_a_fluctuating_nic_is_not_led_by_a_spine_from_an_episode_of_three_iterations_regression_seed_3111():
+    """A NIC four times as slow in turns from iteration 20: its incident's search read 17 irregular
+    iterations and named the NIC and its cable. The one sustained episode inside it paid in 3, whose
+    what-if search also counted jitter's transfers through the NIC's spine and put that spine first;
+    the search over more of the fault's iterations orders the suspects of a side."""
+    emulation, incidents = _from_its_irregular_iterations("types", "types-fluctuation-nic", seed=3111)
+    [device] = [f["device"] for f in emulation.truth().faults]
+    [network] = [i for i in incidents if str(i.cause) == "network"]
+    assert device in [s.device for s in network.suspects[:2]], incidents
+
+
 def test_a_gpu_masked_by_a_slower_one_is_named_beside_it_regression_seed_2911():
     """Two slow GPUs: x1.5 from iteration 20, x1.6 from 40 in another replica and stage. The job runs
     at the first one's pace throughout (482 ms with both as with the first alone), so S has no step
