@@ -155,6 +155,7 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """A worker of ``pytest -n 2`` opens the run's turns."""
     folder = getattr(config, "workerinput", {}).get("sleuth_turns")
     if folder is not None:
         config.stash[_TURNS] = MachineTurns(Path(folder))
