@@ -116,10 +116,12 @@ def test_times_are_the_wall_clock_and_the_waits_are_seen(run: Run) -> None:
         return np.array([r["t_end_ns"] - r["t_start_ns"] for r in rows if r["rank"] == rank
                          and r["op"] == OpKind.ALL_GATHER and (r["iteration"] in profjob.SLOW_STEPS) == slow_steps])
 
-    # the others' all_gather waits for the rank that sleeps after its all_reduce
+    # The others' all_gather waits for the rank that sleeps after its all_reduce: most of the sleep
+    # beyond its usual length, which is the 4 MB exchange itself (tens of ms, 4 ranks on 2 cores).
     for rank in set(range(profjob.WORLD)) - {profjob.SLOW_RANK}:
-        assert waits(rank, True).min() > 0.75 * slow and np.median(waits(rank, False)) < 0.25 * slow
-    assert np.median(waits(profjob.SLOW_RANK, True)) < 0.25 * slow
+        assert waits(rank, True).min() - np.median(waits(rank, False)) > 0.5 * slow, (waits(rank, True), waits(rank, False))
+        # the sleeper arrives last and waits for nobody
+        assert np.median(waits(rank, True)) - np.median(waits(profjob.SLOW_RANK, True)) > 0.5 * slow
 
 
 def test_the_spec_has_the_trace_s_host_and_group(run: Run) -> None:
