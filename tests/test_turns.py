@@ -49,6 +49,8 @@ def test_an_alone_turn_waits_for_the_shared_one_and_no_shared_turn_starts_ahead_
         order.append("first ends")
     waiting_alone.join(10)
     waiting_shared.join(10)
+    for turns in (first, alone, second):
+        turns.close()
     assert order == ["first ends", "alone starts", "alone ends", "second starts", "second ends"]
 
 
@@ -64,3 +66,5 @@ def test_shared_turns_run_together(tmp_path):
         thread.start()
         assert entered.wait(10)
     thread.join(10)
+    first.close()
+    second.close()
