@@ -1,6 +1,6 @@
 """Real gloo jobs on a loaded machine, and what ``sleuth localize`` names; prints one JSON object.
 
-    .venv/bin/python benchmarks/bench_loaded_jobs.py [--runs 2] [--busy 2] [--jobs clean spike ...]
+    .venv/bin/python benchmarks/bench_loaded_jobs.py [--runs 2] [--busy 2] [--jobs clean spike ...] [--keep DIR]
 
 Each job runs with sleuth's logger writing a records folder while ``--busy`` processes spin beside
 it (``python -c "while True: pass"``), so its processes are descheduled now and then: the jitter a
@@ -109,16 +109,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="runs of each job (default 2)")
     parser.add_argument("--busy", type=int, default=2, help="spinning processes beside each job (default 2)")
     parser.add_argument("--jobs", nargs="+", choices=sorted(JOBS), default=list(JOBS))
+    parser.add_argument("--keep", type=Path, help="keep each run's records folder under this folder "
+                                                  "(to re-read with sleuth localize); default: a temporary one")
     args = parser.parse_args()
     from sleuth.jobspec import JobSpec
     from sleuth.topology.ids import gpu_id
 
     rows = []
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as temporary:
+        scratch = args.keep or Path(temporary)
         for run in range(args.runs):
             for name in args.jobs:
                 job = JOBS[name]
-                folder = Path(scratch) / f"{name}-{run}"
+                folder = scratch / f"{name}-{run}"
                 incidents = run_job(f"{name}-{run}", job, folder, args.busy)
                 placement = JobSpec.read(folder / "records").placements[SLOW_RANK[job.module]]
                 gpu = gpu_id(placement.host, placement.gpu)
