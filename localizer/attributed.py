@@ -59,8 +59,8 @@ from sleuth.localizer.scoring import Priors, accumulate, map_scores
 from sleuth.localizer.search import Cause, Root
 
 __all__ = ["Episode", "Part", "at_steps", "complement", "diagnose", "diagnose_episode", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
-           "lead", "paid_sides", "parts", "pauses_move", "runs", "slowdown_incident", "split_led", "steady_straggler", "summary", "tied_devices",
-           "whatif_search", "work_moves"]
+           "jitter_transfers_dropped", "lead", "paid_sides", "parts", "pauses_move", "runs", "slowdown_incident", "split_led", "steady_straggler",
+           "summary", "tied_devices", "whatif_search", "work_moves"]
 
 _RULES = LOCALIZER_RULES
 _NS_PER_HOUR = 3_600e9
@@ -688,11 +688,17 @@ def whatif_search(
     the top K of each fault the search found; the side that carries most of what the job pays
     (S_t) comes first, as ``lead`` orders an irregular iteration's incident. Over an episode's
     ``paid`` iterations, the compute side only where a rank stands apart from chance in them
-    (``diagnose``): a slow GPU slows every iteration it is slow in; jitter names none."""
+    (``diagnose``): a slow GPU slows every iteration it is slow in; jitter names none. Likewise the
+    network side only where most of what transfers ran beyond their peers was the same transfers'
+    in most of those iterations (``Attribution.persistent_transfers``): a slow link, NIC or switch
+    lengthens each transfer through it at every step it is slow, a loaded host's jitter one
+    transfer in one step and another in the next."""
     rated, on_host = _roots(attribution, _candidates(attribution, graph), graph, episode=paid)
     sides: tuple[Cause, ...] = (Cause.COMPUTE, Cause.NETWORK) if _compute_led(attribution) else (Cause.NETWORK, Cause.COMPUTE)
     if paid is not None and not _a_rank_stands_apart(attribution, paid):
         sides = tuple(cause for cause in sides if cause is not Cause.COMPUTE)
+    if paid is not None and attribution.persistent_transfers(paid, most=_RULES.majority) < _RULES.majority:
+        sides = tuple(cause for cause in sides if cause is not Cause.NETWORK)
     suspects: list[Suspect] = []
     for cause in sides:
         side = [(root, rate) for root, rate in rated if root.cause is cause]
@@ -765,7 +771,24 @@ def paid_sides(incident: Incident, attribution: Attribution) -> Incident:
         unpaid_is_compute = False
     else:
         return incident
-    kept = tuple(s for s in incident.suspects if _is_compute(s) != unpaid_is_compute)
+    return _without_side(incident, compute=unpaid_is_compute)
+
+
+def jitter_transfers_dropped(incident: Incident, attribution: Attribution) -> Incident:
+    """An irregular iteration's hardware ``incident`` without its network suspects where it has compute
+    suspects and the transfers over its own iterations are jitter, as ``whatif_search`` reads them
+    (not ``persistent_transfers``): a loaded host's descheduled process delays a collective through
+    the host's NVSwitch in one of them, another in the next, where a flapping link delays its own
+    transfers in every iteration it trips δ in."""
+    persistent = attribution.persistent_transfers(incident.iterations, most=_RULES.majority)
+    if not incident.cause.hardware or persistent >= _RULES.majority:
+        return incident
+    return _without_side(incident, compute=False)
+
+
+def _without_side(incident: Incident, *, compute: bool) -> Incident:
+    """``incident`` without its suspects of one side (``compute``, else transfers), where the other has some."""
+    kept = tuple(s for s in incident.suspects if _is_compute(s) != compute)
     if not kept or len(kept) == len(incident.suspects):
         return incident
     return replace(incident, suspects=kept, cause=_cause(kept) or incident.cause)

@@ -46,8 +46,8 @@ from sleuth.validation import integer, is_int, number_above
 from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import (
-    Episode, Part, complement, diagnose, diagnose_episode, episodes, grown_to_episode, hiccup, lead, paid_sides, parts,
-    slowdown_incident, summary, tied_devices, whatif_search,
+    Episode, Part, complement, diagnose, diagnose_episode, episodes, grown_to_episode, hiccup, jitter_transfers_dropped,
+    lead, paid_sides, parts, slowdown_incident, summary, tied_devices, whatif_search,
 )
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.episodes import one_per_episode
@@ -193,7 +193,7 @@ def _with_attribution(
                         if kept[k].cause.hardware:
                             # Within a side, the search that read more iterations of the fault orders the suspects.
                             order = suspects if len(episode.paid) >= len(kept[k].iterations) else ()
-                            kept[k] = lead(complement(kept[k], suspects), own, order)
+                            kept[k] = jitter_transfers_dropped(lead(complement(kept[k], suspects), own, order), own)
                 first = _naming(kept, covering, suspects)
                 kept[first] = grown_to_episode(source, kept[first], own, episode, graph=graph)
                 continue

@@ -39,3 +39,13 @@ def test_uneven_batches_are_one_data_incident_even_where_a_stretch_moved_only_tw
     assert main(["localize", "--records", str(RUNS / run), "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert [(i["cause"], i["suspects"]) for i in found] == [("seqlen_imbalance", [])], found
+
+
+def test_a_moderately_slowed_gpu_leads_and_jitter_delaying_a_different_transfer_each_step_names_no_nvswitch(capsys):
+    # Every transfer of a one-host job crosses its NVSwitch, so ranks descheduled mid-collective make an
+    # irregular iteration's search read a slow switch; a slow switch delays the same transfers every step.
+    assert main(["localize", "--records", str(RUNS / "fsdp-moderate"), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    named = [s["device"] for i in found for s in i["suspects"]]
+    assert "nvswitch:vm" not in named, found
+    assert [i["suspects"][0]["device"] for i in found if i["suspects"]] == ["gpu:vm/2"], found
