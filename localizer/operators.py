@@ -27,6 +27,7 @@ from sleuth.records import OpKind, RecordBatch
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.validation import checked, non_negative_number
+from sleuth.whatif.keys import unique_rows
 
 __all__ = [
     "COLLECTIVE", "RECV", "SEND", "RankOperators", "Thresholds", "Window", "baseline", "make_window", "rank_operators",
@@ -232,9 +233,7 @@ def rank_operators(
     peer = np.where(cls == COLLECTIVE, -1, records["peer"][keep].astype(np.int64))
 
     # Channel of each record, then its offset among the channel's records of the same iteration.
-    keys = np.stack((comm, cls, peer), axis=1)
-    channel_keys, channel = np.unique(keys, axis=0, return_inverse=True) if len(keys) else (np.empty((0, 3), np.int64), np.empty(0, np.int64))
-    channel = channel.reshape(-1)
+    channel_keys, channel = unique_rows(comm, cls, peer)
     order = np.lexsort((seq, channel, col))
     group_key = col[order] * (len(channel_keys) + 1) + channel[order]
     new_group = np.ones(len(order), dtype=bool)
@@ -242,8 +241,7 @@ def rank_operators(
     first = np.maximum.accumulate(np.where(new_group, np.arange(len(order)), 0))
     offset = np.empty(len(order), dtype=np.int64)
     offset[order] = np.arange(len(order)) - first
-    slot_keys, slot = np.unique(np.stack((channel, offset), axis=1), axis=0, return_inverse=True) if len(order) else (np.empty((0, 2), np.int64), np.empty(0, np.int64))
-    slot = slot.reshape(-1)
+    slot_keys, slot = unique_rows(channel, offset)
     n_slots, n_cols = len(slot_keys), len(window)
 
     def matrix(values: np.ndarray, fill: int) -> np.ndarray:

@@ -11,6 +11,7 @@ import numpy as np
 
 from sleuth.recordio import FileRead, read_parquet
 from sleuth.records import IterationBatch, RecordBatch
+from sleuth.whatif.keys import unique_rows
 
 __all__ = ["iterations_from_records", "read_records"]
 
@@ -42,8 +43,7 @@ def iterations_from_records(records: RecordBatch) -> IterationBatch:
     """
     keep = records["iteration"] >= 0
     rank, it = records["rank"][keep].astype(np.int64), records["iteration"][keep]
-    pairs, inverse = np.unique(np.stack((rank, it), axis=1), axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    pairs, inverse = unique_rows(rank, it)
     start = np.full(len(pairs), np.iinfo(np.int64).max)
     end = np.full(len(pairs), np.iinfo(np.int64).min)
     np.minimum.at(start, inverse, records["t_start_ns"][keep])

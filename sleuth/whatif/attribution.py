@@ -48,7 +48,7 @@ from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, OpKind, RecordBatch
 from sleuth.validation import fraction, integer
 from sleuth.whatif.keys import (dense_ids, first_of_each, group_median, group_spread, keyed_spread, lexical_order, mix,
-                                unique_small)
+                                unique_rows, unique_small)
 from sleuth.whatif.programs import program_slots
 from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, latest_ends, member_groups
@@ -391,8 +391,7 @@ def _costliest_rank(job: _Job, spec: JobSpec, replica: np.ndarray | None,
     compute = np.bincount(job.iteration * world + job.rank, weights=job.gap, minlength=iterations * world)
     compute = compute.reshape(iterations, world)
     coords = spec.layout.coordinate_array()  # columns tp, cp, ep, dp, pp
-    _, place = np.unique(coords[:, [0, 1, 4]], axis=0, return_inverse=True)
-    place = place.ravel()
+    _, place = unique_rows(coords[:, 0], coords[:, 1], coords[:, 4])
     relative = np.zeros_like(compute)
     for p in range(int(place.max()) + 1):
         ranks = np.flatnonzero(place == p)

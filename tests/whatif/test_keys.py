@@ -131,6 +131,20 @@ def test_the_short_range_unique_is_numpys(data: st.DataObject) -> None:
 
 @settings(max_examples=120, deadline=None)
 @given(st.data())
+def test_the_unique_rows_are_numpys_row_wise_unique(data: st.DataObject) -> None:
+    n = data.draw(st.integers(0, 300))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    # Negative keys (a collective's peer, -1) pack as well; a wide one falls back to numpy's rows.
+    high = data.draw(st.sampled_from([1, 3, 2**20, 2**62]))
+    columns = tuple(rng.integers(-1, data.draw(st.sampled_from([2, 5, high])), n, dtype=np.int64) for _ in range(3))
+    rows, inverse = keys.unique_rows(*columns)
+    expected_rows, expected_inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
+    assert np.array_equal(rows, expected_rows) and rows.dtype == expected_rows.dtype
+    assert np.array_equal(inverse, expected_inverse.reshape(-1)) and inverse.shape == (n,)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
 def test_the_first_of_each_combination_is_what_numpys_unique_picks(data: st.DataObject) -> None:
     n = data.draw(st.integers(0, 300))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
