@@ -776,12 +776,13 @@ def paid_sides(incident: Incident, attribution: Attribution) -> Incident:
 
 def jitter_transfers_dropped(incident: Incident, attribution: Attribution) -> Incident:
     """An irregular iteration's hardware ``incident`` without its network suspects where it has compute
-    suspects and the transfers over its own iterations are jitter, as ``whatif_search`` reads them
-    (not ``persistent_transfers``): a loaded host's descheduled process delays a collective through
-    the host's NVSwitch in one of them, another in the next, where a flapping link delays its own
-    transfers in every iteration it trips δ in."""
-    persistent = attribution.persistent_transfers(incident.iterations, most=_RULES.majority)
-    if not incident.cause.hardware or persistent >= _RULES.majority:
+    suspects and the transfers over its own iterations are jitter (``persistent_transfers`` under
+    ``majority``, what ``whatif_search`` asks of an episode): a loaded host's descheduled process
+    delays a collective through the host's NVSwitch in one of them, another in the next, where a
+    flapping link delays its own transfers in every iteration it trips δ in."""
+    if not incident.cause.hardware:
+        return incident
+    if attribution.persistent_transfers(incident.iterations, most=_RULES.majority) >= _RULES.majority:
         return incident
     return _without_side(incident, compute=False)
 
