@@ -470,9 +470,26 @@ class Emulation:
         return np.concatenate(flags), np.concatenate(bases)
 
     def truth(self) -> GroundTruth:
+        """The faults and every iteration's labels, with the fault-free and balanced twins' times
+        (two more runs of the emulator: ``fault_truths`` and ``irregular_iterations`` need neither)."""
         sc = self.scenario
+        time = self._spans(self.timeline)
+        base = self._spans(self.counterfactual)
+        balanced = self._spans(self.balanced)
+        irregular = set(self.irregular_iterations())
+        rows = []
+        for i in range(sc.iterations):
+            active = tuple(k for k in range(len(sc.faults)) if self._factors[k][i] > 1.0)
+            iteration = int(self._ids[i])
+            rows.append(IterationTruth(iteration, int(time[i]), int(base[i]), iteration in irregular, active,
+                                       int(balanced[i])))
+        return GroundTruth(self.fault_truths(), tuple(rows))
+
+    def fault_truths(self) -> tuple[dict, ...]:
+        """Each injected fault as ``GroundTruth.faults`` lists it: its settings, index, the ranks it
+        slows (GPU, host, last stage) and the iterations it is active in."""
         faults = []
-        for k, fault in enumerate(sc.faults):
+        for k, fault in enumerate(self.scenario.faults):
             entry = fault.to_dict()
             entry["index"] = k
             entry["ranks"] = self.ranks_on(fault.device).tolist() if fault.kind in (FaultKind.GPU, FaultKind.HOST) else []
@@ -480,16 +497,14 @@ class Emulation:
                 entry["ranks"] = self.plan.stages[-1].ranks.tolist()
             entry["active_iterations"] = self._ids[self._factors[k] > 1.0].tolist()
             faults.append(entry)
+        return tuple(faults)
+
+    def irregular_iterations(self) -> tuple[int, ...]:
+        """The δ-irregular iterations: longer than ``DELTA`` x the mean of the previous ``WINDOW``
+        (``IterationTruth.irregular``), from the emulated run alone."""
         time = self._spans(self.timeline)
-        base = self._spans(self.counterfactual)
-        balanced = self._spans(self.balanced)
-        rows = []
-        for i in range(sc.iterations):
-            window = time[max(0, i - WINDOW) : i]
-            irregular = bool(len(window)) and bool(time[i] > DELTA * window.mean())
-            active = tuple(k for k in range(len(sc.faults)) if self._factors[k][i] > 1.0)
-            rows.append(IterationTruth(int(self._ids[i]), int(time[i]), int(base[i]), irregular, active, int(balanced[i])))
-        return GroundTruth(tuple(faults), tuple(rows))
+        return tuple(int(self._ids[i]) for i in range(1, len(time))
+                     if time[i] > DELTA * time[max(0, i - WINDOW):i].mean())
 
     @staticmethod
     def _spans(timeline: Timeline) -> np.ndarray:

@@ -24,7 +24,7 @@ def _emulation(name: str, scenario: str, seed: int = 101) -> Emulation:
 
 
 def _localize(emulation: Emulation, **options):
-    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
+    irregular = list(emulation.irregular_iterations())
     return localize(emulation, irregular_iterations=irregular, topology=emulation.scenario.topology, **options)
 
 
@@ -35,9 +35,8 @@ def _localized_at_scale(name: str, scenario: str, seed: int) -> tuple:
 
 def test_a_second_gpu_that_slows_later_and_is_never_irregular_is_found_too():
     emulation = _emulation("concurrent", "concurrent-gpu-gpu", 102)  # both GPUs in stage 0: +4.5% at 40
-    first, second = (f["device"] for f in emulation.truth().faults)
-    late = [t for t in emulation.truth().iterations if t.iteration >= 40]
-    assert not any(t.irregular for t in late)  # the second fault alone never trips the δ rule
+    first, second = (f["device"] for f in emulation.fault_truths())
+    assert not any(i >= 40 for i in emulation.irregular_iterations())  # the second fault alone never trips the δ rule
     [incident] = _localize(emulation)
     assert {first, second} <= {s.device for s in incident.suspects}
 
@@ -53,7 +52,7 @@ def test_a_second_gpu_that_slows_later_and_is_never_irregular_is_found_too():
 )
 def test_two_concurrent_faults_are_both_among_the_suspects(scenario, seed):
     emulation = _emulation("concurrent", scenario, seed)
-    devices = {f["device"] for f in emulation.truth().faults}
+    devices = {f["device"] for f in emulation.fault_truths()}
     [incident] = _localize(emulation, routing="static")
     assert devices <= {s.device for s in incident.suspects}
     assert str(incident.cause) == "mixed"
@@ -61,7 +60,7 @@ def test_two_concurrent_faults_are_both_among_the_suspects(scenario, seed):
 
 def test_a_contended_host_in_the_network_suite_is_named_as_the_host():
     emulation = _emulation("network", "network-host", 102)
-    [host] = (f["device"] for f in emulation.truth().faults)
+    [host] = (f["device"] for f in emulation.fault_truths())
     [incident] = _localize(emulation, routing="static")
     assert incident.suspects[0].device == host
     assert not any(s.kind == "gpu" for s in incident.suspects)
@@ -75,7 +74,7 @@ _SPINE_LAYER = "spines:s0,s1,s2,s3"
 @pytest.mark.parametrize("seed", [101, 102, 103])
 def test_a_congested_spine_is_the_top_suspect_when_routes_are_known(seed):
     emulation = _emulation("network", "network-spine", seed)
-    [spine] = (f["device"] for f in emulation.truth().faults)
+    [spine] = (f["device"] for f in emulation.fault_truths())
     [incident] = _localize(emulation, routing="static")
     assert incident.suspects[0].device == spine
     assert str(incident.cause) == "network"
@@ -86,7 +85,7 @@ def test_a_congested_spine_under_ecmp_is_named_as_the_spine_layer_not_as_the_nic
     # ECMP (the default): no single spine can be told from the others, so the set of equal-cost
     # spines is the suspect (seed 102 named six NICs, cables and leaves, and no switch).
     emulation = _emulation("network", "network-spine", seed)
-    [spine] = (f["device"] for f in emulation.truth().faults)
+    [spine] = (f["device"] for f in emulation.fault_truths())
     [incident] = _localize(emulation)
     top = incident.suspects[0]
     assert (top.device, top.kind) == (_SPINE_LAYER, "spine") and spine in spine_set_members(top.device)
@@ -97,7 +96,7 @@ def test_a_congested_spine_under_ecmp_is_named_as_the_spine_layer_not_as_the_nic
 @pytest.mark.parametrize("routing", ["ecmp", "static"])
 def test_a_faulty_leaf_stays_the_leaf_though_the_spine_layer_gets_all_its_evidence(routing):
     emulation = _emulation("network", "network-leaf", 102)
-    [leaf] = (f["device"] for f in emulation.truth().faults)
+    [leaf] = (f["device"] for f in emulation.fault_truths())
     [incident] = _localize(emulation, routing=routing)
     assert incident.suspects[0].device == leaf
 
@@ -107,7 +106,7 @@ def test_a_faulty_leaf_stays_the_leaf_though_the_spine_layer_gets_all_its_eviden
 def test_a_slow_nic_or_cable_names_the_nic_and_its_own_cable_as_the_top_two(scenario, routing):
     # A NIC and its cable lie on exactly the same paths, so they explain the same delays.
     emulation = _emulation("network", scenario, 101)
-    [device] = (f["device"] for f in emulation.truth().faults)
+    [device] = (f["device"] for f in emulation.fault_truths())
     topology = emulation.scenario.topology
     nic = device if scenario == "network-nic" else next(e for e in topology.link_ends(device) if e.startswith("nic:"))
     cable = topology.link_between(topology.leaves_of(nic)[0], nic)
@@ -125,8 +124,8 @@ def test_a_slow_last_stage_is_stage_imbalance_with_advice_not_a_gpu():
 
 def test_a_nic_that_spikes_on_a_stage_the_pivot_does_not_wait_for_is_found_from_the_next_iteration():
     emulation = _emulation("types", "types-spike-nic", 103)  # the NIC's GPU is in the last stage
-    [nic] = (f["device"] for f in emulation.truth().faults)
-    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
+    [nic] = (f["device"] for f in emulation.fault_truths())
+    irregular = list(emulation.irregular_iterations())
     pivot = emulation.iterations(ranks=[0], iterations=irregular)
     healthy = emulation.iterations(ranks=[0], iterations=[i - 1 for i in irregular])
     # The job's irregular iterations are not the pivot's: it meets the delay one iteration later.
@@ -175,7 +174,7 @@ def test_a_nic_that_spikes_on_a_stage_the_pivot_does_not_wait_for_is_found_from_
 )
 def test_faults_at_thousands_of_gpus_are_found_on_the_device_itself(name, scenario, seed):
     emulation = _emulation(name, scenario, seed)
-    [device] = (f["device"] for f in emulation.truth().faults)
+    [device] = (f["device"] for f in emulation.fault_truths())
     [incident] = _localized_at_scale(name, scenario, seed)
     assert device in {s.device for s in incident.suspects[:2]}
 
@@ -201,7 +200,7 @@ def test_a_slow_gpus_incident_lists_no_switch_beside_it():
     """Seed 353 at 4,096 GPUs: the probe of the GPU's step had flagged the pivot's tensor
     all-reduce, 23 us over its 168 us level, as a slow transfer, and listed its NVSwitch."""
     emulation = _emulation("scale", "scale-4096", 353)
-    [device] = (f["device"] for f in emulation.truth().faults)
+    [device] = (f["device"] for f in emulation.fault_truths())
     [incident] = _localize(emulation, window=30, routing="static")
     assert [s.device for s in incident.suspects] == [device]
 
@@ -212,7 +211,7 @@ def test_a_slow_nic_at_one_end_of_a_pair_ranks_above_the_other_end(seed):
     gives both ends' NICs the same evidence, and the healthy end had been ranked first. The two
     members' own sends tell them apart."""
     emulation = _emulation("scale-nic", "scale-8192-nic", seed)
-    [device] = (f["device"] for f in emulation.truth().faults)
+    [device] = (f["device"] for f in emulation.fault_truths())
     [incident] = _localize(emulation, window=30, routing="static")
     assert incident.suspects[0].device == device
 
@@ -222,7 +221,7 @@ def test_a_wait_that_varies_widely_when_healthy_is_followed_when_it_explains_the
     it in a tensor-parallel all-reduce waiting for the slow GPU; that all-reduce's wait varies by
     2.6 ms in healthy iterations, so alone it is no outlier, and the search had stopped there."""
     emulation = _emulation("dims", "dims-5d", 101)
-    [device] = (f["device"] for f in emulation.truth().faults)
+    [device] = (f["device"] for f in emulation.fault_truths())
     [incident] = _localize(emulation)
     assert incident.suspects[0].device == device
     assert str(incident.cause) == "compute"

@@ -26,7 +26,7 @@ def _every(faulty: bool) -> AllRanks:
         faults=faults, iterations=30, seed=5,
     )
     emulation = Emulation(scenario)
-    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular] or [20, 21]
+    irregular = list(emulation.irregular_iterations()) or [20, 21]
     return read_all(emulation, irregular_iterations=irregular, window=30)
 
 

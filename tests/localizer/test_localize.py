@@ -34,7 +34,7 @@ def _emulation(device: str, slow: float, kind: FaultKind = FaultKind.GPU) -> Emu
 
 
 def _irregular(emulation: Emulation) -> list[int]:
-    return [t.iteration for t in emulation.truth().iterations if t.irregular]
+    return list(emulation.irregular_iterations())
 
 
 def test_a_slow_gpu_is_the_top_suspect_with_compute_cause_and_its_impact():

@@ -60,8 +60,8 @@ def _incidents(emulation: Emulation, irregular: list[int]):
 
 def test_two_slow_gpus_in_one_data_parallel_group_are_both_named_as_gpus():
     emulation = _two_gpus_in_one_dp_group(101)
-    devices = {f["device"] for f in emulation.truth().faults}
-    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
+    devices = {f["device"] for f in emulation.fault_truths()}
+    irregular = list(emulation.irregular_iterations())
     [incident] = _incidents(emulation, irregular)
     assert str(incident.cause) == "compute"
     assert devices <= {s.device for s in incident.suspects if s.kind == "gpu"}
@@ -133,8 +133,8 @@ def test_sequence_length_imbalance_is_reported_as_such_not_as_a_gpu(seed):
 @pytest.mark.parametrize("seed", [101, 103])
 def test_a_gpu_that_only_spikes_is_still_a_broken_gpu(seed):
     emulation = _suite_emulation("types", "types-spike-gpu", seed)
-    [gpu] = (f["device"] for f in emulation.truth().faults)
-    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
+    [gpu] = (f["device"] for f in emulation.fault_truths())
+    irregular = list(emulation.irregular_iterations())
     [incident] = _incidents(emulation, irregular)
     assert str(incident.cause) == "compute"
     assert gpu in {s.device for s in incident.suspects}

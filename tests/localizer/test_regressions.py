@@ -36,7 +36,7 @@ def _nic_step_and_hiccup(*, slow: float, hiccup_at: int) -> Emulation:
 
 
 def _incident(emulation: Emulation):
-    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
+    irregular = list(emulation.irregular_iterations())
     [incident] = localize(
         emulation, irregular_iterations=irregular, topology=emulation.scenario.topology, window=30, routing="static"
     )
@@ -80,7 +80,7 @@ def _seqlen_on_its_slowest_iterations(seed: int) -> list:
 
     [scenario] = [s for s in suite("nonhw", seed=seed) if s.name == "nonhw-seqlen"]
     emulation = Emulation(scenario)
-    start = min(f["start"] for f in emulation.truth().faults)
+    start = min(f["start"] for f in emulation.fault_truths())
     slowest = sorted(t.iteration for t in sorted((t for t in emulation.truth().iterations if t.iteration >= start),
                                                     key=lambda t: -t.time_ns)[:5])
     attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
@@ -119,7 +119,7 @@ def test_a_moderate_nic_step_names_no_gpu_beside_it_regression_seed_2211():
     attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
     incidents = localize(emulation, irregular_iterations=slowest, topology=scenario.topology, window=100,
                          attribution=attribution, routing="static")
-    [device] = [f["device"] for f in emulation.truth().faults]
+    [device] = [f["device"] for f in emulation.fault_truths()]
     assert incidents and all(str(i.cause) == "network" for i in incidents), incidents
     assert {i.suspects[0].device for i in incidents} == {device}
     assert not [s.device for i in incidents for s in i.suspects if s.device.startswith(("gpu:", "host:"))]
@@ -132,7 +132,7 @@ def test_a_fluctuating_nic_whose_two_turns_a_pause_joins_into_an_episode_is_the_
     scattered pauses and replaced the irregular iterations' NIC incident; compared with the quiet
     iterations, under the line, its transfers pay more, the same ones each time: the NIC."""
     emulation, incidents = _from_its_irregular_iterations("types", "types-fluctuation-nic", seed=2911)
-    [device] = [f["device"] for f in emulation.truth().faults]
+    [device] = [f["device"] for f in emulation.fault_truths()]
     assert [str(i.cause) for i in incidents] == ["network"], incidents
     assert device in [s.device for s in incidents[0].suspects[:2]], incidents
 
@@ -143,7 +143,7 @@ def test_a_fluctuating_nic_is_not_led_by_a_spine_from_an_episode_of_three_iterat
     what-if search also counted jitter's transfers through the NIC's spine and put that spine first;
     the search over more of the fault's iterations orders the suspects of a side."""
     emulation, incidents = _from_its_irregular_iterations("types", "types-fluctuation-nic", seed=3111)
-    [device] = [f["device"] for f in emulation.truth().faults]
+    [device] = [f["device"] for f in emulation.fault_truths()]
     [network] = [i for i in incidents if str(i.cause) == "network"]
     assert device in [s.device for s in network.suspects[:2]], incidents
 
@@ -155,7 +155,7 @@ def test_a_gpu_masked_by_a_slower_one_is_named_beside_it_regression_seed_2911():
     named the first alone. The second is the costliest rank of most iterations, far beyond chance:
     replayed on its own slowest ones, it is named beside the first."""
     emulation, incidents = _from_its_irregular_iterations("concurrent", "concurrent-gpu-gpu", seed=2911)
-    devices = {f["device"] for f in emulation.truth().faults}
+    devices = {f["device"] for f in emulation.fault_truths()}
     assert [str(i.cause) for i in incidents] == ["compute"], incidents
     assert {s.device for s in incidents[0].suspects[:2]} == devices, incidents
 
@@ -168,7 +168,7 @@ def _from_its_irregular_iterations(suite_name: str, name: str, *, seed: int) -> 
 
     [scenario] = [s for s in suite(suite_name, seed=seed) if s.name == name]
     emulation = Emulation(scenario)
-    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
+    irregular = list(emulation.irregular_iterations())
     attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
     return emulation, localize(emulation, irregular_iterations=irregular, topology=scenario.topology, window=100,
                                attribution=attribution, routing=scenario.routing)

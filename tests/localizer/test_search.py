@@ -185,7 +185,7 @@ def test_case_study_shape_dp96_pp8_tp4():
         faults=(Fault(kind=FaultKind.GPU, device=slow_gpu, slow=3.0, start=6),),
     )
     emulation = Emulation(scenario)
-    irregular = [t.iteration for t in emulation.truth().iterations if t.irregular]
+    irregular = list(emulation.irregular_iterations())
     assert irregular == [6, 7, 8, 9, 10, 11]
     [incident] = localize(emulation, irregular_iterations=irregular, topology=topology, window=12)
     assert incident.suspects[0].device == slow_gpu

@@ -51,7 +51,19 @@ def test_the_scale_suites_slow_gpu_makes_iterations_irregular(world: int) -> Non
     from sleuth.sim import Emulation
 
     [scenario] = [sc for sc in suite("scale", seed=7) if sc.layout.world == world]
-    truth = Emulation(scenario).truth()
-    start = scenario.faults[0].start
-    assert not any(t.irregular for t in truth.iterations[1:start])
-    assert sum(t.irregular for t in truth.iterations[start:]) >= 2
+    emulation = Emulation(scenario)
+    onset = int(emulation.iteration_ids()[scenario.faults[0].start])
+    irregular = emulation.irregular_iterations()
+    assert not any(i < onset for i in irregular)
+    assert sum(i >= onset for i in irregular) >= 2
+
+
+def test_the_faults_and_irregular_iterations_read_without_the_twins_are_the_truths() -> None:
+    from sleuth.sim import Emulation
+
+    [scenario] = [sc for sc in suite("scale", seed=7) if sc.layout.world == 1024]
+    emulation = Emulation(scenario)
+    truth = emulation.truth()
+    assert emulation.fault_truths() == truth.faults and truth.faults
+    assert emulation.irregular_iterations() == tuple(t.iteration for t in truth.iterations if t.irregular)
+    assert emulation.irregular_iterations()

@@ -22,7 +22,7 @@ def judged(*faults: str, pause_at: tuple[int, ...] = ()):
     """An emulated 64-GPU job with only ``pause_at``'s pauses besides ``faults``, and the incidents of
     its δ-irregular iterations."""
     em = Emulation(scenario(*faults, timing=Timing(hiccup_rate=0.0, hiccups_at=pause_at), iterations=40))
-    irregular = [t.iteration for t in em.truth().iterations if t.irregular]
+    irregular = list(em.irregular_iterations())
     return em, localize(em, irregular_iterations=irregular, topology=em.scenario.topology, window=100)
 
 

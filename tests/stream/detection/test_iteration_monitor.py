@@ -21,7 +21,7 @@ SPIKE = "gpu:h0002/3,slow=2,profile=spike,rate=0.08,start=5"
 
 def delta_irregular(em) -> set[int]:
     """The emulator's own δ-irregularity labels (δ = 1.1 over the previous 10 iterations)."""
-    return {t.iteration for t in em.truth().iterations if t.irregular}
+    return set(em.irregular_iterations())
 
 
 def slowed(em) -> set[int]:
