@@ -80,13 +80,7 @@ def graph_figures(worlds: list[int]) -> dict:
 
 
 def _irregular(emulation) -> list[int]:
-    truth = emulation.truth()
-    found = [t.iteration for t in truth.iterations if t.irregular]
-    if found:
-        return found
-    start = min((f["start"] for f in truth.faults), default=0)
-    late = [t for t in truth.iterations if t.iteration >= start]
-    return sorted(t.iteration for t in sorted(late, key=lambda t: -t.time_ns)[:5])
+    return list(emulation.irregular_iterations()) or emulation.slowest_iterations()
 
 
 def _kind(faults: list[str]) -> str:

@@ -310,6 +310,19 @@ class Emulation:
     def iteration_ids(self) -> np.ndarray:
         return self._ids.copy()
 
+    def iteration_times(self) -> np.ndarray:
+        """Each iteration's time (job span, ns: ``IterationTruth.time_ns``), as ``iteration_ids`` orders them."""
+        return self._spans(self.timeline)
+
+    def slowest_iterations(self, count: int = 5, *, since: int | None = None) -> list[int]:
+        """The ``count`` longest iterations from ``since`` on (default: the first fault's start, or
+        the first iteration), in order: what a change-point detector hands the localizer where no
+        iteration is δ-irregular."""
+        since = min((f.start for f in self.scenario.faults), default=0) if since is None else since
+        ids, times = self._ids, self.iteration_times()
+        late = ids >= since
+        return sorted(ids[late][np.argsort(-times[late], kind="stable")[:count]].tolist())
+
     def _iteration_index(self, iterations: Iterable[int] | None) -> np.ndarray:
         if iterations is None:
             return np.arange(len(self._ids))
@@ -473,7 +486,7 @@ class Emulation:
         """The faults and every iteration's labels, with the fault-free and balanced twins' times
         (two more runs of the emulator: ``fault_truths`` and ``irregular_iterations`` need neither)."""
         sc = self.scenario
-        time = self._spans(self.timeline)
+        time = self.iteration_times()
         base = self._spans(self.counterfactual)
         balanced = self._spans(self.balanced)
         irregular = set(self.irregular_iterations())
@@ -502,7 +515,7 @@ class Emulation:
     def irregular_iterations(self) -> tuple[int, ...]:
         """The δ-irregular iterations: longer than ``DELTA`` x the mean of the previous ``WINDOW``
         (``IterationTruth.irregular``), from the emulated run alone."""
-        time = self._spans(self.timeline)
+        time = self.iteration_times()
         return tuple(int(self._ids[i]) for i in range(1, len(time))
                      if time[i] > DELTA * time[max(0, i - WINDOW):i].mean())
 

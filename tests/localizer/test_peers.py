@@ -104,15 +104,6 @@ def test_a_last_stage_slow_together_now_and_then_is_not_stage_imbalance_but_stea
     assert classify(compute, graph=graph, shared={32: persistent}).kind is Straggler.STAGE_IMBALANCE
 
 
-def _slowest_after_start(emulation: Emulation, count: int = 5) -> list[int]:
-    """No iteration of a sequence-length imbalance is δ-irregular: hand over the slowest ones
-    after it starts, as a change-point detector would."""
-    truth = emulation.truth()
-    start = min(f["start"] for f in truth.faults)
-    late = sorted((t for t in truth.iterations if t.iteration >= start), key=lambda t: -t.time_ns)
-    return sorted(t.iteration for t in late[:count])
-
-
 @lru_cache(maxsize=None)
 def _suite_emulation(name: str, scenario: str, seed: int) -> Emulation:
     [found] = [s for s in suite(name, seed=seed) if s.name == scenario]
@@ -124,7 +115,8 @@ def _suite_emulation(name: str, scenario: str, seed: int) -> Emulation:
 @pytest.mark.parametrize("seed", [102, 103, 201])
 def test_sequence_length_imbalance_is_reported_as_such_not_as_a_gpu(seed):
     emulation = _suite_emulation("nonhw", "nonhw-seqlen", seed)
-    [incident] = _incidents(emulation, _slowest_after_start(emulation))
+    # No iteration of a sequence-length imbalance is δ-irregular: the slowest after it starts.
+    [incident] = _incidents(emulation, emulation.slowest_iterations())
     assert str(incident.cause) == "seqlen_imbalance"
     assert not any(s.kind in ("gpu", "host") for s in incident.suspects)
     assert "sequence" in incident.advice.lower()

@@ -80,9 +80,7 @@ def _seqlen_on_its_slowest_iterations(seed: int) -> list:
 
     [scenario] = [s for s in suite("nonhw", seed=seed) if s.name == "nonhw-seqlen"]
     emulation = Emulation(scenario)
-    start = min(f["start"] for f in emulation.fault_truths())
-    slowest = sorted(t.iteration for t in sorted((t for t in emulation.truth().iterations if t.iteration >= start),
-                                                    key=lambda t: -t.time_ns)[:5])
+    slowest = emulation.slowest_iterations()
     attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
     return localize(emulation, irregular_iterations=slowest, topology=scenario.topology, window=100,
                     attribution=attribution)
@@ -114,8 +112,7 @@ def test_a_moderate_nic_step_names_no_gpu_beside_it_regression_seed_2211():
 
     [scenario] = [s for s in suite("moderate", seed=2211) if s.name == "moderate-nic-2"]
     emulation = Emulation(scenario)
-    late = [t for t in emulation.truth().iterations if t.iteration >= 20]
-    slowest = sorted(t.iteration for t in sorted(late, key=lambda t: -t.time_ns)[:5])
+    slowest = emulation.slowest_iterations(since=20)
     attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
     incidents = localize(emulation, irregular_iterations=slowest, topology=scenario.topology, window=100,
                          attribution=attribution, routing="static")
