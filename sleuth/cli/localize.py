@@ -30,6 +30,7 @@ from sleuth.records_folder import read_records
 from sleuth.settings import Settings
 from sleuth.topology import load_topology
 from sleuth.topology.job_fabric import single_leaf
+from sleuth.whatif.clocks import clock_offsets, on_one_clock
 
 if TYPE_CHECKING:
     from sleuth.progress import Steps
@@ -81,13 +82,19 @@ def resolve_attribution_options(args: argparse.Namespace) -> None:
 
 
 def read_job(args: argparse.Namespace, *, on_file: FileRead | None = None) -> tuple[JobSpec, RecordBatch, IterationBatch]:
-    """The job spec and records that ``--records`` and ``--job`` name (``on_file``: hears of each file read)."""
+    """The job spec and records that ``--records`` and ``--job`` name (``on_file``: hears of each file
+    read), every rank's times on one clock (``sleuth.whatif.clocks``)."""
     path = Path(args.records)
     if not path.exists():
         raise ConfigError(f"--records {path}: no such file or folder")
     records, iterations = read_records(path, on_file=on_file)
     spec_path = Path(args.job) if args.job else (path if path.is_dir() else path.parent)
-    return JobSpec.read(spec_path), records, iterations
+    offsets = clock_offsets(records)
+    for rank, offset in sorted(offsets.offsets_ns.items()):
+        print(f"sleuth: rank {rank}'s clock runs {offset / 1e9:+.6f} s from its peers' (its collectives end that far "
+              f"from theirs, which end within {offsets.spread_ns / 1e6:.3f} ms of each other); its times are read "
+              "on their clock", file=sys.stderr)
+    return (JobSpec.read(spec_path), *on_one_clock(records, iterations, offsets))
 
 
 def _name_files_on(steps: Steps, root: Path) -> FileRead:
