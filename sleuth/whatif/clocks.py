@@ -11,16 +11,22 @@ is its clock's, and is taken off its times before anything reads them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
-from sleuth.records import IterationBatch, OpKind, RecordBatch
+from sleuth.records import ColumnBatch, IterationBatch, OpKind, RecordBatch
 from sleuth.whatif.keys import dense_ids
+
+_Batch = TypeVar("_Batch", bound=ColumnBatch)
 
 #: Collectives every member leaves at its last step (rooted ones and pairs may leave early).
 SYMMETRIC = (OpKind.ALL_REDUCE, OpKind.ALL_GATHER, OpKind.REDUCE_SCATTER, OpKind.ALL_TO_ALL, OpKind.BARRIER)
 #: Rounds of (group medians, rank offsets): each takes the skewed ranks' pull off the medians.
 _ROUNDS = 3
+#: Records read at most: a rank's clock is one number, which a million collective records over the
+#: job's ranks measure many times over (every n-th collective of each communicator, whole).
+_MOST_RECORDS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -37,12 +43,15 @@ class ClockOffsets:
 def clock_offsets(records: RecordBatch) -> ClockOffsets:
     """Each rank's offset from its peers' clocks: the median over its symmetric collectives of how
     much later it ended them than their members' median end, refined over ``_ROUNDS`` and centred on
-    the ranks' median; kept only where it is larger than the median collective's spread of ends."""
+    the ranks' median; kept only where it is larger than the median collective's spread of ends.
+    Reads at most ``_MOST_RECORDS`` of them: every n-th collective of each communicator, whole."""
     chosen = np.isin(records["op"], np.asarray(SYMMETRIC, np.uint8)) & (records["peer"] < 0)
     rank = records["rank"][chosen].astype(np.int64)
     end = records["t_end_ns"][chosen].astype(np.int64)
     group = dense_ids(records["comm"][chosen].astype(np.int64), records["seq"][chosen].astype(np.int64))
     shared = np.bincount(group)[group] > 1 if len(group) else np.zeros(0, bool)
+    every = -(-int(shared.sum()) // _MOST_RECORDS)
+    shared &= group % max(every, 1) == 0
     rank, end, group = rank[shared], end[shared], dense_ids(group[shared])
     if not len(rank):
         return ClockOffsets({}, 0.0)
@@ -73,15 +82,14 @@ def on_one_clock(records: RecordBatch, iterations: IterationBatch,
         iterations, offsets, ("t_start_ns", "t_end_ns"))
 
 
-def _shifted(batch, offsets: ClockOffsets, fields: tuple[str, ...]):
+def _shifted(batch: _Batch, offsets: ClockOffsets, fields: tuple[str, ...]) -> _Batch:
+    """``batch`` with ``fields`` of each off rank's rows less its offset."""
     size = max(max(offsets.offsets_ns) + 1, int(batch["rank"].max(initial=0)) + 1)
     by_rank = np.zeros(size, np.int64)
     for rank, offset in offsets.offsets_ns.items():
         by_rank[rank] = offset
     shift = by_rank[batch["rank"].astype(np.int64)]
-    columns = batch.columns
-    for name in fields:
-        columns[name] = columns[name] - shift
+    columns = {name: column - shift if name in fields else column for name, column in batch.columns.items()}
     return type(batch)(columns, batch.strings)
 
 
