@@ -18,6 +18,7 @@ from sleuth.sources import MemorySource
 from sleuth.stream.detection import irregular_iterations
 from sleuth.topology import Routing, Topology
 from sleuth.whatif.attribution import Attribution, attribute
+from sleuth.whatif.clocks import ClockOffsets, clock_offsets, on_one_clock
 
 __all__ = ["Localized", "localize_records", "past_warmup"]
 
@@ -32,6 +33,7 @@ class Localized:
     attribution: Attribution | None  # None: left out, or (``skipped``) the replay could not order the records
     skipped: str | None
     incidents: tuple[Incident, ...]
+    clocks: ClockOffsets = ClockOffsets({}, 0.0)  # the ranks whose times were read on their peers' clock
 
 
 def past_warmup(records: RecordBatch, iterations: IterationBatch, warmup: int) -> tuple[RecordBatch, IterationBatch]:
@@ -49,9 +51,13 @@ def localize_records(
     top_k: int = 2, window: int = _SETTINGS.localizer_window, pivots: Sequence[int] = (0,),
     on_stage: Callable[[str], None] | None = None,
 ) -> Localized:
-    """Incidents of the job whose ``records`` and ``iterations`` are all at hand. ``on_stage`` hears
-    each stage as it begins after the first (a progress bar's next step)."""
+    """Incidents of the job whose ``records`` and ``iterations`` are all at hand, every rank's times
+    on one clock first (``sleuth.whatif.clocks``). ``on_stage`` hears each stage as it begins after
+    the first (a progress bar's next step)."""
     stage = on_stage or (lambda _what: None)
+    # Hosts' clocks may disagree; the replay and the δ rule compare times across ranks.
+    clocks = clock_offsets(records)
+    records, iterations = on_one_clock(records, iterations, clocks)
     stage(f"localize: irregular iterations of {spec.world} ranks")
     irregular = tuple(irregular_iterations(iterations))
     found, skipped = None, None
@@ -67,4 +73,4 @@ def localize_records(
         MemorySource(spec, records, iterations), irregular_iterations=irregular, topology=topology, top_k=top_k,
         window=window, pivots=tuple(pivots), routing=routing, attribution=found, slowdown=slowdown, sustain=sustain,
     )
-    return Localized(irregular, found, skipped, tuple(incidents))
+    return Localized(irregular, found, skipped, tuple(incidents), clocks)

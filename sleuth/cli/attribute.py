@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from sleuth.cli.localize import add_attribution_options, read_job, resolve_attribution_options
+from sleuth.cli.localize import add_attribution_options, read_job, resolve_attribution_options, say_clocks
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,10 +30,13 @@ def _run(args: argparse.Namespace) -> int:
     from sleuth.localizer.attributed import episodes
     from sleuth.localizer.offline import past_warmup
     from sleuth.whatif.attribution import attribute
+    from sleuth.whatif.clocks import clock_offsets, on_one_clock
 
     resolve_attribution_options(args)
     spec, records, iterations = read_job(args)
-    steady, steady_iterations = past_warmup(records, iterations, args.warmup)
+    offsets = clock_offsets(records)
+    say_clocks(offsets)
+    steady, steady_iterations = past_warmup(*on_one_clock(records, iterations, offsets), args.warmup)
     found = attribute(steady, spec, iterations=steady_iterations)
     sustained, short = episodes(found, slowdown=args.slowdown, sustain=args.sustain)
     document = {

@@ -30,10 +30,10 @@ from sleuth.records_folder import read_records
 from sleuth.settings import Settings
 from sleuth.topology import load_topology
 from sleuth.topology.job_fabric import single_leaf
-from sleuth.whatif.clocks import clock_offsets, on_one_clock
 
 if TYPE_CHECKING:
     from sleuth.progress import Steps
+    from sleuth.whatif.clocks import ClockOffsets
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -82,19 +82,21 @@ def resolve_attribution_options(args: argparse.Namespace) -> None:
 
 
 def read_job(args: argparse.Namespace, *, on_file: FileRead | None = None) -> tuple[JobSpec, RecordBatch, IterationBatch]:
-    """The job spec and records that ``--records`` and ``--job`` name (``on_file``: hears of each file
-    read), every rank's times on one clock (``sleuth.whatif.clocks``)."""
+    """The job spec and records that ``--records`` and ``--job`` name (``on_file``: hears of each file read)."""
     path = Path(args.records)
     if not path.exists():
         raise ConfigError(f"--records {path}: no such file or folder")
     records, iterations = read_records(path, on_file=on_file)
     spec_path = Path(args.job) if args.job else (path if path.is_dir() else path.parent)
-    offsets = clock_offsets(records)
+    return JobSpec.read(spec_path), records, iterations
+
+
+def say_clocks(offsets: ClockOffsets) -> None:
+    """Tell stderr of each rank whose times were moved onto its peers' clock (``sleuth.whatif.clocks``)."""
     for rank, offset in sorted(offsets.offsets_ns.items()):
         print(f"sleuth: rank {rank}'s clock runs {offset / 1e9:+.6f} s from its peers' (its collectives end that far "
               f"from theirs, which end within {offsets.spread_ns / 1e6:.3f} ms of each other); its times are read "
               "on their clock", file=sys.stderr)
-    return (JobSpec.read(spec_path), *on_one_clock(records, iterations, offsets))
 
 
 def _name_files_on(steps: Steps, root: Path) -> FileRead:
@@ -124,6 +126,7 @@ def _run(args: argparse.Namespace) -> int:
             pivots=tuple(args.pivot or (0,)), on_stage=lambda what: steps.advance(description=what),
         )
         steps.advance()
+    say_clocks(result.clocks)
     if result.skipped is not None:
         print(f"sleuth localize: what-if attribution skipped: {result.skipped}", file=sys.stderr)
     irregular, attribution, incidents = result.irregular, result.attribution, result.incidents

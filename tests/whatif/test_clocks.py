@@ -68,3 +68,13 @@ def test_localize_reads_a_job_whose_hosts_clocks_disagree_as_it_reads_it_on_one_
     assert list(blamed) == ["gpu:vm/2"], found
     assert set(range(15, 25)) <= set(blamed["gpu:vm/2"]), found
     assert "rank 1's clock runs +" in captured.err and "rank 3's clock runs -" in captured.err, captured.err
+
+
+def test_attribute_reads_what_the_job_paid_as_on_one_clock(tmp_path, capsys):
+    assert main(["attribute", "--records", str(RUNS / "ddp-spike"), "--json"]) == 0
+    synced = json.loads(capsys.readouterr().out)
+    assert main(["attribute", "--records", str(_skewed("ddp-spike", tmp_path / "run")), "--json"]) == 0
+    captured = capsys.readouterr()
+    skewed = json.loads(captured.out)
+    assert skewed["slowdown"] > 1.5 and abs(skewed["slowdown"] / synced["slowdown"] - 1) < 0.01, (skewed, synced)
+    assert "rank 1's clock runs +" in captured.err, captured.err
