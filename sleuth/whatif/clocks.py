@@ -16,7 +16,7 @@ from typing import TypeVar
 import numpy as np
 
 from sleuth.records import ColumnBatch, IterationBatch, OpKind, RecordBatch
-from sleuth.whatif.keys import dense_ids
+from sleuth.whatif.keys import dense_ids, group_median
 
 _Batch = TypeVar("_Batch", bound=ColumnBatch)
 
@@ -59,8 +59,8 @@ def clock_offsets(records: RecordBatch) -> ClockOffsets:
     offset = np.zeros(world, np.int64)
     for _ in range(_ROUNDS):
         own = end - offset[rank]
-        residual = own - _medians(own, group)[group]
-        offset += _medians(residual, rank, size=world).astype(np.int64)
+        residual = own - group_median(group, own)
+        offset += np.nan_to_num(group_median(rank, residual, size=world)).astype(np.int64)
     present = np.bincount(rank, minlength=world) > 0
     offset -= int(np.median(offset[present]))
     own = end - offset[rank]
@@ -92,15 +92,3 @@ def _shifted(batch: _Batch, offsets: ClockOffsets, fields: tuple[str, ...]) -> _
     columns = {name: column - shift if name in fields else column for name, column in batch.columns.items()}
     return type(batch)(columns, batch.strings)
 
-
-def _medians(values: np.ndarray, key: np.ndarray, size: int | None = None) -> np.ndarray:
-    """Per dense ``key``, the median of its ``values`` (0 for a key with none)."""
-    size = int(key.max()) + 1 if size is None else size
-    order = np.lexsort((values, key))
-    counts = np.bincount(key, minlength=size)
-    first = np.r_[0, np.cumsum(counts)[:-1]]
-    ordered = values[order].astype(np.float64)
-    has = counts > 0
-    low = ordered[np.minimum(first + (counts - 1) // 2, len(ordered) - 1)]
-    high = ordered[np.minimum(first + counts // 2, len(ordered) - 1)]
-    return np.where(has, (low + high) / 2, 0.0)
