@@ -56,7 +56,7 @@ def localize_records(
     the first (a progress bar's next step)."""
     stage = on_stage or (lambda _what: None)
     # Hosts' clocks may disagree; the replay and the δ rule compare times across ranks.
-    clocks = clock_offsets(records)
+    clocks = clock_offsets(records, spec)
     records, iterations = on_one_clock(records, iterations, clocks)
     stage(f"localize: irregular iterations of {spec.world} ranks")
     irregular = tuple(irregular_iterations(iterations))

@@ -13,9 +13,10 @@ without stragglers and with an even split of its work).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import MappingProxyType
 
 import numpy as np
 
@@ -69,6 +70,7 @@ class Scenario:
     job: str = "sim"
     name: str = "scenario"
     routing: Routing = Routing.STATIC
+    host_clocks_ns: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         try:
@@ -98,6 +100,14 @@ class Scenario:
             if not isinstance(fault, Fault):
                 raise ConfigError(f"faults must be Fault objects, got {type(fault).__name__}")
             fault.check(topology)
+        clocks = dict(self.host_clocks_ns)
+        used = set(topology.hosts[: layout.n_hosts])
+        for host, offset in clocks.items():
+            if host not in used:
+                raise ConfigError(f"host_clocks_ns names {host!r}, not one of the job's {layout.n_hosts} hosts")
+            if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
+                raise ConfigError(f"host_clocks_ns[{host!r}] must be an int of nanoseconds, got {offset!r}")
+        object.__setattr__(self, "host_clocks_ns", MappingProxyType({h: int(o) for h, o in sorted(clocks.items())}))
         # Fail before any work on a model that does not split over the layout.
         stage_costs(self.model, stage=0, pp=layout.pp, tp=layout.tp, cp=layout.cp, ep=layout.ep)
 
@@ -135,6 +145,7 @@ class Scenario:
             "comm_drift": self.comm_drift,
             "stride": self.stride,
             "routing": self.routing.value,
+            "host_clocks_ns": dict(self.host_clocks_ns),
         }
 
 
@@ -383,7 +394,18 @@ class Emulation:
             "t_start_ns": t.it_start[np.ix_(index, chosen)].T.reshape(-1),
             "t_end_ns": t.it_end[np.ix_(index, chosen)].T.reshape(-1),
         }
+        if self.scenario.host_clocks_ns:
+            clock = np.repeat(self._clock_of_rank[chosen], n_i)
+            columns["t_start_ns"] = columns["t_start_ns"] + clock
+            columns["t_end_ns"] = columns["t_end_ns"] + clock
         return IterationBatch(columns, [self.scenario.job])
+
+    @cached_property
+    def _clock_of_rank(self) -> np.ndarray:
+        """How far each rank's host clock runs ahead of true time (ns)."""
+        layout, hosts = self.scenario.layout, self.scenario.topology.hosts
+        ahead = np.array([self.scenario.host_clocks_ns.get(h, 0) for h in hosts[: layout.n_hosts]], np.int64)
+        return ahead[np.arange(layout.world) // layout.gpus_per_host]
 
     # -- emission ---------------------------------------------------------------------------
 
@@ -416,6 +438,9 @@ class Emulation:
         count, position = plan.counts[stage]
         seq = self._ids[index][:, None] * count[None, :] + position[None, :]
         issue = starts - self.timeline.launch[np.ix_(index, ranks)].T[:, :, None]
+        if self.scenario.host_clocks_ns:
+            clock = self._clock_of_rank[ranks][:, None, None]
+            starts, ends, issue = starts + clock, ends + clock, issue + clock
         return {
             "job": np.zeros(n_r * n_i * n_s, np.uint32),
             "rank": np.repeat(ranks.astype(np.uint32), n_i * n_s),

@@ -34,7 +34,7 @@ def _run(args: argparse.Namespace) -> int:
 
     resolve_attribution_options(args)
     spec, records, iterations = read_job(args)
-    offsets = clock_offsets(records)
+    offsets = clock_offsets(records, spec)
     say_clocks(offsets)
     steady, steady_iterations = past_warmup(*on_one_clock(records, iterations, offsets), args.warmup)
     found = attribute(steady, spec, iterations=steady_iterations)

@@ -92,11 +92,13 @@ def read_job(args: argparse.Namespace, *, on_file: FileRead | None = None) -> tu
 
 
 def say_clocks(offsets: ClockOffsets) -> None:
-    """Tell stderr of each rank whose times were moved onto its peers' clock (``sleuth.whatif.clocks``)."""
-    for rank, offset in sorted(offsets.offsets_ns.items()):
-        print(f"sleuth: rank {rank}'s clock runs {offset / 1e9:+.6f} s from its peers' (its collectives end that far "
-              f"from theirs, which end within {offsets.spread_ns / 1e6:.3f} ms of each other); its times are read "
-              "on their clock", file=sys.stderr)
+    """Tell stderr of each host whose ranks' times were moved onto its peers' clock (``sleuth.whatif.clocks``)."""
+    for host, offset in sorted(offsets.hosts_ns.items()):
+        ranks = offsets.host_ranks[host]
+        named = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+        print(f"sleuth: host {host}'s clock runs {offset / 1e9:+.6f} s from its peers' (its ranks' collectives end that "
+              f"far from theirs, which end within {offsets.spread_ns / 1e6:.3f} ms of each other); the times of its "
+              f"{named} are read on their clock", file=sys.stderr)
 
 
 def _name_files_on(steps: Steps, root: Path) -> FileRead:

@@ -59,6 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--drift", type=float, default=0.0, metavar="F", help="base iteration time creeps up by F over the run (0.07)")
     faults.add_argument("--comm-drift", type=float, default=0.0, metavar="F",
                         help="every transfer time creeps up by F over the run (0.2)")
+    faults.add_argument("--host-clock", type=_host_clock, action="append", default=[], metavar="HOST=NS",
+                        help="HOST's clock runs NS nanoseconds ahead of true time in its records (repeatable; -20000000)")
     faults.add_argument("--stride", type=positive_int("stride"), default=1, metavar="K", help="record every K-th iteration (default 1)")
     faults.add_argument("--no-jitter", action="store_true", help="no jitter and no hiccups: exact critical-path times")
     faults.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed (default 0)")
@@ -79,6 +81,14 @@ def _seed(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer")
     return value
+
+
+def _host_clock(text: str) -> tuple[str, int]:
+    host, _, offset = text.partition("=")
+    try:
+        return host, int(offset)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST=NS (a host's name and an int of nanoseconds)") from None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -164,6 +174,7 @@ def _single(args: argparse.Namespace) -> int:
         timing=_timing(args),
         drift=args.drift,
         comm_drift=args.comm_drift,
+        host_clocks_ns=dict(args.host_clock),
         stride=args.stride,
         seed=args.seed,
         job=args.job,

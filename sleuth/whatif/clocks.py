@@ -1,29 +1,40 @@
-"""Each rank's clock as its collectives tell it, and records read on one clock.
+"""Each host's clock as its ranks' collectives tell it, and records read on one clock.
 
-The members of a collective finish it together (its last step is every member's), so a rank whose
-collectives end a steady distance from its peers' ends runs its clock that far off. Hosts' clocks
-disagree by what NTP leaves them (milliseconds) or by seconds without it, and the replay (a
-collective's transfer starts when its last member starts) and the δ rule (a step spans every
-rank) compare times across ranks: a rank's offset larger than a collective's own spread of ends
-is its clock's, and is taken off its times before anything reads them.
+The members of a collective finish it together (its last step is every member's), so a host whose
+ranks end their collectives with other hosts' ranks a steady distance from those ends runs its
+clock that far off. Hosts' clocks disagree by what NTP leaves them (milliseconds) or by seconds
+without it, and the replay (a collective's transfer starts when its last member starts) and the δ
+rule (a step spans every rank) compare times across ranks: a host's offset larger than a
+collective's own spread of ends is its clock's, and is taken off its ranks' times before anything
+reads them. A collective within one host shares its clock, so it tells nothing of any offset.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
+from scipy import sparse
+from scipy.sparse import csgraph
+from scipy.sparse import linalg as splinalg
 
+from sleuth.jobspec import JobSpec
 from sleuth.records import ColumnBatch, IterationBatch, OpKind, RecordBatch
 from sleuth.whatif.keys import dense_ids, group_median
+from sleuth.whatif.timeline import member_groups
 
 _Batch = TypeVar("_Batch", bound=ColumnBatch)
 
 #: Collectives every member leaves at its last step (rooted ones and pairs may leave early).
 SYMMETRIC = (OpKind.ALL_REDUCE, OpKind.ALL_GATHER, OpKind.REDUCE_SCATTER, OpKind.ALL_TO_ALL, OpKind.BARRIER)
-#: Rounds of (group medians, rank offsets): each takes the skewed ranks' pull off the medians.
-_ROUNDS = 3
+#: Conjugate-gradient steps at most: exact after as many as the hosts, a few dozen on any job's groups.
+_ROUNDS = 1000
+#: Offsets are wanted to well within a microsecond: collectives' ends spread by more than that on
+#: any fabric (NCCL kernels' ends: µs; gloo's on a loaded host: ms).
+_SETTLED_NS = 1000.0
+#: An end this many robust deviations off its collective's fit is the rank's stamp, not its clock.
+_OUTLIER = 6.0
 #: Records read at most: a rank's clock is one number, which a million collective records over the
 #: job's ranks measure many times over (every n-th collective of each communicator, whole).
 _MOST_RECORDS = 1 << 20
@@ -31,46 +42,141 @@ _MOST_RECORDS = 1 << 20
 
 @dataclass(frozen=True)
 class ClockOffsets:
-    """The ranks whose clocks were off, and by how much each ran ahead of its peers' (ns)."""
+    """The hosts whose clocks were off, by how much each ran ahead of its peers' (ns), and so each of their ranks."""
 
-    offsets_ns: dict[int, int]
+    offsets_ns: dict[int, int]  # by rank
     spread_ns: float  # how far apart one collective's members end, at the median, on the corrected clocks
+    hosts_ns: dict[str, int] = field(default_factory=dict)
+    host_ranks: dict[str, tuple[int, ...]] = field(default_factory=dict)  # the ranks of each host off
+    collectives: int = 0  # the collectives across hosts read (0: nothing could be told)
 
     def __bool__(self) -> bool:
         return bool(self.offsets_ns)
 
 
-def clock_offsets(records: RecordBatch) -> ClockOffsets:
-    """Each rank's offset from its peers' clocks: the median over its symmetric collectives of how
-    much later it ended them than their members' median end, refined over ``_ROUNDS`` and centred on
-    the ranks' median; kept only where it is larger than the median collective's spread of ends.
-    Reads at most ``_MOST_RECORDS`` of them: every n-th collective of each communicator, whole."""
-    chosen = np.isin(records["op"], np.asarray(SYMMETRIC, np.uint8)) & (records["peer"] < 0)
-    rank = records["rank"][chosen].astype(np.int64)
-    end = records["t_end_ns"][chosen].astype(np.int64)
-    group = dense_ids(records["comm"][chosen].astype(np.int64), records["seq"][chosen].astype(np.int64))
-    shared = np.bincount(group)[group] > 1 if len(group) else np.zeros(0, bool)
-    every = -(-int(shared.sum()) // _MOST_RECORDS)
-    shared &= group % max(every, 1) == 0
-    rank, end, group = rank[shared], end[shared], dense_ids(group[shared])
-    if not len(rank):
+def clock_offsets(records: RecordBatch, spec: JobSpec) -> ClockOffsets:
+    """Each host's offset from its peers' clocks, centred on the hosts' median: fitted on the
+    symmetric collectives hosts share (``_fit_collectives``), the hosts no collective joins read
+    against each other through their transfers' causality (``_join_by_transfers``); kept only
+    where larger than the median collective's spread of ends. Reads at most ``_MOST_RECORDS``
+    records of each kind: every n-th collective of each communicator, whole, and every n-th transfer."""
+    hosts, host_of_rank = np.unique([p.host for p in spec.placements], return_inverse=True)
+    fit = _fit_collectives(records, host_of_rank, len(hosts))
+    if fit is None:
         return ClockOffsets({}, 0.0)
-    world = int(rank.max()) + 1
-    offset = np.zeros(world, np.int64)
-    for _ in range(_ROUNDS):
-        own = end - offset[rank]
-        residual = own - group_median(group, own)
-        offset += np.nan_to_num(group_median(rank, residual, size=world)).astype(np.int64)
-    present = np.bincount(rank, minlength=world) > 0
-    offset -= int(np.median(offset[present]))
-    own = end - offset[rank]
-    low = np.full(int(group.max()) + 1, np.iinfo(np.int64).max)
-    high = np.full(int(group.max()) + 1, np.iinfo(np.int64).min)
-    np.minimum.at(low, group, own)
-    np.maximum.at(high, group, own)
-    spread = float(np.median(high - low))
-    off = np.flatnonzero(present & (np.abs(offset) > spread))
-    return ClockOffsets({int(r): int(offset[r]) for r in off}, spread)
+    offset, part, spread, collectives = fit
+    offset, joined = _join_by_transfers(records, host_of_rank, offset, part)
+    offset = np.round(offset - np.median(offset[joined])).astype(np.int64)
+    off = np.flatnonzero(joined & (np.abs(offset) > spread))
+    ranks = {str(hosts[h]): tuple(int(r) for r in np.flatnonzero(host_of_rank == h)) for h in off}
+    by_rank = {r: int(offset[h]) for h in off for r in ranks[str(hosts[h])]}
+    return ClockOffsets(by_rank, spread, {str(hosts[h]): int(offset[h]) for h in off}, ranks, collectives)
+
+
+def _fit_collectives(records: RecordBatch, host_of_rank: np.ndarray,
+                     hosts: int) -> tuple[np.ndarray, np.ndarray, float, int] | None:
+    """Hosts' offsets fitted by least squares as ``end = collective's end + host's offset`` over
+    the symmetric collectives spanning hosts, each host's clock read once per collective (its ranks'
+    median end of it, however many of its GPUs take part); fitted twice, the second time without
+    the ends the first left over ``_OUTLIER`` robust deviations off (a rank descheduled as it
+    stamped one). (offsets ns, the part of the hosts the collectives join each host to, the median
+    collective's spread of ends on the fitted clocks, collectives read), or None when no collective
+    spans hosts. Each part's offsets are known up to a constant of its own."""
+    chosen = np.isin(records["op"], np.asarray(SYMMETRIC, np.uint8)) & (records["peer"] < 0)
+    host = host_of_rank[records["rank"][chosen].astype(np.int64)]
+    end = records["t_end_ns"][chosen].astype(np.int64)
+    seq = records["seq"][chosen].astype(np.int64)
+    group = dense_ids(records["comm"][chosen].astype(np.int64), seq)
+    across = _spans_hosts(group, host)[group] if len(group) else np.zeros(0, bool)
+    across &= seq % max(-(-int(across.sum()) // _MOST_RECORDS), 1) == 0
+    host, end, group = host[across], end[across], dense_ids(group[across])
+    if not len(host):
+        return None
+    end -= int(end.min())  # exact in float64 once it counts from the first end read
+    entry = dense_ids(group, host)
+    first = np.unique(entry, return_index=True)[1]
+    entry_group, entry_host = group[first], host[first]
+    entry_end = group_median(entry, end, size=len(first))
+    offset = _least_squares(entry_group, entry_host, entry_end, hosts)
+    residual = _centred(entry_group, entry_end - offset[entry_host])
+    deviation = 1.4826 * float(np.median(np.abs(residual)))  # the normal's standard deviation, robustly
+    kept = np.abs(residual) <= max(_OUTLIER * deviation, _SETTLED_NS)
+    offset = _least_squares(entry_group[kept], entry_host[kept], entry_end[kept], hosts)
+    groups = int(group.max()) + 1
+    links = sparse.coo_matrix((np.ones(len(first)), (entry_host, hosts + entry_group)), shape=(hosts + groups,) * 2)
+    part = csgraph.connected_components(links, directed=False)[1][:hosts]
+    own = end - offset[host]
+    spread = float(np.median(_group_max(group, own) + _group_max(group, -own)))
+    return offset, part, spread, groups
+
+
+def _least_squares(group: np.ndarray, host: np.ndarray, end: np.ndarray, hosts: int) -> np.ndarray:
+    """The hosts' offsets x minimising the squared misfit of ``end = collective's end + x[host]``:
+    with each collective's end eliminated (its members' mean), the normal equations are a graph
+    Laplacian over the hosts, solved by conjugate gradients; each part's offsets sum to zero."""
+    group = dense_ids(group)
+
+    def laplacian(x: np.ndarray) -> np.ndarray:
+        return np.bincount(host, _centred(group, x[host]), minlength=hosts)
+
+    operator = splinalg.LinearOperator((hosts, hosts), matvec=laplacian, dtype=np.float64)
+    misfit = np.bincount(host, _centred(group, end), minlength=hosts)
+    solution, _ = splinalg.cg(operator, misfit, rtol=0.0, atol=_SETTLED_NS / 100, maxiter=_ROUNDS)
+    return solution
+
+
+def _centred(group: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` less their group's mean."""
+    return values - (np.bincount(group, values) / np.bincount(group))[group]
+
+
+def _join_by_transfers(records: RecordBatch, host_of_rank: np.ndarray, offset: np.ndarray,
+                       part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The offsets with the parts the collectives left apart (a pipeline's stages, joined only by
+    their transfers) moved onto one clock, and which hosts it holds. A receive ends after its send
+    starts, so a send from part a to part b bounds b's offset less a's from above by the least
+    (receive's end - send's start) on their clocks; sends both ways bound it from both sides, and
+    the middle of the bounds is taken. The part of the most hosts is the reference; each other joins
+    it through the parts it is bounded against both ways."""
+    parts = int(part.max()) + 1
+    joined = part == np.argmax(np.bincount(part))
+    if parts == 1:
+        return offset, joined
+    chosen = (records["peer"] >= 0) & np.isin(records["op"], np.asarray((OpKind.SEND, OpKind.RECV), np.uint8))
+    pairs = member_groups(records["comm"][chosen], records["seq"][chosen], records["rank"][chosen],
+                          records["peer"][chosen], records["op"][chosen])
+    # Every n-th seq: a pipeline's forward and backward transfers share one, and both are wanted.
+    sampled = records["seq"][chosen] % max(-(-len(pairs) // _MOST_RECORDS), 1) == 0
+    kept = np.flatnonzero(chosen)[sampled]
+    pairs = dense_ids(pairs[sampled])
+    sends = kept[records["op"][kept] == OpKind.SEND]
+    recvs = kept[records["op"][kept] == OpKind.RECV]
+    send_of = np.full(int(pairs.max(initial=-1)) + 1, -1)
+    send_of[pairs[records["op"][kept] == OpKind.SEND]] = sends
+    recv_pair = pairs[records["op"][kept] == OpKind.RECV]
+    matched = send_of[recv_pair] >= 0
+    send, recv = send_of[recv_pair[matched]], recvs[matched]
+    a = part[host_of_rank[records["rank"][send].astype(np.int64)]]
+    b = part[host_of_rank[records["rank"][recv].astype(np.int64)]]
+    base = offset[host_of_rank[records["rank"][recv].astype(np.int64)]] - offset[host_of_rank[records["rank"][send].astype(np.int64)]]
+    slack = (records["t_end_ns"][recv].astype(np.int64) - records["t_start_ns"][send].astype(np.int64)) - base
+    between = a != b
+    bound = np.full((parts, parts), np.inf)
+    np.minimum.at(bound, (a[between], b[between]), slack[between])
+    both = np.isfinite(bound) & np.isfinite(bound.T)
+    # b's offset less a's lies in [-bound[b, a], bound[a, b]]: its middle, where both are known.
+    known = np.where(both, bound, 0.0)
+    middle, half = (known - known.T) / 2, (known + known.T) / 2
+    # Within the bounds' half-width of in step, the transfers cannot tell the parts' clocks apart.
+    middle[np.abs(middle) <= half] = 0.0
+    reference = int(part[np.argmax(joined)])
+    order, parent = csgraph.breadth_first_order(sparse.csr_matrix(both), reference, directed=False)
+    shift = np.zeros(parts)
+    for p in order[1:]:
+        shift[p] = shift[parent[p]] + middle[parent[p], p]
+    reached = np.zeros(parts, bool)
+    reached[order] = True
+    return offset + shift[part], reached[part]
 
 
 def on_one_clock(records: RecordBatch, iterations: IterationBatch,
@@ -92,3 +198,15 @@ def _shifted(batch: _Batch, offsets: ClockOffsets, fields: tuple[str, ...]) -> _
     columns = {name: column - shift if name in fields else column for name, column in batch.columns.items()}
     return type(batch)(columns, batch.strings)
 
+
+
+def _spans_hosts(group: np.ndarray, host: np.ndarray) -> np.ndarray:
+    """Per group: whether its members are on more than one host."""
+    return _group_max(group, host) != -_group_max(group, -host)
+
+
+def _group_max(group: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per group: the largest of its ``values``."""
+    top = np.full(int(group.max()) + 1, np.iinfo(np.int64).min)
+    np.maximum.at(top, group, values)
+    return top

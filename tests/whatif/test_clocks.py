@@ -1,8 +1,11 @@
-"""Ranks' clocks read from their collectives (``sleuth.whatif.clocks``), on a real gloo job's records
-(``tests/localizer/loaded_gloo``) whose ranks' times are moved as hosts' clocks that disagree would."""
+"""Hosts' clocks read from their ranks' collectives (``sleuth.whatif.clocks``), on a real gloo job's
+records (``tests/localizer/loaded_gloo``) whose ranks 1 and 3 are placed on hosts of their own and
+their times moved as those hosts' clocks, disagreeing with the first's, would move them; and on
+emulated jobs whose hosts' clocks disagree."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -11,20 +14,31 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 
 from sleuth.cli import main
+from sleuth.jobspec import JobSpec
 from sleuth.records_folder import read_records
+from sleuth.sim import Emulation
+from sleuth.sim.suites import suite
 from sleuth.whatif.clocks import clock_offsets, on_one_clock
 
 RUNS = Path(__file__).parents[1] / "localizer" / "loaded_gloo"
-#: Rank 1 a second ahead (a host without NTP), rank 3 20 ms behind (NTP far off): both beyond the
-#: few milliseconds a loaded machine's gloo collectives end apart.
+#: Rank 1 on a host a second ahead (no NTP), rank 3 on one 20 ms behind (NTP far off): both beyond
+#: the few milliseconds a loaded machine's gloo collectives end apart.
 SKEW = {1: 1_000_000_000, 3: -20_000_000}
+HOSTS = {1: "vm-b", 3: "vm-c"}
 
 
 def _skewed(run: str, folder: Path) -> Path:
-    """A copy of ``run``'s records folder with each rank of ``SKEW`` on a clock that far ahead."""
+    """A copy of ``run``'s records folder with each rank of ``SKEW`` on a host of its own (``HOSTS``)
+    whose clock runs that far ahead of the first host's."""
     shutil.copytree(RUNS / run, folder)
+    job = json.loads((folder / "job.json").read_text())
+    for placement in job["ranks"]:
+        if placement["rank"] in HOSTS:
+            placement["host"], placement["gpu"] = HOSTS[placement["rank"]], 0
+    (folder / "job.json").write_text(json.dumps(job))
     for rank, offset in SKEW.items():
         for path in [*folder.glob(f"rank-{rank:05d}-*.parquet"), *folder.glob(f"iterations/rank-{rank:05d}-*.parquet")]:
             table = pq.read_table(path)
@@ -37,10 +51,12 @@ def _skewed(run: str, folder: Path) -> Path:
     return folder
 
 
-def test_ranks_whose_clocks_are_off_are_found_from_their_collectives_and_read_on_their_peers_clock(tmp_path):
-    records, iterations = read_records(_skewed("ddp-spike", tmp_path / "run"))
-    offsets = clock_offsets(records)
+def test_hosts_whose_clocks_are_off_are_found_from_their_ranks_collectives_and_read_on_their_peers_clock(tmp_path):
+    folder = _skewed("ddp-spike", tmp_path / "run")
+    records, iterations = read_records(folder)
+    offsets = clock_offsets(records, JobSpec.read(folder))
     assert set(offsets.offsets_ns) == set(SKEW)
+    assert offsets.hosts_ns == {HOSTS[r]: offsets.offsets_ns[r] for r in SKEW}
     for rank, offset in SKEW.items():
         assert abs(offsets.offsets_ns[rank] - offset) <= offsets.spread_ns
     aligned, aligned_iterations = on_one_clock(records, iterations, offsets)
@@ -55,8 +71,12 @@ def test_ranks_whose_clocks_are_off_are_found_from_their_collectives_and_read_on
 def test_clocks_in_step_are_left_as_they_are():
     for run in ("ddp-spike", "train-seqlen", "fsdp-moderate"):
         records, iterations = read_records(RUNS / run)
-        offsets = clock_offsets(records)
-        assert not offsets, (run, offsets)
+        spec = JobSpec.read(RUNS / run)
+        assert not clock_offsets(records, spec)  # one host, one clock: nothing to tell
+        apart = dataclasses.replace(spec, placements=tuple(
+            dataclasses.replace(p, host=f"vm-{p.rank}", gpu=0) for p in spec.placements))
+        offsets = clock_offsets(records, apart)
+        assert not offsets and offsets.collectives, (run, offsets)
         assert on_one_clock(records, iterations, offsets) == (records, iterations)
 
 
@@ -67,14 +87,34 @@ def test_localize_reads_a_job_whose_hosts_clocks_disagree_as_it_reads_it_on_one_
     blamed = {i["suspects"][0]["device"]: i["iterations"] for i in found if i["suspects"]}
     assert list(blamed) == ["gpu:vm/2"], found
     assert set(range(15, 25)) <= set(blamed["gpu:vm/2"]), found
-    assert "rank 1's clock runs +" in captured.err and "rank 3's clock runs -" in captured.err, captured.err
+    assert "host vm-b's clock runs +0.99" in captured.err and "host vm-c's clock runs -0.02" in captured.err, captured.err
 
 
 def test_attribute_reads_what_the_job_paid_as_on_one_clock(tmp_path, capsys):
-    assert main(["attribute", "--records", str(RUNS / "ddp-spike"), "--json"]) == 0
+    synced_folder = _skewed("ddp-spike", tmp_path / "synced")
+    for rank in SKEW:  # the same hosts, their clocks put back in step
+        for path in [*synced_folder.glob(f"rank-{rank:05d}-*.parquet"), *synced_folder.glob(f"iterations/rank-{rank:05d}-*.parquet")]:
+            shutil.copy(RUNS / "ddp-spike" / path.relative_to(synced_folder), path)
+    assert main(["attribute", "--records", str(synced_folder), "--json"]) == 0
     synced = json.loads(capsys.readouterr().out)
     assert main(["attribute", "--records", str(_skewed("ddp-spike", tmp_path / "run")), "--json"]) == 0
     captured = capsys.readouterr()
     skewed = json.loads(captured.out)
     assert skewed["slowdown"] > 1.5 and abs(skewed["slowdown"] / synced["slowdown"] - 1) < 0.01, (skewed, synced)
-    assert "rank 1's clock runs +" in captured.err, captured.err
+    assert "host vm-b's clock runs +" in captured.err, captured.err
+
+
+@pytest.mark.parametrize("world", [128, 1024])
+def test_every_hosts_clock_is_read_from_its_collectives_and_a_pipelines_stages_through_their_transfers(world):
+    # NTP-like offsets on every host (a few ms), one host without NTP (0.7 s); at 1,024 GPUs (pp4)
+    # the middle stages share no collective with other stages: their transfers join them.
+    [scenario] = [s for s in [*suite("from-start", seed=5)[:1], *suite("scale", seed=5)[:1]] if s.layout.world == world]
+    hosts = scenario.topology.hosts[: scenario.layout.n_hosts]
+    rng = np.random.default_rng(world)
+    clocks = {host: int(rng.normal(0, 3e6)) for host in hosts} | {hosts[3]: 700_000_000}
+    emulation = Emulation(dataclasses.replace(scenario, iterations=8, host_clocks_ns=clocks))
+    offsets = clock_offsets(emulation.records(), emulation.job_spec())
+    truth = np.array([clocks[h] for h in hosts]) - np.median([clocks[h] for h in hosts])
+    found = np.array([offsets.hosts_ns.get(h, 0) for h in hosts])
+    assert set(offsets.hosts_ns) == set(hosts)
+    assert np.abs(found - truth).max() <= 50_000, np.abs(found - truth).max()  # 50 µs of offsets of ms to 0.7 s
