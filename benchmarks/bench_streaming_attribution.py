@@ -99,11 +99,11 @@ def run(world: int, seed: int, iterations: int, clickhouse: bool = False) -> dic
         began = time.perf_counter()
         wanted = cache.missing(first, last)
         if stored is not None:
-            cache.add(wanted, *stored.read(wanted, last))
+            cache.add(wanted, *stored.read(wanted, last), spec)
         else:
             at = records["iteration"]
             cache.add(wanted, records.take((at >= wanted[0]) & (at <= wanted[-1])),
-                      rows.take((rows["iteration"] >= wanted[0]) & (rows["iteration"] <= wanted[-1])))
+                      rows.take((rows["iteration"] >= wanted[0]) & (rows["iteration"] <= wanted[-1])), spec)
         read = time.perf_counter() - began
         incidents = slowdown_incidents(cache, spec, first, last, topology=topology, settings=settings)
         seconds = time.perf_counter() - began

@@ -54,6 +54,10 @@ class Scenario:
     a localizer of how flows pick among equal-cost spines. The emulator hashes every GPU pair onto
     one spine either way (ECMP hashes a flow onto one path and keeps it there), so it changes no
     timing: ``ECMP`` says that hash is unknown to the job's readers, ``STATIC`` that it is known.
+    ``host_clocks_ns``: how far each named host's clock runs ahead of true time (hosts synced by NTP
+    disagree by milliseconds, without it by seconds): its ranks' records and iteration rows carry
+    times that far off; the timeline, and so the truth, stays on true time. A host behind the
+    others is the others ahead of it: the job starts at time 0.
     """
 
     topology: Topology
@@ -105,8 +109,9 @@ class Scenario:
         for host, offset in clocks.items():
             if host not in used:
                 raise ConfigError(f"host_clocks_ns names {host!r}, not one of the job's {layout.n_hosts} hosts")
-            if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
-                raise ConfigError(f"host_clocks_ns[{host!r}] must be an int of nanoseconds, got {offset!r}")
+            if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
+                raise ConfigError(f"host_clocks_ns[{host!r}] must be an int of nanoseconds, 0 or more (the emulated "
+                                  f"job starts at time 0, and times are never negative), got {offset!r}")
         object.__setattr__(self, "host_clocks_ns", MappingProxyType({h: int(o) for h, o in sorted(clocks.items())}))
         # Fail before any work on a model that does not split over the layout.
         stage_costs(self.model, stage=0, pp=layout.pp, tp=layout.tp, cp=layout.cp, ep=layout.ep)

@@ -60,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--comm-drift", type=float, default=0.0, metavar="F",
                         help="every transfer time creeps up by F over the run (0.2)")
     faults.add_argument("--host-clock", type=_host_clock, action="append", default=[], metavar="HOST=NS",
-                        help="HOST's clock runs NS nanoseconds ahead of true time in its records (repeatable; -20000000)")
+                        help="HOST's clock runs NS nanoseconds ahead of true time in its records (repeatable; 20000000)")
     faults.add_argument("--stride", type=positive_int("stride"), default=1, metavar="K", help="record every K-th iteration (default 1)")
     faults.add_argument("--no-jitter", action="store_true", help="no jitter and no hiccups: exact critical-path times")
     faults.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed (default 0)")

@@ -11,6 +11,7 @@ reads them. A collective within one host shares its clock, so it tells nothing o
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -21,10 +22,13 @@ from scipy.sparse import linalg as splinalg
 
 from sleuth.jobspec import JobSpec
 from sleuth.records import ColumnBatch, IterationBatch, OpKind, RecordBatch
+from sleuth.sources import RecordSource
 from sleuth.whatif.keys import dense_ids, group_median
 from sleuth.whatif.timeline import member_groups
 
 _Batch = TypeVar("_Batch", bound=ColumnBatch)
+_RECORD_TIMES = ("t_issue_ns", "t_start_ns", "t_end_ns")
+_ITERATION_TIMES = ("t_start_ns", "t_end_ns")
 
 #: Collectives every member leaves at its last step (rooted ones and pairs may leave early).
 SYMMETRIC = (OpKind.ALL_REDUCE, OpKind.ALL_GATHER, OpKind.REDUCE_SCATTER, OpKind.ALL_TO_ALL, OpKind.BARRIER)
@@ -184,8 +188,7 @@ def on_one_clock(records: RecordBatch, iterations: IterationBatch,
     """``records`` and ``iterations`` with each off rank's times moved onto its peers' clock."""
     if not offsets:
         return records, iterations
-    return _shifted(records, offsets, ("t_issue_ns", "t_start_ns", "t_end_ns")), _shifted(
-        iterations, offsets, ("t_start_ns", "t_end_ns"))
+    return _shifted(records, offsets, _RECORD_TIMES), _shifted(iterations, offsets, _ITERATION_TIMES)
 
 
 def _shifted(batch: _Batch, offsets: ClockOffsets, fields: tuple[str, ...]) -> _Batch:
@@ -210,3 +213,28 @@ def _group_max(group: np.ndarray, values: np.ndarray) -> np.ndarray:
     top = np.full(int(group.max()) + 1, np.iinfo(np.int64).min)
     np.maximum.at(top, group, values)
     return top
+
+
+class OnOneClockSource:
+    """A :class:`~sleuth.sources.RecordSource` whose records and iteration rows are read with each
+    off host's ranks' times moved onto its peers' clock (``offsets``, from ``clock_offsets``)."""
+
+    def __init__(self, source: RecordSource, offsets: ClockOffsets) -> None:
+        self.source = source
+        self.offsets = offsets
+
+    def job_spec(self) -> JobSpec:
+        return self.source.job_spec()
+
+    def iteration_ids(self) -> np.ndarray:
+        return self.source.iteration_ids()
+
+    def ranks_records(self, ranks: Iterable[int] | None, *, iterations: Iterable[int] | None = None,
+                      comms: Iterable[str] | None = None) -> RecordBatch:
+        batch = self.source.ranks_records(ranks, iterations=iterations, comms=comms)
+        return _shifted(batch, self.offsets, _RECORD_TIMES) if self.offsets and len(batch) else batch
+
+    def iterations(self, *, ranks: Iterable[int] | None = None,
+                   iterations: Iterable[int] | None = None) -> IterationBatch:
+        batch = self.source.iterations(ranks=ranks, iterations=iterations)
+        return _shifted(batch, self.offsets, _ITERATION_TIMES) if self.offsets and len(batch) else batch

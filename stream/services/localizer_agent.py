@@ -10,8 +10,10 @@ job's gathering is due, the agent
    iterations past the last gathered one (``sleuth.storage.source.landed_through``), re-checking
    every ``retry_s``; after ``SLEUTH_LOCALIZER_LAND_TIMEOUT_S`` more it goes on with what has landed;
 3. runs :func:`sleuth.localizer.localize` over a :class:`ClickHouseSource` bounded to the landed
-   iterations, on the ``SLEUTH_LOCALIZER_TOPOLOGY`` fabric (without one, the job's hosts behind
-   one leaf, as ``sleuth localize`` does);
+   iterations, read on one clock (the hosts' clocks as the job's what-if rounds last read them,
+   else as the first gathered iteration's records tell: ``sleuth.whatif.clocks``), on the
+   ``SLEUTH_LOCALIZER_TOPOLOGY`` fabric (without one, the job's hosts behind one leaf, as
+   ``sleuth localize`` does);
 4. keeps back the benign pauses (``benign_pauses``: brief, cheap, not recurring, which the
    iterations after them show) and raises each other incident that does not merely continue a
    raised one (``episodes``) through the ``IncidentSink``: ``SLEUTH_INCIDENTS_TOPIC``, then ClickHouse;
@@ -66,6 +68,7 @@ from sleuth.stream.services.job_ownership import Ownership
 from sleuth.stream.services.slowdown_watch import SlowdownWatch, WindowCache, slowdown_incidents
 from sleuth.topology import Topology, load_topology
 from sleuth.topology.job_fabric import single_leaf
+from sleuth.whatif.clocks import ClockOffsets, OnOneClockSource, clock_offsets
 
 if TYPE_CHECKING:
     from clickhouse_driver import Client
@@ -198,11 +201,11 @@ class LocalizerAgent:
         if not fresh:
             return True
         try:
-            source = ClickHouseSource(self.client, db, job)
+            stored = ClickHouseSource(self.client, db, job)
         except UnknownJob as error:
             _log.error("dropping %d irregular iterations: %s", len(fresh), error)
             return True
-        through = landed_through(self.client, db, job, world=source.job_spec().world, since=fresh[0])
+        through = landed_through(self.client, db, job, world=stored.job_spec().world, since=fresh[0])
         # The iterations after the last show whether a pause recurs or goes on (benign_pauses).
         if through is None or through < settled_through(fresh[-1], settings):
             waited = self.clock() - pending.first_arrival - settings.localizer_debounce_s
@@ -213,9 +216,10 @@ class LocalizerAgent:
                          settings.attribution_sustain, waited, through)
             if through is not None:
                 fresh = [i for i in fresh if i <= through]
-        source.through = through
+        stored.through = through
         if not fresh:
             return True
+        source = OnOneClockSource(stored, self._clocks(job, stored, fresh[0]))
         try:
             incidents = localize(source, irregular_iterations=fresh, topology=self.topology or single_leaf(source.job_spec()),
                                  window=settings.localizer_window)
@@ -238,6 +242,13 @@ class LocalizerAgent:
                 continue
             self._raise(incident, raised, since=min(pending.arrivals[i] for i in incident.iterations))
         return True
+
+    def _clocks(self, job: str, source: ClickHouseSource, iteration: int) -> ClockOffsets:
+        """``job``'s hosts' clocks: as its what-if rounds last read them, else as ``iteration``'s records tell."""
+        cache = self._windows.get(job)
+        if cache is not None and cache.clocks.collectives:
+            return cache.clocks
+        return clock_offsets(source.ranks_records(None, iterations=[iteration]), source.job_spec())
 
     async def _measure_due(self) -> None:
         now = self.clock()
@@ -289,9 +300,9 @@ class LocalizerAgent:
         source = ClickHouseSource(self.client, settings.clickhouse_database, job, through=last)
         cache = self._windows.setdefault(job, WindowCache())
         wanted = cache.missing(first, last)
-        if wanted:
-            cache.add(wanted, source.ranks_records(None, iterations=wanted), source.iterations(iterations=wanted))
         spec = source.job_spec()
+        if wanted:
+            cache.add(wanted, source.ranks_records(None, iterations=wanted), source.iterations(iterations=wanted), spec)
         incidents = slowdown_incidents(cache, spec, first, last, topology=self.topology or single_leaf(spec),
                                        settings=self.settings)
         if not incidents:

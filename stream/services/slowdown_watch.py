@@ -15,6 +15,8 @@ decide cost a fraction of the many that explain, and the incident's S is what it
 The window's records are kept between rounds (``WindowCache``), so each round reads from
 ClickHouse only the iterations that landed since the last one, and replays only those: what the
 earlier ones' peers need (their transfers by operator identity, their stages' work) is kept too.
+They are kept on one clock: hosts' clocks disagree, and the replay compares times across ranks
+(``sleuth.whatif.clocks``).
 A round whose newest iteration would call for the full analysis were it to pay what the one before
 paid measures it within that analysis (one preparation, the same S); a guess that proves wrong
 costs that round the analysis of a few iterations, never a wrong plan.
@@ -44,6 +46,7 @@ from sleuth.sources import MemorySource
 from sleuth.topology import Topology
 from sleuth.validation import number_above
 from sleuth.whatif.attribution import Attribution, PeerHistory, attribute, attribute_and_leave, newest_slowdowns
+from sleuth.whatif.clocks import ClockOffsets, clock_offsets, on_one_clock
 
 __all__ = ["MAX_IDLE_S", "SlowdownWatch", "WindowCache", "slowdown_incidents"]
 
@@ -131,13 +134,21 @@ class WindowCache:
     analysed_level: float = 0.0  # the median S of the newest sustained iterations the last analysis saw (0: none yet)
     analysed_since: int = -1  # where the level the last analysis saw began
     eased_at: int = -1  # where the level last stepped down: what came before is over, its incident final
+    clocks: ClockOffsets = ClockOffsets({}, 0.0)  # the hosts' clocks as the newest records read told them
 
     def missing(self, first: int, last: int) -> list[int]:
         """The iterations of [first, last] not held yet."""
         return [i for i in range(first, last + 1) if i not in self.records]
 
-    def add(self, wanted: list[int], records: RecordBatch, iterations: IterationBatch) -> None:
-        """Hold the ``wanted`` iterations' records and rows (an iteration without any is held empty)."""
+    def add(self, wanted: list[int], records: RecordBatch, iterations: IterationBatch, spec: JobSpec) -> None:
+        """Hold the ``wanted`` iterations' records and rows (an iteration without any is held empty),
+        every host's on one clock: as their own collectives with other hosts' tell it, else as the
+        last records read that had any (``clocks``)."""
+        # Read anew each time: a host's clock that NTP slews or steps is followed as it moves.
+        read = clock_offsets(records, spec)
+        if read.collectives:
+            self.clocks = read
+        records, iterations = on_one_clock(records, iterations, self.clocks)
         for it in wanted:
             self.records[it] = records.take(np.flatnonzero(records["iteration"] == it))
             self.iterations[it] = iterations.take(np.flatnonzero(iterations["iteration"] == it))

@@ -165,17 +165,18 @@ def test_routing_tells_readers_what_is_known_and_changes_no_timing() -> None:
 
 def test_a_hosts_clock_moves_its_ranks_times_and_nothing_else() -> None:
     synced = emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=3)
-    skewed = emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=3, host_clocks_ns={"h0001": -7_000_000})
+    skewed = emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=3, host_clocks_ns={"h0001": 7_000_000})
     moved = np.isin(synced.records()["rank"], [4, 5, 6, 7])  # h0001's GPUs
     for name in ("t_issue_ns", "t_start_ns", "t_end_ns"):
         shift = skewed.records()[name].astype(np.int64) - synced.records()[name].astype(np.int64)
-        assert set(shift[moved]) == {-7_000_000} and set(shift[~moved]) == {0}, name
+        assert set(shift[moved]) == {7_000_000} and set(shift[~moved]) == {0}, name
     rows = np.isin(synced.iterations()["rank"], [4, 5, 6, 7])
     shift = skewed.iterations()["t_end_ns"].astype(np.int64) - synced.iterations()["t_end_ns"].astype(np.int64)
-    assert set(shift[rows]) == {-7_000_000} and set(shift[~rows]) == {0}
+    assert set(shift[rows]) == {7_000_000} and set(shift[~rows]) == {0}
     assert np.array_equal(skewed.iteration_times(), synced.iteration_times())  # the truth is on true time
-    assert skewed.scenario.describe()["host_clocks_ns"] == {"h0001": -7_000_000}
+    assert skewed.scenario.describe()["host_clocks_ns"] == {"h0001": 7_000_000}
     with pytest.raises(ConfigError, match="host_clocks_ns names 'h0007', not one of the job's 2 hosts"):
         emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=3, host_clocks_ns={"h0007": 1})
-    with pytest.raises(ConfigError, match=r"host_clocks_ns\['h0000'\] must be an int of nanoseconds"):
-        emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=3, host_clocks_ns={"h0000": 0.5})
+    for offset in (0.5, -1, True):
+        with pytest.raises(ConfigError, match=r"host_clocks_ns\['h0000'\] must be an int of nanoseconds, 0 or more"):
+            emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=3, host_clocks_ns={"h0000": offset})

@@ -4,6 +4,7 @@ round as the agent runs them (the agent on the real services: ``test_streaming_l
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 from sleuth.errors import ConfigError
 from sleuth.settings import Settings
+from sleuth.sim import Emulation
 from sleuth.localizer.episodes import Raised, episode_of, grown
 from sleuth.stream.services.job_ownership import Ownership, partition_of
 from sleuth.whatif import attribution
@@ -64,9 +66,9 @@ def test_the_cache_reads_each_iteration_once_and_forgets_the_old_ones() -> None:
     em = emulation(iterations=8)
     cache = WindowCache()
     assert cache.missing(0, 3) == [0, 1, 2, 3]
-    cache.add([0, 1, 2, 3], em.records(iterations=range(4)), em.iterations(iterations=range(4)))
+    cache.add([0, 1, 2, 3], em.records(iterations=range(4)), em.iterations(iterations=range(4)), em.job_spec())
     assert cache.missing(2, 5) == [4, 5]
-    cache.add([4, 5], em.records(iterations=[4, 5]), em.iterations(iterations=[4, 5]))
+    cache.add([4, 5], em.records(iterations=[4, 5]), em.iterations(iterations=[4, 5]), em.job_spec())
     records, iterations = cache.window(2, 5)
     assert len(records) == len(em.records(iterations=range(2, 6)))
     assert sorted(set(iterations["iteration"].tolist())) == [2, 3, 4, 5]
@@ -86,7 +88,8 @@ def test_a_stretch_of_the_window_numbers_its_strings_as_the_whole_window_does() 
     cache = WindowCache()
     for k in range(6):  # one read a round: each iteration's batch with a string table of its own
         records, iterations = em.records(iterations=[k]), em.iterations(iterations=[k])
-        cache.add([k], *((reversed_strings(records), reversed_strings(iterations)) if k % 2 else (records, iterations)))
+        cache.add([k], *((reversed_strings(records), reversed_strings(iterations)) if k % 2 else (records, iterations)),
+                  em.job_spec())
     whole, whole_iterations = cache.window(1, 5)
     for wanted in ([2, 3], [4, 5], [5], [1, 2]):  # from a batch numbered otherwise than the first, or not
         records, iterations = cache.held(1, 5, wanted)
@@ -110,7 +113,7 @@ def rounds(em, *, through: int, window: int = 12, warmup: int = 5, analysed: lis
         span = watch.window_of(em.scenario.job, landed, float(landed))
         assert span is not None
         wanted = cache.missing(*span)
-        cache.add(wanted, em.records(iterations=wanted), em.iterations(iterations=wanted))
+        cache.add(wanted, em.records(iterations=wanted), em.iterations(iterations=wanted), spec)
         found = slowdown_incidents(cache, spec, *span, topology=topology, settings=settings)
         if found and analysed is not None:
             analysed.append(landed)
@@ -131,6 +134,16 @@ def test_a_gpu_slow_from_the_first_step_is_one_incident_opened_once_sustained_an
     assert opened == [7]  # the round that saw three iterations landed past the five of warm-up
     assert incident.iterations[0] == 5 and incident.iterations[-1] == 19  # analysed at 7, then 12 later
     assert incident.attribution is not None and incident.attribution.trigger == "slowdown"
+
+
+def test_a_gpu_slow_from_the_first_step_on_hosts_whose_clocks_disagree_is_read_as_on_one_clock() -> None:
+    em = emulation(f"{FAULTY},slow=1.5,start=0", iterations=30)
+    skewed = Emulation(dataclasses.replace(em.scenario, host_clocks_ns={"h0001": 30_000_000, "h0002": 400_000_000}))
+    [incident], opened = rounds(skewed, through=29)
+    [synced], synced_opened = rounds(em, through=29)
+    assert incident.suspects[0].device == FAULTY and opened == synced_opened
+    assert incident.iterations == synced.iterations and incident.cause == synced.cause
+    assert abs(incident.attribution.slowdown / synced.attribution.slowdown - 1) < 0.01
 
 
 def test_a_second_fault_joining_a_sustained_slowdown_is_analysed_once_it_is_sustained_not_a_window_later() -> None:

@@ -1,10 +1,12 @@
 """The streaming localizer on the real services, end to end: an emulated job with one slow GPU
 streams through the gateway, Kafka and a worker whose detector publishes irregularities; the
 localizer agent raises one incident, in ClickHouse and on the incidents topic, whose top suspect
-is the slow GPU, whether its irregular iterations or its what-if rounds saw it first. A replay of
-every irregularity (a fresh consumer group) raises nothing new. A GPU slow from the first step
-(no iteration irregular) is one incident too, opened by a what-if round and grown to the end. A
-fault-free job's one pause is judged benign once the iterations after it land: no incident."""
+is the slow GPU (two of the job's hosts' clocks apart from the others', read on one clock),
+whether its irregular iterations or its what-if rounds saw it first. A replay of every
+irregularity (a fresh consumer group) raises nothing new. A GPU slow from the first step (no
+iteration irregular, hosts' clocks apart again) is one incident too, opened by a what-if round
+and grown to the end. A fault-free job's one pause is judged benign once the iterations after it
+land: no incident."""
 
 from __future__ import annotations
 
@@ -36,6 +38,13 @@ from .harness import consume, private_settings, stream_emulation
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 FAULTY = "gpu:h0003/1"
+#: Hosts' clocks as NTP far off (30 ms) and none (0.4 s) leave them: the localizer reads them on one.
+CLOCKS = {"h0001": 30_000_000, "h0002": 400_000_000}
+
+
+def on_clocks_apart(em: Emulation) -> Emulation:
+    """``em`` with its hosts' clocks apart by ``CLOCKS``."""
+    return Emulation(dataclasses.replace(em.scenario, host_clocks_ns=CLOCKS))
 
 
 def wait_until(condition, *, timeout_s: float, what: str) -> None:
@@ -77,7 +86,7 @@ def localizer_settings(services: Services, topology, fabric, **more):
 @pytest.fixture(scope="module")
 def streamed(services: Services, tmp_path_factory):
     """The pipeline run once for the module: (settings, client, first agent, irregularity messages)."""
-    em = emulation(f"{FAULTY},slow=1.5,start=15")
+    em = on_clocks_apart(emulation(f"{FAULTY},slow=1.5,start=15"))
     settings, client = localizer_settings(services, em.scenario.topology, tmp_path_factory.mktemp("fabric") / "fabric.yaml",
                                           localizer_debounce_s=3.0, localizer_land_timeout_s=30.0)
     publisher = IrregularityPublisher(settings)
@@ -184,7 +193,7 @@ def test_a_lone_pause_is_recorded_and_never_paged(services: Services, tmp_path) 
 
 
 def test_a_gpu_slow_from_the_first_step_opens_one_incident_that_grows(services: Services, tmp_path) -> None:
-    em = emulation(f"{FAULTY},slow=1.5,start=0", iterations=30)
+    em = on_clocks_apart(emulation(f"{FAULTY},slow=1.5,start=0", iterations=30))
     settings, client = localizer_settings(services, em.scenario.topology, tmp_path / "fabric.yaml", attribution_interval_s=0.5)
     worker = Worker(settings, client=connect.clickhouse_client(settings))  # no detector: nothing is irregular
     agent = LocalizerAgent(settings, client=connect.clickhouse_client(settings), topology=cluster_topology(settings))

@@ -21,7 +21,10 @@ from sleuth.jobspec import JobSpec
 from sleuth.records_folder import read_records
 from sleuth.sim import Emulation
 from sleuth.sim.suites import suite
-from sleuth.whatif.clocks import clock_offsets, on_one_clock
+from sleuth.localizer import localize
+from sleuth.whatif.clocks import OnOneClockSource, clock_offsets, on_one_clock
+
+from tests.stream.detection.conftest import emulation
 
 RUNS = Path(__file__).parents[1] / "localizer" / "loaded_gloo"
 #: Rank 1 on a host a second ahead (no NTP), rank 3 on one 20 ms behind (NTP far off): both beyond
@@ -106,15 +109,32 @@ def test_attribute_reads_what_the_job_paid_as_on_one_clock(tmp_path, capsys):
 
 @pytest.mark.parametrize("world", [128, 1024])
 def test_every_hosts_clock_is_read_from_its_collectives_and_a_pipelines_stages_through_their_transfers(world):
-    # NTP-like offsets on every host (a few ms), one host without NTP (0.7 s); at 1,024 GPUs (pp4)
+    # NTP-like offsets on every host (up to 10 ms), one host without NTP (0.7 s); at 1,024 GPUs (pp4)
     # the middle stages share no collective with other stages: their transfers join them.
     [scenario] = [s for s in [*suite("from-start", seed=5)[:1], *suite("scale", seed=5)[:1]] if s.layout.world == world]
     hosts = scenario.topology.hosts[: scenario.layout.n_hosts]
     rng = np.random.default_rng(world)
-    clocks = {host: int(rng.normal(0, 3e6)) for host in hosts} | {hosts[3]: 700_000_000}
+    clocks = {host: int(rng.uniform(0, 10e6)) for host in hosts} | {hosts[3]: 700_000_000}
     emulation = Emulation(dataclasses.replace(scenario, iterations=8, host_clocks_ns=clocks))
     offsets = clock_offsets(emulation.records(), emulation.job_spec())
     truth = np.array([clocks[h] for h in hosts]) - np.median([clocks[h] for h in hosts])
     found = np.array([offsets.hosts_ns.get(h, 0) for h in hosts])
     assert set(offsets.hosts_ns) == set(hosts)
     assert np.abs(found - truth).max() <= 50_000, np.abs(found - truth).max()  # 50 µs of offsets of ms to 0.7 s
+
+
+def test_a_source_read_on_one_clock_localizes_a_job_whose_hosts_clocks_disagree_as_one_in_step():
+    # The streaming localizer reads an irregular iteration's ranks from ClickHouse through this source.
+    synced = emulation("gpu:h0003/1,slow=1.5,start=15", iterations=30)
+    skewed = Emulation(dataclasses.replace(synced.scenario, host_clocks_ns={"h0001": 30_000_000, "h0002": 400_000_000}))
+    irregular = [i for i in synced.irregular_iterations() if i >= 15][:3]
+    offsets = clock_offsets(skewed.records(iterations=[irregular[0]]), skewed.job_spec())
+    ahead = {h: offsets.hosts_ns.get(h, 0) - offsets.hosts_ns.get("h0000", 0) for h in ("h0001", "h0002", "h0003")}
+    assert abs(ahead["h0001"] - 30_000_000) < 10_000 and abs(ahead["h0002"] - 400_000_000) < 10_000, ahead
+    assert abs(ahead["h0003"]) < 10_000, ahead
+    found = localize(OnOneClockSource(skewed, offsets), irregular_iterations=irregular, topology=synced.scenario.topology)
+    truth = localize(synced, irregular_iterations=irregular, topology=synced.scenario.topology)
+    assert [i.suspects[0].device for i in found] == [i.suspects[0].device for i in truth] == ["gpu:h0003/1"]
+    assert [i.iterations for i in found] == [i.iterations for i in truth]
+    stray = localize(skewed, irregular_iterations=irregular, topology=synced.scenario.topology)
+    assert [i.suspects[0].device for i in stray] != ["gpu:h0003/1"]  # what reading the stored times as they are gives
