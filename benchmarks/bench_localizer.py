@@ -2,7 +2,7 @@
 
     python benchmarks/bench_localizer.py [--seeds 201 202] [--scales 1024 2048] [--graph 8192 16384]
                                          [--suites dims types network concurrent ecmp nonhw clean from-start
-                                                   moderate two-moderate hiccups ramp]
+                                                   moderate two-moderate hiccups ramp clocks]
                                          [--baselines-up-to 4096] [--no-baselines] [--no-attribution]
 
 Figures (sleuth and each baseline: ``earliest``, ``random_walk``, ``nvrx_relative_median``):
@@ -26,7 +26,8 @@ Figures (sleuth and each baseline: ``earliest``, ``random_walk``, ``nvrx_relativ
   is its read of every rank plus its ranking), and how many iterations were δ-irregular in the
   emulator's truth;
 * ``nonhardware``: the causes stage / sequence-length imbalance scenarios got;
-* ``false_alarm_rate``: clean runs localized on their 5 slowest iterations (clean runs have no
+* ``false_alarm_rate``: clean runs (the ``clean`` suite's, and any other fault-free run but the
+  hiccups suite's: ``clocks-clean``) localized on their 5 slowest iterations (clean runs have no
   δ-irregular iteration at all, so this forces the search); any hardware suspect is an alarm;
   ``hiccup_alarm_rate``: the same over the ``hiccups`` suite's runs (whose only events are benign
   pauses), localized on their δ-irregular iterations alone;
@@ -88,11 +89,20 @@ def _kind(faults: list[str]) -> str:
     return "concurrent" if len(faults) > 1 else kinds[0]
 
 
-class ReadCounter:
-    """The emulator as a RecordSource that counts what the localizer read: ranks read whole, and records."""
+#: Iterations whose records the hosts' clocks are read from: hundreds of collectives across hosts
+#: each, and a fraction of a 16,384-GPU job's records.
+_CLOCK_ITERATIONS = 10
 
-    def __init__(self, emulation) -> None:
+
+class ReadCounter:
+    """The emulator as a RecordSource read on one clock (``offsets``) that counts what the localizer
+    read: ranks read whole, and records."""
+
+    def __init__(self, emulation, offsets) -> None:
+        from sleuth.whatif.clocks import OnOneClockSource
+
         self.emulation = emulation
+        self.source = OnOneClockSource(emulation, offsets)
         self.whole: set[int] = set()
         self.records = 0
 
@@ -103,11 +113,11 @@ class ReadCounter:
         return self.emulation.iteration_ids()
 
     def iterations(self, *, ranks=None, iterations=None):
-        return self.emulation.iterations(ranks=ranks, iterations=iterations)
+        return self.source.iterations(ranks=ranks, iterations=iterations)
 
     def ranks_records(self, ranks, *, iterations=None, comms=None):
         ranks = list(range(self.emulation.job_spec().world) if ranks is None else ranks)
-        batch = self.emulation.ranks_records(ranks, iterations=iterations, comms=comms)
+        batch = self.source.ranks_records(ranks, iterations=iterations, comms=comms)
         if comms is None:
             self.whole.update(ranks)
         self.records += len(batch)
@@ -147,16 +157,23 @@ def run_scenario(scenario, *, baselines: bool, routing: str | None = None, attri
     from sleuth.localizer.baselines import earliest_abnormal, random_walk, read_all, relative_median
     from sleuth.sim import Emulation
     from sleuth.whatif.attribution import attribute
+    from sleuth.whatif.clocks import clock_offsets, on_one_clock
 
     emulation = Emulation(scenario)
     truth = emulation.truth()
     devices = [f["device"] for f in truth.faults if f["device"]]
     irregular = _irregular(emulation) if forced else [t.iteration for t in truth.iterations if t.irregular]
     window = min(100, scenario.iterations)
-    counter = ReadCounter(emulation)
+    # Hosts' clocks may disagree (the clocks suite): read on one clock, as ``sleuth localize`` does.
+    read = emulation.records(iterations=emulation.iteration_ids()[:_CLOCK_ITERATIONS])
+    clocked = time.perf_counter()
+    offsets = clock_offsets(read, emulation.job_spec())
+    clocks_s = time.perf_counter() - clocked
+    counter = ReadCounter(emulation, offsets)
     attributed = None
     if attribution:
-        attributed = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
+        records, rows = on_one_clock(emulation.records(), emulation.iterations(), offsets)
+        attributed = attribute(records, emulation.job_spec(), iterations=rows)
     began = time.perf_counter()
     # The emulator hashes every GPU pair onto one spine; the scenario says whether that route is known.
     routing = routing or scenario.routing.value
@@ -171,6 +188,10 @@ def run_scenario(scenario, *, baselines: bool, routing: str | None = None, attri
         "faults": faults,
         "kind": _kind(faults) if devices else None,
         "devices": devices,
+        "fault_free": not truth.faults,
+        "clocks_s": round(clocks_s, 4),  # reading the hosts' clocks from the first iterations' records
+        "clocks_records": len(read),
+        "hosts_moved": len(offsets.hosts_ns),
         "irregular_iterations": sum(t.irregular for t in truth.iterations),
         "suspects": suspects,
         "causes": [i.cause.value for i in incidents],
@@ -203,6 +224,11 @@ def run_scenario(scenario, *, baselines: bool, routing: str | None = None, attri
     return row
 
 
+def _clean(row: dict) -> bool:
+    """A fault-free run that measures false alarms: the hiccups suite's benign pauses are counted apart."""
+    return row["suite"] == "clean" or (row["fault_free"] and row["suite"] != "hiccups")
+
+
 def _rate(rows: list[dict], key: str) -> float | None:
     values = [r[key] for r in rows if key in r]
     return round(float(np.mean(values)), 4) if values else None
@@ -224,7 +250,7 @@ def main() -> None:
     parser.add_argument("--scales", type=int, nargs="*", default=[1024, 2048])
     parser.add_argument("--graph", type=int, nargs="*", default=[8192, 16384])
     parser.add_argument("--suites", nargs="*", default=["dims", "types", "network", "concurrent", "ecmp", "nonhw", "clean", "from-start",
-                                                         "moderate", "two-moderate", "hiccups", "ramp"])
+                                                         "moderate", "two-moderate", "hiccups", "ramp", "clocks"])
     parser.add_argument("--no-attribution", action="store_true", help="localize from δ-irregular iterations alone")
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--baselines-up-to", type=int, default=4096, metavar="WORLD",
@@ -276,7 +302,7 @@ def main() -> None:
     faulty = [r for r in rows if r["devices"]]
     by = lambda key, rs=faulty: {k: summary([r for r in rs if key(r) == k]) for k in sorted({key(r) for r in rs})}
     scale_rows = [r for r in rows if r["suite"] == "scale"]
-    clean = [r for r in rows if r["suite"] == "clean"]
+    clean = [r for r in rows if _clean(r)]
     nonhw = [r for r in rows if r["suite"] == "nonhw"]
     report = {
         "machine": platform.machine(),

@@ -51,7 +51,8 @@ def _summary(document: dict, rows: list[dict]) -> str:
     parts = [f"Seed{'s' if len(document.get('seeds', [])) > 1 else ''} {seeds}: "
              f"{_count(every.get('sleuth'), every.get('n'))} faulty scenarios right by any suspect, "
              f"{_count(every.get('sleuth_top2'), every.get('n'))} by the top two of a side"]
-    clean = [r for r in rows if r["suite"] == "clean"]
+    # Fault-free runs outside the hiccups suite (whose benign pauses are counted apart) measure false alarms.
+    clean = [r for r in rows if r["suite"] == "clean" or (r.get("fault_free") and r["suite"] != "hiccups")]
     hiccups = [r for r in rows if r["suite"] == "hiccups"]
     if clean:
         parts.append(f"clean runs {sum(bool(r.get('hardware_alarm')) for r in clean)} of {len(clean)} alarmed")

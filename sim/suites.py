@@ -24,6 +24,8 @@ moderate       steps of 5-20% in the iteration time, from iteration 20: a GPU at
 two-moderate   a GPU at x1.2 from iteration 10, then a NIC at half its bandwidth from iteration 30
 hiccups        fault-free runs whose only events are benign pauses: one, and three far apart
 ramp           a GPU ramping to x1.6 over 20 iterations from iteration 10
+clocks         hosts' clocks apart (each within 10 ms, one 0.7 s ahead): a GPU x1.5 from the first
+               iteration, a NIC x6 from iteration 20, and a fault-free run
 drift          a month of a job (iterations sampled every 20,000 steps) creeping up 7%,
                without and with a late persistent fault
 =============  ===========================================================================
@@ -263,6 +265,22 @@ def _ramp(seed: int) -> list[Scenario]:
     return [_scenario("ramp-gpu", _base(), seed, (fault,), topology=topology)]
 
 
+def _clocks(seed: int) -> list[Scenario]:
+    topology = _fabric(128)
+    pick = _Picker(topology, 128, seed, 1400)
+    hosts = topology.hosts[: _base().n_hosts]
+    # Every host as NTP leaves a datacenter's clocks at worst (within 10 ms), one host without it.
+    clocks = {host: int(pick.rng.uniform(0, 10e6)) for host in hosts}
+    clocks[hosts[int(pick.rng.integers(len(hosts)))]] = 700_000_000
+    faults = (
+        ("gpu-from-start", (Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.5),)),
+        ("nic", (Fault(kind=FaultKind.NIC, device=pick.nic(), slow=6.0, start=20),)),
+        ("clean", ()),
+    )
+    return [_scenario(f"clocks-{name}", _base(), seed, fault, topology=topology, host_clocks_ns=clocks)
+            for name, fault in faults]
+
+
 def _drift(seed: int) -> list[Scenario]:
     topology = _fabric(128)
     pick = _Picker(topology, 128, seed, 800)
@@ -289,6 +307,7 @@ SUITES: dict[str, Callable[[int], list[Scenario]]] = {
     "two-moderate": _two_moderate,
     "hiccups": _hiccups,
     "ramp": _ramp,
+    "clocks": _clocks,
     "drift": _drift,
 }
 

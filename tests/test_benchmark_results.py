@@ -101,3 +101,10 @@ def test_the_streaming_section_has_a_row_per_scale_and_the_reads_columns_only_wh
     assert "| 0.86, 1.05 | none | 12 (12) | 5.65 (0.81) |" in lines[2]
     with pytest.raises(ValueError, match="'round_s'"):
         results.streaming_section({"rows": [{"world": 8}]})
+
+
+def test_a_fault_free_run_of_any_suite_but_hiccups_counts_as_a_clean_run(results) -> None:
+    rows = [_row("clean", "clean-0", [], [], 1.02, 1.019), {**_row("clocks", "clocks-clean", [], ["gpu:h0001/0"], 1.02, 1.019),
+            "fault_free": True}, {**_row("hiccups", "hiccups-1", [], [], 1.02, 1.019), "fault_free": True}]
+    summary = results.localizer_section({**DOCUMENT, "rows": rows}).splitlines()[-1]
+    assert "clean runs 1 of 2 alarmed" in summary and "hiccup runs 0 of 1 alarmed" in summary
