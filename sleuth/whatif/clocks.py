@@ -39,8 +39,8 @@ _ROUNDS = 1000
 _SETTLED_NS = 1000.0
 #: An end this many robust deviations off its collective's fit is the rank's stamp, not its clock.
 _OUTLIER = 6.0
-#: Records read at most: a rank's clock is one number, which a million collective records over the
-#: job's ranks measure many times over (every n-th collective of each communicator, whole).
+#: Records of each kind read at most: a host's clock is one number, which a million records of
+#: collectives (or of transfers) across hosts measure many times over.
 _MOST_RECORDS = 1 << 20
 
 
@@ -52,7 +52,7 @@ class ClockOffsets:
     spread_ns: float  # how far apart one collective's members end, at the median, on the corrected clocks
     hosts_ns: dict[str, int] = field(default_factory=dict)
     host_ranks: dict[str, tuple[int, ...]] = field(default_factory=dict)  # the ranks of each host off
-    collectives: int = 0  # the collectives across hosts read (0: nothing could be told)
+    across: int = 0  # the collectives and transfers across hosts read (0: nothing could be told)
 
     def __bool__(self) -> bool:
         return bool(self.offsets_ns)
@@ -65,27 +65,25 @@ def clock_offsets(records: RecordBatch, spec: JobSpec) -> ClockOffsets:
     where larger than the median collective's spread of ends. Reads at most ``_MOST_RECORDS``
     records of each kind: every n-th collective of each communicator, whole, and every n-th transfer."""
     hosts, host_of_rank = np.unique([p.host for p in spec.placements], return_inverse=True)
-    fit = _fit_collectives(records, host_of_rank, len(hosts))
-    if fit is None:
+    offset, part, spread, collectives = _fit_collectives(records, host_of_rank, len(hosts))
+    offset, joined, transfers = _join_by_transfers(records, host_of_rank, offset, part)
+    if not collectives + transfers:
         return ClockOffsets({}, 0.0)
-    offset, part, spread, collectives = fit
-    offset, joined = _join_by_transfers(records, host_of_rank, offset, part)
     offset = np.round(offset - np.median(offset[joined])).astype(np.int64)
     off = np.flatnonzero(joined & (np.abs(offset) > spread))
     ranks = {str(hosts[h]): tuple(int(r) for r in np.flatnonzero(host_of_rank == h)) for h in off}
     by_rank = {r: int(offset[h]) for h in off for r in ranks[str(hosts[h])]}
-    return ClockOffsets(by_rank, spread, {str(hosts[h]): int(offset[h]) for h in off}, ranks, collectives)
+    return ClockOffsets(by_rank, spread, {str(hosts[h]): int(offset[h]) for h in off}, ranks, collectives + transfers)
 
 
-def _fit_collectives(records: RecordBatch, host_of_rank: np.ndarray,
-                     hosts: int) -> tuple[np.ndarray, np.ndarray, float, int] | None:
+def _fit_collectives(records: RecordBatch, host_of_rank: np.ndarray, hosts: int) -> tuple[np.ndarray, np.ndarray, float, int]:
     """Hosts' offsets fitted by least squares as ``end = collective's end + host's offset`` over
     the symmetric collectives spanning hosts, each host's clock read once per collective (its ranks'
     median end of it, however many of its GPUs take part); fitted twice, the second time without
     the ends the first left over ``_OUTLIER`` robust deviations off (a rank descheduled as it
     stamped one). (offsets ns, the part of the hosts the collectives join each host to, the median
-    collective's spread of ends on the fitted clocks, collectives read), or None when no collective
-    spans hosts. Each part's offsets are known up to a constant of its own."""
+    collective's spread of ends on the fitted clocks, collectives read); every host a part of its
+    own where no collective spans hosts. Each part's offsets are known up to a constant of its own."""
     chosen = np.isin(records["op"], np.asarray(SYMMETRIC, np.uint8)) & (records["peer"] < 0)
     host = host_of_rank[records["rank"][chosen].astype(np.int64)]
     end = records["t_end_ns"][chosen].astype(np.int64)
@@ -95,7 +93,7 @@ def _fit_collectives(records: RecordBatch, host_of_rank: np.ndarray,
     across &= seq % max(-(-int(across.sum()) // _MOST_RECORDS), 1) == 0
     host, end, group = host[across], end[across], dense_ids(group[across])
     if not len(host):
-        return None
+        return np.zeros(hosts), np.arange(hosts), 0.0, 0
     end -= int(end.min())  # exact in float64 once it counts from the first end read
     entry = dense_ids(group, host)
     first = np.unique(entry, return_index=True)[1]
@@ -135,17 +133,18 @@ def _centred(group: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def _join_by_transfers(records: RecordBatch, host_of_rank: np.ndarray, offset: np.ndarray,
-                       part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                       part: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """The offsets with the parts the collectives left apart (a pipeline's stages, joined only by
-    their transfers) moved onto one clock, and which hosts it holds. A receive ends after its send
+    their transfers) moved onto one clock, which hosts it holds, and the transfers between parts
+    read. A receive ends after its send
     starts, so a send from part a to part b bounds b's offset less a's from above by the least
     (receive's end - send's start) on their clocks; sends both ways bound it from both sides, and
     the middle of the bounds is taken. The part of the most hosts is the reference; each other joins
     it through the parts it is bounded against both ways."""
     parts = int(part.max()) + 1
-    joined = part == np.argmax(np.bincount(part))
+    reference = int(np.argmax(np.bincount(part)))
     if parts == 1:
-        return offset, joined
+        return offset, part == reference, 0
     chosen = (records["peer"] >= 0) & np.isin(records["op"], np.asarray((OpKind.SEND, OpKind.RECV), np.uint8))
     pairs = member_groups(records["comm"][chosen], records["seq"][chosen], records["rank"][chosen],
                           records["peer"][chosen], records["op"][chosen])
@@ -173,14 +172,13 @@ def _join_by_transfers(records: RecordBatch, host_of_rank: np.ndarray, offset: n
     middle, half = (known - known.T) / 2, (known + known.T) / 2
     # Within the bounds' half-width of in step, the transfers cannot tell the parts' clocks apart.
     middle[np.abs(middle) <= half] = 0.0
-    reference = int(part[np.argmax(joined)])
     order, parent = csgraph.breadth_first_order(sparse.csr_matrix(both), reference, directed=False)
     shift = np.zeros(parts)
     for p in order[1:]:
         shift[p] = shift[parent[p]] + middle[parent[p], p]
     reached = np.zeros(parts, bool)
     reached[order] = True
-    return offset + shift[part], reached[part]
+    return offset + shift[part], reached[part], int(between.sum())
 
 
 def on_one_clock(records: RecordBatch, iterations: IterationBatch,

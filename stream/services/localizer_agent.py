@@ -246,7 +246,7 @@ class LocalizerAgent:
     def _clocks(self, job: str, source: ClickHouseSource, iteration: int) -> ClockOffsets:
         """``job``'s hosts' clocks: as its what-if rounds last read them, else as ``iteration``'s records tell."""
         cache = self._windows.get(job)
-        if cache is not None and cache.clocks.collectives:
+        if cache is not None and cache.clocks.across:
             return cache.clocks
         return clock_offsets(source.ranks_records(None, iterations=[iteration]), source.job_spec())
 

@@ -146,7 +146,7 @@ class WindowCache:
         last records read that had any (``clocks``)."""
         # Read anew each time: a host's clock that NTP slews or steps is followed as it moves.
         read = clock_offsets(records, spec)
-        if read.collectives:
+        if read.across:
             self.clocks = read
         records, iterations = on_one_clock(records, iterations, self.clocks)
         for it in wanted:

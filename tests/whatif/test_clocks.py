@@ -24,6 +24,7 @@ from sleuth.sim.suites import suite
 from sleuth.localizer import localize
 from sleuth.whatif.clocks import OnOneClockSource, clock_offsets, on_one_clock
 
+from tests.sim.conftest import emulate
 from tests.stream.detection.conftest import emulation
 
 RUNS = Path(__file__).parents[1] / "localizer" / "loaded_gloo"
@@ -79,7 +80,7 @@ def test_clocks_in_step_are_left_as_they_are():
         apart = dataclasses.replace(spec, placements=tuple(
             dataclasses.replace(p, host=f"vm-{p.rank}", gpu=0) for p in spec.placements))
         offsets = clock_offsets(records, apart)
-        assert not offsets and offsets.collectives, (run, offsets)
+        assert not offsets and offsets.across, (run, offsets)
         assert on_one_clock(records, iterations, offsets) == (records, iterations)
 
 
@@ -138,3 +139,14 @@ def test_a_source_read_on_one_clock_localizes_a_job_whose_hosts_clocks_disagree_
     assert [i.iterations for i in found] == [i.iterations for i in truth]
     stray = localize(skewed, irregular_iterations=irregular, topology=synced.scenario.topology)
     assert [i.suspects[0].device for i in stray] != ["gpu:h0003/1"]  # what reading the stored times as they are gives
+
+
+def test_a_pipeline_whose_stages_share_no_collective_across_hosts_is_read_through_its_transfers():
+    # tp8 pp4 dp1: each stage one host; only the embedding group spans hosts (the first and last).
+    clocks = {"h0001": 3_000_000, "h0002": 250_000_000}
+    emulation = emulate(tp=8, pp=4, dp=1, fabric="fattree:hosts=4,gpus=8,pod=2,spines=2", iterations=6,
+                        exact=False, host_clocks_ns=clocks)
+    offsets = clock_offsets(emulation.records(), emulation.job_spec())
+    ahead = {h: offsets.hosts_ns.get(h, 0) - offsets.hosts_ns.get("h0000", 0) for h in ("h0001", "h0002", "h0003")}
+    truth = {"h0001": 3_000_000, "h0002": 250_000_000, "h0003": 0}
+    assert all(abs(ahead[h] - truth[h]) <= 50_000 for h in truth), ahead
