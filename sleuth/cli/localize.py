@@ -91,14 +91,25 @@ def read_job(args: argparse.Namespace, *, on_file: FileRead | None = None) -> tu
     return JobSpec.read(spec_path), records, iterations
 
 
+#: Hosts whose clocks stderr names one by one at most; a GPU fabric's NCCL collectives end within
+#: microseconds, so NTP's milliseconds move every host of a large job.
+_HOSTS_NAMED = 5
+
+
 def say_clocks(offsets: ClockOffsets) -> None:
-    """Tell stderr of each host whose ranks' times were moved onto its peers' clock (``sleuth.whatif.clocks``)."""
-    for host, offset in sorted(offsets.hosts_ns.items()):
-        ranks = offsets.host_ranks[host]
+    """Tell stderr of the hosts whose ranks' times were moved onto their peers' clock
+    (``sleuth.whatif.clocks``): the ``_HOSTS_NAMED`` furthest off by name, how many others and how far."""
+    furthest = sorted(offsets.hosts_ns, key=lambda host: -abs(offsets.hosts_ns[host]))
+    for host in sorted(furthest[:_HOSTS_NAMED]):
+        offset, ranks = offsets.hosts_ns[host], offsets.host_ranks[host]
         named = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
         print(f"sleuth: host {host}'s clock runs {offset / 1e9:+.6f} s from its peers' (its ranks' collectives end that "
               f"far from theirs, which end within {offsets.spread_ns / 1e6:.3f} ms of each other); the times of its "
               f"{named} are read on their clock", file=sys.stderr)
+    if len(furthest) > _HOSTS_NAMED:
+        rest = [abs(offsets.hosts_ns[host]) for host in furthest[_HOSTS_NAMED:]]
+        print(f"sleuth: {len(rest)} more hosts' clocks run up to {max(rest) / 1e9:.6f} s from their peers'; their "
+              "ranks' times are read on one clock", file=sys.stderr)
 
 
 def _name_files_on(steps: Steps, root: Path) -> FileRead:

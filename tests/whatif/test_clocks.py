@@ -22,7 +22,8 @@ from sleuth.records_folder import read_records
 from sleuth.sim import Emulation
 from sleuth.sim.suites import suite
 from sleuth.localizer import localize
-from sleuth.whatif.clocks import OnOneClockSource, clock_offsets, on_one_clock
+from sleuth.cli.localize import say_clocks
+from sleuth.whatif.clocks import ClockOffsets, OnOneClockSource, clock_offsets, on_one_clock
 
 from tests.sim.conftest import emulate
 from tests.stream.detection.conftest import emulation
@@ -150,3 +151,13 @@ def test_a_pipeline_whose_stages_share_no_collective_across_hosts_is_read_throug
     ahead = {h: offsets.hosts_ns.get(h, 0) - offsets.hosts_ns.get("h0000", 0) for h in ("h0001", "h0002", "h0003")}
     truth = {"h0001": 3_000_000, "h0002": 250_000_000, "h0003": 0}
     assert all(abs(ahead[h] - truth[h]) <= 50_000 for h in truth), ahead
+
+
+def test_stderr_names_the_hosts_furthest_off_and_counts_the_rest(capsys):
+    hosts = {f"h{k:04d}": (k + 1) * 1_000_000 * (-1) ** k for k in range(8)}
+    say_clocks(ClockOffsets({k: o for k, o in enumerate(hosts.values())}, 2_000.0, hosts,
+                            {h: (k,) for k, h in enumerate(hosts)}, 100))
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split("'")[0] for line in lines[:5]] == [f"sleuth: host h{k:04d}" for k in (3, 4, 5, 6, 7)]
+    assert "host h0007's clock runs -0.008000 s" in lines[4] and "rank 7 are read" in lines[4]
+    assert lines[5] == "sleuth: 3 more hosts' clocks run up to 0.003000 s from their peers'; their ranks' times are read on one clock"
