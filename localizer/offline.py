@@ -18,7 +18,7 @@ from sleuth.sources import MemorySource
 from sleuth.stream.detection import irregular_iterations
 from sleuth.topology import Routing, Topology
 from sleuth.whatif.attribution import Attribution, attribute
-from sleuth.whatif.clocks import ClockOffsets, clock_offsets, on_one_clock
+from sleuth.whatif.clocks import ClockOffsets, read_on_one_clock
 
 __all__ = ["Localized", "localize_records", "past_warmup"]
 
@@ -56,8 +56,7 @@ def localize_records(
     the first (a progress bar's next step)."""
     stage = on_stage or (lambda _what: None)
     # Hosts' clocks may disagree; the replay and the δ rule compare times across ranks.
-    clocks = clock_offsets(records, spec)
-    records, iterations = on_one_clock(records, iterations, clocks)
+    records, iterations, clocks = read_on_one_clock(records, iterations, spec)
     stage(f"localize: irregular iterations of {spec.world} ranks")
     irregular = tuple(irregular_iterations(iterations))
     found, skipped = None, None

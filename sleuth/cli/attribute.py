@@ -30,13 +30,13 @@ def _run(args: argparse.Namespace) -> int:
     from sleuth.localizer.attributed import episodes
     from sleuth.localizer.offline import past_warmup
     from sleuth.whatif.attribution import attribute
-    from sleuth.whatif.clocks import clock_offsets, on_one_clock
+    from sleuth.whatif.clocks import read_on_one_clock
 
     resolve_attribution_options(args)
     spec, records, iterations = read_job(args)
-    offsets = clock_offsets(records, spec)
+    records, iterations, offsets = read_on_one_clock(records, iterations, spec)
     say_clocks(offsets)
-    steady, steady_iterations = past_warmup(*on_one_clock(records, iterations, offsets), args.warmup)
+    steady, steady_iterations = past_warmup(records, iterations, args.warmup)
     found = attribute(steady, spec, iterations=steady_iterations)
     sustained, short = episodes(found, slowdown=args.slowdown, sustain=args.sustain)
     document = {

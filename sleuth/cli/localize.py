@@ -103,9 +103,11 @@ def say_clocks(offsets: ClockOffsets) -> None:
     for host in sorted(furthest[:_HOSTS_NAMED]):
         offset, ranks = offsets.hosts_ns[host], offsets.host_ranks[host]
         named = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
-        print(f"sleuth: host {host}'s clock runs {offset / 1e9:+.6f} s from its peers' (its ranks' collectives end that "
-              f"far from theirs, which end within {offsets.spread_ns / 1e6:.3f} ms of each other); the times of its "
-              f"{named} are read on their clock", file=sys.stderr)
+        wander = offsets.wander_ns.get(host, 0)
+        moving = f", moving by {wander / 1e6:.3f} ms over the job" if wander > offsets.spread_ns else ""
+        print(f"sleuth: host {host}'s clock runs {offset / 1e9:+.6f} s from its peers'{moving} (its ranks' collectives "
+              f"end that far from theirs, which end within {offsets.spread_ns / 1e6:.3f} ms of each other); the times "
+              f"of its {named} are read on their clock", file=sys.stderr)
     if len(furthest) > _HOSTS_NAMED:
         rest = [abs(offsets.hosts_ns[host]) for host in furthest[_HOSTS_NAMED:]]
         print(f"sleuth: {len(rest)} more hosts' clocks run up to {max(rest) / 1e9:.6f} s from their peers'; their "

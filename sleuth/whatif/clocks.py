@@ -53,6 +53,7 @@ class ClockOffsets:
     hosts_ns: dict[str, int] = field(default_factory=dict)
     host_ranks: dict[str, tuple[int, ...]] = field(default_factory=dict)  # the ranks of each host off
     across: int = 0  # the collectives and transfers across hosts read (0: nothing could be told)
+    wander_ns: dict[str, int] = field(default_factory=dict)  # over several readings: how far apart each host's lay
 
     def __bool__(self) -> bool:
         return bool(self.offsets_ns)
@@ -179,6 +180,46 @@ def _join_by_transfers(records: RecordBatch, host_of_rank: np.ndarray, offset: n
     reached = np.zeros(parts, bool)
     reached[order] = True
     return offset + shift[part], reached[part], int(between.sum())
+
+
+def read_on_one_clock(records: RecordBatch, iterations: IterationBatch,
+                      spec: JobSpec) -> tuple[RecordBatch, IterationBatch, ClockOffsets]:
+    """``records`` and ``iterations`` with every host's times on one clock, each iteration read on
+    the clocks its own records tell (``clock_offsets``; one whose records join no hosts on the last
+    reading that did): NTP lets a host's clock wander by milliseconds over minutes, and a clock
+    without it drifts by up to a few tens of microseconds a second. Also what was moved: each host
+    its median offset over the iterations, ``wander_ns`` how far apart its readings lie."""
+    names, host_of_rank = np.unique([p.host for p in spec.placements], return_inverse=True)
+    steps = np.unique(records["iteration"])
+    order = np.argsort(records["iteration"], kind="stable")
+    bounds = np.r_[np.searchsorted(records["iteration"][order], steps), len(order)]
+    readings: list[ClockOffsets] = []
+    for k in range(len(steps)):
+        reading = clock_offsets(records.take(order[bounds[k]:bounds[k + 1]]), spec)
+        readings.append(reading if reading.across or not readings else readings[-1])
+    told = [reading for reading in readings if reading.across]
+    if not any(told):
+        return records, iterations, told[0] if told else ClockOffsets({}, 0.0)
+    # The iterations before the first that joins hosts are read on that one's clocks.
+    readings = [reading if reading.across else told[0] for reading in readings]
+    hosts = sorted({host for reading in readings for host in reading.hosts_ns})
+    # One row per recorded iteration, one column per host moved in any: its offset then (0: in step).
+    table = np.array([[reading.hosts_ns.get(host, 0) for host in hosts] for reading in readings], np.int64)
+    column_of_host = np.full(len(names), -1)
+    column_of_host[np.searchsorted(names, hosts)] = np.arange(len(hosts))
+    shifted = []
+    for batch, fields in ((records, _RECORD_TIMES), (iterations, _ITERATION_TIMES)):
+        # A row of an iteration no record holds is read on the reading before it.
+        row = np.maximum(np.searchsorted(steps, batch["iteration"], side="right") - 1, 0)
+        column = column_of_host[host_of_rank[batch["rank"].astype(np.int64)]]
+        shift = np.where(column >= 0, table[row, np.maximum(column, 0)], 0)
+        shifted.append(type(batch)({name: values - shift if name in fields else values
+                                    for name, values in batch.columns.items()}, batch.strings))
+    middle = {host: int(np.median(table[:, j])) for j, host in enumerate(hosts)}
+    ranks = {host: tuple(int(r) for r in np.flatnonzero(host_of_rank == np.searchsorted(names, host))) for host in hosts}
+    summary = ClockOffsets({r: middle[h] for h in hosts for r in ranks[h]}, float(np.median([r.spread_ns for r in told])),
+                           middle, ranks, sum(r.across for r in told), {host: int(np.ptp(table[:, j])) for j, host in enumerate(hosts)})
+    return shifted[0], shifted[1], summary
 
 
 def on_one_clock(records: RecordBatch, iterations: IterationBatch,

@@ -23,7 +23,7 @@ from sleuth.sim import Emulation
 from sleuth.sim.suites import suite
 from sleuth.localizer import localize
 from sleuth.cli.localize import say_clocks
-from sleuth.whatif.clocks import ClockOffsets, OnOneClockSource, clock_offsets, on_one_clock
+from sleuth.whatif.clocks import ClockOffsets, OnOneClockSource, clock_offsets, on_one_clock, read_on_one_clock
 
 from tests.sim.conftest import emulate
 from tests.stream.detection.conftest import emulation
@@ -161,3 +161,29 @@ def test_stderr_names_the_hosts_furthest_off_and_counts_the_rest(capsys):
     assert [line.split("'")[0] for line in lines[:5]] == [f"sleuth: host h{k:04d}" for k in (3, 4, 5, 6, 7)]
     assert "host h0007's clock runs -0.008000 s" in lines[4] and "rank 7 are read" in lines[4]
     assert lines[5] == "sleuth: 3 more hosts' clocks run up to 0.003000 s from their peers'; their ranks' times are read on one clock"
+
+
+def test_a_clock_that_drifts_is_read_iteration_by_iteration():
+    # A host without NTP, 0.3 s ahead and drifting: the emulated job runs 0.17 s, so 1 ms a second
+    # moves its clock as a quartz 50 ppm off moves a job's twenty times longer.
+    em = emulation("gpu:h0003/1,slow=1.5,start=15", iterations=30)
+    records, iterations = em.records(), em.iterations()
+    ranks, drift = [4, 5, 6, 7], 1e-3  # h0001's GPUs
+    moved = {}
+    for name, batch, fields in (("records", records, ("t_issue_ns", "t_start_ns", "t_end_ns")),
+                                ("iterations", iterations, ("t_start_ns", "t_end_ns"))):
+        on_host = np.isin(batch["rank"], ranks)
+        columns = dict(batch.columns)
+        for field in fields:
+            columns[field] = columns[field] + np.where(on_host, 300_000_000 + (drift * columns[field]).astype(np.int64), 0)
+        moved[name] = type(batch)(columns, batch.strings)
+    aligned, aligned_iterations, summary = read_on_one_clock(moved["records"], moved["iterations"], em.job_spec())
+    ahead = summary.hosts_ns["h0001"] - summary.hosts_ns.get("h0000", 0)
+    assert 300_000_000 < ahead < 300_000_000 + drift * em.iteration_times().sum()
+    assert summary.wander_ns["h0001"] > 0.5 * drift * em.iteration_times()[1:].sum()
+    for batch, truth in ((aligned, records), (aligned_iterations, iterations)):
+        apart = batch["t_end_ns"] - truth["t_end_ns"]
+        assert np.ptp(apart) <= 2 * drift * em.iteration_times().max(), np.ptp(apart)  # one iteration's drift at most
+    constant = clock_offsets(moved["records"], em.job_spec())  # one reading of the whole run
+    once, _ = on_one_clock(moved["records"], moved["iterations"], constant)
+    assert np.ptp(once["t_end_ns"] - records["t_end_ns"]) > 5 * np.ptp(aligned["t_end_ns"] - records["t_end_ns"])
