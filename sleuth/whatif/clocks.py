@@ -207,19 +207,20 @@ def read_on_one_clock(records: RecordBatch, iterations: IterationBatch,
     table = np.array([[reading.hosts_ns.get(host, 0) for host in hosts] for reading in readings], np.int64)
     column_of_host = np.full(len(names), -1)
     column_of_host[np.searchsorted(names, hosts)] = np.arange(len(hosts))
-    shifted = []
-    for batch, fields in ((records, _RECORD_TIMES), (iterations, _ITERATION_TIMES)):
+
+    def shifted(batch: _Batch, fields: tuple[str, ...]) -> _Batch:
         # A row of an iteration no record holds is read on the reading before it.
         row = np.maximum(np.searchsorted(steps, batch["iteration"], side="right") - 1, 0)
         column = column_of_host[host_of_rank[batch["rank"].astype(np.int64)]]
         shift = np.where(column >= 0, table[row, np.maximum(column, 0)], 0)
-        shifted.append(type(batch)({name: values - shift if name in fields else values
-                                    for name, values in batch.columns.items()}, batch.strings))
+        return type(batch)({name: values - shift if name in fields else values for name, values in batch.columns.items()},
+                           batch.strings)
+
     middle = {host: int(np.median(table[:, j])) for j, host in enumerate(hosts)}
     ranks = {host: tuple(int(r) for r in np.flatnonzero(host_of_rank == np.searchsorted(names, host))) for host in hosts}
     summary = ClockOffsets({r: middle[h] for h in hosts for r in ranks[h]}, float(np.median([r.spread_ns for r in told])),
                            middle, ranks, sum(r.across for r in told), {host: int(np.ptp(table[:, j])) for j, host in enumerate(hosts)})
-    return shifted[0], shifted[1], summary
+    return shifted(records, _RECORD_TIMES), shifted(iterations, _ITERATION_TIMES), summary
 
 
 def on_one_clock(records: RecordBatch, iterations: IterationBatch,
