@@ -164,7 +164,8 @@ def run_scenario(scenario, *, baselines: bool, routing: str | None = None, attri
     devices = [f["device"] for f in truth.faults if f["device"]]
     irregular = _irregular(emulation) if forced else [t.iteration for t in truth.iterations if t.irregular]
     window = min(100, scenario.iterations)
-    # Hosts' clocks may disagree (the clocks suite): read on one clock, as ``sleuth localize`` does.
+    # Hosts' clocks may disagree (the clocks suite): read on one clock, as ``sleuth localize`` does;
+    # the emulator's clocks hold still, so one reading of the first iterations stands for all.
     read = emulation.records(iterations=emulation.iteration_ids()[:_CLOCK_ITERATIONS])
     clocked = time.perf_counter()
     offsets = clock_offsets(read, emulation.job_spec())

@@ -16,7 +16,6 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from types import MappingProxyType
 
 import numpy as np
 
@@ -112,7 +111,8 @@ class Scenario:
             if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
                 raise ConfigError(f"host_clocks_ns[{host!r}] must be an int of nanoseconds, 0 or more (the emulated "
                                   f"job starts at time 0, and times are never negative), got {offset!r}")
-        object.__setattr__(self, "host_clocks_ns", MappingProxyType({h: int(o) for h, o in sorted(clocks.items())}))
+        # A copy of its own (a dict, so that scenarios pickle to the emulator's worker processes).
+        object.__setattr__(self, "host_clocks_ns", {h: int(o) for h, o in sorted(clocks.items())})
         # Fail before any work on a model that does not split over the layout.
         stage_costs(self.model, stage=0, pp=layout.pp, tp=layout.tp, cp=layout.cp, ep=layout.ep)
 

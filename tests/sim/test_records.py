@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -175,6 +176,7 @@ def test_a_hosts_clock_moves_its_ranks_times_and_nothing_else() -> None:
     assert set(shift[rows]) == {7_000_000} and set(shift[~rows]) == {0}
     assert np.array_equal(skewed.iteration_times(), synced.iteration_times())  # the truth is on true time
     assert skewed.scenario.describe()["host_clocks_ns"] == {"h0001": 7_000_000}
+    assert pickle.loads(pickle.dumps(skewed.scenario)) == skewed.scenario  # to the emulator's worker processes
     with pytest.raises(ConfigError, match="host_clocks_ns names 'h0007', not one of the job's 2 hosts"):
         emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=3, host_clocks_ns={"h0007": 1})
     for offset in (0.5, -1, True):
