@@ -193,15 +193,15 @@ def read_on_one_clock(records: RecordBatch, iterations: IterationBatch,
     steps = np.unique(records["iteration"])
     order = np.argsort(records["iteration"], kind="stable")
     bounds = np.r_[np.searchsorted(records["iteration"][order], steps), len(order)]
-    readings: list[ClockOffsets] = []
-    for k in range(len(steps)):
-        reading = clock_offsets(records.take(order[bounds[k]:bounds[k + 1]]), spec)
-        readings.append(reading if reading.across or not readings else readings[-1])
-    told = [reading for reading in readings if reading.across]
+    raw = [clock_offsets(records.take(order[bounds[k]:bounds[k + 1]]), spec) for k in range(len(steps))]
+    told = [reading for reading in raw if reading.across]
     if not any(told):
         return records, iterations, told[0] if told else ClockOffsets({}, 0.0)
     # The iterations before the first that joins hosts are read on that one's clocks.
-    readings = [reading if reading.across else told[0] for reading in readings]
+    readings, last = [], told[0]
+    for reading in raw:
+        last = reading if reading.across else last
+        readings.append(last)
     hosts = sorted({host for reading in readings for host in reading.hosts_ns})
     # One row per recorded iteration, one column per host moved in any: its offset then (0: in step).
     table = np.array([[reading.hosts_ns.get(host, 0) for host in hosts] for reading in readings], np.int64)
@@ -212,12 +212,10 @@ def read_on_one_clock(records: RecordBatch, iterations: IterationBatch,
         # A row of an iteration no record holds is read on the reading before it.
         row = np.maximum(np.searchsorted(steps, batch["iteration"], side="right") - 1, 0)
         column = column_of_host[host_of_rank[batch["rank"].astype(np.int64)]]
-        shift = np.where(column >= 0, table[row, np.maximum(column, 0)], 0)
-        return type(batch)({name: values - shift if name in fields else values for name, values in batch.columns.items()},
-                           batch.strings)
+        return _less(batch, np.where(column >= 0, table[row, np.maximum(column, 0)], 0), fields)
 
     middle = {host: int(np.median(table[:, j])) for j, host in enumerate(hosts)}
-    ranks = {host: tuple(int(r) for r in np.flatnonzero(host_of_rank == np.searchsorted(names, host))) for host in hosts}
+    ranks = {host: ranks for reading in told for host, ranks in reading.host_ranks.items()}
     summary = ClockOffsets({r: middle[h] for h in hosts for r in ranks[h]}, float(np.median([r.spread_ns for r in told])),
                            middle, ranks, sum(r.across for r in told), {host: int(np.ptp(table[:, j])) for j, host in enumerate(hosts)})
     return shifted(records, _RECORD_TIMES), shifted(iterations, _ITERATION_TIMES), summary
@@ -237,9 +235,13 @@ def _shifted(batch: _Batch, offsets: ClockOffsets, fields: tuple[str, ...]) -> _
     by_rank = np.zeros(size, np.int64)
     for rank, offset in offsets.offsets_ns.items():
         by_rank[rank] = offset
-    shift = by_rank[batch["rank"].astype(np.int64)]
-    columns = {name: column - shift if name in fields else column for name, column in batch.columns.items()}
-    return type(batch)(columns, batch.strings)
+    return _less(batch, by_rank[batch["rank"].astype(np.int64)], fields)
+
+
+def _less(batch: _Batch, shift: np.ndarray, fields: tuple[str, ...]) -> _Batch:
+    """``batch`` with ``shift`` (one per row) taken off its ``fields``."""
+    return type(batch)({name: values - shift if name in fields else values for name, values in batch.columns.items()},
+                       batch.strings)
 
 
 
