@@ -17,6 +17,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,10 +171,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
-    """A test marked ``alone`` runs (its fixtures' setup and teardown too) with the other worker
-    idle; every other test beside any test not alone (``tests/turns.py``)."""
+    """Every test (its fixtures' setup and teardown too) runs in a shared turn on the machine; a
+    real job it times takes the machine alone inside it (``machine_alone``, ``tests/turns.py``)."""
     turns = item.config.stash.get(_TURNS, None)
     if turns is None:  # one process: the machine is the test's already
         return (yield)
-    with turns.alone() if item.get_closest_marker("alone") else turns.shared():
+    with turns.shared():
         return (yield)
+
+
+@pytest.fixture(scope="session")
+def machine_alone(pytestconfig: pytest.Config) -> Callable[[], AbstractContextManager[None]]:
+    """``with machine_alone(): run the job``: a real job whose timings the test asserts on runs with
+    the other test worker idle."""
+    turns = pytestconfig.stash.get(_TURNS, None)
+    return turns.alone if turns is not None else nullcontext

@@ -12,7 +12,6 @@ from ..stream.test_stack import free_port
 from .written import slowed_gpu, top_suspects
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.alone  # what sleuth reads from the real job's timings
 
 
 def test_embedded_demo_names_the_slowed_gpu_and_the_spine(tmp_path, capsys, monkeypatch) -> None:

@@ -24,7 +24,6 @@ from ..stream.test_stack import free_port
 from .written import written_tops
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.alone  # what sleuth reads from the real job's timings
 
 
 @pytest.mark.services

@@ -11,6 +11,8 @@ import socket
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +25,6 @@ from sleuth.records import OpKind, RecordBatch
 from sleuth.records_folder import read_records
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.alone  # what sleuth reads from the real job's timings
 
 from sleuth.sim.trainjob import free_port  # noqa: E402  (needs torch)
 from tests.importers import profjob  # noqa: E402
@@ -39,11 +40,12 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+def run(tmp_path_factory: pytest.TempPathFactory, machine_alone: Callable[[], AbstractContextManager[None]]) -> Run:
     base = tmp_path_factory.mktemp("torch-profiler")
-    started = time.time_ns()
-    run_job([sys.executable, "-m", "tests.importers.profjob", str(base / "traces"), str(free_port())])
-    ended = time.time_ns()
+    with machine_alone():  # the tests read the job's timings
+        started = time.time_ns()
+        run_job([sys.executable, "-m", "tests.importers.profjob", str(base / "traces"), str(free_port())])
+        ended = time.time_ns()
     assert main(["import", "torch-profiler", str(base / "traces"), "--out", str(base / "records"), "--job", "gloo4",
                  "--workers", "1"]) == 0
     return Run(base / "traces", base / "records", started, ended)

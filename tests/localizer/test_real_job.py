@@ -21,28 +21,27 @@ from sleuth.jobspec import JobSpec
 from sleuth.topology.ids import gpu_id
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.alone  # what sleuth reads from the real job's timings
-
 SLOW_RANK = 5
 
 
-def logged_job(root, job: str, slow_iters: str, *more: str):
+def logged_job(machine_alone, root, job: str, slow_iters: str, *more: str):
     """The 8-rank job logged into ``root/records`` with ``SLOW_RANK`` slowed in ``slow_iters``
-    (``more``: further options of the job, such as ``--ramp``)."""
+    (``more``: further options of the job, such as ``--ramp``), alone on the machine: the tests read its timings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
     env.update(SLEUTH_LOG_DIR=str(root / "records"), SLEUTH_JOB=job, SLEUTH_FLUSH_S="0.2")
     command = [
         sys.executable, "-m", "sleuth.sim.trainjob", "--iters", "30",
         "--slow-rank", str(SLOW_RANK), "--slow-factor", "200", "--slow-iters", slow_iters, *more,
     ]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    with machine_alone():
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return root / "records"
 
 
 @pytest.fixture(scope="module")
-def records(tmp_path_factory):
-    return logged_job(tmp_path_factory.mktemp("slowjob"), "slow-5", "15:25")
+def records(tmp_path_factory, machine_alone):
+    return logged_job(machine_alone, tmp_path_factory.mktemp("slowjob"), "slow-5", "15:25")
 
 
 def test_localize_reads_the_logger_folder_and_prints_incidents(records, capsys):
@@ -77,8 +76,8 @@ def test_the_slowed_rank_gpu_is_the_top_suspect(records, capsys):
 
 
 @pytest.fixture(scope="module")
-def slow_from_start(tmp_path_factory):
-    return logged_job(tmp_path_factory.mktemp("slowjob0"), "slow-5-from-0", "0:30")
+def slow_from_start(tmp_path_factory, machine_alone):
+    return logged_job(machine_alone, tmp_path_factory.mktemp("slowjob0"), "slow-5-from-0", "0:30")
 
 
 def test_a_rank_slow_from_the_first_iteration_is_what_the_job_pays_for(slow_from_start, capsys):
@@ -97,9 +96,9 @@ def test_a_rank_slow_from_the_first_iteration_is_what_the_job_pays_for(slow_from
 
 
 @pytest.fixture(scope="module")
-def ramp(tmp_path_factory):
+def ramp(tmp_path_factory, machine_alone):
     # Growing from nothing at iteration 5 to 0.4 s per micro-batch at iteration 29: no step to detect.
-    return logged_job(tmp_path_factory.mktemp("rampjob"), "slow-5-ramp", "5:30", "--ramp")
+    return logged_job(machine_alone, tmp_path_factory.mktemp("rampjob"), "slow-5-ramp", "5:30", "--ramp")
 
 
 def test_a_rank_slowing_gradually_is_found_with_its_gpu_on_top(ramp, capsys):
@@ -108,10 +107,10 @@ def test_a_rank_slowing_gradually_is_found_with_its_gpu_on_top(ramp, capsys):
 
 
 @pytest.fixture(scope="module")
-def uneven(tmp_path_factory):
+def uneven(tmp_path_factory, machine_alone):
     # The last stage computes 400 times the others' base work in every iteration (about 0.8 s more
     # per iteration than the first stage), well above the machine's own jitter.
-    return logged_job(tmp_path_factory.mktemp("unevenjob"), "uneven-stages", "0:0", "--uneven-stages", "400")
+    return logged_job(machine_alone, tmp_path_factory.mktemp("unevenjob"), "uneven-stages", "0:0", "--uneven-stages", "400")
 
 
 def test_an_uneven_pipeline_split_is_named_as_such_and_blames_no_device(uneven, capsys):
@@ -133,13 +132,13 @@ def assert_costliest_blames_no_device(records, cause: str, capsys) -> None:
 
 
 @pytest.fixture(scope="module")
-def seqlen(tmp_path_factory):
+def seqlen(tmp_path_factory, machine_alone):
     # Each iteration, each data-parallel replica computes 1 to 10 times its base work of 20 ms per
     # micro-batch (ten times the other jobs': this loaded machine's transfers must not outweigh it):
     # the costly data lands on one replica after another, as long-tailed documents do. Four replicas
     # (tp2 dp4): with two, half of each operator's peers drew the long batch, and no peer median
     # tells the long batch from the usual one.
-    return logged_job(tmp_path_factory.mktemp("seqlenjob"), "seqlen", "0:0", "--seqlen-jitter", "10",
+    return logged_job(machine_alone, tmp_path_factory.mktemp("seqlenjob"), "seqlen", "0:0", "--seqlen-jitter", "10",
                       "--base-delay-ms", "20", "--pp", "1", "--dp", "4")
 
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter, defaultdict
+from contextlib import nullcontext
 
 import numpy as np
 import pytest
@@ -43,12 +44,14 @@ C10D_KINDS = {
 }
 
 
-def run_job(folder, *args: str, env_extra: dict | None = None) -> None:
+def run_job(folder, *args: str, env_extra: dict | None = None, alone=nullcontext) -> None:
+    """Run the framework job logged into ``folder/records``; ``alone``: the machine's turn it runs in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
     env.update(SLEUTH_LOG_DIR=str(folder / "records"), SLEUTH_JOB=folder.name, SLEUTH_FLUSH_S="0.2")
     env.update(env_extra or {})
     command = [sys.executable, "-m", "sleuth.sim.frameworkjob", "--world", str(WORLD), "--out", str(folder / "out"), *args]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    with alone():
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -153,7 +156,6 @@ def test_the_period_detector_numbers_iterations_when_no_optimizer_marks_them(tmp
 SLOW_RANK = 2
 
 
-@pytest.mark.alone
 @pytest.mark.parametrize("shape, fault, slowed", [
     # 0.8 s more compute per step on rank 2 in iterations 15-24: above the +-50% step-time jitter
     # of 4 processes on a shared 2-core machine (test_real_job.py says more).
@@ -163,8 +165,8 @@ SLOW_RANK = 2
     # growing from nothing at step 5 to 0.8 s at step 29.
     ("ramp", ("--slow-factor", "200", "--slow-iters", "5:30", "--ramp"), range(5, 30)),
 ])
-def test_localize_names_the_slowed_ddp_rank_s_gpu(tmp_path, capsys, shape, fault, slowed):
-    run_job(tmp_path, "--mode", "ddp", "--iters", "30", "--slow-rank", str(SLOW_RANK), *fault)
+def test_localize_names_the_slowed_ddp_rank_s_gpu(tmp_path, capsys, machine_alone, shape, fault, slowed):
+    run_job(tmp_path, "--mode", "ddp", "--iters", "30", "--slow-rank", str(SLOW_RANK), *fault, alone=machine_alone)
     folder = tmp_path / "records"
     assert main(["localize", "--records", str(folder), "--json"]) == 0
     incidents = json.loads(capsys.readouterr().out)
@@ -178,11 +180,11 @@ def test_localize_names_the_slowed_ddp_rank_s_gpu(tmp_path, capsys, shape, fault
     assert {i["suspects"][0]["device"] for i in incidents if i["suspects"]} == {covering["suspects"][0]["device"]}, incidents
 
 
-@pytest.mark.alone
-def test_uneven_batches_in_a_ddp_job_are_named_sequence_length_imbalance_and_blame_no_gpu(tmp_path, capsys):
+def test_uneven_batches_in_a_ddp_job_are_named_sequence_length_imbalance_and_blame_no_gpu(tmp_path, capsys,
+                                                                                          machine_alone):
     # Each step one rank computes 100 times the base work (0.4 s), the others 1 to 100 times on a long
     # tail: the costly batch lands on another rank each step.
-    run_job(tmp_path, "--mode", "ddp", "--iters", "30", "--seqlen-jitter", "100", "--seed", "1")
+    run_job(tmp_path, "--mode", "ddp", "--iters", "30", "--seqlen-jitter", "100", "--seed", "1", alone=machine_alone)
     assert main(["localize", "--records", str(tmp_path / "records"), "--json"]) == 0
     incidents = json.loads(capsys.readouterr().out)
     # The incident over most of the job names the data; the loaded machine's own pauses, moving
