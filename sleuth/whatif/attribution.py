@@ -49,7 +49,8 @@ from sleuth.records import IterationBatch, OpKind, RecordBatch
 from sleuth.validation import fraction, integer
 from sleuth.whatif.keys import (dense_ids, first_of_each, group_median, group_spread, keyed_spread, lexical_order, mix,
                                 unique_rows, unique_small)
-from sleuth.whatif.programs import program_slots
+from sleuth.whatif.beside import beside
+from sleuth.whatif.programs import ProgramSlots, program_slots
 from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, latest_ends, member_groups
 
@@ -309,16 +310,20 @@ def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float, began: flo
     # Replays of the iterations ``at``, laid out over every dense iteration (0 elsewhere), so that
     # the worker measures below index them by dense iteration.
     original, ideal, hardware_ideal = (np.zeros(len(steps)) for _ in range(3))
-    original[at], ideal[at] = _as_recorded_and_ideal(job, at)
-    # Only the ideal variant: the recorded replay is the same for both jobs.
-    none_kept = _every_operator(job, [False])
-    hardware_ideal[at] = _run_variants(hardware, none_kept, none_kept, at)[:, 0] if hardware is not job else ideal[at]
-
-    # S_t: everything fixed but one type (compute gaps, or one communicator kind's op's transfers).
+    # As recorded, ideal, and S_t's: everything fixed but one type (compute gaps, or one
+    # communicator kind's op's transfers); one sweep replays them all.
     types = (COMPUTE, *job.kinds)
-    keep_gap = _every_operator(job, [True] + [False] * (len(types) - 1))
-    keep_transfer = job.kind[:, None] == np.arange(-1, len(job.kinds))[None, :]
-    type_iterations = _run_variants(job, keep_gap, keep_transfer, at)
+    keep_gap = _every_operator(job, [True, False, True] + [False] * (len(types) - 1))
+    keep_transfer = np.empty((len(job.gap), 2 + len(types)), bool)
+    keep_transfer[:, 0], keep_transfer[:, 1] = True, False
+    np.equal(job.kind[:, None], np.arange(-1, len(job.kinds))[None, :], out=keep_transfer[:, 2:])
+    # The hardware ideal beside them (only the ideal variant: the recorded replay is the same for both jobs).
+    none_kept = _every_operator(job, [False])
+    hardware_replay = beside(_run_variants, hardware, none_kept, none_kept, at) if hardware is not job else None
+    replayed = _run_variants(job, keep_gap, keep_transfer, at)
+    original[at], ideal[at] = replayed[:, 0], replayed[:, 1]
+    type_iterations = np.ascontiguousarray(replayed[:, 2:])
+    hardware_ideal[at] = hardware_replay.result()[:, 0] if hardware_replay is not None else ideal[at]
     base = ideal[at].sum()
     by_type = {name: float(t / base) if base > 0 else 1.0 for name, t in zip(types, type_iterations.sum(axis=0))}
 
@@ -330,13 +335,18 @@ def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float, began: flo
     stage, replica = _stage_replica(spec)
     costliest, breadth, relative = _costliest_rank(job, spec, replica, len(steps))
     costliest, breadth = tuple(costliest[i] for i in at) if costliest else (), tuple(breadth[i] for i in at) if breadth else ()
+    fixed_last_replay = None
+    if stage is not None and stage.max() > 0:
+        # M_S against the whole ideal (the last stage's stragglers and its share of an uneven split),
+        # replayed beside the workers'; the chosen iterations' subset is made once, before either.
+        _subset(job, chosen)
+        last = stage[job.rank] == stage.max()
+        fixed_last_replay = beside(_run_variants, job, ~last[:, None], ~last[:, None], chosen)
     unit, by_worker, slowest = _workers(hardware, spec, stage, replica, chosen, hardware_ideal, original, top_workers)
     lost = original[chosen].sum() - hardware_ideal[chosen].sum()
     worker_share = host_share = last_share = 0.0
-    if stage is not None and stage.max() > 0:
-        # M_S against the whole ideal: the last stage's stragglers and its share of an uneven split.
-        last = stage[job.rank] == stage.max()
-        fixed_last = _run_variants(job, ~last[:, None], ~last[:, None], chosen)[:, 0].sum()
+    if fixed_last_replay is not None:
+        fixed_last = fixed_last_replay.result()[:, 0].sum()
         whole_lost = original[chosen].sum() - ideal[chosen].sum()
         last_share = float((original[chosen].sum() - fixed_last) / whole_lost) if whole_lost > 0 else 0.0
     if unit:
@@ -512,6 +522,11 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
         origin[heads[use]] = t[use]
     gap = np.maximum(start - np.where(first, origin, np.r_[0, clock[:-1]]), 0).astype(np.float64)
 
+    stage, replica = _stage_replica(spec)
+    nbytes = records["nbytes"][order]
+    # The gaps' peers (program slots) beside the transfers' groups and the replay's levels: neither needs the other.
+    gaps = beside(_gap_peers, op, nbytes, rank, it, first, gap, stage, replica, history)
+
     group = member_groups(comm, records["seq"][order], rank, records["peer"][order], op)
     groups = int(group.max()) + 1
     distinct = first_of_each(group, rank)
@@ -526,20 +541,12 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     np.maximum.at(latest, group, start)
     transfer = np.where(complete, end - latest[group], 0).astype(np.float64)
     own = (end - start).astype(np.float64)
+    deps = dependencies(first, holds, group, complete)
+    slots, enough, hardware_gap, gap_side, work, ideal_gap = gaps.result()
 
-    stage, replica = _stage_replica(spec)
-    slots = program_slots(op, records["nbytes"][order].astype(np.int64), rank, it, first,
-                          None if stage is None else stage[rank])
-    enough = slots.peers >= _RULES.min_peers
-    gap_median, gap_spread = group_spread(slots.slot, gap)
-    hardware_gap = _beyond_spread(gap, gap_median, gap_spread, enough)
-    gap_side = np.where(enough, np.sign(gap - gap_median), 0).astype(np.int8)
-    work = _stage_work(hardware_gap, first, rank, it, stage, replica)
-    earlier = [h.stage_work for h in history if h.stage_work is not None]
-    ideal_gap = _rebalanced(hardware_gap, first, rank, stage, None if work is None else np.vstack([*earlier, work]))
     # A transfer's peers: the same slot on the ranks running its program, and its own other iterations.
     spatial = _put_back(transfer, slots.slot, enough & complete)
-    identity = _identity_keys(rank, slots.position, comm, op, records["nbytes"][order], records.strings)
+    identity = _identity_keys(rank, slots.position, comm, op, nbytes, records.strings)
     temporal = transfer.copy()
     if complete.any():
         # Its other iterations at its level before (or after) a step: a fabric slowed from some
@@ -566,7 +573,6 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     type_key = prefix_code[comm] * len(label_names) + label_code[op]
     present, kind = np.unique(type_key, return_inverse=True)
     kinds = [f"{prefix_names[k // len(label_names)]}.{label_names[k % len(label_names)]}".lstrip(".") for k in present.tolist()]
-    deps = dependencies(first, holds, group, complete)
     if not deps.acyclic:
         raise RecordError(f"attribute: {int((~deps.settled).sum())} operators' start order contradicts their groups' "
                           "(clocks skewed between hosts?); the replay cannot order them")
@@ -579,6 +585,22 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, hardware_gap,
                gap_side, ideal_transfer, comm, tuple(records.strings), seq, steps, identity)
     return job, steps, (span_end - span_start).astype(np.float64), left
+
+
+def _gap_peers(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, it: np.ndarray, first: np.ndarray,
+               gap: np.ndarray, stage: np.ndarray | None, replica: np.ndarray | None, history: Sequence[PeerHistory]
+               ) -> tuple[ProgramSlots, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+    """``_prepare``'s gaps measured against their peers: the program slots, whether each gap has
+    enough peers, its hardware and ideal lengths, its side of its peers' median, and each stage's work."""
+    slots = program_slots(op, nbytes.astype(np.int64), rank, it, first, None if stage is None else stage[rank])
+    enough = slots.peers >= _RULES.min_peers
+    gap_median, gap_spread = group_spread(slots.slot, gap)
+    hardware_gap = _beyond_spread(gap, gap_median, gap_spread, enough)
+    gap_side = np.where(enough, np.sign(gap - gap_median), 0).astype(np.int8)
+    work = _stage_work(hardware_gap, first, rank, it, stage, replica)
+    earlier = [h.stage_work for h in history if h.stage_work is not None]
+    ideal_gap = _rebalanced(hardware_gap, first, rank, stage, None if work is None else np.vstack([*earlier, work]))
+    return slots, enough, hardware_gap, gap_side, work, ideal_gap
 
 
 def _identity_keys(rank: np.ndarray, position: np.ndarray, comm: np.ndarray, op: np.ndarray, nbytes: np.ndarray,
