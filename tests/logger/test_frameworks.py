@@ -156,17 +156,24 @@ def test_the_period_detector_numbers_iterations_when_no_optimizer_marks_them(tmp
 SLOW_RANK = 2
 
 
+#: Each rank computes 40 ms a step, as a small model's step takes on a GPU: with 4 ms, the few
+#: milliseconds a process waits for one of this machine's 2 cores are a tenth of its step, and a
+#: scheduler's preference for one process over several steps pays the job's slowdown line.
+STEP_COMPUTE = ("--base-delay-ms", "40")
+
+
 @pytest.mark.parametrize("shape, fault, slowed", [
-    # 0.8 s more compute per step on rank 2 in iterations 15-24: above the +-50% step-time jitter
+    # 0.8 s of compute per step on rank 2 in iterations 15-24: above the +-50% step-time jitter
     # of 4 processes on a shared 2-core machine (test_real_job.py says more).
-    ("spike", ("--slow-factor", "200", "--slow-iters", "15:25"), range(15, 25)),
-    # 0.4 s more per step from the first step on: no iteration stands out against the others.
-    ("from the first step", ("--slow-factor", "100", "--slow-iters", "0:30"), range(30)),
-    # growing from nothing at step 5 to 0.8 s at step 29.
-    ("ramp", ("--slow-factor", "200", "--slow-iters", "5:30", "--ramp"), range(5, 30)),
+    ("spike", ("--slow-factor", "20", "--slow-iters", "15:25"), range(15, 25)),
+    # 0.4 s per step from the first step on: no iteration stands out against the others.
+    ("from the first step", ("--slow-factor", "10", "--slow-iters", "0:30"), range(30)),
+    # growing from 40 ms at step 5 to 0.8 s at step 29.
+    ("ramp", ("--slow-factor", "20", "--slow-iters", "5:30", "--ramp"), range(5, 30)),
 ])
 def test_localize_names_the_slowed_ddp_rank_s_gpu(tmp_path, capsys, machine_alone, shape, fault, slowed):
-    run_job(tmp_path, "--mode", "ddp", "--iters", "30", "--slow-rank", str(SLOW_RANK), *fault, alone=machine_alone)
+    run_job(tmp_path, "--mode", "ddp", "--iters", "30", *STEP_COMPUTE, "--slow-rank", str(SLOW_RANK), *fault,
+            alone=machine_alone)
     folder = tmp_path / "records"
     assert main(["localize", "--records", str(folder), "--json"]) == 0
     incidents = json.loads(capsys.readouterr().out)

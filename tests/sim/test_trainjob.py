@@ -53,11 +53,15 @@ def test_a_factor_below_1_fails_before_the_job_starts(option, capsys):
     assert option in capsys.readouterr().err
 
 
-def test_the_base_delay_is_the_compute_time_the_factors_multiply(capsys):
-    options, _ = parse_args(["--base-delay-ms", "20"])
+@pytest.mark.parametrize("job", ["trainjob", "frameworkjob"])
+def test_the_base_delay_is_the_compute_time_the_factors_multiply(job, capsys):
+    from importlib import import_module
+
+    job_args = import_module(f"sleuth.sim.{job}").parse_args
+    options, _ = job_args(["--base-delay-ms", "20"])
     assert options.base_delay_s == pytest.approx(0.02)
     with pytest.raises(SystemExit):
-        parse_args(["--base-delay-ms", "0"])
+        job_args(["--base-delay-ms", "0"])
     assert "--base-delay-ms" in capsys.readouterr().err
 
 
