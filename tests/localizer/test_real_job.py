@@ -24,13 +24,14 @@ pytest.importorskip("torch")
 SLOW_RANK = 5
 
 
-def logged_job(machine_alone, root, job: str, slow_iters: str, *more: str):
-    """The 8-rank job logged into ``root/records`` with ``SLOW_RANK`` slowed in ``slow_iters``
-    (``more``: further options of the job, such as ``--ramp``), alone on the machine: the tests read its timings."""
+def logged_job(machine_alone, root, job: str, slow_iters: str, *more: str, iters: int = 30):
+    """The 8-rank job of ``iters`` iterations logged into ``root/records`` with ``SLOW_RANK`` slowed in
+    ``slow_iters`` (``more``: further options of the job, such as ``--ramp``), alone on the machine:
+    the tests read its timings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLEUTH_")}
     env.update(SLEUTH_LOG_DIR=str(root / "records"), SLEUTH_JOB=job, SLEUTH_FLUSH_S="0.2")
     command = [
-        sys.executable, "-m", "sleuth.sim.trainjob", "--iters", "30",
+        sys.executable, "-m", "sleuth.sim.trainjob", "--iters", str(iters),
         "--slow-rank", str(SLOW_RANK), "--slow-factor", "200", "--slow-iters", slow_iters, *more,
     ]
     with machine_alone():
@@ -77,7 +78,8 @@ def test_the_slowed_rank_gpu_is_the_top_suspect(records, capsys):
 
 @pytest.fixture(scope="module")
 def slow_from_start(tmp_path_factory, machine_alone):
-    return logged_job(machine_alone, tmp_path_factory.mktemp("slowjob0"), "slow-5-from-0", "0:30")
+    # A slowdown present in every iteration needs no quiet iterations around it: 15 past the warm-up.
+    return logged_job(machine_alone, tmp_path_factory.mktemp("slowjob0"), "slow-5-from-0", "0:20", iters=20)
 
 
 def test_a_rank_slow_from_the_first_iteration_is_what_the_job_pays_for(slow_from_start, capsys):
@@ -92,7 +94,7 @@ def test_a_rank_slow_from_the_first_iteration_is_what_the_job_pays_for(slow_from
     assert found["worker_unit"] == "replica x stage" and found["slowdown"] > 1.2 and found["episodes"]
     # The replay of every rank and iteration says compute carries what the job pays, so transfers
     # that a search of one noisy iteration calls slow (the machine's jitter) come after the GPU.
-    assert top_suspect_of_the_slowed_iterations(slow_from_start, set(range(30)), capsys) == slowed_gpu(slow_from_start)
+    assert top_suspect_of_the_slowed_iterations(slow_from_start, set(range(20)), capsys) == slowed_gpu(slow_from_start)
 
 
 @pytest.fixture(scope="module")
@@ -108,9 +110,11 @@ def test_a_rank_slowing_gradually_is_found_with_its_gpu_on_top(ramp, capsys):
 
 @pytest.fixture(scope="module")
 def uneven(tmp_path_factory, machine_alone):
-    # The last stage computes 400 times the others' base work in every iteration (about 0.8 s more
-    # per iteration than the first stage), well above the machine's own jitter.
-    return logged_job(machine_alone, tmp_path_factory.mktemp("unevenjob"), "uneven-stages", "0:0", "--uneven-stages", "400")
+    # The last stage computes 200 times the others' base work in each of its 2 micro-batches (0.8 s
+    # more per iteration than the first stage), well above the machine's own jitter, in every
+    # iteration: 15 past the warm-up show it.
+    return logged_job(machine_alone, tmp_path_factory.mktemp("unevenjob"), "uneven-stages", "0:0", "--uneven-stages", "200",
+                      iters=20)
 
 
 def test_an_uneven_pipeline_split_is_named_as_such_and_blames_no_device(uneven, capsys):
