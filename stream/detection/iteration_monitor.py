@@ -33,7 +33,7 @@ from sleuth.stream.detection.changepoint import BayesianChangePoint
 from sleuth.stream.detection.rules import DETECTION_RULES
 from sleuth.validation import checked, fraction, number_above, positive_int
 
-__all__ = ["IterationMonitor", "irregular_iterations", "job_iteration_times"]
+__all__ = ["IterationMonitor", "irregular_iterations", "job_iteration_times", "last_judgements"]
 
 
 @dataclass
@@ -220,9 +220,19 @@ class IterationMonitor:
 
 def irregular_iterations(iterations: IterationBatch, *, delta: float = DETECTION_RULES.delta, window: int = DETECTION_RULES.window,
                          **options: object) -> list[Irregularity]:
-    """The irregular iterations of an offline batch (every job in it), in iteration order per job."""
+    """The irregular iterations of an offline batch (every job in it), in iteration order per job,
+    each once: as the monitor last judged it (a spike that a confirmed change point later made
+    persistent is that change point)."""
     monitor = IterationMonitor(delta=delta, window=window, **options)  # type: ignore[arg-type]
-    return monitor.update(iterations) + monitor.flush()
+    return last_judgements(monitor.update(iterations) + monitor.flush())
+
+
+def last_judgements(found: list[Irregularity]) -> list[Irregularity]:
+    """``found`` (the monitor's stream of judgements) with one per job and iteration, the last one,
+    the jobs in their first judgement's order and each job's iterations in order."""
+    latest = {(i.job, i.iteration): i for i in found}
+    jobs = list(dict.fromkeys(i.job for i in found))
+    return sorted(latest.values(), key=lambda i: (jobs.index(i.job), i.iteration))
 
 
 def job_iteration_times(iterations: IterationBatch) -> dict[str, tuple[np.ndarray, np.ndarray]]:

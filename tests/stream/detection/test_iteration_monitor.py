@@ -10,7 +10,7 @@ from sleuth.records import IterationBatch
 from sleuth.stream.detection import IrregularityKind, IterationMonitor, irregular_iterations
 from sleuth.stream.detection.baselines import median_rule, unverified_change_points
 from sleuth.stream.detection.changepoint import BayesianChangePoint
-from sleuth.stream.detection.iteration_monitor import job_iteration_times
+from sleuth.stream.detection.iteration_monitor import job_iteration_times, last_judgements
 
 from .conftest import emulation
 
@@ -89,7 +89,19 @@ def test_streaming_in_pieces_equals_the_offline_result() -> None:
     for part in np.array_split(order, 37):  # pieces cut across ranks and iterations
         streamed += monitor.update(iterations.take(part))
     streamed += monitor.flush()
-    assert streamed == irregular_iterations(iterations)
+    assert last_judgements(streamed) == irregular_iterations(iterations)
+
+
+def test_an_offline_batch_names_each_irregular_iteration_once_in_order() -> None:
+    # The fault's first slow iteration goes out as a spike, then again as the confirmed change point.
+    em = emulation(PERSISTENT, iterations=60)
+    monitor = IterationMonitor()
+    streamed = monitor.update(em.iterations()) + monitor.flush()
+    assert len(streamed) > len({i.iteration for i in streamed})
+    found = irregular_iterations(em.iterations())
+    assert [i.iteration for i in found] == sorted({i.iteration for i in streamed})
+    change = next(i for i in found if i.change_point)
+    assert change.kind is IrregularityKind.PERSISTENT and change.iteration == min(i.iteration for i in found)
 
 
 def test_late_records_of_a_finished_iteration_are_counted_not_judged() -> None:
