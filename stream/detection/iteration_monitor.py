@@ -231,8 +231,8 @@ def last_judgements(found: list[Irregularity]) -> list[Irregularity]:
     """``found`` (the monitor's stream of judgements) with one per job and iteration, the last one,
     the jobs in their first judgement's order and each job's iterations in order."""
     latest = {(i.job, i.iteration): i for i in found}
-    jobs = list(dict.fromkeys(i.job for i in found))
-    return sorted(latest.values(), key=lambda i: (jobs.index(i.job), i.iteration))
+    order = {job: k for k, job in enumerate(dict.fromkeys(i.job for i in found))}
+    return sorted(latest.values(), key=lambda i: (order[i.job], i.iteration))
 
 
 def job_iteration_times(iterations: IterationBatch) -> dict[str, tuple[np.ndarray, np.ndarray]]:
