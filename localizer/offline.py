@@ -1,5 +1,5 @@
 """A job's records localized as ``sleuth localize`` does it: the δ-irregular iterations, the what-if
-attribution past the warm-up, and the device search from both. One home for the command and the demo.
+attribution of its steady steps (``steady_steps``), and the device search from both. One home for the command and the demo.
 """
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from sleuth.errors import RecordError
 from sleuth.jobspec import JobSpec
@@ -20,7 +22,7 @@ from sleuth.topology import Routing, Topology
 from sleuth.whatif.attribution import Attribution, attribute
 from sleuth.whatif.clocks import ClockOffsets, read_on_one_clock
 
-__all__ = ["Localized", "localize_records", "past_warmup"]
+__all__ = ["Localized", "localize_records", "steady_steps"]
 
 _SETTINGS = Settings()
 
@@ -36,12 +38,19 @@ class Localized:
     clocks: ClockOffsets = ClockOffsets({}, 0.0)  # the ranks whose times were read on their peers' clock
 
 
-def past_warmup(records: RecordBatch, iterations: IterationBatch, warmup: int) -> tuple[RecordBatch, IterationBatch]:
+def steady_steps(records: RecordBatch, iterations: IterationBatch, warmup: int) -> tuple[RecordBatch, IterationBatch]:
     """The records and iteration rows of iterations ``warmup`` and later: a starting job's ranks are
-    uneven by nature (process start, communicator setup, allocator growth, autotuning)."""
-    if not warmup:
-        return records, iterations
-    return records.take(records["iteration"] >= warmup), iterations.take(iterations["iteration"] >= warmup)
+    uneven by nature (process start, communicator setup, allocator growth, autotuning); and, where
+    the ranks wrote iteration rows, none past the last step one of them closed: what follows it (a
+    final barrier, a checkpoint's collectives, a step still running) is no step, and the streaming
+    localizer, which measures landed iterations only, never sees it."""
+    keep = np.ones(len(records), dtype=bool)
+    if len(iterations):
+        keep &= records["iteration"] <= int(iterations["iteration"].max())
+    if warmup:
+        keep &= records["iteration"] >= warmup
+        iterations = iterations.take(iterations["iteration"] >= warmup)
+    return (records, iterations) if keep.all() else (records.take(keep), iterations)
 
 
 def localize_records(
@@ -63,7 +72,7 @@ def localize_records(
     if attribution:
         stage(f"localize: what-if attribution of {len(records)} operators")
         try:
-            steady, steady_iterations = past_warmup(records, iterations, warmup)
+            steady, steady_iterations = steady_steps(records, iterations, warmup)
             found = attribute(steady, spec, iterations=steady_iterations)
         except RecordError as error:  # records the replay cannot order: the δ rule still stands
             skipped = str(error)

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from sleuth.localizer.attributed import episodes
-    from sleuth.localizer.offline import past_warmup
+    from sleuth.localizer.offline import steady_steps
     from sleuth.whatif.attribution import attribute
     from sleuth.whatif.clocks import read_on_one_clock
 
@@ -36,7 +36,7 @@ def _run(args: argparse.Namespace) -> int:
     spec, records, iterations = read_job(args)
     records, iterations, offsets = read_on_one_clock(records, iterations, spec)
     say_clocks(offsets)
-    steady, steady_iterations = past_warmup(records, iterations, args.warmup)
+    steady, steady_iterations = steady_steps(records, iterations, args.warmup)
     found = attribute(steady, spec, iterations=steady_iterations)
     sustained, short = episodes(found, slowdown=args.slowdown, sustain=args.sustain)
     document = {

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sleuth.cli import main
+from sleuth.records_folder import read_records
 
 RUNS = Path(__file__).parent / "loaded_gloo"
 
@@ -49,3 +50,13 @@ def test_a_moderately_slowed_gpu_leads_and_jitter_delaying_a_different_transfer_
     named = [s["device"] for i in found for s in i["suspects"]]
     assert "nvswitch:vm" not in named, found
     assert [i["suspects"][0]["device"] for i in found if i["suspects"]] == ["gpu:vm/2"], found
+
+
+def test_the_operators_after_the_last_step_are_no_step_of_the_attribution(capsys):
+    # The job's final barrier follows its last optimizer step: the records number it one past the
+    # last iteration row, and what it cost is the job's shutdown, not a step's slowdown.
+    records, iterations = read_records(RUNS / "ddp-spike")
+    last_step = int(iterations["iteration"].max())
+    assert int(records["iteration"].max()) == last_step + 1
+    assert main(["attribute", "--records", str(RUNS / "ddp-spike"), "--json"]) == 0
+    assert max(json.loads(capsys.readouterr().out)["iterations"]) == last_step
