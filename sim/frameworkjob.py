@@ -40,7 +40,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from sleuth.sim.trainjob import SlowRank, free_port, replica_factors, start_ranks, write_ground_truth, write_result
+from sleuth.sim.trainjob import (SlowRank, add_base_delay_argument, base_delay_s, free_port, replica_factors, start_ranks,
+                                 write_ground_truth, write_result)
 
 MODES = ("ddp", "fsdp", "functional")
 DEVICES = ("cpu", "cuda")
@@ -231,8 +232,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[FrameworkJobOptions, str 
     parser.add_argument("--seqlen-jitter", type=float, default=1.0, metavar="F",
                         help="each iteration, each rank's compute is scaled by a factor in [1, F] drawn from --seed "
                              "(every rank is a data-parallel replica: uneven batches)")
-    parser.add_argument("--base-delay-ms", type=float, default=4.0, metavar="MS",
-                        help="each rank's compute per step that the factors above multiply (default 4)")
+    add_base_delay_argument(parser, default_ms=4.0, per="step")
     parser.add_argument("--count-ops", action="store_true", help="count c10d operators with torch's profiler")
     parser.add_argument("--manual-step", action="store_true", help="update weights without torch.optim")
     parser.add_argument("--device", choices=DEVICES, default="cpu", help="cuda: NCCL, one GPU per rank")
@@ -240,15 +240,13 @@ def parse_args(argv: list[str] | None = None) -> tuple[FrameworkJobOptions, str 
     args = parser.parse_args(argv)
     options = FrameworkJobOptions(
         mode=args.mode, world=args.world, iters=args.iters, seed=args.seed, slow=SlowRank.from_args(args, parser),
-        seqlen_jitter=args.seqlen_jitter, base_delay_s=args.base_delay_ms / 1000.0, count_ops=args.count_ops,
+        seqlen_jitter=args.seqlen_jitter, base_delay_s=base_delay_s(args, parser), count_ops=args.count_ops,
         manual_step=args.manual_step, device=args.device,
     )
     if options.mode == "functional" and options.world % 2:
         parser.error("--mode functional needs an even --world (tp = 2)")
     if options.mode == "functional" and options.seqlen_jitter > 1.0:
         parser.error("--seqlen-jitter needs every rank to be a data-parallel replica: --mode ddp or fsdp")
-    if not options.base_delay_s > 0:
-        parser.error(f"--base-delay-ms must be > 0, got {args.base_delay_ms}")
     if options.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch sees no CUDA GPU")
     return options, args.out

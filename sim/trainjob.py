@@ -92,6 +92,19 @@ class SlowRank:
         return cls(rank=args.slow_rank, factor=args.slow_factor, iters=(a, b), ramp=args.ramp)
 
 
+def add_base_delay_argument(parser: argparse.ArgumentParser, *, default_ms: float, per: str) -> None:
+    """``--base-delay-ms``: the compute time ``per`` (a micro-batch, a step) that every job's factors multiply."""
+    parser.add_argument("--base-delay-ms", type=float, default=default_ms, metavar="MS",
+                        help=f"the compute time per {per} that the factors above multiply (default {default_ms:g})")
+
+
+def base_delay_s(args: argparse.Namespace, parser: argparse.ArgumentParser) -> float:
+    """``--base-delay-ms`` in seconds; ``parser.error`` when it is not positive."""
+    if not args.base_delay_ms > 0:
+        parser.error(f"--base-delay-ms must be > 0, got {args.base_delay_ms}")
+    return args.base_delay_ms / 1000.0
+
+
 @dataclass(frozen=True)
 class JobOptions:
     iters: int = 20
@@ -373,15 +386,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
                         help="the last pipeline stage computes F times as long as the others (every iteration)")
     parser.add_argument("--seqlen-jitter", type=float, default=1.0, metavar="F",
                         help="each iteration, each dp replica's compute is scaled by a factor in [1, F] drawn from --seed")
-    parser.add_argument("--base-delay-ms", type=float, default=2.0, metavar="MS",
-                        help="the compute time per micro-batch that the factors above multiply (default 2)")
+    add_base_delay_argument(parser, default_ms=2.0, per="micro-batch")
     parser.add_argument("--progress", action="store_true", help='rank 0 prints "iteration K done" per step')
     parser.add_argument("--out", help="folder for per-rank results (step times) and the ground truth")
     args = parser.parse_args(argv)
     options = JobOptions(
         iters=args.iters, tp=args.tp, pp=args.pp, dp=args.dp, seed=args.seed, slow=SlowRank.from_args(args, parser),
         slow_kind=args.slow_kind, uneven_stages=args.uneven_stages, seqlen_jitter=args.seqlen_jitter,
-        progress=args.progress, base_delay_s=args.base_delay_ms / 1000.0,
+        progress=args.progress, base_delay_s=base_delay_s(args, parser),
     )
     if options.pp != 2 and options.pp != 1:
         parser.error("--pp must be 1 or 2")
@@ -391,8 +403,6 @@ def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
     for name, value in (("--uneven-stages", options.uneven_stages), ("--seqlen-jitter", options.seqlen_jitter)):
         if value < 1.0:
             parser.error(f"{name} must be >= 1 (a factor on the compute time), got {value}")
-    if not options.base_delay_s > 0:
-        parser.error(f"--base-delay-ms must be > 0, got {args.base_delay_ms}")
     return options, args.out
 
 

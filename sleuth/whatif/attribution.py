@@ -338,7 +338,8 @@ def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float, began: flo
     fixed_last_replay = None
     if stage is not None and stage.max() > 0:
         # M_S against the whole ideal (the last stage's stragglers and its share of an uneven split),
-        # replayed beside the workers'; the chosen iterations' subset is made once, before either.
+        # replayed beside the workers'; the chosen iterations' subset is cached first, so that the
+        # two threads do not both build it.
         _subset(job, chosen)
         last = stage[job.rank] == stage.max()
         fixed_last_replay = beside(_run_variants, job, ~last[:, None], ~last[:, None], chosen)
