@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from sleuth import services as local_services
+from tests.file_durations import DurationRecorder, FileDurations
 from tests.turns import MachineTurns
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -123,15 +124,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     that its module fixtures (a real job, an emulated cluster) run once, and every file using the
     session's services to the same one: a worker's session stops the services it started when it
     ends, which would pull them from under the other worker's tests. A test that stops or restarts a
-    service does it on a stack of its own (``PrivateStack``), and runs on either worker."""
+    service does it on a stack of its own (``PrivateStack``), and runs on either worker. The files
+    go out longest first, by ``tests/durations.json`` (``tests/file_durations.py``)."""
     from xdist.scheduler import LoadScopeScheduling
 
     on_services = files_on_the_services()
+    durations = FileDurations()
+    seconds = {"services": sum(durations.of(file) for file in on_services)}
 
     class ServicesOnOneWorker(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             file = nodeid.split("::", 1)[0]
             return "services" if file in on_services else file
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # The longest unit first (longest-processing-time order): the run ends on short files.
+            longest = max(self.workqueue, key=lambda scope: seconds.get(scope, durations.of(scope)))
+            self.workqueue.move_to_end(longest, last=False)
+            super()._assign_work_unit(node)
 
     return ServicesOnOneWorker(config, log)
 
@@ -155,11 +165,19 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["sleuth_turns"] = stash[_TURNS_FOLDER]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--record-durations", action="store_true",
+                     help="write each test file's seconds to tests/durations.json (the order xdist hands files out in)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """A worker of ``pytest -n 2`` opens the run's turns."""
+    """A worker of ``pytest -n 2`` opens the run's turns; the run's controller records the files'
+    durations when asked."""
     folder = getattr(config, "workerinput", {}).get("sleuth_turns")
     if folder is not None:
         config.stash[_TURNS] = MachineTurns(Path(folder))
+    elif config.getoption("record_durations"):
+        config.pluginmanager.register(DurationRecorder(FileDurations()), "sleuth-durations")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
