@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from sleuth.sim.trainjob import (SlowRank, add_base_delay_argument, base_delay_s, free_port, replica_factors, start_ranks,
+from sleuth.sim.trainjob import (SlowRank, add_base_delay_argument, free_port, replica_factors, start_ranks,
                                  write_ground_truth, write_result)
 
 MODES = ("ddp", "fsdp", "functional")
@@ -240,7 +240,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[FrameworkJobOptions, str 
     args = parser.parse_args(argv)
     options = FrameworkJobOptions(
         mode=args.mode, world=args.world, iters=args.iters, seed=args.seed, slow=SlowRank.from_args(args, parser),
-        seqlen_jitter=args.seqlen_jitter, base_delay_s=base_delay_s(args, parser), count_ops=args.count_ops,
+        seqlen_jitter=args.seqlen_jitter, base_delay_s=args.base_delay_ms / 1000.0, count_ops=args.count_ops,
         manual_step=args.manual_step, device=args.device,
     )
     if options.mode == "functional" and options.world % 2:

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from sleuth.cli.arguments import positive_float
 from sleuth.layout import ParallelLayout
 
 HIDDEN = 32
@@ -94,15 +95,8 @@ class SlowRank:
 
 def add_base_delay_argument(parser: argparse.ArgumentParser, *, default_ms: float, per: str) -> None:
     """``--base-delay-ms``: the compute time ``per`` (a micro-batch, a step) that every job's factors multiply."""
-    parser.add_argument("--base-delay-ms", type=float, default=default_ms, metavar="MS",
+    parser.add_argument("--base-delay-ms", type=positive_float("--base-delay-ms"), default=default_ms, metavar="MS",
                         help=f"the compute time per {per} that the factors above multiply (default {default_ms:g})")
-
-
-def base_delay_s(args: argparse.Namespace, parser: argparse.ArgumentParser) -> float:
-    """``--base-delay-ms`` in seconds; ``parser.error`` when it is not positive."""
-    if not args.base_delay_ms > 0:
-        parser.error(f"--base-delay-ms must be > 0, got {args.base_delay_ms}")
-    return args.base_delay_ms / 1000.0
 
 
 @dataclass(frozen=True)
@@ -393,7 +387,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[JobOptions, str | None]:
     options = JobOptions(
         iters=args.iters, tp=args.tp, pp=args.pp, dp=args.dp, seed=args.seed, slow=SlowRank.from_args(args, parser),
         slow_kind=args.slow_kind, uneven_stages=args.uneven_stages, seqlen_jitter=args.seqlen_jitter,
-        progress=args.progress, base_delay_s=base_delay_s(args, parser),
+        progress=args.progress, base_delay_s=args.base_delay_ms / 1000.0,
     )
     if options.pp != 2 and options.pp != 1:
         parser.error("--pp must be 1 or 2")
