@@ -29,6 +29,9 @@ the records and iteration rows of the new iterations, each key once): ``read_s``
 ``opening_read_s`` time those reads, and ``opening_round_s`` includes its read. The database is
 dropped at the end.
 
+``--allocator default`` leaves the process's allocator as it is, where the ``sleuth`` program's
+processes tune it for large arrays (``sleuth.allocator``): the run measures what that is worth.
+
 Times are wall seconds on a shared 2-core machine: compare within one run.
 """
 
@@ -156,14 +159,20 @@ def main() -> None:
     parser.add_argument("--scales", type=int, nargs="+", default=[1024, 8192])
     parser.add_argument("--iterations", type=int, default=16)
     parser.add_argument("--seeds", type=int, nargs="+", default=[461])
+    parser.add_argument("--allocator", choices=("tuned", "default"), default="tuned",
+                        help="tuned: the allocator as the sleuth program sets it (sleuth.allocator); default: as is")
     parser.add_argument("--clickhouse", action="store_true",
                         help="rounds read their records from ClickHouse (SLEUTH_CLICKHOUSE_HOST/PORT), as the localizer does")
     args = parser.parse_args()
+    from sleuth.allocator import tune_for_large_arrays
     from sleuth.progress import track
+
+    tuned = tune_for_large_arrays() if args.allocator == "tuned" else []
 
     runs = [(world, seed) for world in args.scales for seed in args.seeds]
     rows = [run(world, seed, args.iterations, args.clickhouse) for world, seed in track(runs, "streaming attribution runs")]
-    print(json.dumps({"benchmark": "streaming_attribution", "machine": platform.machine(), "rows": rows}, indent=2))
+    print(json.dumps({"benchmark": "streaming_attribution", "machine": platform.machine(), "allocator": tuned,
+                      "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,6 @@
 
 import sys
 
-from sleuth.cli import main
+from sleuth.cli import entry
 
-sys.exit(main())
+sys.exit(entry())

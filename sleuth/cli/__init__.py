@@ -51,5 +51,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def entry() -> int:
+    """The ``sleuth`` program: ``main`` in a process whose allocator suits large arrays
+    (``sleuth.allocator``); set here, not in ``main``, which library callers and tests call."""
+    from sleuth.allocator import tune_for_large_arrays
+
+    tune_for_large_arrays()
+    return main()
+
+
 if __name__ == "__main__":  # pragma: no cover - `python -m sleuth.cli`
-    sys.exit(main())
+    sys.exit(entry())
