@@ -25,10 +25,15 @@ from typing import Any
 import pytest
 
 from sleuth import services as local_services
+from sleuth.allocator import tune_for_large_arrays
 from tests.file_durations import DurationRecorder, FileDurations
 from tests.turns import MachineTurns
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# The tests run sleuth's code with the allocator the sleuth program runs it with (each xdist worker
+# imports this file); the jobs and services they start as processes set their own.
+tune_for_large_arrays()
 _TURNS_FOLDER = pytest.StashKey[str]()
 _TURNS = pytest.StashKey[MachineTurns]()
 
