@@ -10,9 +10,9 @@ again on every round, which at 8,192 GPUs took more time than the arithmetic
 * glibc maps every allocation over its dynamic threshold (at most 32 MB) afresh and unmaps it on
   free, so the next round's array is faulted in and zeroed page by page again.
 
-Only the process's entry point (``sleuth.cli.entry``) calls ``tune_for_large_arrays``: a library
-caller, a training job that imports the logger, or a test run keeps its allocator as it was. A
-variable the operator set (``NUMPY_MADVISE_HUGEPAGE``, ``MALLOC_MMAP_THRESHOLD_``,
+The process's entry point (``sleuth.cli.entry``) calls ``tune_for_large_arrays``, not ``main``:
+a library caller, or a training job that imports the logger, keeps its allocator as it was (the
+test suite calls it itself, to run sleuth's code as the program runs it). A variable the operator set (``NUMPY_MADVISE_HUGEPAGE``, ``MALLOC_MMAP_THRESHOLD_``,
 ``MALLOC_TRIM_THRESHOLD_``) wins over these settings.
 """
 

@@ -34,6 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # The tests run sleuth's code with the allocator the sleuth program runs it with (each xdist worker
 # imports this file); the jobs and services they start as processes set their own.
 tune_for_large_arrays()
+
 _TURNS_FOLDER = pytest.StashKey[str]()
 _TURNS = pytest.StashKey[MachineTurns]()
 

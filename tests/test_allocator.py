@@ -1,5 +1,5 @@
-"""The allocator settings of a sleuth process (sleuth.allocator), each checked in a process of its own:
-they are process-wide and never applied to the test run itself."""
+"""The allocator settings of a sleuth process (sleuth.allocator), each checked in a fresh process of its
+own: they are process-wide, and the test run's own processes already have them (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -70,6 +70,7 @@ def test_what_the_operator_set_in_the_environment_wins():
     assert chosen["mapped"] >= 256 << 20
 
 
+@glibc_only  # the probe reads glibc's mallinfo2
 def test_the_sleuth_program_tunes_its_process_and_main_alone_does_not():
     program = _probe("import sys; sys.argv = ['sleuth', 'version']\n"
                      "from sleuth.cli import entry; entry(); changed = []")
