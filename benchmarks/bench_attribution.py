@@ -13,7 +13,9 @@ fault-free twin time), whether the top worker group holds the faulty GPU's rank,
 same-run baseline: ``detection_s``, the shipped detector (forest and counterfactual replay,
 ``abnormal_mask``) on the same records, and ``ratio`` = attribution_s / detection_s. The
 detector takes minutes above ``--baseline-up-to`` GPUs on these machines, so it is timed up to
-there only. Times are wall seconds on a shared 2-core machine: compare within one run.
+there only. ``--allocator default`` leaves the process's allocator as it is, where the ``sleuth``
+program (``sleuth localize``, ``sleuth attribute``) tunes it for large arrays (``sleuth.allocator``).
+Times are wall seconds on a shared 2-core machine: compare within one run.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import json
 import platform
 import time
 from dataclasses import replace
+
+import allocator_option
 
 
 def run(world: int, seed: int, iterations: int, baseline: bool) -> dict:
@@ -60,12 +64,15 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=12)
     parser.add_argument("--seeds", type=int, nargs="+", default=[401])
     parser.add_argument("--baseline-up-to", type=int, default=2048, metavar="WORLD")
+    allocator_option.add(parser)
     args = parser.parse_args()
     from sleuth.progress import track
 
+    tuned = allocator_option.apply(args)
+
     runs = [(seed, world) for seed in args.seeds for world in args.scales]
     rows = [run(world, seed, args.iterations, world <= args.baseline_up_to) for seed, world in track(runs, "attribution runs")]
-    print(json.dumps({"machine": platform.machine(), "rows": rows}, indent=1))
+    print(json.dumps({"machine": platform.machine(), "allocator": tuned, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

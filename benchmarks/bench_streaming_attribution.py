@@ -47,6 +47,8 @@ from dataclasses import replace
 
 import numpy as np
 
+import allocator_option
+
 
 class _Stored:
     """The job's records in a ClickHouse database of their own, read back as the localizer reads them."""
@@ -159,15 +161,13 @@ def main() -> None:
     parser.add_argument("--scales", type=int, nargs="+", default=[1024, 8192])
     parser.add_argument("--iterations", type=int, default=16)
     parser.add_argument("--seeds", type=int, nargs="+", default=[461])
-    parser.add_argument("--allocator", choices=("tuned", "default"), default="tuned",
-                        help="tuned: the allocator as the sleuth program sets it (sleuth.allocator); default: as is")
+    allocator_option.add(parser)
     parser.add_argument("--clickhouse", action="store_true",
                         help="rounds read their records from ClickHouse (SLEUTH_CLICKHOUSE_HOST/PORT), as the localizer does")
     args = parser.parse_args()
-    from sleuth.allocator import tune_for_large_arrays
     from sleuth.progress import track
 
-    tuned = tune_for_large_arrays() if args.allocator == "tuned" else []
+    tuned = allocator_option.apply(args)
 
     runs = [(world, seed) for world in args.scales for seed in args.seeds]
     rows = [run(world, seed, args.iterations, args.clickhouse) for world, seed in track(runs, "streaming attribution runs")]
