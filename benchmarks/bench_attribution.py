@@ -9,7 +9,8 @@ held-out seed: the records' count, ``attribution_s`` (``attribute`` on every ran
 S_t and the workers' variants included), its ``slowdown`` S and S's stragglers' part
 ``stragglers_slowdown`` (S over ``split_slowdown``: the fault-free twin keeps the job's pipeline
 split, so this part is what the truth measures) against the emulator's truth (actual over
-fault-free twin time), whether the top worker group holds the faulty GPU's rank, and the
+fault-free twin time) and ``slowdown_truth_without_pauses`` (over the same twin with the emulator's
+benign garbage-collection pauses at no length: What-if's ideal puts those back too), whether the top worker group holds the faulty GPU's rank, and the
 same-run baseline: ``detection_s``, the shipped detector (forest and counterfactual replay,
 ``abnormal_mask``) on the same records, and ``ratio`` = attribution_s / detection_s. The
 detector takes minutes above ``--baseline-up-to`` GPUs on these machines, so it is timed up to
@@ -42,12 +43,14 @@ def run(world: int, seed: int, iterations: int, baseline: bool) -> dict:
     seconds = time.perf_counter() - began
     truth = emulation.truth()
     actual = sum(t.time_ns for t in truth.iterations) / sum(t.counterfactual_ns for t in truth.iterations)
+    pause_free = sum(t.time_ns for t in truth.iterations) / float(emulation.pause_free_times().sum())
     top = max(found.by_worker)
     named = {r for r, s in enumerate(found.by_worker) if s >= top}
     row = {
         "world": world, "seed": seed, "iterations": iterations, "records": len(records),
         "attribution_s": round(seconds, 2), "slowdown": round(found.slowdown, 4),
         "stragglers_slowdown": round(found.slowdown / found.split_slowdown, 4), "slowdown_truth": round(actual, 4),
+        "slowdown_truth_without_pauses": round(pause_free, 4),
         "top_worker_group_has_fault": set(truth.faults[0]["ranks"]) <= named, "top_worker_group": len(named),
     }
     if baseline:

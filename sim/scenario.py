@@ -268,6 +268,16 @@ class Emulation:
             return self.timeline
         return run(self.plan, self._effects(False), sc.timing, seed=sc.seed, iterations=sc.iterations, gap=sc.stride)
 
+    def pause_free_times(self) -> np.ndarray:
+        """Each iteration's time (ns) in the fault-free twin with its benign pauses at no length (the
+        same draws, so the same jitter and the same split): the run without any straggler, whose
+        ratio to the actual one is what What-if's stragglers' part of S measures (it puts back every
+        operator beyond its peers, a garbage-collection pause too)."""
+        sc = self.scenario
+        calm = dataclasses.replace(sc.timing, hiccup_ms=0.0)
+        return self._spans(run(self.plan, self._effects(False), calm, seed=sc.seed, iterations=sc.iterations,
+                               gap=sc.stride))
+
     @cached_property
     def balanced(self) -> Timeline:
         """The counterfactual with each iteration's pipeline compute split evenly over the stages:

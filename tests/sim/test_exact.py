@@ -167,6 +167,20 @@ def test_a_hiccup_asked_for_pauses_that_iteration_alone() -> None:
         Timing(hiccups_at=(-1,))
 
 
+def test_the_pause_free_twin_drops_the_pause_and_keeps_every_other_iteration_to_the_nanosecond() -> None:
+    from dataclasses import replace as _replace
+
+    from sleuth.sim import Emulation, Timing
+    from sleuth.sim.suites import suite as _suite
+
+    scenario = _replace(_suite("clean", seed=1, iterations=6)[0], timing=Timing(hiccup_rate=0.0, hiccups_at=(3,)))
+    paused = Emulation(scenario)
+    twin = [t.counterfactual_ns for t in paused.truth().iterations]
+    free = paused.pause_free_times().tolist()
+    assert free[3] < twin[3]
+    assert [f for i, f in enumerate(free) if i != 3] == [t for i, t in enumerate(twin) if i != 3]
+
+
 @pytest.mark.parametrize(("options", "message"), [
     ({"layers": 16.0}, r"^model.layers must be a positive integer, got 16.0$"),
     ({"ffn_hidden": 0}, r"^model.ffn_hidden must be a positive integer, got 0$"),
