@@ -11,8 +11,9 @@ S_t and the workers' variants included), its ``slowdown`` S and S's stragglers' 
 split, so this part is what the truth measures) against the emulator's truth (actual over
 fault-free twin time) and ``slowdown_truth_without_pauses`` (over the same twin with the
 emulator's benign garbage-collection pauses at no length: What-if's ideal puts those back too),
-whether the top worker group holds the faulty GPU's rank, and the same-run baseline: ``detection_s``, the shipped detector (forest and counterfactual replay,
-``abnormal_mask``) on the same records, and ``ratio`` = attribution_s / detection_s. The
+whether the top worker group holds the faulty GPU's rank, and the same-run baseline:
+``detection_s``, the shipped detector (forest and counterfactual replay, ``abnormal_mask``) on the
+same records, and ``ratio`` = attribution_s / detection_s. The
 detector takes minutes above ``--baseline-up-to`` GPUs on these machines, so it is timed up to
 there only. ``--allocator default`` leaves the process's allocator as it is, where the ``sleuth``
 program (``sleuth localize``, ``sleuth attribute``) tunes it for large arrays (``sleuth.allocator``).
