@@ -257,8 +257,7 @@ class Emulation:
 
     @cached_property
     def timeline(self) -> Timeline:
-        sc = self.scenario
-        return run(self.plan, self._effects(True), sc.timing, seed=sc.seed, iterations=sc.iterations, gap=sc.stride)
+        return self._run(self._effects(True))
 
     @cached_property
     def counterfactual(self) -> Timeline:
@@ -266,17 +265,14 @@ class Emulation:
         sc = self.scenario
         if not sc.faults:
             return self.timeline
-        return run(self.plan, self._effects(False), sc.timing, seed=sc.seed, iterations=sc.iterations, gap=sc.stride)
+        return self._run(self._effects(False))
 
     def pause_free_times(self) -> np.ndarray:
         """Each iteration's time (ns) in the fault-free twin with its benign pauses at no length (the
         same draws, so the same jitter and the same split): the run without any straggler, whose
         ratio to the actual one is what What-if's stragglers' part of S measures (it puts back every
         operator beyond its peers, a garbage-collection pause too)."""
-        sc = self.scenario
-        calm = dataclasses.replace(sc.timing, hiccup_ms=0.0)
-        return self._spans(run(self.plan, self._effects(False), calm, seed=sc.seed, iterations=sc.iterations,
-                               gap=sc.stride))
+        return self._spans(self._run(self._effects(False), dataclasses.replace(self.scenario.timing, hiccup_ms=0.0)))
 
     @cached_property
     def balanced(self) -> Timeline:
@@ -297,7 +293,12 @@ class Emulation:
         effects = self._effects(False)
         spread = tuple((st.ranks, factor[s]) for s, st in enumerate(plan.stages))
         effects = dataclasses.replace(effects, compute=effects.compute + spread)
-        return run(plan, effects, sc.timing, seed=sc.seed, iterations=sc.iterations, gap=sc.stride)
+        return self._run(effects)
+
+    def _run(self, effects: Effects, timing: Timing | None = None) -> Timeline:
+        """The emulator run of this scenario's plan and seed with ``effects`` (and ``timing``, else the scenario's)."""
+        sc = self.scenario
+        return run(self.plan, effects, timing or sc.timing, seed=sc.seed, iterations=sc.iterations, gap=sc.stride)
 
     # -- lookups ----------------------------------------------------------------------------
 
