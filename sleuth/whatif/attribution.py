@@ -163,15 +163,18 @@ class Attribution:
         if self.prepared is None:
             return 1.0
         job = self.prepared.job
-        steps = np.fromiter(iterations, np.int64)
-        at = np.flatnonzero(np.isin(job.steps[job.iteration], steps) & (job.kind >= 0))
+        wanted = np.isin(job.steps, np.fromiter(iterations, np.int64))
+        at = np.flatnonzero(wanted[job.iteration] & (job.kind >= 0))
         excess = job.transfer[at] - job.ideal_transfer[at]
-        if not (excess > 0).any():
+        # A put-back length is never longer (``_beyond_spread``): only the transfers beyond their peers count.
+        beyond = excess > 0
+        if not beyond.any():
             return 1.0
-        _, identity = np.unique(job.identity[at], return_inverse=True)
-        beyond_in = np.bincount(identity, weights=excess > 0)
-        carried = np.bincount(identity, weights=excess)
-        persistent = beyond_in > most * len(np.unique(job.iteration[at]))
+        _, identity = np.unique(job.identity[at[beyond]], return_inverse=True)
+        beyond_in = np.bincount(identity)
+        carried = np.bincount(identity, weights=excess[beyond])
+        iterations_read = np.count_nonzero(np.bincount(job.iteration[at], minlength=len(job.steps)))
+        persistent = beyond_in > most * iterations_read
         return float(carried[persistent].sum() / carried.sum())
 
     def top_workers(self, k: int = 5) -> tuple[tuple[int, float], ...]:
