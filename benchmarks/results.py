@@ -32,14 +32,14 @@ def localizer_section(document: dict) -> str:
     rows = document.get("rows")
     if not isinstance(rows, list):
         raise ValueError("not bench_localizer.py's output: no 'rows' list")
-    lines = ["| suite | scenario | injected | suspects | cause | opened by | S | S truth | any | top 2 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| suite | scenario | injected | suspects | cause | opened by | S | S truth | the same, the twin without its pauses | any | top 2 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         faulty = bool(row.get("devices"))
         lines.append("| " + " | ".join([
             str(row["suite"]), str(row["name"]), _listed(row.get("devices")), _listed(row.get("suspects")),
             _listed(row.get("causes")), _listed(row.get("triggers")), _number(row.get("slowdown")),
-            _number(row.get("slowdown_truth")),
+            _number(row.get("slowdown_truth")), _number(row.get("slowdown_truth_without_pauses")),
             _verdict(row.get("correct")) if faulty else "-", _verdict(row.get("correct_top2")) if faulty else "-",
         ]) + " |")
     return "\n".join(lines) + "\n\n" + _summary(document, rows) + "\n"
@@ -68,6 +68,9 @@ def _summary(document: dict, rows: list[dict]) -> str:
                   if _outside(r)]
         parts.append(f"S within 5% of the truth on {slowdown.get('within_5pct')} of {slowdown['n']}"
                      + (f" (outside: {'; '.join(misses)})" if misses else ""))
+        if slowdown.get("within_5pct_without_pauses") is not None:
+            parts.append(f"within 5% of the twin without its pauses on {slowdown['within_5pct_without_pauses']} "
+                         f"of {slowdown['n']}")
     return "; ".join(parts) + "."
 
 

@@ -267,18 +267,26 @@ class Emulation:
             return self.timeline
         return self._run(self._effects(False))
 
-    def pause_free_times(self) -> np.ndarray:
+    def pause_free_times(self, *, balanced: bool = False) -> np.ndarray:
         """Each iteration's time (ns) in the fault-free twin with its benign pauses at no length (the
         same draws, so the same jitter and the same split): the run without any straggler, whose
         ratio to the actual one is what What-if's stragglers' part of S measures (it puts back every
-        operator beyond its peers, a garbage-collection pause too)."""
-        return self._spans(self._run(self._effects(False), dataclasses.replace(self.scenario.timing, hiccup_ms=0.0)))
+        operator beyond its peers, a garbage-collection pause too). ``balanced``: the balanced
+        twin's instead (``balanced``), whose ratio is what the whole S measures."""
+        effects = (self._balanced_effects() if balanced else None) or self._effects(False)
+        return self._spans(self._run(effects, dataclasses.replace(self.scenario.timing, hiccup_ms=0.0)))
 
     @cached_property
     def balanced(self) -> Timeline:
         """The counterfactual with each iteration's pipeline compute split evenly over the stages:
         every stage's compute scaled by the mean stage's work over its own (an uneven split,
         natural or injected, is a straggler by the What-if paper's definition)."""
+        effects = self._balanced_effects()
+        return self.counterfactual if effects is None else self._run(effects)
+
+    def _balanced_effects(self) -> Effects | None:
+        """The fault-free effects with each stage's compute scaled as ``balanced`` says (None: the
+        split is even already, and the balanced twin is the fault-free one)."""
         sc, plan = self.scenario, self.plan
         base = np.array([sum(step[1] for block in st.blocks for step in block if step[0] == COMPUTE)
                          for st in plan.stages], dtype=np.float64)[:, None] * np.ones(sc.iterations)
@@ -289,11 +297,10 @@ class Emulation:
         # The faults are off in the run below, so each stage's factor is over its fault-free work.
         factor = work.mean(axis=0) / base
         if np.allclose(factor, 1.0):
-            return self.counterfactual
+            return None
         effects = self._effects(False)
         spread = tuple((st.ranks, factor[s]) for s, st in enumerate(plan.stages))
-        effects = dataclasses.replace(effects, compute=effects.compute + spread)
-        return self._run(effects)
+        return dataclasses.replace(effects, compute=effects.compute + spread)
 
     def _run(self, effects: Effects, timing: Timing | None = None) -> Timeline:
         """The emulator run of this scenario's plan and seed with ``effects`` (and ``timing``, else the scenario's)."""

@@ -181,6 +181,27 @@ def test_the_pause_free_twin_drops_the_pause_and_keeps_every_other_iteration_to_
     assert [f for i, f in enumerate(free) if i != 3] == [t for i, t in enumerate(twin) if i != 3]
 
 
+def test_the_pause_free_balanced_twin_drops_the_pause_and_keeps_the_even_split() -> None:
+    from dataclasses import replace as _replace
+
+    from sleuth.sim import Emulation, Timing
+    from sleuth.sim.suites import suite as _suite
+
+    uneven = next(s for s in _suite("nonhw", seed=1) if s.name == "nonhw-last-stage")
+    # The last stage heavier from iteration 2, a pause asked for in iteration 3.
+    scenario = _replace(uneven, iterations=6, faults=(_replace(uneven.faults[0], start=2),),
+                        timing=Timing(hiccup_rate=0.0, hiccups_at=(3,)))
+    paused = Emulation(scenario)
+    truth = paused.truth().iterations
+    balanced = [t.balanced_ns for t in truth]
+    free = paused.pause_free_times(balanced=True).tolist()
+    assert free[3] < balanced[3]
+    assert [f for i, f in enumerate(free) if i != 3] == [t for i, t in enumerate(balanced) if i != 3]
+    # The same work split evenly: faster than the run whose last stage is heavier, slower than the fault-free twin.
+    fault_free = paused.pause_free_times().tolist()
+    assert all(fault_free[i] < free[i] < truth[i].time_ns for i in (2, 4, 5))
+
+
 @pytest.mark.parametrize(("options", "message"), [
     ({"layers": 16.0}, r"^model.layers must be a positive integer, got 16.0$"),
     ({"ffn_hidden": 0}, r"^model.ffn_hidden must be a positive integer, got 0$"),
