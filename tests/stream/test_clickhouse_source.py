@@ -3,11 +3,14 @@ read back as the same RecordSource, so localize() gives the incident it gives in
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from sleuth.errors import UnknownJob
 from sleuth.localizer import localize
+from sleuth.records import IterationBatch, RecordBatch
 from sleuth.sources import MemorySource, RecordSource
 from sleuth.storage import schema
 from sleuth.storage.progress import active_jobs
@@ -138,3 +141,17 @@ def test_an_unknown_job_fails_naming_the_job_and_table(database) -> None:
     client, db = database
     with pytest.raises(UnknownJob, match=rf"job 'no-such-job' is not registered: no row in ClickHouse table {db}\.jobs"):
         ClickHouseSource(client, db, "no-such-job")
+
+
+def test_a_job_registered_again_is_read_with_its_new_spec_and_each_registration_parsed_once(database) -> None:
+    client, db = database
+    em = emulation(FAULT)
+    spec = em.job_spec()
+    sink = ClickHouseSink(client, db)
+    sink.write(RecordBatch.empty(), IterationBatch.empty(), [spec])
+    first = ClickHouseSource(client, db, spec.job).job_spec()
+    assert first == spec
+    assert ClickHouseSource(client, db, spec.job).job_spec() is first  # the same text: parsed once
+    again = replace(spec, layout=None)  # registered again, e.g. by a restarted launcher that names no layout
+    sink.write(RecordBatch.empty(), IterationBatch.empty(), [again])
+    assert ClickHouseSource(client, db, spec.job).job_spec() == again != spec
