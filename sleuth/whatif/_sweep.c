@@ -1,4 +1,5 @@
-/* sleuth.whatif._sweep: timeline.replay's sweep over the dependency levels, for many variants at once.
+/* sleuth.whatif._sweep: timeline.replay's sweep over the dependency levels, for many variants at once,
+ * and the levels themselves (timeline.dependencies; the second function below).
  *
  * The same rules in the same order as the numpy sweep in sleuth/whatif/timeline.py (the reference, and
  * the fallback when this module is not built): per level, each operator's start from its chain's clock
@@ -158,12 +159,183 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* timeline.dependencies' levels (Kahn's algorithm), compiled: the same levels, in the same order,
+ * as the numpy reference's frontier loop, from one pass over a queue instead of a few vectorised
+ * steps per level. An operator's level is one past the level of what it waits on: its chain's
+ * previous operator's, or, where that one holds its rank to its group's end, the level at which
+ * the last of the group's whole members started. A group is whole for all its members or none.
+ * Out (buffers the caller sized): per level, its operators, those not in a whole group, the whole
+ * groups ending there (each one's first member's offset in the level) and their members, each
+ * list ascending; and which operators have a level. Returns the number of levels. */
+typedef struct {
+    Py_buffer first, holds, complete, group, settled, op_order, op_bounds, loose, loose_bounds, members, member_bounds,
+        begins, begin_bounds;
+} LevelArgs;
+
+#define N_LEVEL_BUFFERS 13
+
+static void release_levels(LevelArgs *a) {
+    Py_buffer *buffers = (Py_buffer *)a;
+    for (int i = 0; i < N_LEVEL_BUFFERS; i++) PyBuffer_Release(&buffers[i]);
+}
+
+static PyObject *levels(PyObject *self, PyObject *args) {
+    Py_ssize_t n, groups;
+    LevelArgs a;
+    memset(&a, 0, sizeof a);
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nny*y*y*y*w*w*w*w*w*w*w*w*w*", &n, &groups, &a.first, &a.holds, &a.complete, &a.group,
+                          &a.settled, &a.op_order, &a.op_bounds, &a.loose, &a.loose_bounds, &a.members,
+                          &a.member_bounds, &a.begins, &a.begin_bounds))
+        return NULL;
+    const Py_ssize_t bytes = n, words = n * (Py_ssize_t)sizeof(int64_t);
+    const Py_ssize_t bound_words = (n + 1) * (Py_ssize_t)sizeof(int64_t);
+    if (n < 0 || groups < 0 || groups > n || a.first.len < bytes || a.holds.len < bytes || a.complete.len < bytes ||
+        a.settled.len < bytes || a.group.len < words || a.op_order.len < words || a.loose.len < words ||
+        a.members.len < words || a.op_bounds.len < bound_words || a.loose_bounds.len < bound_words ||
+        a.member_bounds.len < bound_words || a.begin_bounds.len < bound_words ||
+        a.begins.len < groups * (Py_ssize_t)sizeof(int64_t)) {
+        release_levels(&a);
+        PyErr_SetString(PyExc_ValueError, "levels: buffers shorter than n operators (bounds n + 1, begins groups)");
+        return NULL;
+    }
+    const uint8_t *first = a.first.buf, *holds = a.holds.buf, *complete = a.complete.buf;
+    const int64_t *group = a.group.buf;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (group[i] < 0 || group[i] >= groups) {
+            release_levels(&a);
+            PyErr_Format(PyExc_ValueError, "levels: group id %lld outside [0, %zd)", (long long)group[i], groups);
+            return NULL;
+        }
+    /* Scratch: each group's members (by group, ascending), its whole members still to start, the
+     * latest level they started at, its ending level; each operator's level; the queue; cursors. */
+    int64_t *group_start = PyMem_RawCalloc((size_t)groups + 1, sizeof(int64_t));
+    int64_t *group_member = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    int64_t *pending = PyMem_RawCalloc((size_t)(groups ? groups : 1), sizeof(int64_t));
+    int64_t *latest = PyMem_RawMalloc((size_t)(groups ? groups : 1) * sizeof(int64_t));
+    int64_t *ends_at = PyMem_RawMalloc((size_t)(groups ? groups : 1) * sizeof(int64_t));
+    int64_t *level = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    int64_t *queue = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    int64_t *cursor = NULL;
+    Py_ssize_t count = 0;
+    PyObject *result = NULL;
+    if (!group_start || !group_member || !pending || !latest || !ends_at || !level || !queue) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        group_start[group[i] + 1]++;
+        if (complete[i]) pending[group[i]]++;
+        level[i] = -1;
+    }
+    for (Py_ssize_t g = 0; g < groups; g++) {
+        group_start[g + 1] += group_start[g];
+        latest[g] = ends_at[g] = -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) group_member[group_start[group[i]]++] = i;
+    for (Py_ssize_t g = groups; g > 0; g--) group_start[g] = group_start[g - 1];
+    group_start[0] = 0;
+    Py_ssize_t head = 0, tail = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (first[i]) {
+            level[i] = 0;
+            queue[tail++] = i;
+        }
+    while (head < tail) {
+        const int64_t i = queue[head++], depth = level[i];
+        if (depth + 1 > count) count = depth + 1;
+        if (complete[i]) {
+            const int64_t g = group[i];
+            if (depth > latest[g]) latest[g] = depth;
+            if (--pending[g] == 0) {
+                ends_at[g] = latest[g];
+                for (int64_t k = group_start[g]; k < group_start[g + 1]; k++) {
+                    const int64_t m = group_member[k];
+                    if (holds[m] && m + 1 < n && !first[m + 1] && level[m + 1] < 0) {
+                        level[m + 1] = latest[g] + 1;
+                        queue[tail++] = m + 1;
+                    }
+                }
+            }
+        }
+        if (!(holds[i] && complete[i]) && i + 1 < n && !first[i + 1] && level[i + 1] < 0) {
+            level[i + 1] = depth + 1;
+            queue[tail++] = i + 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    cursor = PyMem_RawMalloc((size_t)(count ? count : 1) * sizeof(int64_t));
+    if (!cursor) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    {
+        uint8_t *settled = a.settled.buf;
+        int64_t *op_order = a.op_order.buf, *op_bounds = a.op_bounds.buf, *loose = a.loose.buf;
+        int64_t *loose_bounds = a.loose_bounds.buf, *members = a.members.buf, *member_bounds = a.member_bounds.buf;
+        int64_t *begins = a.begins.buf, *begin_bounds = a.begin_bounds.buf;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t d = 0; d <= count; d++) op_bounds[d] = loose_bounds[d] = member_bounds[d] = begin_bounds[d] = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            settled[i] = level[i] >= 0;
+            if (level[i] < 0) continue;
+            op_bounds[level[i] + 1]++;
+            if (!complete[i]) loose_bounds[level[i] + 1]++;
+        }
+        for (Py_ssize_t g = 0; g < groups; g++)
+            if (ends_at[g] >= 0) {
+                begin_bounds[ends_at[g] + 1]++;
+                member_bounds[ends_at[g] + 1] += group_start[g + 1] - group_start[g];
+            }
+        for (Py_ssize_t d = 0; d < count; d++) {
+            op_bounds[d + 1] += op_bounds[d];
+            loose_bounds[d + 1] += loose_bounds[d];
+            member_bounds[d + 1] += member_bounds[d];
+            begin_bounds[d + 1] += begin_bounds[d];
+        }
+        /* Counting sorts by level, each stable: a level's operators (groups) stay ascending. */
+        for (Py_ssize_t d = 0; d < count; d++) cursor[d] = op_bounds[d];
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (level[i] >= 0) op_order[cursor[level[i]]++] = i;
+        for (Py_ssize_t d = 0; d < count; d++) cursor[d] = loose_bounds[d];
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (level[i] >= 0 && !complete[i]) loose[cursor[level[i]]++] = i;
+        for (Py_ssize_t d = 0; d < count; d++) cursor[d] = member_bounds[d];
+        for (Py_ssize_t g = 0; g < groups; g++) {
+            const int64_t d = ends_at[g];
+            if (d < 0) continue;
+            begins[begin_bounds[d]++] = cursor[d] - member_bounds[d];
+            for (int64_t k = group_start[g]; k < group_start[g + 1]; k++) members[cursor[d]++] = group_member[k];
+        }
+        /* begin_bounds[d] ran to level d's end: back to its start. */
+        for (Py_ssize_t d = count; d > 0; d--) begin_bounds[d] = begin_bounds[d - 1];
+        begin_bounds[0] = 0;
+        Py_END_ALLOW_THREADS
+    }
+    result = PyLong_FromSsize_t(count);
+done:
+    PyMem_RawFree(group_start);
+    PyMem_RawFree(group_member);
+    PyMem_RawFree(pending);
+    PyMem_RawFree(latest);
+    PyMem_RawFree(ends_at);
+    PyMem_RawFree(level);
+    PyMem_RawFree(queue);
+    PyMem_RawFree(cursor);
+    release_levels(&a);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"sweep", sweep, METH_VARARGS,
      "sweep(width, columns, column, first, holds_previous, previous, op_bounds, loose, loose_bounds, group_begin, "
      "group_bounds, members, segment, anchor, gap, ideal_gap, transfer, ideal_transfer, own, keep_gap, keep_transfer, "
      "start, end, latest): fills latest (segments x width) with each segment's latest end in the variants "
      "column..column+width of the keep masks (positions x columns); start and end are scratch"},
+    {"levels", levels, METH_VARARGS,
+     "levels(n, groups, first, holds, complete, group, settled, op_order, op_bounds, loose, loose_bounds, members, "
+     "member_bounds, begins, begin_bounds): timeline.dependencies' levels into the outputs; returns their number"},
     {NULL},
 };
 

@@ -1,4 +1,5 @@
-"""Type stub of the compiled level sweep (sleuth/whatif/_sweep.c); timeline.latest_ends calls it."""
+"""Type stub of the compiled level sweep and levels (sleuth/whatif/_sweep.c); timeline.latest_ends and
+timeline.dependencies call them."""
 
 import numpy as np
 
@@ -9,3 +10,9 @@ def sweep(
     ideal_gap: np.ndarray, transfer: np.ndarray, ideal_transfer: np.ndarray, own: np.ndarray, keep_gap: np.ndarray,
     keep_transfer: np.ndarray, start: np.ndarray, end: np.ndarray, latest: np.ndarray, /,
 ) -> None: ...
+
+def levels(
+    n: int, groups: int, first: np.ndarray, holds: np.ndarray, complete: np.ndarray, group: np.ndarray,
+    settled: np.ndarray, op_order: np.ndarray, op_bounds: np.ndarray, loose: np.ndarray, loose_bounds: np.ndarray,
+    members: np.ndarray, member_bounds: np.ndarray, begins: np.ndarray, begin_bounds: np.ndarray, /,
+) -> int: ...

@@ -10,11 +10,12 @@ The rules (docs/design.md, "What a duration means"; What-if §3.2):
   length after its start.
 
 Those rules make a graph whose nodes are operator starts and group ends. :func:`dependencies`
-orders it once into levels (Kahn's algorithm, one frontier per level), so that :func:`replay`
-computes every start and end in one sweep over the levels, each a few vectorised steps over the
-operators of that level: the work is linear in the operators whatever durations are replayed, and
-many variants (a second axis of ``gap`` and ``transfer``) share one sweep. :func:`latest_ends`
-runs the same sweep compiled (``_sweep.c``) over many variants, giving each segment's last end.
+orders it once into levels (Kahn's algorithm, one frontier per level; compiled in ``_sweep.c``
+where built), so that :func:`replay` computes every start and end in one sweep over the levels,
+each a few vectorised steps over the operators of that level: the work is linear in the operators
+whatever durations are replayed, and many variants (a second axis of ``gap`` and ``transfer``)
+share one sweep. :func:`latest_ends` runs the same sweep compiled (``_sweep.c``) over many
+variants, giving each segment's last end.
 Records whose chains contradict their groups (clocks skewed between hosts) form a cycle; its
 operators, and everything that waits on them, get no level (``Dependencies.settled``).
 """
@@ -135,8 +136,10 @@ def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, comple
     if not (len(holds) == len(group) == len(complete) == n):
         raise RecordError("dependencies: first, holds, group and complete must have one value per operator")
     first = np.asarray(first, bool)
-    last = np.r_[first[1:], True] if n else np.zeros(0, bool)
     groups = int(group.max()) + 1 if n else 0
+    if _sweep is not None and n:
+        return _compiled_dependencies(first, np.asarray(holds, bool), group, np.asarray(complete, bool), groups)
+    last = np.r_[first[1:], True] if n else np.zeros(0, bool)
     order = np.argsort(group, kind="stable")
     bounds = np.r_[0, np.cumsum(np.bincount(group, minlength=groups))] if n else np.zeros(1, np.int64)
     pending = np.bincount(group[complete], minlength=groups)
@@ -172,6 +175,30 @@ def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, comple
         first=first, holds=np.asarray(holds, bool), complete=np.asarray(complete, bool), group=group,
         settled=level >= 0, op_levels=tuple(op_levels), loose_levels=tuple(loose_levels),
         member_levels=tuple(member_levels), member_starts=tuple(member_starts),
+    )
+
+
+def _compiled_dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, complete: np.ndarray,
+                           groups: int) -> Dependencies:
+    """``dependencies`` from the compiled leveling (``_sweep.levels``): the same levels in the same order."""
+    n = len(first)
+    settled = np.empty(n, np.uint8)
+    op_order, loose, members = (np.empty(n, np.int64) for _ in range(3))
+    op_bounds, loose_bounds, member_bounds, begin_bounds = (np.empty(n + 1, np.int64) for _ in range(4))
+    begins = np.empty(max(groups, 1), np.int64)
+    count = _sweep.levels(n, groups, first.view(np.uint8), holds.view(np.uint8), complete.view(np.uint8),
+                          np.ascontiguousarray(group, np.int64), settled, op_order, op_bounds, loose, loose_bounds,
+                          members, member_bounds, begins, begin_bounds)
+
+    def per_level(values: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, ...]:
+        return tuple(values[bounds[d]:bounds[d + 1]] for d in range(count))
+
+    # A level where no group ends starts its one (empty) run of members at 0, as the numpy frontier's offsets do.
+    starts = tuple(s if len(s) else np.zeros(1, np.int64) for s in per_level(begins, begin_bounds))
+    return Dependencies(
+        first=first, holds=holds, complete=complete, group=group, settled=settled.view(bool),
+        op_levels=per_level(op_order, op_bounds), loose_levels=per_level(loose, loose_bounds),
+        member_levels=per_level(members, member_bounds), member_starts=starts,
     )
 
 

@@ -167,6 +167,42 @@ def test_each_level_lists_its_operators_once_in_ascending_order(data: st.DataObj
     assert len(np.unique(deps.order)) == len(deps.order)
 
 
+def _same_levels(compiled, reference) -> None:
+    assert np.array_equal(compiled.settled, reference.settled)
+    for name in ("op_levels", "loose_levels", "member_levels", "member_starts"):
+        mine, theirs = getattr(compiled, name), getattr(reference, name)
+        assert len(mine) == len(theirs), name
+        assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(mine, theirs)), name
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_the_compiled_levels_are_numpy_s_level_for_level(data: st.DataObject) -> None:
+    deps = kept_variants(data, *random_job(data))["deps"]
+    with mock.patch.object(timeline, "_sweep", None):
+        reference = dependencies(deps.first, deps.holds, deps.group, deps.complete)
+    _same_levels(deps, reference)
+
+
+def test_the_compiled_levels_leave_a_cycle_unsettled_as_numpy_does() -> None:
+    arguments = (np.array([True, False, True, False, True]), np.ones(5, bool), np.array([0, 1, 1, 0, 2]),
+                 np.array([True, True, True, True, False]))
+    compiled = dependencies(*arguments)
+    with mock.patch.object(timeline, "_sweep", None):
+        reference = dependencies(*arguments)
+    assert compiled.settled.tolist() == [True, False, True, False, True]
+    _same_levels(compiled, reference)
+
+
+def test_the_compiled_levels_refuse_a_group_id_outside_the_groups() -> None:
+    n = groups = 2
+    outputs = [np.empty(n, np.uint8), *(np.empty(n, np.int64), np.empty(n + 1, np.int64)) * 3,
+               np.empty(groups, np.int64), np.empty(n + 1, np.int64)]
+    flags = np.ones(n, np.uint8)
+    with pytest.raises(ValueError, match=r"group id 3 outside \[0, 2\)"):
+        _sweep.levels(n, groups, flags, flags, flags, np.array([0, 3]), *outputs)
+
+
 def test_the_compiled_sweep_leaves_a_cycle_unsettled_as_numpy_does() -> None:
     deps = dependencies(np.array([True, False, True, False, True]), np.ones(5, bool), np.array([0, 1, 1, 0, 2]),
                         np.array([True, True, True, True, False]))
