@@ -186,9 +186,9 @@ def _compiled_dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarr
     op_order, loose, members = (np.empty(n, np.int64) for _ in range(3))
     op_bounds, loose_bounds, member_bounds, begin_bounds = (np.empty(n + 1, np.int64) for _ in range(4))
     begins = np.empty(max(groups, 1), np.int64)
-    flags = (np.ascontiguousarray(a).view(np.uint8) for a in (first, holds, complete))
-    count = _sweep.levels(n, groups, *flags, np.ascontiguousarray(group, np.int64), settled, op_order, op_bounds,
-                          loose, loose_bounds, members, member_bounds, begins, begin_bounds)
+    opens, waits, whole = (np.ascontiguousarray(a).view(np.uint8) for a in (first, holds, complete))
+    count = _sweep.levels(n, groups, opens, waits, whole, np.ascontiguousarray(group, np.int64), settled, op_order,
+                          op_bounds, loose, loose_bounds, members, member_bounds, begins, begin_bounds)
 
     def per_level(values: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, ...]:
         return tuple(values[bounds[d]:bounds[d + 1]] for d in range(count))
