@@ -37,6 +37,12 @@ def active_jobs(client: Client, database: str, *, idle_s: float, now_ns: int) ->
     read on the jobs' own clocks, where their records are: a real job's is the wall clock, an
     emulated one's starts at 0. A newest iteration after ``now_ns`` (a host whose clock jumped ahead)
     is not taken as now, so that it cannot make every other job look idle.
+
+    A job's recency is its rank 0's: the table is sorted by (job, rank, iteration), so one rank's rows
+    are a range the index finds, where every rank's are the whole partition (a day of a 16,384-rank
+    job is hundreds of millions of rows, asked every round). Its ranks end a step together, so rank
+    0's newest end is the job's to within a step; and a round measures only a job all of whose
+    ranks' records landed (``source.landed_through``), rank 0's among them.
     """
     db = check_database_name(database)
     # A part's modification time is when it was written (or merged from parts written before it).
@@ -49,7 +55,7 @@ def active_jobs(client: Client, database: str, *, idle_s: float, now_ns: int) ->
         return {}
     rows = client.execute(
         f"SELECT job, world, last_ns FROM (SELECT job, max(t_end_ns) AS last_ns FROM {db}.iterations "
-        "WHERE day IN %(days)s GROUP BY job) ANY INNER JOIN (SELECT job, world FROM "
+        "WHERE day IN %(days)s AND rank = 0 GROUP BY job) ANY INNER JOIN (SELECT job, world FROM "
         f"{db}.jobs FINAL) USING job",
         {"days": tuple(days)},
     )
