@@ -10,8 +10,9 @@ Resolution: a job's alerts resolve once the job has completed ``resolve_after`` 
 its last irregular one. The last irregular iteration is the latest of (a) the iterations the
 incidents named and (b) the irregular iterations the workers publish on the irregularities topic,
 which arrive as soon as detection sees them, before any localization. How far the job got is read
-from ClickHouse ``iterations`` (``progress.completed_iterations``): the iteration every rank has
-finished, so a rank that lags does not resolve an alert early.
+from ClickHouse ``iterations`` (``progress.completed_iterations``): the iteration every rank of the
+job's registered world has finished, so a rank that lags does not resolve an alert early. Only the
+iterations from the first that could resolve one of the job's alerts on are read (``resolvable_from``).
 
 Every change is saved (an ``AlertStore``: ClickHouse in service, ``MemoryAlertStore`` in unit tests)
 as unannounced before it is announced (``notify``), and saved again as announced after: a restart reloads the open alerts and the changes not yet announced, and
@@ -56,8 +57,14 @@ class Alerter:
         """``sleuth_open_incidents``: the incidents the firing alerts cite."""
         metrics.OPEN_INCIDENTS.set(len({i for alert in self.open.values() for i in alert.incidents}))
 
-    def open_jobs(self) -> set[str]:
-        return {job for job, _device in self.open}
+    def resolvable_from(self) -> dict[str, int]:
+        """job -> the least iteration that, once every rank of the job finished it, resolves one of its
+        open alerts (``resolve_after`` past the alert's last irregular one)."""
+        since: dict[str, int] = {}
+        for alert in self.open.values():
+            at = alert.last_irregular + self.resolve_after
+            since[alert.job] = min(since.get(alert.job, at), at)
+        return since
 
     def on_incident(self, incident: Incident) -> list[Alert]:
         """Open or update the alerts of an incident's suspects; the alerts that changed."""

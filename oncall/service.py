@@ -128,9 +128,9 @@ class AlerterService:
         self.alerter.on_irregular(job, iteration)
 
     def check_resolutions(self) -> None:
-        jobs = self.alerter.open_jobs()
-        if jobs:
-            self.alerter.resolve(completed_iterations(self.client, self.settings.clickhouse_database, jobs))
+        since = self.alerter.resolvable_from()
+        if since:
+            self.alerter.resolve(completed_iterations(self.client, self.settings.clickhouse_database, since))
 
     def _build_app(self, loop: asyncio.AbstractEventLoop, datadir: str, stop: threading.Event) -> Any:
         settings = self.settings

@@ -4,7 +4,7 @@ still running (what the streaming localizer's what-if rounds measure)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from sleuth.storage.schema import check_database_name
@@ -15,17 +15,27 @@ if TYPE_CHECKING:
 __all__ = ["active_jobs", "completed_iterations"]
 
 
-def completed_iterations(client: Client, database: str, jobs: Iterable[str]) -> dict[str, int]:
-    """job -> the last iteration that every rank of the job has finished (jobs with no iterations are left out)."""
-    jobs = sorted(set(jobs))
-    if not jobs:
-        return {}
-    rows = client.execute(
-        f"SELECT job, min(last) FROM (SELECT job, rank, max(iteration) AS last FROM {check_database_name(database)}.iterations "
-        "WHERE job IN %(jobs)s GROUP BY job, rank) GROUP BY job",
-        {"jobs": tuple(jobs)},
-    )
-    return {job: int(last) for job, last in rows}
+def completed_iterations(client: Client, database: str, since: Mapping[str, int]) -> dict[str, int]:
+    """job -> the last iteration that every rank of the job (its registered world) has finished, for
+    each job of ``since`` that finished iteration ``since[job]`` at least; the others are left out.
+
+    Only the iterations from ``since[job]`` on are read, a range of each rank's rows in the table's
+    sort key: the caller asks for the least iteration that would change its mind (an alert resolves
+    that many iterations past its last irregular one), and a job that ran for days has billions of
+    rows before it. A rank with no row from there on has not got there, so neither has the job.
+    """
+    db = check_database_name(database)
+    completed: dict[str, int] = {}
+    for job, first in sorted(since.items()):
+        rows = client.execute(
+            f"SELECT min(last), count(), any(world) FROM (SELECT job, rank, max(iteration) AS last FROM {db}.iterations "
+            "WHERE job = %(job)s AND iteration >= %(since)s GROUP BY job, rank) "
+            f"ANY INNER JOIN (SELECT job, world FROM {db}.jobs FINAL WHERE job = %(job)s) USING job",
+            {"job": job, "since": int(first)},
+        )
+        if rows and rows[0][1] and int(rows[0][1]) >= int(rows[0][2]):
+            completed[job] = int(rows[0][0])
+    return completed
 
 
 def active_jobs(client: Client, database: str, *, idle_s: float, now_ns: int) -> dict[str, int]:

@@ -28,6 +28,12 @@ def insert_iterations(client, database: str, job: str, world: int, iterations: r
     client.execute(f"INSERT INTO {database}.iterations (job, rank, iteration, t_start_ns, t_end_ns) VALUES", rows)
 
 
+def register(client, database: str, job: str, spec) -> None:
+    """``job``'s row in ``jobs`` (its world: the ranks whose progress resolves its alerts), as the gateway writes it."""
+    client.execute(f"INSERT INTO {database}.jobs (job, world, spec, registered_ns) VALUES",
+                   [(job, spec.world, spec.to_json(), 1)])
+
+
 def later(incident, shift: int):
     """The same fault seen again: a new incident ``shift`` iterations later."""
     iterations = tuple(i + shift for i in incident.iterations)
@@ -102,6 +108,7 @@ def test_resolves_after_n_regular_iterations_and_survives_a_restart(oncall_setti
     restarted = build_alerter(settings, client=client)  # a new process: state from ClickHouse
     assert {a.device for a in restarted.open.values()} == {s.device for s in incident.suspects}
     assert {a.advice for a in restarted.open.values()} == {incident.advice}
+    register(client, db, incident.job, emulated_run.spec)
     insert_iterations(client, db, incident.job, world, range(0, last + 5))
     insert_iterations(client, db, incident.job, world - 1, range(last + 5, last + 6))  # one rank lags behind
     service = AlerterService(settings, alerter=restarted, client=client)
@@ -185,6 +192,7 @@ def test_the_service_consumes_incidents_from_kafka(oncall_settings, receiver, em
             time.sleep(0.2)
         again = shown(services.alertmanager_url, job)  # the timer pushed them again (resend 1 s): later endsAt
         assert len(again) == len(pushed) and all(iso_ns(a["endsAt"]) > pushed[a["labels"]["device"]] for a in again)
+        register(client, settings.clickhouse_database, incident.job, emulated_run.spec)
         insert_iterations(client, settings.clickhouse_database, incident.job, emulated_run.spec.world,
                           range(0, incident.iterations[-1] + 4))
         bodies = receiver.wait_for(2, timeout_s=30)

@@ -73,12 +73,14 @@ def test_alerts_resolve_once_the_job_completed_enough_iterations_past_the_last_i
     store, receiver = MemoryAlertStore(), Receiver()
     decide = alerter(store, receiver, resolve_after=5)
     decide.on_incident(incident())
+    assert decide.resolvable_from() == {"j1": 17}  # what ClickHouse is asked from: 5 past iteration 12
     assert decide.resolve({"j1": 16}) == []  # 4 past iteration 12
     assert decide.on_irregular("j1", 14) != []  # the workers saw another irregular iteration
+    assert decide.resolvable_from() == {"j1": 19}
     assert decide.resolve({"j1": 18}) == []  # 4 past iteration 14
     resolved = decide.resolve({"j1": 19, "other": 1_000})
     assert {(a.device, a.status) for a in resolved} == {(GPU, AlertStatus.RESOLVED), (HOST, AlertStatus.RESOLVED)}
-    assert all(a.ends_ns > a.starts_ns for a in resolved) and not decide.open
+    assert all(a.ends_ns > a.starts_ns for a in resolved) and not decide.open and decide.resolvable_from() == {}
     assert [a.status for a in receiver.announced[-1]] == [AlertStatus.RESOLVED] * 2
     reopened = decide.on_incident(incident("j1-60-61", (60, 61)))
     assert {a.starts_ns for a in reopened}.isdisjoint({a.starts_ns for a in resolved})  # a new alert, not the old one
