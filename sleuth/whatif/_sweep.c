@@ -190,7 +190,7 @@ static PyObject *levels(PyObject *self, PyObject *args) {
         return NULL;
     const Py_ssize_t bytes = n, words = n * (Py_ssize_t)sizeof(int64_t);
     const Py_ssize_t bound_words = (n + 1) * (Py_ssize_t)sizeof(int64_t);
-    if (n < 0 || groups < 0 || groups > n || a.first.len < bytes || a.holds.len < bytes || a.complete.len < bytes ||
+    if (n < 0 || groups < 0 || a.first.len < bytes || a.holds.len < bytes || a.complete.len < bytes ||
         a.settled.len < bytes || a.group.len < words || a.op_order.len < words || a.loose.len < words ||
         a.members.len < words || a.op_bounds.len < bound_words || a.loose_bounds.len < bound_words ||
         a.member_bounds.len < bound_words || a.begin_bounds.len < bound_words ||
