@@ -167,6 +167,18 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
  * Out (buffers the caller sized): per level, its operators, those not in a whole group, the whole
  * groups ending there (each one's first member's offset in the level) and their members, each
  * list ascending; and which operators have a level. Returns the number of levels. */
+/* An operator as the queue reads it: its group, its level (-1: none yet) and its flags. */
+enum { WHOLE = 1, HOLDS = 2, CHAINED = 4 }; /* in a whole group; holds its rank; the next operator is its chain's */
+typedef struct {
+    int32_t group, level;
+    uint8_t flags;
+} Op;
+
+/* A group as the queue reads it: its whole members still to start, the latest level they started at. */
+typedef struct {
+    int32_t pending, latest;
+} Group;
+
 typedef struct {
     Py_buffer first, holds, complete, group, settled, op_order, op_bounds, loose, loose_bounds, members, member_bounds,
         begins, begin_bounds;
@@ -199,6 +211,11 @@ static PyObject *levels(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "levels: buffers shorter than n operators (bounds n + 1, begins groups)");
         return NULL;
     }
+    if (n > INT32_MAX || groups > INT32_MAX) {
+        release_levels(&a);
+        PyErr_SetString(PyExc_ValueError, "levels: more than 2**31 - 1 operators or groups");
+        return NULL;
+    }
     const uint8_t *first = a.first.buf, *holds = a.holds.buf, *complete = a.complete.buf;
     const int64_t *group = a.group.buf;
     for (Py_ssize_t i = 0; i < n; i++)
@@ -207,60 +224,67 @@ static PyObject *levels(PyObject *self, PyObject *args) {
             PyErr_Format(PyExc_ValueError, "levels: group id %lld outside [0, %zd)", (long long)group[i], groups);
             return NULL;
         }
-    /* Scratch: each group's members (by group, ascending), its whole members still to start, the
-     * latest level they started at, its ending level; each operator's level; the queue; cursors. */
-    int64_t *group_start = PyMem_RawCalloc((size_t)groups + 1, sizeof(int64_t));
-    int64_t *group_member = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    int64_t *pending = PyMem_RawCalloc((size_t)(groups ? groups : 1), sizeof(int64_t));
-    int64_t *latest = PyMem_RawMalloc((size_t)(groups ? groups : 1) * sizeof(int64_t));
-    int64_t *ends_at = PyMem_RawMalloc((size_t)(groups ? groups : 1) * sizeof(int64_t));
-    int64_t *level = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
-    int64_t *queue = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    /* Scratch: per operator, what the queue reads of it in one place (the queue visits operators out
+     * of chain order, so separate arrays would cost a cache miss each); per group, its members (by
+     * group, ascending), its whole members still to start and the latest level they started at, and
+     * its ending level; the queue; cursors. */
+    Op *op = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(Op));
+    int32_t *group_start = PyMem_RawCalloc((size_t)groups + 1, sizeof(int32_t));
+    int32_t *group_member = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    Group *state = PyMem_RawMalloc((size_t)(groups ? groups : 1) * sizeof(Group));
+    int32_t *ends_at = PyMem_RawMalloc((size_t)(groups ? groups : 1) * sizeof(int32_t));
+    int32_t *queue = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(int32_t));
     int64_t *cursor = NULL;
     Py_ssize_t count = 0;
     PyObject *result = NULL;
-    if (!group_start || !group_member || !pending || !latest || !ends_at || !level || !queue) {
+    if (!op || !group_start || !group_member || !state || !ends_at || !queue) {
         PyErr_NoMemory();
         goto done;
     }
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        group_start[group[i] + 1]++;
-        if (complete[i]) pending[group[i]]++;
-        level[i] = -1;
-    }
     for (Py_ssize_t g = 0; g < groups; g++) {
-        group_start[g + 1] += group_start[g];
-        latest[g] = ends_at[g] = -1;
+        state[g].pending = 0;
+        state[g].latest = ends_at[g] = -1;
     }
-    for (Py_ssize_t i = 0; i < n; i++) group_member[group_start[group[i]]++] = i;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int chained = i + 1 < n && !first[i + 1];
+        op[i].group = (int32_t)group[i];
+        op[i].level = -1;
+        op[i].flags = (uint8_t)((complete[i] ? WHOLE : 0) | (holds[i] ? HOLDS : 0) | (chained ? CHAINED : 0));
+        group_start[group[i] + 1]++;
+        if (complete[i]) state[group[i]].pending++;
+    }
+    for (Py_ssize_t g = 0; g < groups; g++) group_start[g + 1] += group_start[g];
+    for (Py_ssize_t i = 0; i < n; i++) group_member[group_start[group[i]]++] = (int32_t)i;
     for (Py_ssize_t g = groups; g > 0; g--) group_start[g] = group_start[g - 1];
     group_start[0] = 0;
     Py_ssize_t head = 0, tail = 0;
     for (Py_ssize_t i = 0; i < n; i++)
         if (first[i]) {
-            level[i] = 0;
-            queue[tail++] = i;
+            op[i].level = 0;
+            queue[tail++] = (int32_t)i;
         }
     while (head < tail) {
-        const int64_t i = queue[head++], depth = level[i];
+        const int32_t i = queue[head++], depth = op[i].level;
+        const uint8_t flags = op[i].flags;
         if (depth + 1 > count) count = depth + 1;
-        if (complete[i]) {
-            const int64_t g = group[i];
-            if (depth > latest[g]) latest[g] = depth;
-            if (--pending[g] == 0) {
-                ends_at[g] = latest[g];
-                for (int64_t k = group_start[g]; k < group_start[g + 1]; k++) {
-                    const int64_t m = group_member[k];
-                    if (holds[m] && m + 1 < n && !first[m + 1] && level[m + 1] < 0) {
-                        level[m + 1] = latest[g] + 1;
+        if (flags & WHOLE) {
+            Group *g = &state[op[i].group];
+            if (depth > g->latest) g->latest = depth;
+            if (--g->pending == 0) {
+                const int32_t id = op[i].group;
+                ends_at[id] = g->latest;
+                for (int32_t k = group_start[id]; k < group_start[id + 1]; k++) {
+                    const int32_t m = group_member[k];
+                    if ((op[m].flags & (HOLDS | CHAINED)) == (HOLDS | CHAINED) && op[m + 1].level < 0) {
+                        op[m + 1].level = g->latest + 1;
                         queue[tail++] = m + 1;
                     }
                 }
             }
         }
-        if (!(holds[i] && complete[i]) && i + 1 < n && !first[i + 1] && level[i + 1] < 0) {
-            level[i + 1] = depth + 1;
+        if ((flags & (HOLDS | WHOLE)) != (HOLDS | WHOLE) && (flags & CHAINED) && op[i + 1].level < 0) {
+            op[i + 1].level = depth + 1;
             queue[tail++] = i + 1;
         }
     }
@@ -278,10 +302,10 @@ static PyObject *levels(PyObject *self, PyObject *args) {
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t d = 0; d <= count; d++) op_bounds[d] = loose_bounds[d] = member_bounds[d] = begin_bounds[d] = 0;
         for (Py_ssize_t i = 0; i < n; i++) {
-            settled[i] = level[i] >= 0;
-            if (level[i] < 0) continue;
-            op_bounds[level[i] + 1]++;
-            if (!complete[i]) loose_bounds[level[i] + 1]++;
+            settled[i] = op[i].level >= 0;
+            if (op[i].level < 0) continue;
+            op_bounds[op[i].level + 1]++;
+            if (!complete[i]) loose_bounds[op[i].level + 1]++;
         }
         for (Py_ssize_t g = 0; g < groups; g++)
             if (ends_at[g] >= 0) {
@@ -297,16 +321,16 @@ static PyObject *levels(PyObject *self, PyObject *args) {
         /* Counting sorts by level, each stable: a level's operators (groups) stay ascending. */
         for (Py_ssize_t d = 0; d < count; d++) cursor[d] = op_bounds[d];
         for (Py_ssize_t i = 0; i < n; i++)
-            if (level[i] >= 0) op_order[cursor[level[i]]++] = i;
+            if (op[i].level >= 0) op_order[cursor[op[i].level]++] = i;
         for (Py_ssize_t d = 0; d < count; d++) cursor[d] = loose_bounds[d];
         for (Py_ssize_t i = 0; i < n; i++)
-            if (level[i] >= 0 && !complete[i]) loose[cursor[level[i]]++] = i;
+            if (op[i].level >= 0 && !complete[i]) loose[cursor[op[i].level]++] = i;
         for (Py_ssize_t d = 0; d < count; d++) cursor[d] = member_bounds[d];
         for (Py_ssize_t g = 0; g < groups; g++) {
             const int64_t d = ends_at[g];
             if (d < 0) continue;
             begins[begin_bounds[d]++] = cursor[d] - member_bounds[d];
-            for (int64_t k = group_start[g]; k < group_start[g + 1]; k++) members[cursor[d]++] = group_member[k];
+            for (int32_t k = group_start[g]; k < group_start[g + 1]; k++) members[cursor[d]++] = group_member[k];
         }
         /* begin_bounds[d] ran to level d's end: back to its start. */
         for (Py_ssize_t d = count; d > 0; d--) begin_bounds[d] = begin_bounds[d - 1];
@@ -315,12 +339,11 @@ static PyObject *levels(PyObject *self, PyObject *args) {
     }
     result = PyLong_FromSsize_t(count);
 done:
+    PyMem_RawFree(op);
     PyMem_RawFree(group_start);
     PyMem_RawFree(group_member);
-    PyMem_RawFree(pending);
-    PyMem_RawFree(latest);
+    PyMem_RawFree(state);
     PyMem_RawFree(ends_at);
-    PyMem_RawFree(level);
     PyMem_RawFree(queue);
     PyMem_RawFree(cursor);
     release_levels(&a);
