@@ -159,14 +159,6 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* timeline.dependencies' levels (Kahn's algorithm), compiled: the same levels, in the same order,
- * as the numpy reference's frontier loop, from one pass over a queue instead of a few vectorised
- * steps per level. An operator's level is one past the level of what it waits on: its chain's
- * previous operator's, or, where that one holds its rank to its group's end, the level at which
- * the last of the group's whole members started. A group is whole for all its members or none.
- * Out (buffers the caller sized): per level, its operators, those not in a whole group, the whole
- * groups ending there (each one's first member's offset in the level) and their members, each
- * list ascending; and which operators have a level. Returns the number of levels. */
 /* An operator as the queue reads it: its group, its level (-1: none yet) and its flags. */
 enum { WHOLE = 1, HOLDS = 2, CHAINED = 4 }; /* in a whole group; holds its rank; the next operator is its chain's */
 typedef struct {
@@ -191,6 +183,14 @@ static void release_levels(LevelArgs *a) {
     for (int i = 0; i < N_LEVEL_BUFFERS; i++) PyBuffer_Release(&buffers[i]);
 }
 
+/* timeline.dependencies' levels (Kahn's algorithm), compiled: the same levels, in the same order,
+ * as the numpy reference's frontier loop, from one pass over a queue instead of a few vectorised
+ * steps per level. An operator's level is one past the level of what it waits on: its chain's
+ * previous operator's, or, where that one holds its rank to its group's end, the level at which
+ * the last of the group's whole members started. A group is whole for all its members or none.
+ * Out (buffers the caller sized): per level, its operators, those not in a whole group, the whole
+ * groups ending there (each one's first member's offset in the level) and their members, each
+ * list ascending; and which operators have a level. Returns the number of levels. */
 static PyObject *levels(PyObject *self, PyObject *args) {
     Py_ssize_t n, groups;
     LevelArgs a;

@@ -44,6 +44,10 @@ except ImportError as error:  # not built on this machine: latest_ends sweeps wi
 
 __all__ = ["Dependencies", "dependencies", "downstream", "holds_rank", "latest_ends", "member_groups", "replay"]
 
+#: Operators (and groups) the compiled levels index with 32-bit integers: half the memory their queue
+#: reads out of order; a larger graph is leveled by numpy.
+_COMPILED_LIMIT = 2**31 - 1
+
 
 def member_groups(comm: np.ndarray, seq: np.ndarray, rank: np.ndarray, peer: np.ndarray, op: np.ndarray) -> np.ndarray:
     """Dense group id of each record: a collective's members share (comm, seq); a send pairs with
@@ -137,7 +141,7 @@ def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, comple
         raise RecordError("dependencies: first, holds, group and complete must have one value per operator")
     first = np.asarray(first, bool)
     groups = int(group.max()) + 1 if n else 0
-    if _sweep is not None and n:
+    if _sweep is not None and 0 < n < _COMPILED_LIMIT and groups < _COMPILED_LIMIT:
         return _compiled_dependencies(first, np.asarray(holds, bool), group, np.asarray(complete, bool), groups)
     last = np.r_[first[1:], True] if n else np.zeros(0, bool)
     order = np.argsort(group, kind="stable")
