@@ -13,7 +13,9 @@ import pytest
 
 from sleuth.oncall.alerts import AlertStatus
 from sleuth.oncall.service import AlerterService, build_alerter
+from sleuth.records import IterationBatch, RecordBatch
 from sleuth.storage.alerts import ClickHouseAlertStore
+from sleuth.storage.sink import ClickHouseSink
 from sleuth.stream import connect
 
 from ..stream.harness import consume
@@ -29,9 +31,10 @@ def insert_iterations(client, database: str, job: str, world: int, iterations: r
 
 
 def register(client, database: str, job: str, spec) -> None:
-    """``job``'s row in ``jobs`` (its world: the ranks whose progress resolves its alerts), as the gateway writes it."""
-    client.execute(f"INSERT INTO {database}.jobs (job, world, spec, registered_ns) VALUES",
-                   [(job, spec.world, spec.to_json(), 1)])
+    """``job`` registered with ``spec``'s ranks (the ranks whose progress resolves its alerts), by the
+    workers' sink as the records path registers it."""
+    ClickHouseSink(client, database).write(RecordBatch.empty(), IterationBatch.empty(),
+                                           [dataclasses.replace(spec, job=job)])
 
 
 def later(incident, shift: int):
