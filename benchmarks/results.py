@@ -79,15 +79,19 @@ def attribution_section(document: dict) -> str:
     rows = document.get("rows")
     if not isinstance(rows, list) or any("attribution_s" not in r for r in rows):
         raise ValueError("not bench_attribution.py's output: no 'rows' list with 'attribution_s'")
-    lines = ["| GPUs | seed | records | attribution s | detection s | ratio | S | stragglers' part of S "
-             "| S truth (actual / fault-free twin) | the same, the twin without its pauses "
+    one_part = any("one_part_s" in r for r in rows)
+    lines = ["| GPUs | seed | records | attribution s | detection s | ratio "
+             + ("| one part s | parts ratio | S, one part " if one_part else "")
+             + "| S | stragglers' part of S | S truth (actual / fault-free twin) | the same, the twin without its pauses "
              "| top worker group holds the faulty GPU |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if one_part else "")]
     for r in rows:
         holds = f"{r['top_worker_group_has_fault']} ({r['top_worker_group']} ranks)" if "top_worker_group" in r else "-"
+        baseline = [_number(r.get("one_part_s"), 2), _number(r.get("parts_ratio"), 3),
+                    _number(r.get("one_part_slowdown"))] if one_part else []
         lines.append("| " + " | ".join([
             f"{r['world']:,}", str(r["seed"]), f"{r['records']:,}", f"{r['attribution_s']:.2f}",
-            _number(r.get("detection_s"), 2), _number(r.get("ratio"), 3), _number(r.get("slowdown")),
+            _number(r.get("detection_s"), 2), _number(r.get("ratio"), 3), *baseline, _number(r.get("slowdown")),
             _number(r.get("stragglers_slowdown")), _number(r.get("slowdown_truth")),
             _number(r.get("slowdown_truth_without_pauses")), holds,
         ]) + " |")

@@ -88,6 +88,15 @@ def test_the_attribution_section_has_a_row_per_scale_and_a_dash_where_detection_
         results.attribution_section({"rows": [{"world": 8}]})
 
 
+def test_the_attribution_section_has_the_one_part_columns_only_where_that_baseline_ran(results) -> None:
+    row = {"world": 16384, "seed": 7, "records": 18333696, "attribution_s": 52.71, "slowdown": 1.1196,
+           "one_part_s": 74.86, "parts_ratio": 0.7041, "one_part_slowdown": 1.1196}
+    lines = results.attribution_section({"rows": [row]}).splitlines()
+    assert "| one part s | parts ratio | S, one part |" in lines[0]
+    assert lines[0].count("|") == lines[1].count("|") == lines[2].count("|")
+    assert lines[2] == "| 16,384 | 7 | 18,333,696 | 52.71 | - | - | 74.86 | 0.704 | 1.1196 | 1.1196 | - | - | - | - |"
+
+
 def test_the_streaming_section_has_a_row_per_scale_and_the_reads_columns_only_where_clickhouse_was_read(results) -> None:
     memory = {"world": 8192, "seed": 3, "records_per_iteration": 763904, "window": 12,
               "round_s": {"median": 1.3, "max": 1.94}, "window_round_s": {"median": 5.59, "max": 14.43},

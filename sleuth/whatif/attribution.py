@@ -253,7 +253,13 @@ class _Job:
     @cached_property
     def iteration_bounds(self) -> np.ndarray:
         """Where each iteration's operators begin (operators are in iteration order)."""
-        return np.r_[0, np.flatnonzero(np.diff(self.iteration)) + 1]
+        return _starts(self.iteration)
+
+
+def _starts(iteration: np.ndarray) -> np.ndarray:
+    """Where each iteration's operators begin in chain order (iteration first): the replay's parts,
+    since every rank starts each iteration from its own anchor."""
+    return np.r_[0, np.flatnonzero(np.diff(iteration)) + 1].astype(np.int64)
 
 
 def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
@@ -545,7 +551,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     np.maximum.at(latest, group, start)
     transfer = np.where(complete, end - latest[group], 0).astype(np.float64)
     own = (end - start).astype(np.float64)
-    deps = dependencies(first, holds, group, complete)
+    deps = dependencies(first, holds, group, complete, _starts(it))
     slots, enough, hardware_gap, gap_side, work, ideal_gap = gaps.result()
 
     # A transfer's peers: the same slot on the ranks running its program, and its own other iterations.
@@ -743,8 +749,8 @@ def _subset(job: _Job, chosen: np.ndarray) -> tuple[_Job, np.ndarray | None]:
 
 def _restricted(job: _Job, keep: np.ndarray) -> _Job:
     group = dense_ids(job.deps.group[keep])
-    deps = dependencies(job.deps.first[keep], job.deps.holds[keep], group, job.deps.complete[keep])
     _, iteration = np.unique(job.iteration[keep], return_inverse=True)
+    deps = dependencies(job.deps.first[keep], job.deps.holds[keep], group, job.deps.complete[keep], _starts(iteration))
     return _Job(deps, job.rank[keep], iteration, job.kind[keep], job.kinds, job.gap[keep], job.transfer[keep],
                 job.own[keep], job.ideal_gap[keep], job.hardware_gap[keep], job.gap_side[keep], job.ideal_transfer[keep], job.comm[keep],
                 job.comms, job.seq[keep], job.steps[np.unique(job.iteration[keep])], job.identity[keep])
@@ -847,7 +853,10 @@ def _replicas(job: _Job, replica: np.ndarray, chosen: np.ndarray, base: np.ndarr
             # slowdown too (replays grow with the lengths kept), so groups that pay nothing drop out whole.
             grouped = True
             groups = np.array_split(rest, batch)
-            keep = np.stack([np.isin(replica[job.rank], group) for group in groups], axis=1)
+            group_of = np.full(n, -1)
+            for k, group in enumerate(groups):
+                group_of[group] = k
+            keep = group_of[replica[job.rank]][:, None] == np.arange(len(groups))[None, :]
             ceilings = np.median(_run_variants(job, keep, keep, chosen) / base[:, None], axis=0)
             for group, ceiling in zip(groups, ceilings.tolist()):
                 value[group] = bound[group] = np.minimum(bound[group], ceiling)

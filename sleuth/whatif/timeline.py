@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -83,6 +83,8 @@ class Dependencies:
     loose_levels: tuple[np.ndarray, ...]  # per level: operators of incomplete groups that end there
     member_levels: tuple[np.ndarray, ...]  # per level: members of the complete groups ending there, group by group
     member_starts: tuple[np.ndarray, ...]  # per level: where each of those groups begins in member_levels
+    #: the level at which each independent part with a level begins, ascending (``dependencies``' parts)
+    part_levels: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
 
     @property
     def levels(self) -> int:
@@ -112,8 +114,9 @@ class Dependencies:
     def flat(self) -> tuple[np.ndarray, ...]:
         """The graph as the compiled sweep reads it, by position in ``order``: whether each opens its
         chain, whether its chain's previous operator holds the rank and that one's position, the level
-        bounds, the positions not whole in their group per level, and the complete groups' members
-        (groups follow one another: each one's first member, and their bounds per level)."""
+        bounds, the positions not whole in their group per level, the complete groups' members
+        (groups follow one another: each one's first member, and their bounds per level), and the
+        parts' level bounds."""
         order = self.order
         position = np.full(len(self.first), -1, np.int64)
         position[order] = np.arange(len(order))
@@ -131,23 +134,32 @@ class Dependencies:
         begins, group_bounds = joined(tuple(s + b if len(m) else s[:0]
                                             for s, b, m in zip(self.member_starts, member_bounds[:-1], self.member_levels)))
         return (first.astype(np.uint8), self.holds[before].astype(np.uint8), np.where(first, 0, position[before]),
-                op_bounds, position[loose], loose_bounds, begins, group_bounds, position[members])
+                op_bounds, position[loose], loose_bounds, begins, group_bounds, position[members],
+                np.r_[self.part_levels, self.levels].astype(np.int64))
 
 
-def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, complete: np.ndarray) -> Dependencies:
-    """Order the timing rules' graph into levels (see the module docstring)."""
+def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, complete: np.ndarray,
+                 parts: np.ndarray | None = None) -> Dependencies:
+    """Order the timing rules' graph into levels (see the module docstring). ``parts``: where each
+    part of the chain order begins (a job's iterations, each replayed from its own anchors); where
+    no chain and no whole group crosses from one part into another, the levels go part by part, so
+    that a level of the sweep holds one part's operators: the same replay, its reads in cache."""
     n = len(first)
     if not (len(holds) == len(group) == len(complete) == n):
         raise RecordError("dependencies: first, holds, group and complete must have one value per operator")
+    parts = np.zeros(0, np.int64) if parts is None else np.asarray(parts, np.int64)
+    if len(parts) and (parts[0] != 0 or (np.diff(parts) <= 0).any() or parts[-1] >= max(n, 1)):
+        raise RecordError("dependencies: parts must ascend from 0, each a start below the operators' count")
     first = np.asarray(first, bool)
     groups = int(group.max()) + 1 if n else 0
     if _sweep is not None and 0 < n < _COMPILED_LIMIT and groups < _COMPILED_LIMIT:
-        return _compiled_dependencies(first, np.asarray(holds, bool), group, np.asarray(complete, bool), groups)
+        return _compiled_dependencies(first, np.asarray(holds, bool), group, np.asarray(complete, bool), groups, parts)
     last = np.r_[first[1:], True] if n else np.zeros(0, bool)
     order = np.argsort(group, kind="stable")
     bounds = np.r_[0, np.cumsum(np.bincount(group, minlength=groups))] if n else np.zeros(1, np.int64)
     pending = np.bincount(group[complete], minlength=groups)
     level = np.full(n, -1, np.int64)
+    ends_at = np.full(groups, -1, np.int64)
     frontier = np.flatnonzero(first)
     op_levels: list[np.ndarray] = []
     loose_levels: list[np.ndarray] = []
@@ -163,6 +175,7 @@ def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, comple
         ids, counts = np.unique(group[whole], return_counts=True)
         pending[ids] -= counts
         done = ids[pending[ids] == 0]
+        ends_at[done] = depth
         sizes = bounds[done + 1] - bounds[done]
         offsets = np.r_[0, np.cumsum(sizes)[:-1]]
         members = order[np.repeat(bounds[done] - offsets, sizes) + np.arange(int(sizes.sum()))]
@@ -175,24 +188,77 @@ def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, comple
         # A sort, not a unique: the two never share an operator (one excludes what the other holds
         # to its group's end), and each operator has one successor, so none repeats.
         frontier = np.sort(np.r_[by_start, by_group] + 1)
-    return Dependencies(
-        first=first, holds=np.asarray(holds, bool), complete=np.asarray(complete, bool), group=group,
-        settled=level >= 0, op_levels=tuple(op_levels), loose_levels=tuple(loose_levels),
-        member_levels=tuple(member_levels), member_starts=tuple(member_starts),
-    )
+    lists = tuple(tuple(levels) for levels in (op_levels, loose_levels, member_levels, member_starts))
+    part_levels = np.zeros(1, np.int64)
+    split = _split_by_part(first, np.asarray(complete, bool), group, groups, parts, level, ends_at)
+    if split is not None:
+        part_levels = np.unique(split[2])  # a part without a level begins where the next one does
+        lists = _listed_by_level(split[0], split[1], np.asarray(complete, bool), order, bounds)
+    return Dependencies(first=first, holds=np.asarray(holds, bool), complete=np.asarray(complete, bool), group=group,
+                        settled=level >= 0, op_levels=lists[0], loose_levels=lists[1], member_levels=lists[2],
+                        member_starts=lists[3], part_levels=part_levels)
+
+
+def _split_by_part(first: np.ndarray, complete: np.ndarray, group: np.ndarray, groups: int, parts: np.ndarray,
+                   level: np.ndarray, ends_at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Each operator's and group's level renumbered part by part, and the level each part begins
+    at (``_sweep.c``'s ``split_by_part``, whose reference this is), or None where a chain or a whole
+    group crosses parts. Each part keeps its levels' order and none is empty: an operator past
+    level 0 waits on one of its part's."""
+    n = len(first)
+    if len(parts) < 2 or not first[parts[1:]].all():
+        return None
+    part = np.repeat(np.arange(len(parts)), np.diff(np.r_[parts, n]))
+    whole = np.flatnonzero(complete)
+    lowest, highest = np.full(groups, len(parts)), np.full(groups, -1)
+    np.minimum.at(lowest, group[whole], part[whole])
+    np.maximum.at(highest, group[whole], part[whole])
+    if (lowest[highest >= 0] != highest[highest >= 0]).any():
+        return None
+    depth = np.zeros(len(parts), np.int64)
+    np.maximum.at(depth, part, level + 1)
+    offset = np.r_[0, np.cumsum(depth)]
+    return (np.where(level >= 0, level + offset[part], -1),
+            np.where(ends_at >= 0, ends_at + offset[np.maximum(highest, 0)], -1), offset[:-1])
+
+
+def _listed_by_level(level: np.ndarray, ends_at: np.ndarray, complete: np.ndarray, order: np.ndarray,
+                     bounds: np.ndarray) -> tuple[tuple[np.ndarray, ...], ...]:
+    """``Dependencies``' per-level lists from each operator's level and each group's ending level
+    (-1: none), listed as the numpy frontier lists them: ascending, groups by id."""
+    count = int(level.max()) + 1 if len(level) else 0
+    settled = np.flatnonzero(level >= 0)
+    ops = settled[np.argsort(level[settled], kind="stable")]
+    op_bounds = np.searchsorted(level[ops], np.arange(count + 1))
+    ended = np.flatnonzero(ends_at >= 0)
+    ended = ended[np.argsort(ends_at[ended], kind="stable")]
+    group_bounds = np.searchsorted(ends_at[ended], np.arange(count + 1))
+    op_levels, loose_levels, member_levels, member_starts = [], [], [], []
+    for d in range(count):
+        mine = ops[op_bounds[d]:op_bounds[d + 1]]
+        op_levels.append(mine)
+        loose_levels.append(mine[~complete[mine]])
+        done = ended[group_bounds[d]:group_bounds[d + 1]]
+        sizes = bounds[done + 1] - bounds[done]
+        offsets = np.r_[0, np.cumsum(sizes)[:-1]]
+        member_levels.append(order[np.repeat(bounds[done] - offsets, sizes) + np.arange(int(sizes.sum()))])
+        member_starts.append(offsets)
+    return tuple(op_levels), tuple(loose_levels), tuple(member_levels), tuple(member_starts)
 
 
 def _compiled_dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, complete: np.ndarray,
-                           groups: int) -> Dependencies:
+                           groups: int, parts: np.ndarray) -> Dependencies:
     """``dependencies`` from the compiled leveling (``_sweep.levels``): the same levels in the same order."""
     n = len(first)
     settled = np.empty(n, np.uint8)
     op_order, loose, members = (np.empty(n, np.int64) for _ in range(3))
     op_bounds, loose_bounds, member_bounds, begin_bounds = (np.empty(n + 1, np.int64) for _ in range(4))
     begins = np.empty(max(groups, 1), np.int64)
+    part_levels = np.empty(max(len(parts), 1), np.int64)
     opens, waits, whole = (np.ascontiguousarray(a).view(np.uint8) for a in (first, holds, complete))
-    count = _sweep.levels(n, groups, opens, waits, whole, np.ascontiguousarray(group, np.int64), settled, op_order,
-                          op_bounds, loose, loose_bounds, members, member_bounds, begins, begin_bounds)
+    count = _sweep.levels(n, groups, opens, waits, whole, np.ascontiguousarray(group, np.int64), parts, settled,
+                          op_order, op_bounds, loose, loose_bounds, members, member_bounds, begins, begin_bounds,
+                          part_levels)
 
     def per_level(values: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, ...]:
         return tuple(values[bounds[d]:bounds[d + 1]] for d in range(count))
@@ -202,7 +268,7 @@ def _compiled_dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarr
     return Dependencies(
         first=first, holds=holds, complete=complete, group=group, settled=settled.view(bool),
         op_levels=per_level(op_order, op_bounds), loose_levels=per_level(loose, loose_bounds),
-        member_levels=per_level(members, member_bounds), member_starts=starts,
+        member_levels=per_level(members, member_bounds), member_starts=starts, part_levels=np.unique(part_levels),
     )
 
 
@@ -247,7 +313,7 @@ _buffers = threading.local()
 def _scratch(size: int) -> tuple[np.ndarray, np.ndarray]:
     """This thread's start and end buffers of at least ``size`` floats, kept for the next replay: a
     fresh array pays a page fault per 4 KiB it touches, at 8,192 GPUs as much as the sweep itself.
-    They grow to the largest replay the thread ran (16 floats per operator)."""
+    They grow to the widest part the thread replayed (up to 8 floats per operator of that part)."""
     held = getattr(_buffers, "pair", None)
     if held is None or len(held[0]) < size:
         held = _buffers.pair = (np.empty(size), np.empty(size))
@@ -283,14 +349,14 @@ def latest_ends(deps: Dependencies, *, segments: np.ndarray, anchor: np.ndarray,
     anchor, gap, ideal_gap, transfer, ideal_transfer, own = (
         np.ascontiguousarray(a, np.float64) for a in (anchor, gap, ideal_gap, transfer, ideal_transfer, own))
     gap_mask, transfer_mask = (np.ascontiguousarray(m).view(np.uint8) for m in (keep_gap, keep_transfer))
-    first, holds_previous, previous, op_bounds, loose, loose_bounds, group_begin, group_bounds, members = deps.flat
+    first, holds_previous, previous, op_bounds, loose, loose_bounds, group_begin, group_bounds, members, parts = deps.flat
     chunk = min(width, _SWEEP_VARIANTS)
-    buffers = _scratch(len(order) * chunk)
+    buffers = _scratch(int(np.diff(op_bounds[parts]).max()) * chunk)  # one part's rows at a time
     for begin in range(0, width, chunk):
         latest = np.empty((len(segments), min(chunk, width - begin)))
         _sweep.sweep(latest.shape[1], width, begin, first, holds_previous, previous, op_bounds, loose, loose_bounds,
-                     group_begin, group_bounds, members, segment, anchor, gap, ideal_gap, transfer, ideal_transfer, own,
-                     gap_mask, transfer_mask, buffers[0], buffers[1], latest)
+                     group_begin, group_bounds, members, parts, segment, anchor, gap, ideal_gap, transfer,
+                     ideal_transfer, own, gap_mask, transfer_mask, buffers[0], buffers[1], latest)
         out[:, begin : begin + latest.shape[1]] = latest
     if not deps.acyclic:  # a segment with an operator on or after a cycle has no end, as in replay
         out[np.unique(np.searchsorted(segments, np.flatnonzero(~deps.settled), side="right") - 1)] = np.nan

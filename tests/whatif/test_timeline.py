@@ -169,6 +169,7 @@ def test_each_level_lists_its_operators_once_in_ascending_order(data: st.DataObj
 
 def _same_levels(compiled, reference) -> None:
     assert np.array_equal(compiled.settled, reference.settled)
+    assert np.array_equal(compiled.part_levels, reference.part_levels)
     for name in ("op_levels", "loose_levels", "member_levels", "member_starts"):
         mine, theirs = getattr(compiled, name), getattr(reference, name)
         assert len(mine) == len(theirs), name
@@ -199,10 +200,62 @@ def test_the_compiled_levels_leave_a_cycle_unsettled_as_numpy_does() -> None:
 def test_the_compiled_levels_refuse_a_group_id_outside_the_groups() -> None:
     n = groups = 2
     outputs = [np.empty(n, np.uint8), *(np.empty(n, np.int64), np.empty(n + 1, np.int64)) * 3,
-               np.empty(groups, np.int64), np.empty(n + 1, np.int64)]
+               np.empty(groups, np.int64), np.empty(n + 1, np.int64), np.empty(1, np.int64)]
     flags = np.ones(n, np.uint8)
     with pytest.raises(ValueError, match=r"group id 3 outside \[0, 2\)"):
-        _sweep.levels(n, groups, flags, flags, flags, np.array([0, 3]), *outputs)
+        _sweep.levels(n, groups, flags, flags, flags, np.array([0, 3]), np.zeros(0, np.int64), *outputs)
+
+
+def parted_job(data: st.DataObject):
+    """Random jobs one after another in chain order, each a part (a job's iterations), and where
+    each part begins; sometimes one group of a part takes in a group of the next (a collective
+    logged in two iterations), so that the parts are not independent."""
+    jobs = [kept_variants(data, *random_job(data)) for _ in range(data.draw(st.integers(1, 4)))]
+    sizes = [len(job["gap"]) for job in jobs]
+    parts = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
+    offsets = np.r_[0, np.cumsum([int(job["deps"].group.max()) + 1 for job in jobs])[:-1]]
+    group = np.concatenate([job["deps"].group + offset for job, offset in zip(jobs, offsets)])
+    if len(jobs) > 1 and data.draw(st.booleans()):
+        group[group == offsets[1]] = 0
+    flags = {name: np.concatenate([getattr(job["deps"], name) for job in jobs]) for name in ("first", "holds", "complete")}
+    flags["complete"] = np.isin(group, group[flags["complete"]])  # a group is whole for all its members or none
+    width = min(job["keep_gap"].shape[1] for job in jobs)  # the variants all parts have
+    values = {name: np.concatenate([job[name][:, :width] if job[name].ndim == 2 else job[name] for job in jobs])
+              for name in jobs[0] if name != "deps"}
+    return flags["first"], flags["holds"], group, flags["complete"], parts, values
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_levels_part_by_part_are_numpy_s_and_replay_every_variant_as_one_part_does(data: st.DataObject) -> None:
+    first, holds, group, complete, parts, values = parted_job(data)
+    whole = dependencies(first, holds, group, complete)
+    parted = dependencies(first, holds, group, complete, parts)
+    with mock.patch.object(timeline, "_sweep", None):
+        _same_levels(parted, dependencies(first, holds, group, complete, parts))
+    merged = np.flatnonzero(group == 0)
+    crossing = complete[merged].all() and len(np.unique(np.searchsorted(parts, merged, side="right"))) > 1
+    if crossing or len(parts) == 1:
+        _same_levels(parted, whole)
+    else:
+        # Each level is one part's, parts in chain order.
+        part_of_level = [np.unique(np.searchsorted(parts, ops, side="right") - 1) for ops in parted.op_levels]
+        assert all(len(p) == 1 for p in part_of_level)
+        assert (np.diff(np.concatenate(part_of_level)) >= 0).all()
+        assert parted.levels == sum(len(dependencies(*(a[b:e] for a in (first, holds, group, complete))).op_levels)
+                                    for b, e in zip(parts, np.r_[parts[1:], len(first)]))
+    n = len(first)
+    segments = np.unique(np.r_[parts, np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=4)), np.int64)])
+    ends = [latest_ends(deps, segments=segments, **{name: deps.leveled(value) for name, value in values.items()})
+            for deps in (whole, parted)]
+    assert np.array_equal(ends[0], ends[1], equal_nan=True)
+
+
+def test_parts_that_do_not_ascend_from_zero_are_refused() -> None:
+    flags = np.ones(3, bool)
+    for parts in ([1], [0, 2, 2], [0, 3]):
+        with pytest.raises(RecordError, match="parts must ascend from 0"):
+            dependencies(flags, flags, np.arange(3), flags, np.array(parts))
 
 
 def test_the_compiled_sweep_leaves_a_cycle_unsettled_as_numpy_does() -> None:
@@ -231,4 +284,19 @@ def test_the_compiled_sweep_refuses_a_graph_that_would_read_what_it_has_not_writ
     ones, keep = np.ones(2), np.ones((2, 1), np.uint8)
     with pytest.raises(ValueError, match="previous one is not in an earlier level"):
         _sweep.sweep(1, 1, 0, *flat, np.zeros(2, np.int64), *(ones,) * 6, keep, keep, np.empty(2), np.empty(2),
+                     np.empty((1, 1)))
+
+
+def test_the_compiled_sweep_refuses_a_part_that_reads_another_part_s_rows() -> None:
+    # Its scratch holds one part at a time: a chain that crosses into the next part would read a row overwritten.
+    deps = dependencies(np.array([True, False, True, False]), np.ones(4, bool), np.arange(4), np.zeros(4, bool),
+                        np.array([0, 2]))
+    assert deps.part_levels.tolist() == [0, 2]
+    flat = list(deps.flat)
+    position = {k: p for p, k in enumerate(deps.order)}
+    flat[0], flat[2] = flat[0].copy(), flat[2].copy()
+    flat[0][position[3]], flat[2][position[3]] = 0, position[1]  # operator 3 continues operator 1's chain
+    ones, keep = np.ones(4), np.ones((4, 1), np.uint8)
+    with pytest.raises(ValueError, match="not in an earlier level of its part"):
+        _sweep.sweep(1, 1, 0, *flat, np.zeros(4, np.int64), *(ones,) * 6, keep, keep, np.empty(4), np.empty(4),
                      np.empty((1, 1)))
