@@ -176,9 +176,7 @@ def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, comple
         pending[ids] -= counts
         done = ids[pending[ids] == 0]
         ends_at[done] = depth
-        sizes = bounds[done + 1] - bounds[done]
-        offsets = np.r_[0, np.cumsum(sizes)[:-1]]
-        members = order[np.repeat(bounds[done] - offsets, sizes) + np.arange(int(sizes.sum()))]
+        members, offsets = _members(done, order, bounds)
         member_levels.append(members)
         member_starts.append(offsets)
         # Next: the successor of an operator whose clock is its start or its own end (known now),
@@ -197,6 +195,14 @@ def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, comple
     return Dependencies(first=first, holds=np.asarray(holds, bool), complete=np.asarray(complete, bool), group=group,
                         settled=level >= 0, op_levels=lists[0], loose_levels=lists[1], member_levels=lists[2],
                         member_starts=lists[3], part_levels=part_levels)
+
+
+def _members(done: np.ndarray, order: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The members of the groups ``done``, group by group (``order``: operators by group, ``bounds``:
+    where each group's begin), and where each group begins among them."""
+    sizes = bounds[done + 1] - bounds[done]
+    offsets = np.r_[0, np.cumsum(sizes)[:-1]]
+    return order[np.repeat(bounds[done] - offsets, sizes) + np.arange(int(sizes.sum()))], offsets
 
 
 def _split_by_part(first: np.ndarray, complete: np.ndarray, group: np.ndarray, groups: int, parts: np.ndarray,
@@ -239,9 +245,8 @@ def _listed_by_level(level: np.ndarray, ends_at: np.ndarray, complete: np.ndarra
         op_levels.append(mine)
         loose_levels.append(mine[~complete[mine]])
         done = ended[group_bounds[d]:group_bounds[d + 1]]
-        sizes = bounds[done + 1] - bounds[done]
-        offsets = np.r_[0, np.cumsum(sizes)[:-1]]
-        member_levels.append(order[np.repeat(bounds[done] - offsets, sizes) + np.arange(int(sizes.sum()))])
+        members, offsets = _members(done, order, bounds)
+        member_levels.append(members)
         member_starts.append(offsets)
     return tuple(op_levels), tuple(loose_levels), tuple(member_levels), tuple(member_starts)
 
