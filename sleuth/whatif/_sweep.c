@@ -8,6 +8,10 @@
  * an operator takes the recorded or the ideal gap (transfer) as keep_gap (keep_transfer) says.
  * Levels come part by part where the graph splits into independent parts (a job's iterations): the
  * scratch holds one part's rows at a time, and each segment's latest end is taken as its part ends.
+ * Parts can carry each rank's clock from one to the next (the job's one timeline, What-if §3.2):
+ * a chain's last operator in a part leaves its clock in its slot of carry, and a chain that
+ * continues in a later part opens from it; carry is kept relative to the latest end of the last
+ * part swept, so that each part's latest end is its own length.
  *
  * Everything comes in level order (position k; timeline.Dependencies.order): a level's operators
  * are contiguous rows, so the sweep reads and writes memory nearly in sequence where chain order
@@ -27,11 +31,16 @@ typedef struct {
     Py_buffer part_bounds, segment;
     /* Per position: lengths and anchors; per position and variant column: which length is kept. */
     Py_buffer anchor, gap, ideal_gap, transfer, ideal_transfer, own, keep_gap, keep_transfer;
-    /* Scratch (one part's positions x W) and the result (segments x W). */
-    Py_buffer start, end, latest;
+    /* Per position, or empty (nothing carried): its carry slot (its rank) and its link flags. */
+    Py_buffer slot, link;
+    /* Scratch (one part's positions x W), the result (segments x W) and the carried clocks (slots x W, in and out). */
+    Py_buffer start, end, latest, carry;
 } Args;
 
-#define N_BUFFERS 22
+#define N_BUFFERS 25
+/* link flags: a chain's first operator that continues a chain of an earlier part (it opens from its
+ * slot's carried clock); a chain's last operator in its part whose clock is its end, or its start. */
+enum { CONTINUES = 1, CLOSES_AT_END = 2, CLOSES_AT_START = 4 };
 
 static void release(Args *a) {
     Py_buffer *buffers = (Py_buffer *)a;
@@ -47,7 +56,8 @@ static int ascending_to(const int64_t *bounds, Py_ssize_t levels, int64_t last) 
 
 /* What is wrong with the graph, or NULL: every read of the sweep is of a value it wrote before,
  * in the scratch of the part it sweeps (a part's reads stay in its own positions). */
-static const char *check(const Args *a, Py_ssize_t levels, Py_ssize_t n, Py_ssize_t segments, Py_ssize_t parts) {
+static const char *check(const Args *a, Py_ssize_t levels, Py_ssize_t n, Py_ssize_t segments, Py_ssize_t parts,
+                         Py_ssize_t slots) {
     const uint8_t *first = a->first.buf;
     const int64_t *previous = a->previous.buf, *op_bounds = a->op_bounds.buf, *loose = a->loose.buf;
     const int64_t *loose_bounds = a->loose_bounds.buf, *group_begin = a->group_begin.buf;
@@ -77,6 +87,15 @@ static const char *check(const Args *a, Py_ssize_t levels, Py_ssize_t n, Py_ssiz
     }
     for (Py_ssize_t k = 0; k < n; k++)
         if (segment[k] < 0 || segment[k] >= segments) return "an operator outside the segments";
+    if (a->link.len) {
+        const uint8_t *link = a->link.buf;
+        const int64_t *slot = a->slot.buf;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            if (link[k] && (slot[k] < 0 || slot[k] >= slots)) return "a carried operator outside the carry's slots";
+            if ((link[k] & CONTINUES) && !first[k]) return "an operator that continues a chain but does not open one";
+            if ((link[k] & CLOSES_AT_END) && (link[k] & CLOSES_AT_START)) return "an operator closing its chain twice";
+        }
+    }
     return NULL;
 }
 
@@ -84,11 +103,11 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
     Args a;
     Py_ssize_t W, columns, column;
     memset(&a, 0, sizeof a);
-    if (!PyArg_ParseTuple(args, "nnny*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*", &W, &columns, &column, &a.first,
-                          &a.holds_previous, &a.previous, &a.op_bounds, &a.loose, &a.loose_bounds, &a.group_begin,
-                          &a.group_bounds, &a.members, &a.part_bounds, &a.segment, &a.anchor, &a.gap, &a.ideal_gap,
-                          &a.transfer, &a.ideal_transfer, &a.own, &a.keep_gap, &a.keep_transfer, &a.start, &a.end,
-                          &a.latest))
+    if (!PyArg_ParseTuple(args, "nnny*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*w*", &W, &columns, &column,
+                          &a.first, &a.holds_previous, &a.previous, &a.op_bounds, &a.loose, &a.loose_bounds,
+                          &a.group_begin, &a.group_bounds, &a.members, &a.part_bounds, &a.segment, &a.anchor, &a.gap,
+                          &a.ideal_gap, &a.transfer, &a.ideal_transfer, &a.own, &a.keep_gap, &a.keep_transfer, &a.slot,
+                          &a.link, &a.start, &a.end, &a.latest, &a.carry))
         return NULL;
     const Py_ssize_t n = a.first.len, levels = a.op_bounds.len / 8 - 1, segments = W > 0 ? a.latest.len / 8 / W : 0;
     const Py_ssize_t floats = 8 * n, parts = a.part_bounds.len / 8 - 1;
@@ -98,12 +117,14 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
         a.ideal_gap.len != floats || a.transfer.len != floats || a.ideal_transfer.len != floats || a.own.len != floats ||
         a.keep_gap.len != n * columns || a.keep_transfer.len != n * columns ||
         a.latest.len != 8 * segments * W || a.loose_bounds.len != a.op_bounds.len ||
-        a.group_bounds.len != a.op_bounds.len) {
+        a.group_bounds.len != a.op_bounds.len || (a.link.len && (a.link.len != n || a.slot.len != floats)) ||
+        (!a.link.len && a.slot.len) || a.carry.len % (8 * W)) {
         release(&a);
         PyErr_SetString(PyExc_ValueError, "sweep: arrays of mismatched lengths");
         return NULL;
     }
-    const char *bad = check(&a, levels, n, segments, parts);
+    const Py_ssize_t slots = a.carry.len / 8 / W;
+    const char *bad = check(&a, levels, n, segments, parts, slots);
     if (bad) {
         release(&a);
         PyErr_Format(PyExc_ValueError, "sweep: %s", bad);
@@ -118,8 +139,11 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "sweep: scratch shorter than the widest part's positions by W");
         return NULL;
     }
-    double *group_latest = PyMem_RawMalloc(W * sizeof(double));  /* a group's latest start, per variant */
-    if (!group_latest) {
+    /* A group's latest start, then a part's latest end, per variant. */
+    double *group_latest = PyMem_RawMalloc(W * sizeof(double)), *part_latest = PyMem_RawMalloc(W * sizeof(double));
+    if (!group_latest || !part_latest) {
+        PyMem_RawFree(group_latest);
+        PyMem_RawFree(part_latest);
         release(&a);
         return PyErr_NoMemory();
     }
@@ -130,7 +154,9 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
     const int64_t *group_bounds = a.group_bounds.buf, *members = a.members.buf, *segment = a.segment.buf;
     const double *anchor = a.anchor.buf, *gap = a.gap.buf, *ideal_gap = a.ideal_gap.buf, *transfer = a.transfer.buf;
     const double *ideal_transfer = a.ideal_transfer.buf, *own = a.own.buf;
-    double *latest = a.latest.buf;
+    double *latest = a.latest.buf, *carry = a.carry.buf;
+    const uint8_t *link = a.link.len ? a.link.buf : NULL;
+    const int64_t *slot = a.slot.buf;
     const Py_ssize_t n_groups = a.group_begin.len / 8, n_members = a.members.len / 8;
 
     Py_BEGIN_ALLOW_THREADS
@@ -145,7 +171,10 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
                 const double recorded = gap[k], ideal = ideal_gap[k];
                 const uint8_t *kept = keep_gap + k * columns + column;
                 double *s = start + ROW(k);
-                if (first[k]) {
+                if (first[k] && link && (link[k] & CONTINUES)) {
+                    const double *carried = carry + slot[k] * W;
+                    for (Py_ssize_t w = 0; w < W; w++) s[w] = carried[w] + anchor[k] + (kept[w] ? recorded : ideal);
+                } else if (first[k]) {
                     for (Py_ssize_t w = 0; w < W; w++) s[w] = anchor[k] + (kept[w] ? recorded : ideal);
                 } else {
                     const double *clock = (holds_previous[k] ? end : start) + ROW(previous[k]);
@@ -173,16 +202,28 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
                 }
             }
         }
+        for (Py_ssize_t w = 0; w < W; w++) part_latest[w] = -INFINITY;
         for (int64_t k = base; k < past; k++) {  /* the part's ends, before the next part takes the scratch */
             double *out = latest + segment[k] * W;
             const double *e = end + ROW(k);
-            for (Py_ssize_t w = 0; w < W; w++)
+            for (Py_ssize_t w = 0; w < W; w++) {
                 if (e[w] > out[w] || e[w] != e[w]) out[w] = e[w];
+                if (e[w] > part_latest[w] || e[w] != e[w]) part_latest[w] = e[w];
+            }
+        }
+        if (link && past > base) {  /* the chains' clocks carried on, relative to this part's latest end */
+            for (int64_t k = base; k < past; k++) {
+                if (!(link[k] & (CLOSES_AT_END | CLOSES_AT_START))) continue;
+                const double *clock = ((link[k] & CLOSES_AT_END) ? end : start) + ROW(k);
+                memcpy(carry + slot[k] * W, clock, W * sizeof(double));
+            }
+            for (Py_ssize_t c = 0; c < slots * W; c++) carry[c] -= part_latest[c % W];
         }
 #undef ROW
     }
     Py_END_ALLOW_THREADS
     PyMem_RawFree(group_latest);
+    PyMem_RawFree(part_latest);
     release(&a);
     Py_RETURN_NONE;
 }
@@ -455,9 +496,10 @@ done:
 static PyMethodDef methods[] = {
     {"sweep", sweep, METH_VARARGS,
      "sweep(width, columns, column, first, holds_previous, previous, op_bounds, loose, loose_bounds, group_begin, "
-     "group_bounds, members, segment, anchor, gap, ideal_gap, transfer, ideal_transfer, own, keep_gap, keep_transfer, "
-     "start, end, latest): fills latest (segments x width) with each segment's latest end in the variants "
-     "column..column+width of the keep masks (positions x columns); start and end are scratch"},
+     "group_bounds, members, part_bounds, segment, anchor, gap, ideal_gap, transfer, ideal_transfer, own, keep_gap, "
+     "keep_transfer, slot, link, start, end, latest, carry): fills latest (segments x width) with each segment's "
+     "latest end in the variants column..column+width of the keep masks (positions x columns), carrying chains' "
+     "clocks from part to part in carry (slots x width) where link says; start and end are scratch"},
     {"levels", levels, METH_VARARGS,
      "levels(n, groups, first, holds, complete, group, settled, op_order, op_bounds, loose, loose_bounds, members, "
      "member_bounds, begins, begin_bounds): timeline.dependencies' levels into the outputs; returns their number"},

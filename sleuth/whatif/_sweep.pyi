@@ -8,8 +8,8 @@ def sweep(
     op_bounds: np.ndarray, loose: np.ndarray, loose_bounds: np.ndarray, group_begin: np.ndarray,
     group_bounds: np.ndarray, members: np.ndarray, part_bounds: np.ndarray, segment: np.ndarray,
     anchor: np.ndarray, gap: np.ndarray, ideal_gap: np.ndarray, transfer: np.ndarray, ideal_transfer: np.ndarray,
-    own: np.ndarray, keep_gap: np.ndarray, keep_transfer: np.ndarray, start: np.ndarray, end: np.ndarray,
-    latest: np.ndarray, /,
+    own: np.ndarray, keep_gap: np.ndarray, keep_transfer: np.ndarray, slot: np.ndarray, link: np.ndarray,
+    start: np.ndarray, end: np.ndarray, latest: np.ndarray, carry: np.ndarray, /,
 ) -> None: ...
 
 def levels(

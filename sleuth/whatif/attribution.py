@@ -25,11 +25,16 @@ then all but one pipeline stage; a worker gets the smaller of its two) and per r
 ``M_W`` the share of the slowdown the top 3% of workers explain (eq. 5), the same for the top
 worker's host, and ``M_S`` the last pipeline stage's share (§5.2); GPU-hours lost are ``(1 - 1/S) x wall time x GPUs`` (eq. 3).
 
-Each iteration is replayed on its own: every rank starts it at its own clock (its iteration
-record's start, else the iteration's first operator anywhere) and the iteration lasts until its
-last operator ends; the paper also sums step times. The workers' variants run on the
-``worker_iterations`` iterations with the largest slowdown only (the paper's §4.2: a straggling
-job's steps have similar slowdowns), and every variant of a batch shares one sweep.
+The job's iterations are replayed as one timeline, as the paper simulates the whole job (§3.2):
+a rank starts an iteration where its own last one left it, its first gap measured from the clock
+its chain of the iteration before left (where that iteration is recorded; else from its iteration
+record's start, or the iteration's first operator anywhere), so that ranks that run into the next
+iteration apart (a pipeline's stages, a rank a slow transfer holds back) overlap as recorded
+rather than start each iteration together. An iteration's length is how far it moves the job's
+latest end. The workers' variants run on the ``worker_iterations`` iterations with the largest
+slowdown only (the paper's §4.2: a straggling job's steps have similar slowdowns), each on its
+own from a common start, against the same replays as recorded and ideal; every variant of a
+batch shares one sweep.
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ from sleuth.whatif.keys import (dense_ids, first_of_each, group_median, group_sp
 from sleuth.whatif.beside import beside
 from sleuth.whatif.programs import ProgramSlots, program_slots
 from sleuth.whatif.rules import ATTRIBUTION_RULES
-from sleuth.whatif.timeline import Dependencies, dependencies, holds_rank, latest_ends, member_groups
+from sleuth.whatif.timeline import Dependencies, carry_links, dependencies, holds_rank, latest_ends, member_groups
 
 __all__ = ["COMPUTE", "Attribution", "PeerHistory", "attribute", "attribute_and_leave", "newest_slowdowns"]
 
@@ -64,6 +69,8 @@ COMPUTE = "compute"
 #: up, a batch of a few replicas; at small scales every replica at once.
 _BATCH_VALUES = 1 << 25
 _NS_PER_HOUR = 3_600e9
+#: A rank's clock where it has no records in an iteration.
+_NO_CLOCK = np.iinfo(np.int64).min
 
 
 @dataclass(frozen=True)
@@ -102,8 +109,9 @@ class Attribution:
     replicas: int = 0  # data-parallel replicas (x expert-parallel groups) of the layout, 0 without one
     #: per iteration and rank, its compute over its place's median (as ``costliest_rank`` reads it); None without two replicas
     relative_compute: np.ndarray | None = field(default=None, repr=False, compare=False)
-    #: per iteration and type (``by_type``'s order), the replay with everything fixed but that type:
-    #: S_t over any stretch of iterations; None where not measured
+    #: per iteration and type (``by_type``'s order), the iteration's ideal length times its S_t (its
+    #: replay with everything fixed but that type over its ideal, the iteration on its own): S_t over
+    #: any stretch of iterations; None where not measured
     by_type_ns: np.ndarray | None = field(default=None, repr=False, compare=False)
     #: per iteration and rank, the share of its compute (its gaps at their put-back lengths) that ran
     #: beyond its peers' spread: a slow device slows most of a rank's work, a pause one step of it
@@ -152,7 +160,7 @@ class Attribution:
         at = np.flatnonzero(np.isin(self.prepared.steps, np.fromiter(iterations, np.int64)))
         if not len(at):
             raise ConfigError(f"none of those iterations is among the {len(self.iterations)} attributed")
-        return _measured(self.prepared, at, wall_ns=float(self.prepared.recorded[at].sum()), began=time.perf_counter())
+        return _measured(self.prepared, at, wall_ns=float(self.prepared.recorded[at].sum()), began=time.perf_counter())[0]
 
     def persistent_transfers(self, iterations: Iterable[int], *, most: float) -> float:
         """The share of what transfers ran beyond their peers over ``iterations`` (recorded less put
@@ -236,19 +244,43 @@ class _Job:
     seq: np.ndarray
     steps: np.ndarray  # iteration id of each dense iteration
     identity: np.ndarray  # uint64 per operator: its identity across iterations (``_identity_keys``)
+    #: bool per operator: it opens its rank's chain in an iteration that goes on from the rank's chain
+    #: in the iteration before
+    continues: np.ndarray
+    #: per operator that ``continues``, from the rank's clock in the iteration before to its origin in
+    #: this one (its gap runs from there); 0 elsewhere
+    lead: np.ndarray
+    world: int
     subsets: dict = field(default_factory=dict, repr=False, compare=False)  # chosen iterations -> (_Job, rows), built once
     #: the job whose leveled lengths this one shares, all but the ideal gaps (``_hardware``'s)
     sharing: _Job | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def leveled(self) -> tuple[np.ndarray, ...]:
-        """Anchors (0: every rank starts an iteration at 0), gaps, ideal gaps, transfers, ideal
-        transfers and own lengths in the replay's level order, made once for all its variants."""
+        """Anchors (0: each iteration on its own, every rank from 0), gaps, ideal gaps, transfers,
+        ideal transfers and own lengths in the replay's level order, made once for all its variants."""
         if self.sharing is not None:
             anchor, gap, _, transfer, ideal_transfer, own = self.sharing.leveled
             return anchor, gap, self.deps.leveled(self.ideal_gap), transfer, ideal_transfer, own
         return tuple(self.deps.leveled(a) for a in (np.zeros(len(self.gap)), self.gap, self.ideal_gap, self.transfer,
                                                     self.ideal_transfer, self.own))
+
+    @cached_property
+    def links(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The replay's carry links and slots (ranks) in level order (``timeline.carry_links``), or
+        None where an iteration's chains or groups cross into another's (iterations cannot chain)."""
+        if self.sharing is not None and self.sharing.deps is self.deps:
+            return self.sharing.links
+        if not self.deps.by_part:
+            return None
+        return self.deps.leveled(carry_links(self.deps, self.continues)), self.deps.leveled(self.rank)
+
+    @cached_property
+    def leveled_lead(self) -> np.ndarray:
+        """The anchors of the replay as one timeline (``lead``), in level order."""
+        if self.sharing is not None and self.sharing.deps is self.deps:
+            return self.sharing.leveled_lead
+        return self.deps.leveled(self.lead)
 
     @cached_property
     def iteration_bounds(self) -> np.ndarray:
@@ -294,9 +326,13 @@ def _attributed(records: RecordBatch, spec: JobSpec, iterations: IterationBatch 
     integer("worker_iterations", worker_iterations, low=1)
     fraction("top_workers", top_workers)
     job, steps, recorded, left = _prepare(_one_jobs(records, spec), spec, iterations, history, leave=leave)
-    prepared = _Prepared(job, _hardware(job), steps, recorded, spec, worker_iterations, top_workers)
+    prepared = _Prepared(job, _hardware(job), steps, recorded, spec, worker_iterations, top_workers,
+                         _carried_in(steps, history))
     wall_ns = float(records["t_end_ns"].max() - records["t_start_ns"].min())
-    return _measured(prepared, np.arange(len(steps)), wall_ns=wall_ns, began=began), left
+    attribution, offsets = _measured(prepared, np.arange(len(steps)), wall_ns=wall_ns, began=began)
+    if left and offsets is not None and left[-1].step == int(steps[-1]):
+        left[-1] = replace(left[-1], offsets=offsets)
+    return attribution, left
 
 
 @dataclass(frozen=True)
@@ -311,27 +347,59 @@ class _Prepared:
     spec: JobSpec
     worker_iterations: int
     top_workers: float
+    #: per rank, (as recorded, ideal) replayed clocks the history's newest iteration left, where it is
+    #: the iteration before the first (``PeerHistory.offsets``); None: every rank starts the first at 0
+    carried: np.ndarray | None = None
 
 
-def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float, began: float) -> Attribution:
-    """The attribution of the dense iterations ``at`` of ``prepared``."""
+def _carried_in(steps: np.ndarray, history: Sequence[PeerHistory]) -> np.ndarray | None:
+    """What the ``history``'s newest iteration left the replay of ``steps`` (``_Prepared.carried``)."""
+    newest = history[-1] if history else None
+    if len(steps) and newest is not None and newest.offsets is not None and newest.step == int(steps[0]) - 1:
+        return newest.offsets
+    return None
+
+
+def _carry(prepared: _Prepared, at: np.ndarray, columns: Sequence[int]) -> np.ndarray:
+    """The clocks each rank starts the replay of ``at`` with, one column per variant (``columns``:
+    0 as recorded, 1 ideal): what the iteration before left where the replay starts at the first
+    iteration and that one is known, else 0 for every rank."""
+    carry = np.zeros((prepared.job.world, len(columns)))
+    if prepared.carried is not None and len(at) and at[0] == 0:
+        carry[:] = prepared.carried[:, list(columns)]
+    return carry
+
+
+def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float,
+              began: float) -> tuple[Attribution, np.ndarray | None]:
+    """The attribution of the dense iterations ``at`` of ``prepared``, and each rank's (as recorded,
+    ideal) replayed clocks after the last of them (``PeerHistory.offsets``; None where iterations
+    cannot chain)."""
     job, hardware, steps, spec = prepared.job, prepared.hardware, prepared.steps, prepared.spec
     # Replays of the iterations ``at``, laid out over every dense iteration (0 elsewhere), so that
     # the worker measures below index them by dense iteration.
     original, ideal, hardware_ideal = (np.zeros(len(steps)) for _ in range(3))
-    # As recorded, ideal, and S_t's: everything fixed but one type (compute gaps, or one
-    # communicator kind's op's transfers); one sweep replays them all.
-    types = (COMPUTE, *job.kinds)
-    keep_gap = _every_operator(job, [True, False, True] + [False] * (len(types) - 1))
-    keep_transfer = np.empty((len(job.gap), 2 + len(types)), bool)
-    keep_transfer[:, 0], keep_transfer[:, 1] = True, False
-    np.equal(job.kind[:, None], np.arange(-1, len(job.kinds))[None, :], out=keep_transfer[:, 2:])
-    # The hardware ideal beside them (only the ideal variant: the recorded replay is the same for both jobs).
-    none_kept = _every_operator(job, [False])
-    hardware_replay = beside(_run_variants, hardware, none_kept, none_kept, at) if hardware is not job else None
-    replayed = _run_variants(job, keep_gap, keep_transfer, at)
+    # As recorded and ideal on the one timeline, the hardware ideal beside them (only the ideal
+    # variant: the recorded replay is the same for both jobs), each variant going on from where it
+    # left the iteration before.
+    recorded_or_ideal, none_kept = _every_operator(job, [True, False]), _every_operator(job, [False])
+    hardware_replay = (beside(_run_variants, hardware, none_kept, none_kept, at, _carry(prepared, at, [1]))
+                       if hardware is not job else None)
+    carry = _carry(prepared, at, [0, 1])
+    replayed = _run_variants(job, recorded_or_ideal, recorded_or_ideal, at, carry)
     original[at], ideal[at] = replayed[:, 0], replayed[:, 1]
-    type_iterations = np.ascontiguousarray(replayed[:, 2:])
+    # S_t's: everything fixed but one type (compute gaps, or one communicator kind's op's
+    # transfers), beside the ideal, each iteration on its own: what a type costs is charged to the
+    # iteration it was paid in, not to the ones a stagger it left carries into.
+    types = (COMPUTE, *job.kinds)
+    keep_gap = _every_operator(job, [False, True] + [False] * (len(types) - 1))
+    keep_transfer = np.empty((len(job.gap), 1 + len(types)), bool)
+    keep_transfer[:, 0] = False
+    np.equal(job.kind[:, None], np.arange(-1, len(job.kinds))[None, :], out=keep_transfer[:, 1:])
+    alone = _run_variants(job, keep_gap, keep_transfer, at)
+    # Each iteration's S_t laid on its ideal length on the one timeline, so that they add up as S does.
+    type_iterations = np.divide(alone[:, 1:], alone[:, :1], out=np.ones_like(alone[:, 1:]),
+                                where=alone[:, :1] > 0) * ideal[at][:, None]
     hardware_ideal[at] = hardware_replay.result()[:, 0] if hardware_replay is not None else ideal[at]
     base = ideal[at].sum()
     by_type = {name: float(t / base) if base > 0 else 1.0 for name, t in zip(types, type_iterations.sum(axis=0))}
@@ -340,6 +408,8 @@ def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float, began: flo
     # The stragglers' slowest iterations: the workers are measured against the ideal that keeps the split.
     chosen = np.sort(at[np.argsort(-(original[at] / np.where(hardware_ideal[at] > 0, hardware_ideal[at], np.nan)),
                                    kind="stable")[:prepared.worker_iterations]])
+    # The workers' variants replay each chosen iteration on its own; so do the baselines they are measured against.
+    alone_original, alone_ideal, alone_hardware = _apart(job, hardware, chosen, len(steps))
     top_workers = prepared.top_workers
     stage, replica = _stage_replica(spec)
     costliest, breadth, relative = _costliest_rank(job, spec, replica, len(steps))
@@ -352,13 +422,14 @@ def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float, began: flo
         _subset(job, chosen)
         last = stage[job.rank] == stage.max()
         fixed_last_replay = beside(_run_variants, job, ~last[:, None], ~last[:, None], chosen)
-    unit, by_worker, slowest = _workers(hardware, spec, stage, replica, chosen, hardware_ideal, original, top_workers)
-    lost = original[chosen].sum() - hardware_ideal[chosen].sum()
+    unit, by_worker, slowest = _workers(hardware, spec, stage, replica, chosen, alone_hardware, alone_original,
+                                        top_workers)
+    lost = alone_original[chosen].sum() - alone_hardware[chosen].sum()
     worker_share = host_share = last_share = 0.0
     if fixed_last_replay is not None:
         fixed_last = fixed_last_replay.result()[:, 0].sum()
-        whole_lost = original[chosen].sum() - ideal[chosen].sum()
-        last_share = float((original[chosen].sum() - fixed_last) / whole_lost) if whole_lost > 0 else 0.0
+        whole_lost = alone_original[chosen].sum() - alone_ideal[chosen].sum()
+        last_share = float((alone_original[chosen].sum() - fixed_last) / whole_lost) if whole_lost > 0 else 0.0
     if unit:
         count = max(1, math.ceil(top_workers * spec.world))
         # Workers tied with the last of the top share are in it too: the replica x stage
@@ -370,10 +441,11 @@ def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float, began: flo
         keep = ~np.stack(fixed, axis=1)
         times = _run_variants(hardware, keep, keep, chosen).sum(axis=0)
         if lost > 0:
-            worker_share, host_share = (float((original[chosen].sum() - t) / lost) for t in times[:2])
+            worker_share, host_share = (float((alone_original[chosen].sum() - t) / lost) for t in times[:2])
             if len(set(hosts.tolist())) == 1:
                 # One host holds the whole job: fixing it fixes everything, which names no host.
                 host_share = 0.0
+    offsets = carry[:, :2].copy() if _subset(job, at)[0].links is not None else None
     return Attribution(
         job=spec.job, world=spec.world, iterations=tuple(int(i) for i in steps[at]),
         original_ns=tuple(float(t) for t in original[at]), ideal_ns=tuple(float(t) for t in ideal[at]),
@@ -393,7 +465,7 @@ def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float, began: flo
         last_stage_evenness=_evenness(by_worker, stage) if unit and stage is not None else 0.0,
         wall_ns=wall_ns,
         seconds=time.perf_counter() - began,
-    )
+    ), offsets
 
 
 def _costliest_rank(job: _Job, spec: JobSpec, replica: np.ndarray | None,
@@ -457,6 +529,13 @@ class PeerHistory:
     keys: np.ndarray  # uint64, ascending
     transfer: np.ndarray
     stage_work: np.ndarray | None  # per stage, NaN where the iteration shows none; None without stages
+    step: int = -1  # the iteration's id
+    #: per rank, its clock as recorded at the iteration's end (``_NO_CLOCK``: no records): where its next one goes on from
+    clocks: np.ndarray | None = field(default=None, repr=False)
+    end_ns: int | None = None  # the iteration's latest recorded end
+    #: per rank, its replayed clocks (as recorded, ideal) at the iteration's end, less the iteration's
+    #: latest replayed end: where the next iteration's replay starts each rank (None: not replayed last)
+    offsets: np.ndarray | None = field(default=None, repr=False)
 
 
 def newest_slowdowns(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
@@ -467,7 +546,11 @@ def newest_slowdowns(records: RecordBatch, spec: JobSpec, *, iterations: Iterati
     window's records give, at the cost of the new iterations alone. Whether a job pays needs these
     two variants; the attributions that explain it (S_t, S_w) cost many more."""
     job, steps, _, left = _prepare(_one_jobs(records, spec), spec, iterations, history, leave=slice(None))
-    original, ideal = _as_recorded_and_ideal(job, np.arange(len(steps)))
+    carried = _carried_in(steps, history)
+    carry = np.zeros((spec.world, 2)) if carried is None else carried.copy()
+    original, ideal = _as_recorded_and_ideal(job, np.arange(len(steps)), carry)
+    if job.links is not None:
+        left[-1] = replace(left[-1], offsets=carry)
     slowdowns = np.divide(original, ideal, out=np.ones_like(original), where=ideal > 0)
     return steps, slowdowns, dict(zip((int(s) for s in steps), left))
 
@@ -488,10 +571,20 @@ def _one_jobs(records: RecordBatch, spec: JobSpec) -> RecordBatch:
     return records
 
 
-def _as_recorded_and_ideal(job: _Job, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _as_recorded_and_ideal(job: _Job, chosen: np.ndarray,
+                           carry: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     recorded_or_ideal = _every_operator(job, [True, False])
-    original, ideal = _run_variants(job, recorded_or_ideal, recorded_or_ideal, chosen).T
+    original, ideal = _run_variants(job, recorded_or_ideal, recorded_or_ideal, chosen, carry).T
     return original, ideal
+
+
+def _apart(job: _Job, hardware: _Job, chosen: np.ndarray, iterations: int) -> tuple[np.ndarray, ...]:
+    """The ``chosen`` iterations each replayed on its own from a common start, as recorded, ideal
+    and hardware ideal, laid out over every dense iteration (0 elsewhere): the workers' baselines."""
+    laid_out = [np.zeros(iterations) for _ in range(3)]
+    laid_out[0][chosen], laid_out[1][chosen] = _as_recorded_and_ideal(job, chosen)
+    laid_out[2][chosen] = _as_recorded_and_ideal(hardware, chosen)[1] if hardware is not job else laid_out[1][chosen]
+    return tuple(laid_out)
 
 
 def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | None,
@@ -531,6 +624,10 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
         use = hit & (t <= start[heads])
         origin[heads[use]] = t[use]
     gap = np.maximum(start - np.where(first, origin, np.r_[0, clock[:-1]]), 0).astype(np.float64)
+    continues, before = _continued(steps, it, rank, first, last, start, clock, end, spec.world, history)
+    # Where a rank goes on from its iteration before, it opens this one this long after its clock
+    # there (less where its origin came first): recorded in every variant, as the origin is.
+    lead = np.where(continues, origin - before, 0).astype(np.float64)
 
     stage, replica = _stage_replica(spec)
     nbytes = records["nbytes"][order]
@@ -573,7 +670,11 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
         a, b = bounds[k], bounds[k + 1]
         keys, lengths = identity[a:b][complete[a:b]], transfer[a:b][complete[a:b]]
         by_key = np.argsort(keys)  # sorted once here, each later round's lookup of them runs in order
-        left.append(PeerHistory(keys[by_key], lengths[by_key], None if work is None else work[k]))
+        clocks = np.full(spec.world, _NO_CLOCK)
+        tails = np.flatnonzero(last[a:b]) + a
+        clocks[rank[tails]] = clock[tails]
+        left.append(PeerHistory(keys[by_key], lengths[by_key], None if work is None else work[k], step=int(steps[k]),
+                                clocks=clocks, end_ns=int(end[a:b].max())))
 
     # An operator type: its communicator's kind (the name's prefix) and its op, send and receive together.
     prefixes = [c.split(".", 1)[0] if "." in c else "" for c in records.strings]
@@ -586,15 +687,51 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     if not deps.acyclic:
         raise RecordError(f"attribute: {int((~deps.settled).sum())} operators' start order contradicts their groups' "
                           "(clocks skewed between hosts?); the replay cannot order them")
-    # As recorded, from where the replay starts it (the earliest rank's origin) to its last end.
+    # As recorded, from where the replay starts it (the earliest rank's origin, or the iteration
+    # before's last end where it goes on from that one) to its last end.
     span_start = np.full(len(steps), np.iinfo(np.int64).max)
     span_end = np.full(len(steps), np.iinfo(np.int64).min)
     np.minimum.at(span_start, it[first], origin[first])
     np.maximum.at(span_end, it, end)
+    went_on = np.zeros(len(steps), bool)
+    went_on[it[continues]] = True
+    previous_end = np.r_[_previous_end(steps, history), span_end[:-1]]
+    span_start = np.where(went_on & (previous_end > np.iinfo(np.int64).min), previous_end, span_start)
     seq = records["seq"][order].astype(np.uint64)
     job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, hardware_gap,
-               gap_side, ideal_transfer, comm, tuple(records.strings), seq, steps, identity)
+               gap_side, ideal_transfer, comm, tuple(records.strings), seq, steps, identity, continues, lead, spec.world)
     return job, steps, (span_end - span_start).astype(np.float64), left
+
+
+def _continued(steps: np.ndarray, it: np.ndarray, rank: np.ndarray, first: np.ndarray, last: np.ndarray,
+               start: np.ndarray, clock: np.ndarray, end: np.ndarray, world: int,
+               history: Sequence[PeerHistory]) -> tuple[np.ndarray, np.ndarray]:
+    """Which operators open a rank's chain that goes on from its chain in the iteration before
+    (that iteration recorded, here or in the ``history``'s newest, and its clock not after this
+    start), and that clock: a rank starts its next iteration where its last one left it, whatever
+    the others do."""
+    heads, tails = np.flatnonzero(first), np.flatnonzero(last)
+    clocks = np.full((len(steps) + 1, world), _NO_CLOCK)  # row 0: the iteration before the first
+    clocks[it[tails] + 1, rank[tails]] = clock[tails]
+    newest = history[-1] if history else None
+    if len(steps) and newest is not None and newest.clocks is not None and newest.step == int(steps[0]) - 1:
+        clocks[0] = newest.clocks
+    adjacent = np.r_[True, np.diff(steps) == 1]  # the iteration before each is the one recorded before it
+    before = clocks[it[heads], rank[heads]]
+    goes_on = adjacent[it[heads]] & (before != _NO_CLOCK) & (before <= start[heads])
+    continues = np.zeros(len(first), bool)
+    continues[heads[goes_on]] = True
+    earlier = np.zeros(len(first), np.int64)
+    earlier[heads] = before
+    return continues, earlier
+
+
+def _previous_end(steps: np.ndarray, history: Sequence[PeerHistory]) -> int:
+    """The latest recorded end of the iteration before the first of ``steps``, where the ``history``'s newest is it."""
+    newest = history[-1] if history else None
+    if len(steps) and newest is not None and newest.end_ns is not None and newest.step == int(steps[0]) - 1:
+        return newest.end_ns
+    return int(np.iinfo(np.int64).min)
 
 
 def _gap_peers(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, it: np.ndarray, first: np.ndarray,
@@ -704,19 +841,28 @@ def _op_label(code: int) -> str:
     return "send_recv" if kind in (OpKind.SEND, OpKind.RECV) else kind.label
 
 
-def _run_variants(job: _Job, keep_gap: np.ndarray, keep_transfer: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+def _run_variants(job: _Job, keep_gap: np.ndarray, keep_transfer: np.ndarray, chosen: np.ndarray,
+                  carry: np.ndarray | None = None) -> np.ndarray:
     """Replayed iteration times, (len(chosen), variants): variant ``v`` keeps the recorded gap of the
-    operators where ``keep_gap[:, v]`` (the ideal elsewhere), likewise transfers. Each iteration
-    lasts until its last operator ends, every rank starting it at 0; batches of variants share a sweep."""
+    operators where ``keep_gap[:, v]`` (the ideal elsewhere), likewise transfers; batches of
+    variants share a sweep. Without ``carry``, each iteration lasts until its last operator ends,
+    every rank starting it at 0. With it (ranks by variants: the clocks the ranks start the first
+    with; written with those they end the last with), the iterations run as one timeline (see the
+    module's docstring), each lasting as far as it moves the latest end; where they cannot chain
+    (``_Job.links``), each on its own as without, and ``carry`` is left as it is."""
     subset, kept = _subset(job, chosen)
     # The masks' rows of the subset's operators, in the order the replay sweeps them.
     rows = subset.deps.order if kept is None else kept[subset.deps.order]
     anchor, gap, ideal_gap, transfer, ideal_transfer, own = subset.leveled
     kept_gap = _mask_rows(keep_gap, rows)
     kept_transfer = kept_gap if keep_transfer is keep_gap else _mask_rows(keep_transfer, rows)
+    links = subset.links if carry is not None else None
+    if links is not None:
+        anchor = subset.leveled_lead
     return latest_ends(subset.deps, segments=subset.iteration_bounds, anchor=anchor, gap=gap, ideal_gap=ideal_gap,
                        transfer=transfer, ideal_transfer=ideal_transfer, own=own, keep_gap=kept_gap,
-                       keep_transfer=kept_transfer)
+                       keep_transfer=kept_transfer, link=None if links is None else links[0],
+                       slot=None if links is None else links[1], carry=carry if links is not None else None)
 
 
 def _every_operator(job: _Job, row: list[bool]) -> np.ndarray:
@@ -753,7 +899,8 @@ def _restricted(job: _Job, keep: np.ndarray) -> _Job:
     deps = dependencies(job.deps.first[keep], job.deps.holds[keep], group, job.deps.complete[keep], _starts(iteration))
     return _Job(deps, job.rank[keep], iteration, job.kind[keep], job.kinds, job.gap[keep], job.transfer[keep],
                 job.own[keep], job.ideal_gap[keep], job.hardware_gap[keep], job.gap_side[keep], job.ideal_transfer[keep], job.comm[keep],
-                job.comms, job.seq[keep], job.steps[np.unique(job.iteration[keep])], job.identity[keep])
+                job.comms, job.seq[keep], job.steps[np.unique(job.iteration[keep])], job.identity[keep],
+                job.continues[keep], job.lead[keep], job.world)
 
 
 def _hardware(job: _Job) -> _Job:

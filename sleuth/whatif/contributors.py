@@ -57,12 +57,11 @@ def rank_compute_slowdowns(attribution: Attribution, ranks: list[int], iteration
     job, chosen = _job(attribution, iterations)
     if not ranks:
         return np.zeros((len(chosen), 0))
-    keep = job.rank[:, None] == np.asarray(ranks, np.int64)[None, :]
+    # The last variant keeps nothing: each iteration's ideal replayed on its own as the others are
+    # (the attribution's ideal lengths are on the job's one timeline).
+    keep = job.rank[:, None] == np.r_[np.asarray(ranks, np.int64), -1][None, :]
     times = _run_variants(job, keep, np.zeros_like(keep), chosen)
-    # The attribution may measure a stretch of the job it replays (``Attribution.over``).
-    position = {int(it): k for k, it in enumerate(attribution.iterations)}
-    ideal = np.asarray(attribution.hardware_ideal_ns)[[position[int(it)] for it in job.steps[chosen]]]
-    return times / ideal[:, None]
+    return times[:, :-1] / times[:, -1:]
 
 
 def slow_groups(attribution: Attribution, *, per_iteration: int = ATTRIBUTION_RULES.groups_per_iteration) -> list[SlowGroup]:

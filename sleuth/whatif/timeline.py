@@ -15,7 +15,9 @@ where built), so that :func:`replay` computes every start and end in one sweep o
 each a few vectorised steps over the operators of that level: the work is linear in the operators
 whatever durations are replayed, and many variants (a second axis of ``gap`` and ``transfer``)
 share one sweep. :func:`latest_ends` runs the same sweep compiled (``_sweep.c``) over many
-variants, giving each segment's last end.
+variants, giving each segment's last end. Where the levels go part by part (a job's iterations),
+a replay can carry each rank's clock from a part into the next (:func:`carry_links`): the job's
+one timeline, on which a rank starts its next iteration as soon as its own last one lets it.
 Records whose chains contradict their groups (clocks skewed between hosts) form a cycle; its
 operators, and everything that waits on them, get no level (``Dependencies.settled``).
 """
@@ -42,11 +44,15 @@ except ImportError as error:  # not built on this machine: latest_ends sweeps wi
     logging.getLogger(__name__).warning("the what-if replay's compiled sweep is not built (%s): numpy sweeps, "
                                         "several times slower; reinstall sleuth with a C compiler", error)
 
-__all__ = ["Dependencies", "dependencies", "downstream", "holds_rank", "latest_ends", "member_groups", "replay"]
+__all__ = ["CONTINUES", "Dependencies", "carry_links", "dependencies", "downstream", "holds_rank", "latest_ends",
+           "member_groups", "replay"]
 
 #: Operators (and groups) the compiled levels index with 32-bit integers: half the memory their queue
 #: reads out of order; a larger graph is leveled by numpy.
 _COMPILED_LIMIT = 2**31 - 1
+#: ``carry_links``' flags (``_sweep.c``'s): a chain's first operator that opens from its rank's
+#: carried clock; a chain's last operator in its part that leaves its end, or its start, as that clock.
+CONTINUES, CLOSES_AT_END, CLOSES_AT_START = 1, 2, 4
 
 
 def member_groups(comm: np.ndarray, seq: np.ndarray, rank: np.ndarray, peer: np.ndarray, op: np.ndarray) -> np.ndarray:
@@ -85,6 +91,8 @@ class Dependencies:
     member_starts: tuple[np.ndarray, ...]  # per level: where each of those groups begins in member_levels
     #: the level at which each independent part with a level begins, ascending (``dependencies``' parts)
     part_levels: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    #: the levels go part by part (or there is one part): a replay may carry clocks from part to part
+    by_part: bool = True
 
     @property
     def levels(self) -> int:
@@ -194,7 +202,7 @@ def dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarray, comple
         lists = _listed_by_level(split[0], split[1], np.asarray(complete, bool), order, bounds)
     return Dependencies(first=first, holds=np.asarray(holds, bool), complete=np.asarray(complete, bool), group=group,
                         settled=level >= 0, op_levels=lists[0], loose_levels=lists[1], member_levels=lists[2],
-                        member_starts=lists[3], part_levels=part_levels)
+                        member_starts=lists[3], part_levels=part_levels, by_part=len(parts) < 2 or split is not None)
 
 
 def _members(done: np.ndarray, order: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -274,17 +282,40 @@ def _compiled_dependencies(first: np.ndarray, holds: np.ndarray, group: np.ndarr
         first=first, holds=holds, complete=complete, group=group, settled=settled.view(bool),
         op_levels=per_level(op_order, op_bounds), loose_levels=per_level(loose, loose_bounds),
         member_levels=per_level(members, member_bounds), member_starts=starts, part_levels=np.unique(part_levels),
+        by_part=len(parts) < 2 or bool(part_levels[1:].any()),
     )
 
 
-def replay(deps: Dependencies, *, anchor: np.ndarray, gap: np.ndarray, transfer: np.ndarray,
-           own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def carry_links(deps: Dependencies, continues: np.ndarray) -> np.ndarray:
+    """Per operator (chain order), the flags by which a replay carries its rank's clock from part to
+    part (``CONTINUES``, ``CLOSES_AT_END``, ``CLOSES_AT_START``): a chain's first operator where
+    ``continues`` says its rank's chain of an earlier part goes on in it, and every chain's last
+    operator, leaving its end where it holds the rank and its start where not."""
+    if not deps.by_part:
+        raise RecordError("carry_links: the levels do not go part by part (a chain or group crosses parts)")
+    continues = np.asarray(continues, bool)
+    if len(continues) != len(deps.first):
+        raise RecordError("carry_links: continues must have one value per operator")
+    last = np.r_[deps.first[1:], True] if len(deps.first) else np.zeros(0, bool)
+    closes = np.where(deps.holds, CLOSES_AT_END, CLOSES_AT_START) * last
+    return (np.where(deps.first & continues, CONTINUES, 0) | closes).astype(np.uint8)
+
+
+def replay(deps: Dependencies, *, anchor: np.ndarray, gap: np.ndarray, transfer: np.ndarray, own: np.ndarray,
+           link: np.ndarray | None = None, slot: np.ndarray | None = None,
+           carry: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Starts and ends (float64) of every operator given each chain's ``anchor`` (its clock before
     its first operator), each operator's ``gap``, its group's ``transfer`` and its ``own`` length
     (used where its group is not whole). Arrays may carry a second axis of variants, replayed
-    together (rows are operators, so a level gathers whole rows); operators off the settled graph keep NaN."""
+    together (rows are operators, so a level gathers whole rows); operators off the settled graph keep NaN.
+
+    ``link`` (``carry_links``), ``slot`` (each operator's rank) and ``carry`` (slots, variants; read
+    and written): each part's chains continue from their rank's carried clock, kept relative to the
+    latest end of the part before, so that each part's times are its own (see ``_sweep.c``)."""
     arrays = [np.asarray(a, np.float64) for a in (anchor, gap, transfer, own)]
     width = max((a.shape[1] for a in arrays if a.ndim == 2), default=0)
+    if carry is not None:
+        width = max(width, carry.shape[1])
     shape = (len(deps.first), width) if width else (len(deps.first),)
     anchor, gap, transfer, own = (a[:, None] if width and a.ndim == 1 else a for a in arrays)
     # Every settled operator is written below; only those on or after a cycle keep the NaN.
@@ -293,15 +324,30 @@ def replay(deps: Dependencies, *, anchor: np.ndarray, gap: np.ndarray, transfer:
         start[~deps.settled] = end[~deps.settled] = np.nan
     first = deps.first if not width else deps.first[:, None]
     holds = deps.holds if not width else deps.holds[:, None]
-    for ops, loose, members, starts in zip(deps.op_levels, deps.loose_levels, deps.member_levels, deps.member_starts):
-        before = ops - 1
-        clock = np.where(holds[before], end[before], start[before])
-        start[ops] = np.where(first[ops], anchor[ops], clock) + gap[ops]
-        end[loose] = start[loose] + own[loose]
-        if len(members):
-            latest = np.maximum.reduceat(start[members], starts, axis=0)
-            sizes = np.diff(np.r_[starts, len(members)])
-            end[members] = np.repeat(latest, sizes, axis=0) + transfer[members]
+    links = (link, slot, carry) if link is not None and slot is not None and carry is not None else None
+    bounds = np.r_[deps.part_levels, deps.levels] if links is not None else np.array([0, deps.levels])
+    levels = list(zip(deps.op_levels, deps.loose_levels, deps.member_levels, deps.member_starts))
+    for begin, past in zip(bounds[:-1], bounds[1:]):
+        for ops, loose, members, starts in levels[begin:past]:
+            before = ops - 1
+            clock = np.where(holds[before], end[before], start[before])
+            opening = anchor[ops]
+            if links is not None:
+                flags, slots, clocks = links
+                opening = opening + np.where((flags[ops] & CONTINUES > 0)[:, None], clocks[slots[ops]], 0.0)
+            start[ops] = np.where(first[ops], opening, clock) + gap[ops]
+            end[loose] = start[loose] + own[loose]
+            if len(members):
+                latest = np.maximum.reduceat(start[members], starts, axis=0)
+                sizes = np.diff(np.r_[starts, len(members)])
+                end[members] = np.repeat(latest, sizes, axis=0) + transfer[members]
+        if links is not None and past > begin:
+            flags, slots, clocks = links
+            ops = np.concatenate([level[0] for level in levels[begin:past]])
+            for flag, times in ((CLOSES_AT_END, end), (CLOSES_AT_START, start)):
+                closing = ops[flags[ops] & flag > 0]
+                clocks[slots[closing]] = times[closing]
+            clocks -= end[ops].max(axis=0)
     return start, end
 
 
@@ -327,17 +373,24 @@ def _scratch(size: int) -> tuple[np.ndarray, np.ndarray]:
 
 def latest_ends(deps: Dependencies, *, segments: np.ndarray, anchor: np.ndarray, gap: np.ndarray,
                 ideal_gap: np.ndarray, transfer: np.ndarray, ideal_transfer: np.ndarray, own: np.ndarray,
-                keep_gap: np.ndarray, keep_transfer: np.ndarray) -> np.ndarray:
+                keep_gap: np.ndarray, keep_transfer: np.ndarray, link: np.ndarray | None = None,
+                slot: np.ndarray | None = None, carry: np.ndarray | None = None) -> np.ndarray:
     """The latest end of each segment of operators (``segments``: where each begins in chain order,
     from 0 up) in every variant of :func:`replay`, shape (segments, W). Every other input is given
     in level order, one row per operator of ``deps.order`` (what :meth:`Dependencies.leveled` gives):
     variant ``w`` of an operator keeps its recorded gap where ``keep_gap[k, w]`` and takes its
-    ``ideal_gap`` otherwise, likewise for transfers. The compiled sweep when built, else numpy's."""
+    ``ideal_gap`` otherwise, likewise for transfers. The compiled sweep when built, else numpy's.
+
+    With ``link`` (``carry_links``, leveled), ``slot`` (leveled ranks) and ``carry`` (ranks by W,
+    the clocks carried in, relative to 0; written with those carried out): the chains go on from
+    part to part, each part's ends measured from the latest end of the one before (its segments,
+    a part's, are then its lengths on the job's one timeline)."""
     keep_gap, keep_transfer = np.asarray(keep_gap, bool), np.asarray(keep_transfer, bool)
     order = deps.order
     width = keep_gap.shape[1]
     if keep_gap.shape != keep_transfer.shape or len(keep_gap) != len(order):
         raise RecordError(f"latest_ends: keep masks of {len(order)} operators (the settled ones) by one column a variant")
+    links = _checked_links(link, slot, carry, len(order), width)
     out = np.empty((len(segments), width))
     if _sweep is None or not len(order):
         chain = [deps.in_chain_order(a) for a in (anchor, gap, ideal_gap, transfer, ideal_transfer, own)]
@@ -346,9 +399,14 @@ def latest_ends(deps: Dependencies, *, segments: np.ndarray, anchor: np.ndarray,
         for begin in range(0, width, step):
             part = slice(begin, min(begin + step, width))
             kept_gap, kept_transfer = (deps.in_chain_order(m[:, part]) > 0 for m in (keep_gap, keep_transfer))
+            held = links[2][:, part].copy() if links is not None else None
             _, end = replay(deps, anchor=anchor, gap=np.where(kept_gap, gap[:, None], ideal_gap[:, None]),
-                            transfer=np.where(kept_transfer, transfer[:, None], ideal_transfer[:, None]), own=own)
+                            transfer=np.where(kept_transfer, transfer[:, None], ideal_transfer[:, None]), own=own,
+                            link=None if links is None else deps.in_chain_order(links[0]),
+                            slot=None if links is None else deps.in_chain_order(links[1]), carry=held)
             out[:, part] = np.maximum.reduceat(end, segments, axis=0)
+            if links is not None:
+                links[2][:, part] = held
         return out
     segment = np.searchsorted(segments, order, side="right") - 1
     anchor, gap, ideal_gap, transfer, ideal_transfer, own = (
@@ -357,15 +415,33 @@ def latest_ends(deps: Dependencies, *, segments: np.ndarray, anchor: np.ndarray,
     first, holds_previous, previous, op_bounds, loose, loose_bounds, group_begin, group_bounds, members, parts = deps.flat
     chunk = min(width, _SWEEP_VARIANTS)
     buffers = _scratch(int(np.diff(op_bounds[parts]).max()) * chunk)  # one part's rows at a time
+    flags = np.ascontiguousarray(links[0], np.uint8) if links is not None else np.zeros(0, np.uint8)
+    slots = np.ascontiguousarray(links[1], np.int64) if links is not None else np.zeros(0, np.int64)
     for begin in range(0, width, chunk):
         latest = np.empty((len(segments), min(chunk, width - begin)))
+        columns = slice(begin, begin + latest.shape[1])
+        held = np.ascontiguousarray(links[2][:, columns], np.float64) if links is not None else np.zeros(0)
         _sweep.sweep(latest.shape[1], width, begin, first, holds_previous, previous, op_bounds, loose, loose_bounds,
                      group_begin, group_bounds, members, parts, segment, anchor, gap, ideal_gap, transfer,
-                     ideal_transfer, own, gap_mask, transfer_mask, buffers[0], buffers[1], latest)
-        out[:, begin : begin + latest.shape[1]] = latest
+                     ideal_transfer, own, gap_mask, transfer_mask, slots, flags, buffers[0], buffers[1], latest, held)
+        out[:, columns] = latest
+        if links is not None:
+            links[2][:, columns] = held
     if not deps.acyclic:  # a segment with an operator on or after a cycle has no end, as in replay
         out[np.unique(np.searchsorted(segments, np.flatnonzero(~deps.settled), side="right") - 1)] = np.nan
     return out
+
+
+def _checked_links(link: np.ndarray | None, slot: np.ndarray | None, carry: np.ndarray | None, operators: int,
+                   width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``latest_ends``' carry arguments, all three or none, each of its shape."""
+    if link is None and slot is None and carry is None:
+        return None
+    if (link is None or slot is None or carry is None or len(link) != operators or len(slot) != operators
+            or carry.shape[1:] != (width,) or (len(slot) and not 0 <= slot.min() <= slot.max() < len(carry))):
+        raise RecordError(f"latest_ends: link and slot of {operators} operators and carry of each slot by {width} "
+                          "variants, all three or none")
+    return link, slot, carry
 
 
 def downstream(deps: Dependencies, sources: np.ndarray) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from functools import cache
 
@@ -45,7 +46,9 @@ def test_a_run_without_jitter_or_faults_pays_only_for_its_uneven_split() -> None
     # The last stage also runs the output layer and loss: spread evenly, its work costs less (§5.2).
     result = attributed(timing=Timing.exact())
     assert result.slowdown > 1.0
-    assert result.by_type[COMPUTE] == pytest.approx(result.slowdown) and result.last_stage_share > 0.9
+    # S_t is measured iteration by iteration, S on the one timeline: the only type paying is S but for
+    # the iterations' overlap, which changes little when only the split pays.
+    assert result.by_type[COMPUTE] == pytest.approx(result.slowdown, rel=1e-3) and result.last_stage_share > 0.9
     assert all(s == pytest.approx(1.0, abs=1e-9) for t, s in result.by_type.items() if t != COMPUTE)
 
 
@@ -55,10 +58,11 @@ def _replica_replays(monkeypatch) -> list[int]:
     inside = [False]
     real_replicas, real_run = attribution._replicas, attribution._run_variants
 
-    def counted_run(job, keep_gap, keep_transfer, chosen):
-        if inside[0]:
+    def counted_run(job, keep_gap, keep_transfer, chosen, carry=None):
+        # The replicas' replays run on the calling thread; M_S's beside them on another, at any time.
+        if inside[0] and threading.current_thread() is threading.main_thread():
             replayed.append(keep_gap.shape[1])
-        return real_run(job, keep_gap, keep_transfer, chosen)
+        return real_run(job, keep_gap, keep_transfer, chosen, carry)
 
     def watched_replicas(*args):
         inside[0] = True
@@ -250,7 +254,10 @@ def test_the_newest_iterations_slowdown_from_the_earlier_ones_history_is_the_who
         window_records, window_rows = span(em, newest - 8, newest)
         window_steps, window, _ = newest_slowdowns(window_records, spec, iterations=window_rows)
         assert steps.tolist() == [newest] and set(left) == {newest}
-        assert slowdowns[0] == pytest.approx(window[window_steps.tolist().index(newest)], rel=1e-12)
+        # The window's replay opens its first iteration with every rank at 0, the stream's goes on
+        # from the one before: the same where the window starts the run, within the stagger after.
+        rel = 1e-12 if newest == 8 else 5e-3
+        assert slowdowns[0] == pytest.approx(window[window_steps.tolist().index(newest)], rel=rel)
 
 
 @pytest.mark.parametrize("faults", [(GPU,), (NIC,), ()])
@@ -322,3 +329,14 @@ def test_a_masks_rows_moved_as_bytes_are_its_fancy_indexed_rows(width: int) -> N
     for laid_out in (mask, np.asfortranarray(mask), mask[::-1], one_row):
         assert np.array_equal(attribution._mask_rows(laid_out, rows), laid_out[rows])
     assert attribution._mask_rows(mask, rows[:0]).shape == (0, width)
+
+
+def test_a_slow_nic_staggering_a_pp8_job_s_stages_costs_what_its_twin_says_regression_seed_5817() -> None:
+    # The NIC's rank runs into each next iteration late while the other stages go on: replaying each
+    # iteration from a common start counted that overlap again every iteration (S 1.178 for 1.132).
+    scenario = Scenario(topology=generate("fattree:hosts=32,gpus=8,pod=4,spines=4"), layout=ParallelLayout(256, 4, 8, 8),
+                        faults=(parse_fault("nic:h0024/2,slow=8,start=10"),), seed=5817, iterations=30, job="stagger")
+    em = Emulation(scenario)
+    found = attribute(em.records(), em.job_spec(), iterations=em.iterations())
+    assert found.fidelity == pytest.approx(1.0, abs=0.01)  # the replay as recorded lasts what the job did
+    assert found.slowdown == pytest.approx(truth_slowdown(em), rel=0.01)

@@ -6,12 +6,15 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from sleuth.errors import RecordError
 from sleuth.whatif import _sweep, timeline
-from sleuth.whatif.timeline import dependencies, downstream, latest_ends, replay
+from sleuth.whatif.timeline import carry_links, dependencies, downstream, latest_ends, replay
+
+#: The compiled sweep's slot, link and carry when nothing is carried from part to part.
+_NOTHING_CARRIED = (np.zeros(0, np.int64), np.zeros(0, np.uint8))
 
 
 def two_ranks():
@@ -251,6 +254,63 @@ def test_levels_part_by_part_are_numpy_s_and_replay_every_variant_as_one_part_do
     assert np.array_equal(ends[0], ends[1], equal_nan=True)
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_clocks_carried_from_part_to_part_replay_the_parts_as_one_timeline(data: st.DataObject) -> None:
+    # Each part's chains are ranks (chain c of a part is slot c) that go on from where their rank
+    # stopped in an earlier part: the same ends, each part from the one before's latest end, as one
+    # graph whose chains run through every part.
+    first, holds, group, complete, parts, values = parted_job(data)
+    parted = dependencies(first, holds, group, complete, parts)
+    n, width = len(first), values["keep_gap"].shape[1]
+    if not parted.by_part:
+        with pytest.raises(RecordError, match="do not go part by part"):
+            carry_links(parted, np.ones(n, bool))
+        return
+    assume(parted.acyclic)
+    part = np.searchsorted(parts, np.arange(n), side="right") - 1
+    chain = np.cumsum(first) - 1
+    slot = chain - (np.cumsum(first) - 1)[parts][part] if n else chain  # a chain's place in its part
+    link = carry_links(parted, np.ones(n, bool))
+    carry = np.zeros((int(slot.max()) + 1, width))
+    values["anchor"] = np.zeros(n)
+    leveled = {name: parted.leveled(value) for name, value in values.items()}
+    ends = latest_ends(parted, segments=parts, **leveled, link=parted.leveled(link), slot=parted.leveled(slot),
+                       carry=carry)
+    with mock.patch.object(timeline, "_sweep", None):
+        again = np.zeros_like(carry)
+        assert np.allclose(latest_ends(parted, segments=parts, **leveled, link=parted.leveled(link),
+                                       slot=parted.leveled(slot), carry=again), ends)
+        assert np.allclose(again, carry)
+    # The one timeline: every rank's chains joined in part order.
+    order = np.lexsort((np.arange(n), part, slot))
+    joined = np.r_[True, slot[order][1:] != slot[order][:-1]]
+    whole = dependencies(joined, holds[order], group[order], complete[order])
+    assume(whole.acyclic)
+    for v in range(width):
+        gap = np.where(values["keep_gap"][:, v], values["gap"], values["ideal_gap"])[order]
+        transfer = np.where(values["keep_transfer"][:, v], values["transfer"], values["ideal_transfer"])[order]
+        _, end = replay(whole, anchor=np.zeros(n), gap=gap, transfer=transfer, own=values["own"][order])
+        latest = np.full(len(parts), -np.inf)
+        np.maximum.at(latest, part[order], end)
+        assert np.allclose(ends[:, v], np.diff(np.r_[0.0, latest]))
+        # What is carried out: each rank's clock on the one timeline, less the last part's latest end.
+        last = np.r_[joined[1:], True]
+        clock = np.where(holds[order][last], end[last], replay(whole, anchor=np.zeros(n), gap=gap, transfer=transfer,
+                                                                own=values["own"][order])[0][last])
+        assert np.allclose(carry[slot[order][last], v], clock - latest[-1])
+
+
+def test_the_compiled_sweep_refuses_a_carried_operator_outside_the_carry() -> None:
+    deps = dependencies(np.array([True, True]), np.ones(2, bool), np.array([0, 1]), np.zeros(2, bool),
+                        np.array([0, 1]))
+    ones, keep = np.ones(2), np.ones((2, 1), np.uint8)
+    link = carry_links(deps, np.array([False, True]))
+    with pytest.raises(ValueError, match="outside the carry's slots"):
+        _sweep.sweep(1, 1, 0, *deps.flat, np.zeros(2, np.int64), *(ones,) * 6, keep, keep, np.array([0, 1]), link,
+                     np.empty(2), np.empty(2), np.empty((2, 1)), np.zeros((1, 1)))
+
+
 def test_parts_that_do_not_ascend_from_zero_are_refused() -> None:
     flags = np.ones(3, bool)
     for parts in ([1], [0, 2, 2], [0, 3]):
@@ -283,8 +343,8 @@ def test_the_compiled_sweep_refuses_a_graph_that_would_read_what_it_has_not_writ
     flat[2] = np.array([0, 5])  # the chain's previous operator of position 1: 5 is no position of the graph
     ones, keep = np.ones(2), np.ones((2, 1), np.uint8)
     with pytest.raises(ValueError, match="previous one is not in an earlier level"):
-        _sweep.sweep(1, 1, 0, *flat, np.zeros(2, np.int64), *(ones,) * 6, keep, keep, np.empty(2), np.empty(2),
-                     np.empty((1, 1)))
+        _sweep.sweep(1, 1, 0, *flat, np.zeros(2, np.int64), *(ones,) * 6, keep, keep, *_NOTHING_CARRIED,
+                     np.empty(2), np.empty(2), np.empty((1, 1)), np.zeros(0))
 
 
 def test_the_compiled_sweep_refuses_a_part_that_reads_another_part_s_rows() -> None:
@@ -298,5 +358,5 @@ def test_the_compiled_sweep_refuses_a_part_that_reads_another_part_s_rows() -> N
     flat[0][position[3]], flat[2][position[3]] = 0, position[1]  # operator 3 continues operator 1's chain
     ones, keep = np.ones(4), np.ones((4, 1), np.uint8)
     with pytest.raises(ValueError, match="not in an earlier level of its part"):
-        _sweep.sweep(1, 1, 0, *flat, np.zeros(4, np.int64), *(ones,) * 6, keep, keep, np.empty(4), np.empty(4),
-                     np.empty((1, 1)))
+        _sweep.sweep(1, 1, 0, *flat, np.zeros(4, np.int64), *(ones,) * 6, keep, keep, *_NOTHING_CARRIED,
+                     np.empty(4), np.empty(4), np.empty((1, 1)), np.zeros(0))
