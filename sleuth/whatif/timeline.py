@@ -44,8 +44,8 @@ except ImportError as error:  # not built on this machine: latest_ends sweeps wi
     logging.getLogger(__name__).warning("the what-if replay's compiled sweep is not built (%s): numpy sweeps, "
                                         "several times slower; reinstall sleuth with a C compiler", error)
 
-__all__ = ["CONTINUES", "Dependencies", "carry_links", "dependencies", "downstream", "holds_rank", "latest_ends",
-           "member_groups", "replay"]
+__all__ = ["Dependencies", "carry_links", "dependencies", "downstream", "holds_rank", "latest_ends", "member_groups",
+           "replay"]
 
 #: Operators (and groups) the compiled levels index with 32-bit integers: half the memory their queue
 #: reads out of order; a larger graph is leveled by numpy.
