@@ -31,7 +31,7 @@ typedef struct {
     Py_buffer part_bounds, segment;
     /* Per position: lengths and anchors; per position and variant column: which length is kept. */
     Py_buffer anchor, gap, ideal_gap, transfer, ideal_transfer, own, keep_gap, keep_transfer;
-    /* Per position, or empty (nothing carried): its carry slot (its rank) and its link flags. */
+    /* Per position, or empty (nothing carried): its carry slot (its rank, int32) and its link flags. */
     Py_buffer slot, link;
     /* Scratch (one part's positions x W), the result (segments x W) and the carried clocks (slots x W, in and out). */
     Py_buffer start, end, latest, carry;
@@ -89,7 +89,7 @@ static const char *check(const Args *a, Py_ssize_t levels, Py_ssize_t n, Py_ssiz
         if (segment[k] < 0 || segment[k] >= segments) return "an operator outside the segments";
     if (a->link.len) {
         const uint8_t *link = a->link.buf;
-        const int64_t *slot = a->slot.buf;
+        const int32_t *slot = a->slot.buf;
         for (Py_ssize_t k = 0; k < n; k++) {
             if (link[k] && (slot[k] < 0 || slot[k] >= slots)) return "a carried operator outside the carry's slots";
             if ((link[k] & CONTINUES) && !first[k]) return "an operator that continues a chain but does not open one";
@@ -117,7 +117,7 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
         a.ideal_gap.len != floats || a.transfer.len != floats || a.ideal_transfer.len != floats || a.own.len != floats ||
         a.keep_gap.len != n * columns || a.keep_transfer.len != n * columns ||
         a.latest.len != 8 * segments * W || a.loose_bounds.len != a.op_bounds.len ||
-        a.group_bounds.len != a.op_bounds.len || (a.link.len && (a.link.len != n || a.slot.len != floats)) ||
+        a.group_bounds.len != a.op_bounds.len || (a.link.len && (a.link.len != n || a.slot.len != 4 * n)) ||
         (!a.link.len && a.slot.len) || a.carry.len % (8 * W)) {
         release(&a);
         PyErr_SetString(PyExc_ValueError, "sweep: arrays of mismatched lengths");
@@ -156,7 +156,7 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
     const double *ideal_transfer = a.ideal_transfer.buf, *own = a.own.buf;
     double *latest = a.latest.buf, *carry = a.carry.buf;
     const uint8_t *link = a.link.len ? a.link.buf : NULL;
-    const int64_t *slot = a.slot.buf;
+    const int32_t *slot = a.slot.buf;
     const Py_ssize_t n_groups = a.group_begin.len / 8, n_members = a.members.len / 8;
 
     Py_BEGIN_ALLOW_THREADS
@@ -172,7 +172,7 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
                 const uint8_t *kept = keep_gap + k * columns + column;
                 double *s = start + ROW(k);
                 if (first[k] && link && (link[k] & CONTINUES)) {
-                    const double *carried = carry + slot[k] * W;
+                    const double *carried = carry + (Py_ssize_t)slot[k] * W;
                     for (Py_ssize_t w = 0; w < W; w++) s[w] = carried[w] + anchor[k] + (kept[w] ? recorded : ideal);
                 } else if (first[k]) {
                     for (Py_ssize_t w = 0; w < W; w++) s[w] = anchor[k] + (kept[w] ? recorded : ideal);
@@ -215,7 +215,7 @@ static PyObject *sweep(PyObject *self, PyObject *args) {
             for (int64_t k = base; k < past; k++) {
                 if (!(link[k] & (CLOSES_AT_END | CLOSES_AT_START))) continue;
                 const double *clock = ((link[k] & CLOSES_AT_END) ? end : start) + ROW(k);
-                memcpy(carry + slot[k] * W, clock, W * sizeof(double));
+                memcpy(carry + (Py_ssize_t)slot[k] * W, clock, W * sizeof(double));
             }
             for (Py_ssize_t c = 0; c < slots * W; c++) carry[c] -= part_latest[c % W];
         }

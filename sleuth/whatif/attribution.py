@@ -26,15 +26,17 @@ then all but one pipeline stage; a worker gets the smaller of its two) and per r
 worker's host, and ``M_S`` the last pipeline stage's share (§5.2); GPU-hours lost are ``(1 - 1/S) x wall time x GPUs`` (eq. 3).
 
 The job's iterations are replayed as one timeline, as the paper simulates the whole job (§3.2):
-a rank starts an iteration where its own last one left it, its first gap measured from the clock
-its chain of the iteration before left (where that iteration is recorded; else from its iteration
-record's start, or the iteration's first operator anywhere), so that ranks that run into the next
+a rank starts an iteration where its own last one left it, opening its first operator as long
+after its clock at the end of the iteration before as it did (where that iteration is recorded;
+else every rank opens it at 0, its first gap from its iteration record's start, or the
+iteration's first operator anywhere), so that ranks that run into the next
 iteration apart (a pipeline's stages, a rank a slow transfer holds back) overlap as recorded
 rather than start each iteration together. An iteration's length is how far it moves the job's
-latest end. The workers' variants run on the ``worker_iterations`` iterations with the largest
-slowdown only (the paper's §4.2: a straggling job's steps have similar slowdowns), each on its
-own from a common start, against the same replays as recorded and ideal; every variant of a
-batch shares one sweep.
+latest end. The operator types' and the workers' variants replay each iteration on its own from
+a common start, against the same replays as recorded and ideal: what a type or a worker costs is
+charged to the iteration it was paid in. The workers' run on the ``worker_iterations`` iterations
+with the largest slowdown only (the paper's §4.2: a straggling job's steps have similar
+slowdowns); every variant of a batch shares one sweep.
 """
 
 from __future__ import annotations
@@ -262,8 +264,10 @@ class _Job:
         if self.sharing is not None:
             anchor, gap, _, transfer, ideal_transfer, own = self.sharing.leveled
             return anchor, gap, self.deps.leveled(self.ideal_gap), transfer, ideal_transfer, own
-        return tuple(self.deps.leveled(a) for a in (np.zeros(len(self.gap)), self.gap, self.ideal_gap, self.transfer,
-                                                    self.ideal_transfer, self.own))
+        # Zeros from calloc: pages the sweep only reads stay the kernel's one zero page, not memory.
+        zeros = np.zeros(len(self.deps.order))
+        return zeros, *(self.deps.leveled(a) for a in (self.gap, self.ideal_gap, self.transfer, self.ideal_transfer,
+                                                        self.own))
 
     @cached_property
     def links(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -273,7 +277,7 @@ class _Job:
             return self.sharing.links
         if not self.deps.by_part:
             return None
-        return self.deps.leveled(carry_links(self.deps, self.continues)), self.deps.leveled(self.rank)
+        return self.deps.leveled(carry_links(self.deps, self.continues)), self.deps.leveled(self.rank.astype(np.int32))
 
     @cached_property
     def leveled_lead(self) -> np.ndarray:

@@ -416,7 +416,7 @@ def latest_ends(deps: Dependencies, *, segments: np.ndarray, anchor: np.ndarray,
     chunk = min(width, _SWEEP_VARIANTS)
     buffers = _scratch(int(np.diff(op_bounds[parts]).max()) * chunk)  # one part's rows at a time
     flags = np.ascontiguousarray(links[0], np.uint8) if links is not None else np.zeros(0, np.uint8)
-    slots = np.ascontiguousarray(links[1], np.int64) if links is not None else np.zeros(0, np.int64)
+    slots = np.ascontiguousarray(links[1], np.int32) if links is not None else np.zeros(0, np.int32)
     for begin in range(0, width, chunk):
         latest = np.empty((len(segments), min(chunk, width - begin)))
         columns = slice(begin, begin + latest.shape[1])

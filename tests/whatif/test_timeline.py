@@ -14,7 +14,7 @@ from sleuth.whatif import _sweep, timeline
 from sleuth.whatif.timeline import carry_links, dependencies, downstream, latest_ends, replay
 
 #: The compiled sweep's slot, link and carry when nothing is carried from part to part.
-_NOTHING_CARRIED = (np.zeros(0, np.int64), np.zeros(0, np.uint8))
+_NOTHING_CARRIED = (np.zeros(0, np.int32), np.zeros(0, np.uint8))
 
 
 def two_ranks():
@@ -307,7 +307,7 @@ def test_the_compiled_sweep_refuses_a_carried_operator_outside_the_carry() -> No
     ones, keep = np.ones(2), np.ones((2, 1), np.uint8)
     link = carry_links(deps, np.array([False, True]))
     with pytest.raises(ValueError, match="outside the carry's slots"):
-        _sweep.sweep(1, 1, 0, *deps.flat, np.zeros(2, np.int64), *(ones,) * 6, keep, keep, np.array([0, 1]), link,
+        _sweep.sweep(1, 1, 0, *deps.flat, np.zeros(2, np.int64), *(ones,) * 6, keep, keep, np.array([0, 1], np.int32), link,
                      np.empty(2), np.empty(2), np.empty((2, 1)), np.zeros((1, 1)))
 
 
