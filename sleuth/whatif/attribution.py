@@ -628,7 +628,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
         use = hit & (t <= start[heads])
         origin[heads[use]] = t[use]
     gap = np.maximum(start - np.where(first, origin, np.r_[0, clock[:-1]]), 0).astype(np.float64)
-    continues, before = _continued(steps, it, rank, first, last, start, clock, end, spec.world, history)
+    continues, before = _continued(steps, it, rank, first, last, start, clock, spec.world, history)
     # Where a rank goes on from its iteration before, it opens this one this long after its clock
     # there (less where its origin came first): recorded in every variant, as the origin is.
     lead = np.where(continues, origin - before, 0).astype(np.float64)
@@ -700,7 +700,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     went_on = np.zeros(len(steps), bool)
     went_on[it[continues]] = True
     previous_end = np.r_[_previous_end(steps, history), span_end[:-1]]
-    span_start = np.where(went_on & (previous_end > np.iinfo(np.int64).min), previous_end, span_start)
+    span_start = np.where(went_on & (previous_end != _NO_CLOCK), previous_end, span_start)
     seq = records["seq"][order].astype(np.uint64)
     job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, hardware_gap,
                gap_side, ideal_transfer, comm, tuple(records.strings), seq, steps, identity, continues, lead, spec.world)
@@ -708,7 +708,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
 
 
 def _continued(steps: np.ndarray, it: np.ndarray, rank: np.ndarray, first: np.ndarray, last: np.ndarray,
-               start: np.ndarray, clock: np.ndarray, end: np.ndarray, world: int,
+               start: np.ndarray, clock: np.ndarray, world: int,
                history: Sequence[PeerHistory]) -> tuple[np.ndarray, np.ndarray]:
     """Which operators open a rank's chain that goes on from its chain in the iteration before
     (that iteration recorded, here or in the ``history``'s newest, and its clock not after this
@@ -735,7 +735,7 @@ def _previous_end(steps: np.ndarray, history: Sequence[PeerHistory]) -> int:
     newest = history[-1] if history else None
     if len(steps) and newest is not None and newest.end_ns is not None and newest.step == int(steps[0]) - 1:
         return newest.end_ns
-    return int(np.iinfo(np.int64).min)
+    return int(_NO_CLOCK)
 
 
 def _gap_peers(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, it: np.ndarray, first: np.ndarray,
