@@ -234,15 +234,18 @@ def hiccup(incident: Incident, named_elsewhere: Collection[str], attribution: At
     line's share of the whole window (the job does not pay for it), or of ``horizon`` iterations
     of it where the attribution covers only those around the pause.
     """
-    sustained, short = episodes(attribution, slowdown=slowdown, sustain=sustain)
+    # Read on the stragglers' part of S: an uneven split costs every iteration alike, so it explains
+    # no irregular one, and its level lifting every iteration over the line makes no pause sustained.
+    stragglers = replace(attribution, ideal_ns=attribution.hardware_ideal_ns)
+    sustained, short = episodes(stragglers, slowdown=slowdown, sustain=sustain)
     seen = evidence_iterations(incident)
     near = [run for run in short if all(run.iterations[0] - 1 <= i <= run.iterations[-1] + 1 for i in seen)]
     if len(near) != 1 or any(abs(i - j) <= 1 for e in sustained for i in seen for j in (e.iterations[0], e.iterations[-1])):
         return False
     if incident.suspects and incident.suspects[0].device in named_elsewhere:
         return False
-    original, ideal = Part.WHOLE.times(attribution, near[0].iterations)
-    ideal_ns = np.asarray(attribution.ideal_ns, float)
+    original, ideal = Part.STRAGGLERS.times(attribution, near[0].iterations)
+    ideal_ns = np.asarray(attribution.hardware_ideal_ns, float)
     window = float(ideal_ns.sum()) if horizon is None else float(ideal_ns.mean()) * horizon
     return window > 0 and float(np.clip(original - ideal, 0, None).sum()) / window < slowdown - 1.0
 

@@ -169,3 +169,21 @@ def _from_its_irregular_iterations(suite_name: str, name: str, *, seed: int) -> 
     attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
     return emulation, localize(emulation, irregular_iterations=irregular, topology=scenario.topology, window=100,
                                attribution=attribution, routing=scenario.routing)
+
+
+def test_a_hiccup_in_a_job_paying_for_its_uneven_split_names_no_gpu_regression_seed_5832():
+    """A pp8 job whose last stage costs every iteration 7.6% (the output layer and loss) and one
+    pause in iteration 12: every iteration's S stood over the 1.05 line, so the pause sat in a
+    sustained run and its irregular iteration's incident named a GPU. The split is the same in
+    every iteration; the pause is a hiccup of the stragglers' part of S."""
+    from sleuth.whatif.attribution import attribute
+
+    scenario = Scenario(topology=generate("fattree:hosts=32,gpus=8,pod=4,spines=4"), layout=ParallelLayout(256, 4, 8, 8),
+                        seed=5832, iterations=30, job="hiccup-split", timing=Timing(hiccup_rate=0.0, hiccups_at=(12,)))
+    emulation = Emulation(scenario)
+    attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
+    assert attribution.split_slowdown > 1.05 and list(emulation.irregular_iterations()) == [12]
+    incidents = localize(emulation, irregular_iterations=[12], topology=scenario.topology, window=30,
+                         attribution=attribution, routing=scenario.routing)
+    assert [str(i.cause) for i in incidents] == ["stage_imbalance"]
+    assert not any(i.suspects for i in incidents)
