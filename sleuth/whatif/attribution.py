@@ -356,12 +356,16 @@ class _Prepared:
     carried: np.ndarray | None = None
 
 
+def _just_before(steps: np.ndarray, history: Sequence[PeerHistory]) -> PeerHistory | None:
+    """The ``history``'s newest iteration where it is the one just before the first of ``steps``."""
+    newest = history[-1] if history else None
+    return newest if len(steps) and newest is not None and newest.step == int(steps[0]) - 1 else None
+
+
 def _carried_in(steps: np.ndarray, history: Sequence[PeerHistory]) -> np.ndarray | None:
     """What the ``history``'s newest iteration left the replay of ``steps`` (``_Prepared.carried``)."""
-    newest = history[-1] if history else None
-    if len(steps) and newest is not None and newest.offsets is not None and newest.step == int(steps[0]) - 1:
-        return newest.offsets
-    return None
+    before = _just_before(steps, history)
+    return None if before is None else before.offsets
 
 
 def _carry(prepared: _Prepared, at: np.ndarray, columns: Sequence[int]) -> np.ndarray:
@@ -392,18 +396,21 @@ def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float,
     carry = _carry(prepared, at, [0, 1])
     replayed = _run_variants(job, recorded_or_ideal, recorded_or_ideal, at, carry)
     original[at], ideal[at] = replayed[:, 0], replayed[:, 1]
-    # S_t's: everything fixed but one type (compute gaps, or one communicator kind's op's
-    # transfers), beside the ideal, each iteration on its own: what a type costs is charged to the
-    # iteration it was paid in, not to the ones a stagger it left carries into.
+    # Each iteration on its own from a common start, as recorded, ideal, and S_t's: everything fixed
+    # but one type (compute gaps, or one communicator kind's op's transfers); one sweep replays them
+    # all. What a type or a worker costs is charged to the iteration it was paid in, not to the ones
+    # a stagger it left carries into; these are the workers' baselines too.
     types = (COMPUTE, *job.kinds)
-    keep_gap = _every_operator(job, [False, True] + [False] * (len(types) - 1))
-    keep_transfer = np.empty((len(job.gap), 1 + len(types)), bool)
-    keep_transfer[:, 0] = False
-    np.equal(job.kind[:, None], np.arange(-1, len(job.kinds))[None, :], out=keep_transfer[:, 1:])
+    keep_gap = _every_operator(job, [True, False, True] + [False] * (len(types) - 1))
+    keep_transfer = np.empty((len(job.gap), 2 + len(types)), bool)
+    keep_transfer[:, 0], keep_transfer[:, 1] = True, False
+    np.equal(job.kind[:, None], np.arange(-1, len(job.kinds))[None, :], out=keep_transfer[:, 2:])
     alone = _run_variants(job, keep_gap, keep_transfer, at)
+    alone_original, alone_ideal = (np.zeros(len(steps)) for _ in range(2))
+    alone_original[at], alone_ideal[at] = alone[:, 0], alone[:, 1]
     # Each iteration's S_t laid on its ideal length on the one timeline, so that they add up as S does.
-    type_iterations = np.divide(alone[:, 1:], alone[:, :1], out=np.ones_like(alone[:, 1:]),
-                                where=alone[:, :1] > 0) * ideal[at][:, None]
+    type_iterations = np.divide(alone[:, 2:], alone[:, 1:2], out=np.ones_like(alone[:, 2:]),
+                                where=alone[:, 1:2] > 0) * ideal[at][:, None]
     hardware_ideal[at] = hardware_replay.result()[:, 0] if hardware_replay is not None else ideal[at]
     base = ideal[at].sum()
     by_type = {name: float(t / base) if base > 0 else 1.0 for name, t in zip(types, type_iterations.sum(axis=0))}
@@ -412,8 +419,10 @@ def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float,
     # The stragglers' slowest iterations: the workers are measured against the ideal that keeps the split.
     chosen = np.sort(at[np.argsort(-(original[at] / np.where(hardware_ideal[at] > 0, hardware_ideal[at], np.nan)),
                                    kind="stable")[:prepared.worker_iterations]])
-    # The workers' variants replay each chosen iteration on its own; so do the baselines they are measured against.
-    alone_original, alone_ideal, alone_hardware = _apart(job, hardware, chosen, len(steps))
+    # The workers' variants replay each chosen iteration on its own, against the hardware ideal replayed so too.
+    alone_hardware = alone_ideal.copy()
+    if hardware is not job:
+        alone_hardware[chosen] = _run_variants(hardware, none_kept, none_kept, chosen)[:, 0]
     top_workers = prepared.top_workers
     stage, replica = _stage_replica(spec)
     costliest, breadth, relative = _costliest_rank(job, spec, replica, len(steps))
@@ -582,15 +591,6 @@ def _as_recorded_and_ideal(job: _Job, chosen: np.ndarray,
     return original, ideal
 
 
-def _apart(job: _Job, hardware: _Job, chosen: np.ndarray, iterations: int) -> tuple[np.ndarray, ...]:
-    """The ``chosen`` iterations each replayed on its own from a common start, as recorded, ideal
-    and hardware ideal, laid out over every dense iteration (0 elsewhere): the workers' baselines."""
-    laid_out = [np.zeros(iterations) for _ in range(3)]
-    laid_out[0][chosen], laid_out[1][chosen] = _as_recorded_and_ideal(job, chosen)
-    laid_out[2][chosen] = _as_recorded_and_ideal(hardware, chosen)[1] if hardware is not job else laid_out[1][chosen]
-    return tuple(laid_out)
-
-
 def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | None,
              history: Sequence[PeerHistory] = (), *, leave: slice = slice(0)) -> tuple[_Job, np.ndarray, np.ndarray, list[PeerHistory]]:
     """The job ready to replay, its iteration ids, each iteration's recorded span, and what the
@@ -717,8 +717,8 @@ def _continued(steps: np.ndarray, it: np.ndarray, rank: np.ndarray, first: np.nd
     heads, tails = np.flatnonzero(first), np.flatnonzero(last)
     clocks = np.full((len(steps) + 1, world), _NO_CLOCK)  # row 0: the iteration before the first
     clocks[it[tails] + 1, rank[tails]] = clock[tails]
-    newest = history[-1] if history else None
-    if len(steps) and newest is not None and newest.clocks is not None and newest.step == int(steps[0]) - 1:
+    newest = _just_before(steps, history)
+    if newest is not None and newest.clocks is not None:
         clocks[0] = newest.clocks
     adjacent = np.r_[True, np.diff(steps) == 1]  # the iteration before each is the one recorded before it
     before = clocks[it[heads], rank[heads]]
@@ -732,10 +732,8 @@ def _continued(steps: np.ndarray, it: np.ndarray, rank: np.ndarray, first: np.nd
 
 def _previous_end(steps: np.ndarray, history: Sequence[PeerHistory]) -> int:
     """The latest recorded end of the iteration before the first of ``steps``, where the ``history``'s newest is it."""
-    newest = history[-1] if history else None
-    if len(steps) and newest is not None and newest.end_ns is not None and newest.step == int(steps[0]) - 1:
-        return newest.end_ns
-    return int(_NO_CLOCK)
+    newest = _just_before(steps, history)
+    return int(_NO_CLOCK) if newest is None or newest.end_ns is None else newest.end_ns
 
 
 def _gap_peers(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, it: np.ndarray, first: np.ndarray,
