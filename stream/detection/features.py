@@ -231,7 +231,9 @@ class OperatorWindows:
             self._rank_tensor = _grow(self._rank_tensor, size, -1)
         return rows[inverse]
 
-    def _identity_rows(self, job: np.ndarray, rank: np.ndarray, comm: np.ndarray, ordinal: np.ndarray) -> np.ndarray:
+    def _identity_rows(self, job: np.ndarray, rank: np.ndarray, comm: np.ndarray,
+                       ordinal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The identity row of each instance, and its (job, rank, comm) stream's dense id in the chunk."""
         stream_key = (job << 44) | (rank << 24) | comm
         unique, inverse = unique_inverse(stream_key)
         streams = self._streams.ids(unique)
@@ -258,7 +260,7 @@ class OperatorWindows:
                 self._tfilled = _grow(self._tfilled, size, 0)
                 self._stats = _grow(self._stats, size, np.nan)
                 self._last_ratio = _grow(self._last_ratio, size, np.nan)
-        return rows[kinverse]
+        return rows[kinverse], inverse
 
     # -- features ------------------------------------------------------------------------------
 
@@ -299,7 +301,7 @@ class OperatorWindows:
         ordinal[order] = np.arange(n) - first
         if int(ordinal.max()) >= 1 << _ORDINAL_BITS:
             raise RecordError(f"more than {1 << _ORDINAL_BITS} operators on one communicator in one iteration")
-        rows = self._identity_rows(job, rank, comm, ordinal)
+        rows, stream = self._identity_rows(job, rank, comm, ordinal)
 
         # Blocking and transfer (docs/design.md): from the members' records present in this chunk,
         # grouped as the replay groups them (``sleuth.whatif.timeline.member_groups``).
@@ -356,8 +358,8 @@ class OperatorWindows:
         X[:, 18] = op_mean
         X[:, 19] = blocking / safe_q2
         X[:, 20] = transfer / np.where(tmed > 0, tmed, np.nan)
-        slot = (X[:, 14].astype(np.int64) << _ORDINAL_BITS) | ordinal
-        X[:, 21:25] = _chunk_context(X[:, 8], X[:, 20], job, comm, slot, iteration, rank_rows, member_group)
+        slot = _group_ids(kind, ordinal)
+        X[:, 21:25] = _chunk_context(X[:, 8], X[:, 20], job, stream, slot, iteration, rank_rows, member_group)
         X[:, 25] = duration / np.where(peers.q2 > 0, peers.q2, np.nan)
         X[:, 26] = _previous(rows, iteration, X[:, 8], self._last_ratio)
         X[:, 27:29] = _job_context(X[:, 8], X[:, 20], job, iteration)
@@ -424,12 +426,13 @@ class OperatorWindows:
             values, transfers = chunk.duration[normal], chunk.transfer[normal]
             order = np.argsort(rows, kind="stable")
             rows, values, transfers = rows[order], values[order], transfers[order]
-            first = np.searchsorted(rows, rows)
-            rounds = np.arange(len(rows)) - first
+            opens = np.r_[True, rows[1:] != rows[:-1]]
+            position = np.arange(len(rows))
+            rounds = position - np.maximum.accumulate(np.where(opens, position, 0))
             for r in range(int(rounds.max()) + 1):
                 pick = rounds == r
                 self._append(rows[pick], values[pick], transfers[pick])
-            self._refresh(rows[np.r_[True, rows[1:] != rows[:-1]]])  # sorted above
+            self._refresh(rows[opens])
         if iterations is not None and len(iterations):
             job = self._job_ids(iterations)[iterations["job"]]
             rank_rows = self._rank_rows(job, iterations["rank"].astype(np.int64))
@@ -482,7 +485,8 @@ def _peer_window(slot: np.ndarray, rank: np.ndarray, duration: np.ndarray, trans
     first_of_rank = np.zeros(len(slot), bool)
     first_of_rank[_one_of_each(_group_ids(slot, rank))] = True
     enough = np.bincount(slot[first_of_rank], minlength=int(slot.max()) + 1)[slot] >= ATTRIBUTION_RULES.min_peers
-    _, _, q1, q2, q3 = _group_stats(slot, duration)
+    slots = _SortedGroups(slot, duration)
+    q1, q2, q3 = (slots.quantile(q)[slots.group] for q in (0.25, 0.5, 0.75))
     # Robust location and scale: the slot's slowed ranks are outliers among its peers, and a mean
     # and standard deviation they inflate would hide them (the z-score of a x3.7 operator was 2.3).
     # IQR / 1.349 is the standard deviation of a normal sample with that IQR.
@@ -491,13 +495,13 @@ def _peer_window(slot: np.ndarray, rank: np.ndarray, duration: np.ndarray, trans
     median_transfer = np.full(len(slot), np.nan)
     if len(known):
         at = np.full(int(slot.max()) + 1, np.nan)
-        medians = _group_stats(slot[known], transfer[known])[3]
-        at[slot[known]] = medians
+        transfers = _SortedGroups(slot[known], transfer[known])
+        at[slot[known][transfers.first]] = transfers.quantile(0.5)
         median_transfer = at[slot]
     return _PeerWindow(enough, mean, std, q1, np.where(enough, q2, np.nan), q3, median_transfer)
 
 
-def _chunk_context(ratio: np.ndarray, transfer_ratio: np.ndarray, job: np.ndarray, comm: np.ndarray, slot: np.ndarray,
+def _chunk_context(ratio: np.ndarray, transfer_ratio: np.ndarray, job: np.ndarray, stream: np.ndarray, slot: np.ndarray,
                    iteration: np.ndarray, rank_rows: np.ndarray, member_group: np.ndarray) -> np.ndarray:
     """Scale-free evidence from the instance's neighbours in the chunk, four columns:
 
@@ -511,19 +515,16 @@ def _chunk_context(ratio: np.ndarray, transfer_ratio: np.ndarray, job: np.ndarra
       member's slow NIC lengthens an operator whose own transfer barely moved.
     """
     log_ratio = np.log(np.clip(np.nan_to_num(ratio, nan=1.0), 1e-3, 1e3))
-    # Packed keys (rank row: 20 bits, comm: 20, iteration: 24) keep the grouping a 1-D unique.
     step = iteration.astype(np.int64) & 0xFFFFFF
-    series = unique_inverse((rank_rows << 44) | (comm << 24) | step)[1]
+    # ``stream`` (the chunk's dense (job, rank, comm) ids) spans few values: grouped by a table, not a sort.
+    series = _group_ids(stream, step)
     sums = np.bincount(series, weights=log_ratio)
     counts = np.bincount(series)
     out = np.empty((len(ratio), 4))
     out[:, 0] = np.exp(sums / counts)[series]
-    if int(job.max()) < 1 << 12:
-        slots = unique_inverse((job << 52) | (slot << 24) | step)[1]
-    else:
-        slots = _group_ids(job, slot, step)
+    slots = _group_ids(job, slot, step)
     out[:, 1] = np.exp(np.bincount(slots, weights=log_ratio) / np.bincount(slots))[slots]
-    rank_iteration = unique_inverse((rank_rows << 24) | step)[1]
+    rank_iteration = _group_ids(rank_rows, step)
     peak = np.zeros(int(rank_iteration.max()) + 1)
     np.maximum.at(peak, rank_iteration, np.nan_to_num(transfer_ratio, nan=0.0))
     out[:, 2] = peak[rank_iteration]
@@ -664,23 +665,35 @@ def _sorted_quantile(ring: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:
 
 def _group_stats(rows: np.ndarray, values: np.ndarray) -> list[np.ndarray]:
     """mean, std, q1, q2, q3 of ``values`` grouped by ``rows``, broadcast back to each element."""
-    order = by_group_then_value(rows, values)
-    srows, svals = rows[order], values[order]
-    starts = np.flatnonzero(np.r_[True, srows[1:] != srows[:-1]])
-    counts = np.diff(np.r_[starts, len(srows)])
-    group = np.repeat(np.arange(len(starts)), counts)
-    sums = np.add.reduceat(svals, starts)
-    mean = sums / counts
-    var = np.add.reduceat((svals - mean[group]) ** 2, starts) / counts
-    out = [mean, np.sqrt(var)]
-    for q in (0.25, 0.5, 0.75):
-        pos = (counts - 1) * q
+    groups = _SortedGroups(rows, values)
+    mean = np.add.reduceat(groups.values, groups.starts) / groups.counts
+    var = np.add.reduceat((groups.values - mean[groups.sorted_group]) ** 2, groups.starts) / groups.counts
+    out = [mean, np.sqrt(var)] + [groups.quantile(q) for q in (0.25, 0.5, 0.75)]
+    return [a[groups.group] for a in out]
+
+
+class _SortedGroups:
+    """``values`` sorted by group (``rows``) then value: each group's start, size and quantiles,
+    and each element's group (``group``, in the groups' sorted order)."""
+
+    def __init__(self, rows: np.ndarray, values: np.ndarray) -> None:
+        order = by_group_then_value(rows, values)
+        srows = rows[order]
+        self.values = values[order]
+        self.starts = np.flatnonzero(np.r_[True, srows[1:] != srows[:-1]])
+        self.counts = np.diff(np.r_[self.starts, len(srows)])
+        self.sorted_group = np.repeat(np.arange(len(self.starts)), self.counts)
+        self.group = np.empty(len(rows), np.int64)
+        self.group[order] = self.sorted_group
+        self.first = order[self.starts]  # an element of each group
+
+    def quantile(self, q: float) -> np.ndarray:
+        """Each group's linear-interpolated ``q`` quantile."""
+        pos = (self.counts - 1) * q
         lo = np.floor(pos).astype(np.int64)
-        hi = np.minimum(lo + 1, counts - 1)
-        out.append(svals[starts + lo] + (svals[starts + hi] - svals[starts + lo]) * (pos - lo))
-    back = np.empty(len(rows), np.int64)
-    back[order] = group
-    return [a[back] for a in out]
+        hi = np.minimum(lo + 1, self.counts - 1)
+        low = self.values[self.starts + lo]
+        return low + (self.values[self.starts + hi] - low) * (pos - lo)
 
 
 def _grow(array: np.ndarray, size: int, fill: float) -> np.ndarray:

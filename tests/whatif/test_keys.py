@@ -184,3 +184,21 @@ def test_earlier_batches_of_the_same_keys_give_the_statistics_of_everything_conc
     median, spread = keyed_spread(keys_, values, earlier, batch)
     expected = concatenated(keys_, values, earlier)
     assert np.array_equal(median, expected[0]) and np.array_equal(spread, expected[1])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_dense_ids_from_a_table_are_those_of_the_sort(data: st.DataObject) -> None:
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    n = data.draw(st.integers(1, 300))
+    # Narrow ranges take the table, wide ones the sort; negative lows, bools and unsigned keys too.
+    columns = [rng.integers(data.draw(st.integers(-5, 3)), data.draw(st.sampled_from([4, 9, 50, 2**40])), n)
+               for _ in range(data.draw(st.integers(1, 4)))]
+    if data.draw(st.booleans()):
+        columns.append(rng.integers(0, 2, n).astype(bool))
+    if data.draw(st.booleans()):
+        columns.append(rng.integers(0, 7, n).astype(np.uint32))
+    expected = np.unique(np.stack(columns, axis=1).astype(np.int64), axis=0, return_inverse=True)[1].reshape(-1)
+    ids = dense_ids(*columns)
+    assert ids.dtype == np.int64 and np.array_equal(ids, expected)
+    assert keys._table_key(tuple(columns)) is None or len(np.unique(ids)) == int(ids.max()) + 1

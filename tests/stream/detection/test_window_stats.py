@@ -28,3 +28,18 @@ def test_full_windows_take_the_same_values_without_masks_or_gathers() -> None:
     padded = np.vstack([ring, ring[:1]])
     for q in (0.25, 0.5, 0.75):
         assert np.array_equal(_sorted_quantile(ring, n, q), _sorted_quantile(padded, mixed, q)[:-1])
+
+
+def test_sorted_groups_give_each_groups_quantiles_and_a_member() -> None:
+    from sleuth.stream.detection.features import _SortedGroups
+
+    rng = np.random.default_rng(7)
+    rows = rng.integers(0, 40, 3000)
+    values = rng.integers(0, 10**6, 3000).astype(np.float64)
+    values[:5] = 0.5  # not integer-valued: the other sort
+    groups = _SortedGroups(rows, values)
+    distinct = np.unique(rows)
+    assert np.array_equal(rows[groups.first], distinct) and np.array_equal(distinct[groups.group], rows)
+    for q in (0.25, 0.5, 0.75):
+        expected = [np.quantile(values[rows == r], q) for r in distinct]
+        assert np.allclose(groups.quantile(q), expected, rtol=0, atol=1e-6)
