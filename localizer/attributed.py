@@ -172,7 +172,7 @@ def _cut(episode: Episode, level: dict[int, float], *, slowdown: float, sustain:
     stretch = _step(log, over, slowdown=slowdown, sustain=sustain)
     if stretch is None:
         return (episode,)
-    i, j = stretch
+    i, j = _partial_steps(log, over, *stretch, slowdown=slowdown, sustain=sustain)
     return tuple(piece for a, b in ((0, i), (i, j), (j, len(its))) if b > a for piece in _cut(
         Episode(tuple(its[a:b].tolist()), float(np.exp(log[a:b].max())), tuple(its[a:b][over[a:b]].tolist()), cut=True),
         level, slowdown=slowdown, sustain=sustain))
@@ -202,6 +202,37 @@ def _step(log: np.ndarray, over: np.ndarray, *, slowdown: float, sustain: int) -
                     return None
             return i, j
     return None
+
+
+def _partial_steps(log: np.ndarray, over: np.ndarray, i: int, j: int, *, slowdown: float, sustain: int) -> tuple[int, int]:
+    """The stretch ``[i, j)`` of ``_step`` with each edge moved by the iteration the step began or
+    ended in: one on the lower side of an edge that pays more than every other iteration of its
+    piece by the slowdown line is partly at the higher level (the cause came or went within it), and
+    goes with the higher side, which the least squares fit may not do for an iteration between the
+    two levels. Each piece keeps ``sustain`` iterations over the line, as ``_levels`` asks."""
+    n = len(log)
+    inside = np.zeros(n, dtype=bool)
+    inside[i:j] = True
+    higher = bool(np.median(log[inside]) > np.median(log[~inside]))
+    # The lower side's iteration at each edge: the rest's where the stretch is higher, else the stretch's own.
+    for k in [k for k, edge in ((i - 1 if higher else i, i > 0), (j if higher else j - 1, j < n)) if edge]:
+        a, b = next((a, b) for a, b in _pieces(inside) if a <= k < b)
+        side = np.zeros(n, dtype=bool)
+        side[a:b] = True
+        side[k] = False
+        moved = inside.copy()
+        moved[k] = higher
+        if side.any() and moved.any() and not moved.all() and log[k] - float(log[side].max()) >= math.log(slowdown) \
+                and all(int(over[a:b].sum()) >= sustain for a, b in _pieces(moved) if b > a):
+            inside = moved
+    edges = np.flatnonzero(inside)
+    return int(edges[0]), int(edges[-1]) + 1
+
+
+def _pieces(inside: np.ndarray) -> tuple[tuple[int, int], ...]:
+    """The pieces ``[a, b)`` a stretch (``inside``: one contiguous run of True) cuts its run into."""
+    edges = np.flatnonzero(inside)
+    return (0, int(edges[0])), (int(edges[0]), int(edges[-1]) + 1), (int(edges[-1]) + 1, len(inside))
 
 
 def _levels(log: np.ndarray, over: np.ndarray, *, sustain: int) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
@@ -777,22 +808,25 @@ def paid_sides(incident: Incident, attribution: Attribution) -> Incident:
     return _without_side(incident, compute=unpaid_is_compute)
 
 
-def jitter_transfers_dropped(incident: Incident, attribution: Attribution) -> Incident:
+def jitter_transfers_dropped(incident: Incident, attribution: Attribution, *, episodes: Collection[str] = ()) -> Incident:
     """An irregular iteration's hardware ``incident`` without its network suspects where it has compute
     suspects and the transfers over its own iterations are jitter (``persistent_transfers`` under
     ``majority``, what ``whatif_search`` asks of an episode): a loaded host's descheduled process
     delays a collective through the host's NVSwitch in one of them, another in the next, where a
-    flapping link delays its own transfers in every iteration it trips δ in."""
+    flapping link delays its own transfers in every iteration it trips δ in. The ``episodes``'
+    devices stay: the what-if search of the episode the incident lies in named them, its transfers
+    persistent over the episode's own iterations (a NIC failing after the iterations that opened it)."""
     if not incident.cause.hardware:
         return incident
     if attribution.persistent_transfers(incident.iterations, most=_RULES.majority) >= _RULES.majority:
         return incident
-    return _without_side(incident, compute=False)
+    return _without_side(incident, compute=False, keeping=episodes)
 
 
-def _without_side(incident: Incident, *, compute: bool) -> Incident:
-    """``incident`` without its suspects of one side (``compute``, else transfers), where the other has some."""
-    kept = tuple(s for s in incident.suspects if _is_compute(s) != compute)
+def _without_side(incident: Incident, *, compute: bool, keeping: Collection[str] = ()) -> Incident:
+    """``incident`` without its suspects of one side (``compute``, else transfers) but the devices it is
+    ``keeping``, where the other side has some."""
+    kept = tuple(s for s in incident.suspects if _is_compute(s) != compute or s.device in keeping)
     if not kept or len(kept) == len(incident.suspects):
         return incident
     return replace(incident, suspects=kept, cause=_cause(kept) or incident.cause)

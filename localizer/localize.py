@@ -193,7 +193,8 @@ def _with_attribution(
                         if kept[k].cause.hardware:
                             # Within a side, the search that read more iterations of the fault orders the suspects.
                             order = suspects if len(episode.paid) >= len(kept[k].iterations) else ()
-                            kept[k] = jitter_transfers_dropped(lead(complement(kept[k], suspects), own, order), own)
+                            kept[k] = jitter_transfers_dropped(lead(complement(kept[k], suspects), own, order), own,
+                                                               episodes=[s.device for s in suspects])
                 first = _naming(kept, covering, suspects)
                 kept[first] = grown_to_episode(source, kept[first], own, episode, graph=graph)
                 continue

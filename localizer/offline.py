@@ -67,7 +67,8 @@ def localize_records(
     # Hosts' clocks may disagree; the replay and the δ rule compare times across ranks.
     records, iterations, clocks = read_on_one_clock(records, iterations, spec)
     stage(f"localize: irregular iterations of {spec.world} ranks")
-    irregular = tuple(irregular_iterations(iterations))
+    # A starting job's irregular iterations are its warm-up's, not a straggler's (``steady_steps``).
+    irregular = tuple(i for i in irregular_iterations(iterations) if i.iteration >= warmup)
     found, skipped = None, None
     if attribution:
         stage(f"localize: what-if attribution of {len(records)} operators")

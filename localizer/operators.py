@@ -258,7 +258,7 @@ def rank_operators(
     duration = np.where(present, end_m - start_m, 0).astype(np.float64)
     base, spread = baseline(duration, present, window.reference)
     if complete:
-        gap = _gaps(start_m, end_m, present)
+        gap = _gaps(start_m, end_m, present, np.r_[False, np.diff(window.iterations) == 1])
         gap_base, _ = baseline(gap, present, window.reference)
     else:
         gap, gap_base = np.full((n_slots, n_cols), np.nan), np.full(n_slots, np.nan)
@@ -289,17 +289,24 @@ def rank_operators(
     )
 
 
-def _gaps(start: np.ndarray, end: np.ndarray, present: np.ndarray) -> np.ndarray:
-    """Per operator, the time the rank spent outside communication just before it (ns, >= 0)."""
+def _gaps(start: np.ndarray, end: np.ndarray, present: np.ndarray, follows: np.ndarray) -> np.ndarray:
+    """Per operator, the time the rank spent outside communication just before it (ns, >= 0).
+    An iteration's first operator follows the rank's latest end in the column before where that
+    column is the iteration before (``follows``): what a data-parallel rank computes (the forward
+    pass, the backward up to its first bucket) lies there; else nothing is known before it (0)."""
     gap = np.zeros(start.shape, dtype=np.float64)
+    latest: int | None = None  # the rank's latest end in the column before
     for col in range(start.shape[1]):
         rows = np.flatnonzero(present[:, col])
         if not len(rows):
+            latest = None
             continue
         order = rows[np.argsort(start[rows, col], kind="stable")]
         ends = np.maximum.accumulate(end[order, col])
-        previous = np.concatenate(([start[order[0], col]], ends[:-1]))
+        first = latest if latest is not None and follows[col] else start[order[0], col]
+        previous = np.concatenate(([first], ends[:-1]))
         gap[order, col] = np.maximum(start[order, col] - previous, 0)
+        latest = int(ends[-1])
     return gap
 
 

@@ -65,7 +65,7 @@ def add_attribution_options(parser: argparse.ArgumentParser) -> None:
                         help=f"consecutive iterations at that S that open it "
                              f"(default SLEUTH_ATTRIBUTION_SUSTAIN, else {declared.attribution_sustain})")
     parser.add_argument("--warmup", type=non_negative_int("--warmup"), default=None,
-                        help=f"first iterations (numbered from 0) the attribution leaves out "
+                        help=f"first iterations (numbered from 0) the localizer leaves out, attributing and searching "
                              f"(default SLEUTH_ATTRIBUTION_WARMUP, else {declared.attribution_warmup})")
 
 

@@ -198,6 +198,8 @@ class LocalizerAgent:
         raised, paused = self.sink.raised(job), self.paused.paused(job)
         fresh = not_localized(pending.iterations, [*raised, *paused])
         self.replayed += len(pending.arrivals) - len(fresh)
+        # A starting job's irregular iterations are its warm-up's, not a straggler's (``SLEUTH_ATTRIBUTION_WARMUP``).
+        fresh = [i for i in fresh if i >= settings.attribution_warmup]
         if not fresh:
             return True
         try:

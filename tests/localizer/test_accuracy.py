@@ -11,10 +11,12 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
+from sleuth.layout import ParallelLayout
 from sleuth.localizer import localize
+from sleuth.localizer.offline import localize_records
 from sleuth.localizer.shifts import level_shifts, persists
-from sleuth.sim import Emulation, suite
-from sleuth.topology import spine_set_members
+from sleuth.sim import Emulation, ModelSpec, Scenario, parse_fault, suite
+from sleuth.topology import generate, spine_set_members
 
 
 @lru_cache(maxsize=2)  # a parametrized test's cases share a run; a 8,192-GPU run is not held past them
@@ -64,6 +66,29 @@ def test_a_contended_host_in_the_network_suite_is_named_as_the_host():
     [incident] = _localize(emulation, routing="static")
     assert incident.suspects[0].device == host
     assert not any(s.kind == "gpu" for s in incident.suspects)
+
+
+@pytest.mark.parametrize("seed", [71, 72])
+def test_a_host_contended_now_and_then_in_a_pure_data_parallel_job_is_named_as_the_host(seed):
+    # One all-reduce an iteration: the compute lies between iterations, before each first operator.
+    emulation = Emulation(Scenario(topology=generate("fattree:hosts=4,gpus=8,pod=2,spines=2"),
+                                   layout=ParallelLayout(32, 1, 1, 32, gpus_per_host=8), iterations=60, seed=seed,
+                                   faults=(parse_fault("host:h0002,slow=1.5,profile=fluctuation"),)))
+    [incident] = _localize(emulation, routing="static")
+    assert [s.device for s in incident.suspects] == ["host:h0002"], incident.suspects
+
+
+def test_a_slow_nvswitch_under_many_short_tensor_parallel_transfers_leads_beside_a_long_all_reduce():
+    # Sequence parallelism: each layer's all-gather and reduce-scatter within the host, one long
+    # data-parallel all-reduce across hosts whose jitter runs past its spread now and then.
+    emulation = Emulation(Scenario(topology=generate("fattree:hosts=4,gpus=8,pod=2,spines=2"),
+                                   layout=ParallelLayout(32, 8, 1, 4, gpus_per_host=8), iterations=60, seed=71,
+                                   model=ModelSpec(sequence_parallel=True),
+                                   faults=(parse_fault("nvswitch:h0002,slow=3,start=15"),)))
+    found = localize_records(emulation.job_spec(), emulation.records(), emulation.iterations(),
+                             topology=emulation.scenario.topology, routing="static")
+    [incident] = found.incidents  # the what-if search's network roots and the irregular search's agree
+    assert incident.suspects[0].device == "nvswitch:h0002", incident.suspects
 
 
 # The network suite runs at 128 GPUs on a fat tree of 4 pods and 4 spines; the emulator hashes

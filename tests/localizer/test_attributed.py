@@ -97,6 +97,15 @@ def test_one_cause_at_one_level_or_growing_is_one_episode(seed) -> None:
         assert [(e.iterations, e.cut) for e in sustained] == [(tuple(range(30)), False)], per
 
 
+@pytest.mark.parametrize("began", [2.0, 3.0])
+def test_the_iteration_a_step_began_in_goes_with_the_step_regression_loaded_torch_profiler_job(began) -> None:
+    # A loaded machine's jitter (S 1.1-1.4), a rank sleeping in iterations 8-13 (S about 8) that
+    # began partway into iteration 8: nearer the jitter's level than the sleep's, above all of it.
+    per = (1.12, 1.3, 1.05, 1.4, 1.2, 1.1, 1.25, 1.15) + (began,) + (8.0, 7.1, 9.2, 8.4, 7.7) + (1.2, 1.1, 1.3)
+    sustained, _ = episodes(attribution(per), slowdown=1.05, sustain=3)
+    assert [e.iterations for e in sustained] == [tuple(range(8)), tuple(range(8, 17))], sustained
+
+
 def test_a_step_smaller_than_the_slowdown_line_is_no_cut() -> None:
     per = (1.2,) * 15 + (1.23,) * 15
     sustained, _ = episodes(attribution(per), slowdown=1.05, sustain=3)

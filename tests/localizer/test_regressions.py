@@ -187,3 +187,24 @@ def test_a_hiccup_in_a_job_paying_for_its_uneven_split_names_no_gpu_regression_s
                          attribution=attribution, routing=scenario.routing)
     assert [str(i.cause) for i in incidents] == ["stage_imbalance"]
     assert not any(i.suspects for i in incidents)
+
+
+def test_a_nic_failing_after_the_gpu_s_irregular_iterations_stays_listed_regression_seed_5854():
+    """A GPU at x1.2 from iteration 10 (two δ-irregular iterations, 10 and 11), then a NIC at half
+    its bandwidth from iteration 30 (2% more, no step): the episode's what-if search names the NIC,
+    its transfers persistent over the episode, and the cluster's incident dropped it again because
+    its own two iterations, before the NIC slowed, showed the transfers as jitter."""
+    from sleuth.sim import suite
+    from sleuth.whatif.attribution import attribute
+
+    [scenario] = suite("two-moderate", seed=5854)
+    emulation = Emulation(scenario)
+    gpu, nic = (f.device for f in scenario.faults)
+    attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
+    irregular = list(emulation.irregular_iterations())
+    assert irregular == [10, 11]
+    [incident] = localize(emulation, irregular_iterations=irregular, topology=scenario.topology, window=100,
+                          attribution=attribution, routing=scenario.routing)
+    devices = [s.device for s in incident.suspects]
+    assert devices[0] == gpu
+    assert nic in [s.device for s in incident.suspects if not s.device.startswith(("gpu:", "host:"))][:2]
