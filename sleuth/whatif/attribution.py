@@ -13,10 +13,12 @@ From a job's records (every rank, many iterations) the replay (``timeline``) run
   iteration, one slowing a whole program, and one slowing most of the slot for most of the run
   are all put back. Lengths within their peers' spread stay as recorded: the paper equalizes
   them too, which counts the job's jitter as stragglers (S 1.044 on a fault-free 8,192-GPU
-  emulated run, whose twin is itself). Then the compute is spread evenly over the pipeline
-  stages (``_rebalanced``): the paper averages compute over stages too, which amounts to
-  rebalancing the split (§3.2, §5.2). The ideal without that step (``hardware_ideal_ns``) is
-  what S_w, M_W and the host's share are measured against.
+  emulated run, whose twin is itself). Then each micro-batch's compute is spread evenly over the
+  data-parallel replicas where their work differs beyond jitter (``_data_rebalanced``): the
+  paper's average over them amounts to rebalancing the data, sequence lengths (§5.3). Then the
+  compute is spread evenly over the pipeline stages (``_rebalanced``): the paper averages compute
+  over stages too, which amounts to rebalancing the split (§3.2, §5.2). The ideal without that
+  last step (``hardware_ideal_ns``) is what S_w, M_W and the host's share are measured against.
 
 Then, following the paper's definitions, ``S = T_orig / T_ideal`` (eq. 1), the same per iteration,
 ``S_t = T_(all but type t fixed) / T_ideal`` per operator type (eq. 2), ``S_w`` per worker (eq. 4)
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -73,6 +76,12 @@ _BATCH_VALUES = 1 << 25
 _NS_PER_HOUR = 3_600e9
 #: A rank's clock where it has no records in an iteration.
 _NO_CLOCK = np.iinfo(np.int64).min
+#: Guards the jobs' subset caches (``_subset``).
+_SUBSETS = threading.RLock()
+#: What a replay of a job's operators caches on the job (``_Job``'s cached properties) and on its
+#: graph (``Dependencies``'): ``_release`` drops them.
+_REPLAY_CACHES = ("leveled", "links", "leveled_lead", "iteration_bounds")
+_GRAPH_CACHES = ("order", "flat")
 
 
 @dataclass(frozen=True)
@@ -237,8 +246,9 @@ class _Job:
     gap: np.ndarray
     transfer: np.ndarray
     own: np.ndarray
-    ideal_gap: np.ndarray  # put back to its program's median, then the stages' work evened out
+    ideal_gap: np.ndarray  # as ``hardware_ideal_gap``, then the stages' work evened out
     hardware_gap: np.ndarray  # put back to its program's median only
+    hardware_ideal_gap: np.ndarray  # put back, then each micro-batch's work evened out over the replicas (``_data_rebalanced``)
     gap_side: np.ndarray  # int8: +1 where the gap ran longer than its peers' median, -1 shorter, 0 tie or too few peers
     ideal_transfer: np.ndarray
     comm: np.ndarray  # index into comms
@@ -292,6 +302,60 @@ class _Job:
         return _starts(self.iteration)
 
 
+@dataclass(frozen=True)
+class _Subset:
+    """A job's operators of some iterations as their replays read them (``_run_variants``): the
+    graph over them, and the job's columns the replay reads, gathered straight into its level
+    order from the job's (``rows``), so that no other column of the job is copied."""
+
+    deps: Dependencies
+    rows: np.ndarray  # the job's operators kept, ascending (chain order)
+    iteration_bounds: np.ndarray  # where each kept iteration's operators begin among them
+    #: the job's own columns (every operator): gap, ideal gap, transfer, ideal transfer, own length,
+    #: continues, rank and lead (``_Job``'s)
+    columns: tuple[np.ndarray, ...]
+    #: the subset whose level order and lengths this one shares, all but the ideal gaps (``_hardware``'s)
+    sharing: _Subset | None = None
+
+    @cached_property
+    def level_rows(self) -> np.ndarray:
+        """The job's operators in the subset's level order."""
+        if self.sharing is not None:
+            return self.sharing.level_rows
+        return self.rows[self.deps.order]
+
+    def _leveled(self, values: np.ndarray) -> np.ndarray:
+        """A column of the job's, the subset's operators in its level order (``Dependencies.leveled``)."""
+        return np.ascontiguousarray(values[self.level_rows])
+
+    @cached_property
+    def leveled(self) -> tuple[np.ndarray, ...]:
+        """``_Job.leveled`` of the subset's operators."""
+        gap, ideal_gap, transfer, ideal_transfer, own = self.columns[:5]
+        if self.sharing is not None:
+            anchor, shared_gap, _, shared_transfer, shared_ideal_transfer, shared_own = self.sharing.leveled
+            return anchor, shared_gap, self._leveled(ideal_gap), shared_transfer, shared_ideal_transfer, shared_own
+        zeros = np.zeros(len(self.deps.order))
+        return zeros, *(self._leveled(a) for a in (gap, ideal_gap, transfer, ideal_transfer, own))
+
+    @cached_property
+    def links(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``_Job.links`` of the subset's operators."""
+        if self.sharing is not None:
+            return self.sharing.links
+        if not self.deps.by_part:
+            return None
+        continues, rank = self.columns[5][self.rows], self.columns[6]
+        return self.deps.leveled(carry_links(self.deps, continues)), self._leveled(rank).astype(np.int32)
+
+    @cached_property
+    def leveled_lead(self) -> np.ndarray:
+        """``_Job.leveled_lead`` of the subset's operators."""
+        if self.sharing is not None:
+            return self.sharing.leveled_lead
+        return self._leveled(self.columns[7])
+
+
 def _starts(iteration: np.ndarray) -> np.ndarray:
     """Where each iteration's operators begin in chain order (iteration first): the replay's parts,
     since every rank starts each iteration from its own anchor."""
@@ -310,16 +374,18 @@ def attribute(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch
 
 
 def attribute_and_leave(records: RecordBatch, spec: JobSpec, *, iterations: IterationBatch | None = None,
-                        history: Sequence[PeerHistory] = ()) -> tuple[Attribution, PeerHistory]:
-    """``attribute``, and what the newest iteration leaves for later ones' peers, from one preparation.
+                        history: Sequence[PeerHistory] = (), newest: int = 1) -> tuple[Attribution, dict[int, PeerHistory]]:
+    """``attribute``, and what each of the ``newest`` iterations leaves for later ones' peers (by
+    iteration id), from one preparation.
 
-    The newest iteration's peers are the same here as in ``newest_slowdowns`` (every other
-    iteration is earlier), so its S (``Attribution.per_iteration[-1]``) is the one that measures:
-    a streaming round that both measures its newest iteration and attributes the episode it ends
-    prepares that iteration once."""
+    Every iteration's peers are the same here as in ``newest_slowdowns`` of the same records and
+    history, so the newest ones' S (``Attribution.per_iteration[-newest:]``) are the ones that
+    measure: a streaming round that both measures the iterations that landed and attributes the
+    episode they end prepares each once."""
+    integer("newest", newest, low=1)
     attribution, left = _attributed(records, spec, iterations, history, _RULES.worker_iterations, _RULES.top_workers,
-                                     leave=slice(-1, None))
-    return attribution, left[0]
+                                    leave=slice(-newest, None))
+    return attribution, {h.step: h for h in left}
 
 
 def _attributed(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | None,
@@ -459,6 +525,7 @@ def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float,
                 # One host holds the whole job: fixing it fixes everything, which names no host.
                 host_share = 0.0
     offsets = carry[:, :2].copy() if _subset(job, at)[0].links is not None else None
+    _release(prepared, at, chosen)
     return Attribution(
         job=spec.job, world=spec.world, iterations=tuple(int(i) for i in steps[at]),
         original_ns=tuple(float(t) for t in original[at]), ideal_ns=tuple(float(t) for t in ideal[at]),
@@ -653,7 +720,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     transfer = np.where(complete, end - latest[group], 0).astype(np.float64)
     own = (end - start).astype(np.float64)
     deps = dependencies(first, holds, group, complete, _starts(it))
-    slots, enough, hardware_gap, gap_side, work, ideal_gap = gaps.result()
+    slots, enough, hardware_gap, hardware_ideal_gap, gap_side, work, ideal_gap = gaps.result()
 
     # A transfer's peers: the same slot on the ranks running its program, and its own other iterations.
     spatial = _put_back(transfer, slots.slot, enough & complete)
@@ -702,7 +769,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     previous_end = np.r_[_previous_end(steps, history), span_end[:-1]]
     span_start = np.where(went_on & (previous_end != _NO_CLOCK), previous_end, span_start)
     seq = records["seq"][order].astype(np.uint64)
-    job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, hardware_gap,
+    job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, hardware_gap, hardware_ideal_gap,
                gap_side, ideal_transfer, comm, tuple(records.strings), seq, steps, identity, continues, lead, spec.world)
     return job, steps, (span_end - span_start).astype(np.float64), left
 
@@ -738,9 +805,10 @@ def _previous_end(steps: np.ndarray, history: Sequence[PeerHistory]) -> int:
 
 def _gap_peers(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, it: np.ndarray, first: np.ndarray,
                gap: np.ndarray, stage: np.ndarray | None, replica: np.ndarray | None, history: Sequence[PeerHistory]
-               ) -> tuple[ProgramSlots, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+               ) -> tuple[ProgramSlots, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
     """``_prepare``'s gaps measured against their peers: the program slots, whether each gap has
-    enough peers, its hardware and ideal lengths, its side of its peers' median, and each stage's work."""
+    enough peers, its hardware length, its hardware ideal and ideal lengths (the latter returned
+    last), its side of its peers' median, and each stage's work."""
     slots = program_slots(op, nbytes.astype(np.int64), rank, it, first, None if stage is None else stage[rank])
     enough = slots.peers >= _RULES.min_peers
     gap_median, gap_spread = group_spread(slots.slot, gap)
@@ -749,7 +817,13 @@ def _gap_peers(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, it: np.ndar
     work = _stage_work(hardware_gap, first, rank, it, stage, replica)
     earlier = [h.stage_work for h in history if h.stage_work is not None]
     ideal_gap = _rebalanced(hardware_gap, first, rank, stage, None if work is None else np.vstack([*earlier, work]))
-    return slots, enough, hardware_gap, gap_side, work, ideal_gap
+    data = _data_rebalanced(hardware_gap, gap_spread, op, rank, first, enough, slots, replica)
+    # Both ideals even out the data: unlike a stage split it moves between replicas each iteration, so
+    # it is read on the stragglers' side (``localizer.attributed.work_moves``), not as the pipeline's split.
+    hardware_ideal_gap = hardware_gap if data is None else hardware_gap * data
+    if data is not None:  # the stages' evening, where there was one, on top of the data's
+        ideal_gap = hardware_ideal_gap if ideal_gap is hardware_gap else ideal_gap * data
+    return slots, enough, hardware_gap, hardware_ideal_gap, gap_side, work, ideal_gap
 
 
 def _identity_keys(rank: np.ndarray, position: np.ndarray, comm: np.ndarray, op: np.ndarray, nbytes: np.ndarray,
@@ -835,6 +909,95 @@ def _rebalanced(gap: np.ndarray, first: np.ndarray, rank: np.ndarray, stage: np.
     return np.where(interior, gap * factor[run_stage][run], gap)
 
 
+def _data_rebalanced(hardware_gap: np.ndarray, spread: np.ndarray, op: np.ndarray,
+                     rank: np.ndarray, first: np.ndarray, enough: np.ndarray, slots: ProgramSlots,
+                     replica: np.ndarray | None) -> np.ndarray | None:
+    """Per gap, the factor that leaves the compute gaps with each micro-batch's work spread evenly over the data-parallel replicas
+    (What-if §3.2, §5.3): replicas run the same program on as many micro-batches, so the paper's
+    average over them amounts to rebalancing the data (sequence lengths) between them.
+
+    Data skew is coherent: a costly micro-batch lengthens every compute gap its replica's ranks run
+    on it, where the job's jitter is independent per operator, so a replica's summed work varies by
+    jitter only by the root of the sum of its slots' variances (each slot's robust spread over its
+    program's ranks). A replica's work in a program (an iteration's stage) is the median over its
+    ranks there of their interior gaps (put back to their slot's median first, so one slow rank
+    weighs neither it nor its replica); unless some replica's work lies beyond
+    ``AttributionRules.spread_k`` standard errors of it from the replicas' mean, the program is left
+    as it is (jitter, not data). Else each segment (the gaps between two pipeline transfers: one
+    micro-batch's forward or backward) of each replica is moved toward the segment's mean over the
+    replicas by the share of its deviation that is not jitter (the replicas' variance less the
+    jitter's, over theirs: what its data, not its jitter, costs), every rank of the replica alike,
+    so that each keeps its own jitter and its own excess over its peers. None: nothing moves."""
+    if replica is None or replica.max() == 0 or not len(hardware_gap):
+        return None
+    interior = ~first & enough
+    work, variance = np.where(interior, hardware_gap, 0.0), np.where(interior, spread * spread, 0.0)
+    run = slots.run
+    heads = slots.run_start
+    program = slots.slot[heads]  # a program's first slot names it
+    # Segments: a run's gaps between two pipeline transfers (a gap precedes its operator).
+    p2p = (op == int(OpKind.SEND)) | (op == int(OpKind.RECV))
+    before = np.cumsum(p2p) - p2p
+    segment = before - before[heads][run]
+    opens = first | np.r_[True, segment[1:] != segment[:-1]]
+    cell = np.cumsum(opens) - 1  # (run, segment), in chain order
+    at = np.flatnonzero(opens)
+    cell_work, cell_variance = np.bincount(cell, work), np.bincount(cell, variance)
+    cell_run = run[at]
+    # The gate, on whole runs: the replicas' work in each program against its jitter's standard error.
+    run_work, run_variance = np.bincount(cell_run, cell_work), np.bincount(cell_run, cell_variance)
+    run_replica = replica[rank[heads]]
+    fired = _data_skewed(program, run_replica, run_work, run_variance)
+    if not fired.any():
+        return None
+    # Per (program, segment), each replica's work toward the replicas' mean by its data's share.
+    kept = fired[program[cell_run]]
+    factor = np.ones(len(at))
+    sub = np.flatnonzero(kept)
+    place = dense_ids(program[cell_run[sub]], segment[at[sub]])
+    factor[sub] = _toward_mean(place, run_replica[cell_run[sub]], cell_work[sub], cell_variance[sub])
+    return np.where(interior, factor[cell], 1.0)
+
+
+def _replica_work(place: np.ndarray, member: np.ndarray, work: np.ndarray,
+                  variance: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per element (a rank's work at a ``place``): its replica's work there (the median over its
+    ranks), that median's jitter variance, the mean of the replicas' works at the place, and the
+    replicas present there; and one element of each replica at each place."""
+    group = dense_ids(place, member)
+    replica_work = group_median(group, work)
+    ranks = np.bincount(group)[group]
+    # A median's standard error: 1.2533 sigma / sqrt(n) (its own value where a replica has one rank).
+    error2 = np.where(ranks > 1, 1.2533**2, 1.0) * group_median(group, variance) / ranks
+    one = first_of_each(group)
+    replicas = np.bincount(place[one], minlength=int(place.max()) + 1)
+    mean = np.bincount(place[one], replica_work[one], minlength=len(replicas)) / np.maximum(replicas, 1)
+    return replica_work, error2, mean[place], replicas[place], one
+
+
+def _data_skewed(program: np.ndarray, member: np.ndarray, work: np.ndarray, variance: np.ndarray) -> np.ndarray:
+    """Per program, whether some replica's work lies beyond ``AttributionRules.spread_k`` standard
+    errors of its jitter from the replicas' mean (``_data_rebalanced``'s gate)."""
+    replica_work, error2, mean, replicas, _ = _replica_work(program, member, work, variance)
+    beyond = (replicas > 1) & (np.abs(replica_work - mean) > _RULES.spread_k * np.sqrt(error2))
+    return np.bincount(program, beyond, minlength=int(program.max()) + 1) > 0
+
+
+def _toward_mean(place: np.ndarray, member: np.ndarray, work: np.ndarray, variance: np.ndarray) -> np.ndarray:
+    """Per element, the factor that moves its replica's work at its ``place`` toward the replicas'
+    mean there by the share of the replicas' spread that jitter does not explain (an empirical-Bayes
+    estimate of the data's part of each deviation; 0 where jitter explains it all)."""
+    replica_work, error2, mean, replicas, one = _replica_work(place, member, work, variance)
+    deviation = replica_work - mean
+    size = int(place.max()) + 1
+    # The replicas' variance about their mean (n - 1), against their jitter's mean variance.
+    spread2 = np.bincount(place[one], deviation[one] ** 2, minlength=size)[place] / np.maximum(replicas - 1, 1)
+    jitter2 = np.bincount(place[one], error2[one], minlength=size)[place] / np.maximum(replicas, 1)
+    share = np.clip(1.0 - np.divide(jitter2, spread2, out=np.ones_like(spread2), where=spread2 > 0), 0.0, 1.0)
+    target = replica_work - share * deviation
+    return np.divide(target, replica_work, out=np.ones_like(target), where=(replica_work > 0) & (replicas > 1))
+
+
 def _op_label(code: int) -> str:
     try:
         kind = OpKind(code)
@@ -854,7 +1017,7 @@ def _run_variants(job: _Job, keep_gap: np.ndarray, keep_transfer: np.ndarray, ch
     (``_Job.links``), each on its own as without, and ``carry`` is left as it is."""
     subset, kept = _subset(job, chosen)
     # The masks' rows of the subset's operators, in the order the replay sweeps them.
-    rows = subset.deps.order if kept is None else kept[subset.deps.order]
+    rows = subset.level_rows if isinstance(subset, _Subset) else subset.deps.order
     anchor, gap, ideal_gap, transfer, ideal_transfer, own = subset.leveled
     kept_gap = _mask_rows(keep_gap, rows)
     kept_transfer = kept_gap if keep_transfer is keep_gap else _mask_rows(keep_transfer, rows)
@@ -883,34 +1046,65 @@ def _mask_rows(mask: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return mask.view(np.dtype((np.void, width)))[rows].view(bool).reshape(len(rows), width)
 
 
-def _subset(job: _Job, chosen: np.ndarray) -> tuple[_Job, np.ndarray | None]:
+def _subset(job: _Job, chosen: np.ndarray) -> tuple[_Job | _Subset, np.ndarray | None]:
     """The job restricted to the ``chosen`` iterations (each replays on its own, so the graph splits),
     and the job's operators it keeps (None: the job itself, every one)."""
     if len(chosen) == int(job.iteration.max()) + 1:
         return job, None
     key = tuple(int(c) for c in chosen)
-    if key not in job.subsets:
-        kept = np.flatnonzero(np.isin(job.iteration, chosen))
-        job.subsets[key] = (_restricted(job, kept), kept)
-    return job.subsets[key]
+    # The replays ``beside`` runs ask for the same subset from two threads: it is built once.
+    with _SUBSETS:
+        if key not in job.subsets:
+            job.subsets[key] = _shared_subset(job, chosen) if job.sharing is not None else _new_subset(job, chosen)
+        return job.subsets[key]
 
 
-def _restricted(job: _Job, keep: np.ndarray) -> _Job:
+def _release(prepared: _Prepared, at: np.ndarray, chosen: np.ndarray) -> None:
+    """Drops what the replays of ``at`` cached (their subset, or the whole job's level order) once
+    ``_measured`` is done with them: at scale they are the size of the job again, and a later
+    replay of those iterations builds them anew. The ``chosen`` iterations' subset stays: the
+    finer variants (``contributors``) replay those."""
+    key, kept = tuple(int(c) for c in at), tuple(int(c) for c in chosen)
+    with _SUBSETS:
+        for job in {id(j): j for j in (prepared.job, prepared.hardware)}.values():
+            if len(at) == int(job.iteration.max()) + 1:
+                for name in _REPLAY_CACHES:
+                    job.__dict__.pop(name, None)
+                for name in _GRAPH_CACHES:
+                    job.deps.__dict__.pop(name, None)
+            elif key != kept:
+                job.subsets.pop(key, None)
+
+
+def _columns(job: _Job) -> tuple[np.ndarray, ...]:
+    """The job's columns a replay of a subset reads (``_Subset.columns``)."""
+    return job.gap, job.ideal_gap, job.transfer, job.ideal_transfer, job.own, job.continues, job.rank, job.lead
+
+
+def _new_subset(job: _Job, chosen: np.ndarray) -> tuple[_Subset, np.ndarray]:
+    keep = np.flatnonzero(np.isin(job.iteration, chosen))
     group = dense_ids(job.deps.group[keep])
     _, iteration = np.unique(job.iteration[keep], return_inverse=True)
-    deps = dependencies(job.deps.first[keep], job.deps.holds[keep], group, job.deps.complete[keep], _starts(iteration))
-    return _Job(deps, job.rank[keep], iteration, job.kind[keep], job.kinds, job.gap[keep], job.transfer[keep],
-                job.own[keep], job.ideal_gap[keep], job.hardware_gap[keep], job.gap_side[keep], job.ideal_transfer[keep], job.comm[keep],
-                job.comms, job.seq[keep], job.steps[np.unique(job.iteration[keep])], job.identity[keep],
-                job.continues[keep], job.lead[keep], job.world)
+    bounds = _starts(iteration)
+    deps = dependencies(job.deps.first[keep], job.deps.holds[keep], group, job.deps.complete[keep], bounds)
+    return _Subset(deps, keep, bounds, _columns(job)), keep
+
+
+def _shared_subset(job: _Job, chosen: np.ndarray) -> tuple[_Subset, np.ndarray]:
+    """A ``_hardware`` job's subset: the shared job's, but for its ideal gaps (the hardware ones), so
+    that the two keep one copy of the subset's graph and lengths."""
+    assert job.sharing is not None
+    base, kept = _subset(job.sharing, chosen)
+    assert isinstance(base, _Subset) and kept is not None
+    return replace(base, columns=_columns(job), sharing=base), kept
 
 
 def _hardware(job: _Job) -> _Job:
     """The job whose ideal puts the stragglers back but keeps the stage split as recorded (itself
     when the split is even or there are no stages)."""
-    if job.hardware_gap is job.ideal_gap:
+    if job.hardware_ideal_gap is job.ideal_gap:
         return job
-    return replace(job, ideal_gap=job.hardware_gap, subsets={}, sharing=job)
+    return replace(job, ideal_gap=job.hardware_ideal_gap, subsets={}, sharing=job)
 
 
 def _evenness(by_worker: np.ndarray, stage: np.ndarray) -> float:

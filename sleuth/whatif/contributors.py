@@ -14,6 +14,7 @@ import numpy as np
 
 from sleuth.errors import ConfigError
 from sleuth.whatif.attribution import Attribution, _run_variants
+from sleuth.whatif.keys import dense_ids, first_of_each
 from sleuth.whatif.rules import ATTRIBUTION_RULES
 
 __all__ = ["SlowGroup", "compute_put_back", "rank_compute_slowdowns", "slow_groups"]
@@ -21,14 +22,15 @@ __all__ = ["SlowGroup", "compute_put_back", "rank_compute_slowdowns", "slow_grou
 
 @dataclass(frozen=True)
 class SlowGroup:
-    """A group (collective or pair) whose transfer was put back in one iteration."""
+    """A communicator's transfers among the same members (a collective's, a pair's) put back in one
+    iteration: its costliest instance (``seq``, ``op``) and what all of them were put back."""
 
     iteration: int
     comm: str
     seq: int
     op: str
     ranks: tuple[int, ...]
-    excess_ns: float  # the longest of its members' transfers over their ideal
+    excess_ns: float  # over its instances, the longest of each one's members' transfers over their ideal
 
 
 def _job(attribution: Attribution, iterations: Sequence[int] | None = None):
@@ -65,24 +67,38 @@ def rank_compute_slowdowns(attribution: Attribution, ranks: list[int], iteration
 
 
 def slow_groups(attribution: Attribution, *, per_iteration: int = ATTRIBUTION_RULES.groups_per_iteration) -> list[SlowGroup]:
-    """The ``per_iteration`` groups with the largest transfer put back, in each worker iteration."""
+    """The ``per_iteration`` groups with the most transfer put back in each worker iteration, a group
+    being one communicator's transfers among the same members (a collective's, a pair's), summed over
+    its instances: a slow device lengthens every transfer through it, and many short ones it slowed
+    outweigh one long transfer that ran past its spread."""
     job, chosen = _job(attribution)
     excess = job.transfer - job.ideal_transfer
     group = job.deps.group
     by_group = np.argsort(group, kind="stable")
     bounds = np.r_[0, np.cumsum(np.bincount(group))]
+    # Each instance's members by their lowest and highest rank: a pair's two, a collective's communicator.
+    lowest = np.full(len(bounds) - 1, np.iinfo(np.int64).max)
+    highest = np.full(len(bounds) - 1, -1)
+    np.minimum.at(lowest, group, job.rank)
+    np.maximum.at(highest, group, job.rank)
     out: list[SlowGroup] = []
     for k in chosen.tolist():
         mine = np.flatnonzero((job.iteration == k) & (excess > 0))
         if not len(mine):
             continue
-        # One operator per group: its member with the most put back.
+        # One operator per instance: its member with the most put back.
         order = mine[np.lexsort((-excess[mine], group[mine]))]
         heads = order[np.r_[True, group[order][1:] != group[order][:-1]]]
-        for op in heads[np.argsort(-excess[heads], kind="stable")][:per_iteration].tolist():
-            g = int(group[op])
+        same = dense_ids(job.comm[heads], lowest[group[heads]], highest[group[heads]])
+        totals = np.bincount(same, weights=excess[heads])
+        by_excess = np.argsort(-excess[heads], kind="stable")
+        first = first_of_each(same[by_excess])
+        costliest = np.empty(len(totals), np.int64)  # per group, its instance with the most put back
+        costliest[same[by_excess][first]] = heads[by_excess][first]
+        for s in np.argsort(-totals, kind="stable")[:per_iteration].tolist():
+            op, g = int(costliest[s]), int(group[costliest[s]])
             members = np.unique(job.rank[by_group[bounds[g] : bounds[g + 1]]])
             name = job.kinds[int(job.kind[op])]
             out.append(SlowGroup(int(job.steps[k]), job.comms[int(job.comm[op])], int(job.seq[op]),
-                                 name.split(".", 1)[-1], tuple(int(r) for r in members), float(excess[op])))
+                                 name.split(".", 1)[-1], tuple(int(r) for r in members), float(totals[s])))
     return out

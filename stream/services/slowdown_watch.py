@@ -17,9 +17,10 @@ ClickHouse only the iterations that landed since the last one, and replays only 
 earlier ones' peers need (their transfers by operator identity, their stages' work) is kept too.
 They are kept on one clock: hosts' clocks disagree, and the replay compares times across ranks
 (``sleuth.whatif.clocks``).
-A round whose newest iteration would call for the full analysis were it to pay what the one before
-paid measures it within that analysis (one preparation, the same S); a guess that proves wrong
-costs that round the analysis of a few iterations, never a wrong plan.
+A round whose new iterations would call for the full analysis were they to pay what the one before
+them paid measures them within that analysis (one preparation; the S its replay of them gives): a
+localizer that fell behind by a few iterations catches up within the round that raises the incident. A guess that
+proves wrong costs that round the analysis of a few iterations, never a wrong plan.
 A job whose progress stood still is asked again after twice as long each time, up to
 ``MAX_IDLE_S``: finished jobs cost nothing.
 One whose progress stood still for ``SLEUTH_JOB_IDLE_S`` is handed back by ``idle`` once, for the
@@ -201,8 +202,10 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
         # (an episode opening, or one growing): one preparation does both (``attribute_and_leave``).
         since, until = guess.span
         span = cache.held(first, last, range(since, until + 1))
-        ready, left = attribute_and_leave(span[0], spec, iterations=span[1], history=_history(cache, first, since))
-        cache.slowdowns[last], cache.history[last] = ready.per_iteration[-1], left
+        ready, lefts = attribute_and_leave(span[0], spec, iterations=span[1], history=_history(cache, first, since),
+                                           newest=len(new))
+        cache.slowdowns.update(zip(ready.iterations[-len(new):], ready.per_iteration[-len(new):]))
+        cache.history.update(lefts)
     elif fresh:
         # Only the new iterations are prepared: the earlier ones' peers come from their history.
         fresh_records, fresh_iterations = cache.held(first, last, new)
@@ -238,13 +241,16 @@ class _Plan:
 
 
 def _guessed_plan(cache: WindowCache, new: list[int], first: int, last: int, settings: Settings) -> _Plan | None:
-    """The plan of this round were its one new iteration, ``last``, to pay what the one before
-    paid (a level goes on more often than not), when that plan attributes a span ending at
-    ``last``; else None (the round measures its new iterations alone first)."""
-    if new != [last] or last - 1 not in cache.slowdowns:
+    """The plan of this round were its new iterations, ``new`` (those that landed since the last
+    round, through ``last``), each to pay what the one before them paid (a level goes on more
+    often than not), when that plan attributes a span that ends at ``last`` and holds them all;
+    else None (the round measures its new iterations alone first)."""
+    before = new[0] - 1
+    if new != list(range(new[0], last + 1)) or before not in cache.slowdowns \
+            or not all(len(cache.records.get(i, ())) for i in new):
         return None
-    guess = _plan(cache, cache.slowdowns | {last: cache.slowdowns[last - 1]}, first, last, settings)
-    return guess if guess is not None and guess.span[1] == last else None
+    guess = _plan(cache, cache.slowdowns | dict.fromkeys(new, cache.slowdowns[before]), first, last, settings)
+    return guess if guess is not None and guess.span[0] <= new[0] and guess.span[1] == last else None
 
 
 def _plan(cache: WindowCache, slowdowns: dict[int, float], first: int, last: int, settings: Settings) -> _Plan | None:

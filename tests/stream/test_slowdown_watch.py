@@ -101,15 +101,16 @@ def test_a_stretch_of_the_window_numbers_its_strings_as_the_whole_window_does() 
         assert all(np.array_equal(iterations[f.name], expected_rows[f.name]) for f in type(iterations).FIELDS)
 
 
-def rounds(em, *, through: int, window: int = 12, warmup: int = 5, analysed: list[int] | None = None) -> tuple[list, list[int]]:
-    """Run the agent's rounds as each iteration lands; (raised incidents, the round each was opened in).
-    ``analysed`` gets each round that ran the full analysis (it returned incidents)."""
+def rounds(em, *, through: int, window: int = 12, warmup: int = 5, analysed: list[int] | None = None,
+           landing: int = 1) -> tuple[list, list[int]]:
+    """Run the agent's rounds as ``landing`` iterations land at a time; (raised incidents, the round
+    each was opened in). ``analysed`` gets each round that ran the full analysis (it returned incidents)."""
     settings = Settings(attribution_window=window)
     watch = SlowdownWatch(interval_s=1.0, window=window, sustain=settings.attribution_sustain, warmup=warmup)
     cache, spec, topology = WindowCache(), em.job_spec(), em.scenario.topology
     raised: dict[str, object] = {}
     opened: list[int] = []
-    for landed in range(warmup, through + 1):
+    for landed in sorted({*range(warmup + landing - 1, through + 1, landing), through}):
         span = watch.window_of(em.scenario.job, landed, float(landed))
         assert span is not None
         wanted = cache.missing(*span)
@@ -169,9 +170,8 @@ def test_a_step_in_the_window_is_attributed_over_its_own_iterations_not_diluted_
     assert incident.attribution.slowdown == pytest.approx(incident.impact.slowdown, rel=0.05)  # diluted: 1.10 against 1.22
 
 
-def test_the_round_that_opens_an_incident_prepares_each_of_its_iterations_once(monkeypatch) -> None:
-    # It measures its newest iteration and attributes the episode that iteration completes from one
-    # preparation (the 8,192-GPU streaming latency: a preparation is most of a round).
+def prepared_iterations(monkeypatch) -> list[int]:
+    """The iterations the replay preparations from now on prepare, each once per preparation."""
     prepared: list[int] = []
     real = attribution._prepare
 
@@ -180,9 +180,30 @@ def test_the_round_that_opens_an_incident_prepares_each_of_its_iterations_once(m
         return real(records, *args, **kwargs)
 
     monkeypatch.setattr(attribution, "_prepare", counted)
+    return prepared
+
+
+def test_the_round_that_opens_an_incident_prepares_each_of_its_iterations_once(monkeypatch) -> None:
+    # It measures its newest iteration and attributes the episode that iteration completes from one
+    # preparation (the 8,192-GPU streaming latency: a preparation is most of a round).
+    prepared = prepared_iterations(monkeypatch)
     [incident], opened = rounds(emulation(f"{FAULTY},slow=1.5,start=12", iterations=16), through=15)
     assert opened == [14] and incident.suspects[0].device == FAULTY
     assert prepared.count(14) == 1 and prepared.count(12) == prepared.count(13) == 2  # measured, then attributed
+
+
+def test_a_localizer_behind_by_a_few_iterations_measures_them_within_the_analysis_they_open(monkeypatch) -> None:
+    # Three iterations land between two rounds: the round whose iterations go on at the level of
+    # the one before them, and so open the episode, measures them within its attribution.
+    em = emulation(f"{FAULTY},slow=1.5,start=12", iterations=18)
+    [one_by_one], _ = rounds(em, through=17)
+    prepared = prepared_iterations(monkeypatch)
+    [incident], opened = rounds(em, through=17, landing=3)
+    assert opened == [16] and incident.suspects[0].device == FAULTY
+    # 11-13 landed together and were measured (12 and 13 over the line: not yet sustained); 14-16
+    # went on at 13's level, and the round that opened the episode prepared them once.
+    assert [prepared.count(i) for i in range(11, 17)] == [1, 2, 2, 1, 1, 1], prepared
+    assert incident.attribution.slowdown == pytest.approx(one_by_one.attribution.slowdown, rel=0.01)
 
 
 @pytest.mark.parametrize("seed", [4, 5, 8])

@@ -277,14 +277,34 @@ def test_an_episodes_attribution_gives_its_newest_iteration_the_slowdown_and_his
     history |= measured(9, 10, history)[1]
     [alone], alone_left = measured(11, 11, history)
     episode, episode_rows = span(em, 9, 11)
-    together, left = attribution.attribute_and_leave(episode, spec, iterations=episode_rows, history=earlier)
-    assert together.iterations == (9, 10, 11)
+    together, lefts = attribution.attribute_and_leave(episode, spec, iterations=episode_rows, history=earlier)
+    assert together.iterations == (9, 10, 11) and set(lefts) == {11}
+    left = lefts[11]
     assert together.per_iteration[-1] == alone  # to the bit
     assert np.array_equal(left.keys, alone_left[11].keys) and np.array_equal(left.transfer, alone_left[11].transfer)
     assert (left.stage_work is None) == (alone_left[11].stage_work is None)
     if left.stage_work is not None:
         assert np.array_equal(left.stage_work, alone_left[11].stage_work, equal_nan=True)
     assert together.per_iteration == attribute(episode, spec, iterations=episode_rows, history=earlier).per_iteration
+
+
+@pytest.mark.parametrize("faults", [(GPU,), (NIC,)])
+def test_an_episodes_attribution_gives_its_newest_iterations_the_slowdowns_and_history_measuring_it_gives(faults) -> None:
+    # A localizer a few iterations behind measures all that landed within the analysis they open:
+    # their peers are the episode's records and the history before it, either way.
+    em = emulation(*faults)
+    spec = em.job_spec()
+    before, before_rows = span(em, 0, 8)
+    _, _, history = newest_slowdowns(before, spec, iterations=before_rows)
+    earlier = [history[i] for i in range(9)]
+    episode, episode_rows = span(em, 9, 11)
+    steps, alone, alone_left = newest_slowdowns(episode, spec, iterations=episode_rows, history=earlier)
+    together, lefts = attribution.attribute_and_leave(episode, spec, iterations=episode_rows, history=earlier, newest=2)
+    assert steps.tolist() == [9, 10, 11] and set(lefts) == {10, 11}
+    assert together.per_iteration == tuple(alone.tolist())  # to the bit
+    for it in (10, 11):
+        assert np.array_equal(lefts[it].keys, alone_left[it].keys)
+        assert np.array_equal(lefts[it].transfer, alone_left[it].transfer)
 
 
 def test_a_slow_gpu_among_many_replicas_is_found_with_one_replay_of_groups_not_one_per_replica(monkeypatch) -> None:
@@ -340,3 +360,17 @@ def test_a_slow_nic_staggering_a_pp8_job_s_stages_costs_what_its_twin_says_regre
     found = attribute(em.records(), em.job_spec(), iterations=em.iterations())
     assert found.fidelity == pytest.approx(1.0, abs=0.01)  # the replay as recorded lasts what the job did
     assert found.slowdown == pytest.approx(truth_slowdown(em), rel=0.01)
+
+
+def test_sequence_length_skew_is_spread_over_the_replicas_as_its_balanced_twin_spreads_it() -> None:
+    # Costly micro-batches lengthen every gap their replica runs on them, mostly within each gap's
+    # spread: the ideal evens each micro-batch's work over the replicas (What-if §5.3), so S per
+    # iteration follows the twin without the skew (put-back alone: ~0.03 under it).
+    [scenario] = [s for s in suite("nonhw", seed=1) if s.name == "nonhw-seqlen"]
+    em = Emulation(scenario)
+    result = attribute(em.records(), em.job_spec(), iterations=em.iterations())
+    truth = np.array([r.time_ns / r.balanced_ns for r in em.truth().iterations])
+    skewed = slice(scenario.faults[0].start, None)
+    assert np.abs(np.asarray(result.per_iteration) - truth)[skewed].mean() < 0.012
+    # Before the skew, only the stage split pays: jitter is not rebalanced.
+    assert np.abs(np.asarray(result.per_iteration) - truth)[: scenario.faults[0].start].mean() < 0.006
