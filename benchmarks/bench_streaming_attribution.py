@@ -82,7 +82,7 @@ def run(world: int, seed: int, iterations: int, clickhouse: bool = False) -> dic
     from sleuth.settings import Settings
     from sleuth.sim import Emulation, suite
     from sleuth.stream.services.slowdown_watch import SlowdownWatch, WindowCache, slowdown_incidents
-    from sleuth.whatif.attribution import attribute, newest_slowdowns
+    from sleuth.whatif.attribution import newest_slowdowns
 
     [scenario] = [sc for sc in suite("scale", seed=seed) if sc.layout.world == world]
     emulation = Emulation(replace(scenario, iterations=iterations))
@@ -142,11 +142,7 @@ def run(world: int, seed: int, iterations: int, clickhouse: bool = False) -> dic
     if opened is None:
         return row | {"opened_at": None}
     landed, seconds, incident = opened
-    window = records.take((records["iteration"] >= max(0, landed - settings.attribution_window + 1))
-                          & (records["iteration"] <= landed))
-    began = time.perf_counter()
-    attribute(window, spec, iterations=rows)
-    full = time.perf_counter() - began
+    full = window_attribution_s(records, rows, spec, landed, settings.attribution_window)
     if stored is not None:
         row["opening_read_s"] = round(opening_read, 2)
     return row | {
@@ -154,6 +150,17 @@ def run(world: int, seed: int, iterations: int, clickhouse: bool = False) -> dic
         "top_suspect_is_fault": bool(incident.suspects) and incident.suspects[0].device == fault["device"],
         "full_round_s": round(full, 2), "ratio": round(seconds / full, 3),
     }
+
+
+def window_attribution_s(records, rows, spec, last: int, window: int) -> float:
+    """Seconds to attribute the ``window`` iterations through ``last`` in memory, as ``sleuth localize``
+    does offline: the same-run baseline of a streaming round."""
+    from sleuth.whatif.attribution import attribute
+
+    held = records.take((records["iteration"] >= max(0, last - window + 1)) & (records["iteration"] <= last))
+    began = time.perf_counter()
+    attribute(held, spec, iterations=rows)
+    return time.perf_counter() - began
 
 
 def main() -> None:

@@ -5,12 +5,13 @@
         --figure benchmarks/figures/localizer-slowdown-2211.svg
     .venv/bin/python benchmarks/results.py attribution benchmarks/results/attribution-1911.json
     .venv/bin/python benchmarks/results.py streaming benchmarks/results/streaming-2611.json
+    .venv/bin/python benchmarks/results.py live benchmarks/results/live-5851.json
 
 prints the section's markdown and, for the localizer, draws its figure: each scenario's S against
 the emulator's truth, the 5% band around equality, the scenarios outside it named. ``localizer``:
 a row per scenario and the summary the JSON holds; ``attribution`` (``bench_attribution.py``): a
 row per scale; ``streaming`` (``bench_streaming_attribution.py``, with or without ``--clickhouse``):
-a row per scale and seed. The JSON files kept in ``benchmarks/results/`` are what RESULTS.md's tables were
+a row per scale and seed; ``live`` (``bench_live_localizer.py``): a row per scale and seed. The JSON files kept in ``benchmarks/results/`` are what RESULTS.md's tables were
 written from; the commentary around them is RESULTS.md's own.
 """
 
@@ -21,7 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-__all__ = ["attribution_section", "localizer_figure", "localizer_section", "streaming_section"]
+__all__ = ["attribution_section", "live_section", "localizer_figure", "localizer_section", "streaming_section"]
 
 #: S within this share of the truth is right (the issue's goal for every scenario).
 SLOWDOWN_TOLERANCE = 0.05
@@ -71,6 +72,9 @@ def _summary(document: dict, rows: list[dict]) -> str:
         if slowdown.get("within_5pct_without_pauses") is not None:
             parts.append(f"within 5% of the twin without its pauses on {slowdown['within_5pct_without_pauses']} "
                          f"of {slowdown['n']}")
+        if slowdown.get("max_per_iteration_error") is not None:
+            parts.append(f"per iteration, S off its truth by {slowdown['max_per_iteration_error']:.3f} at most "
+                         "(a scenario's mean)")
     return "; ".join(parts) + "."
 
 
@@ -121,6 +125,25 @@ def streaming_section(document: dict) -> str:
             *([_spread(r["read_s"]) if "read_s" in r else "-"] if read else []),
             before, f"{r.get('opened_at')} ({r['sustained_at']})", opening,
             str(r.get("top_suspect_is_fault", "-")), _number(r.get("full_round_s"), 2), _number(r.get("ratio"), 3),
+        ]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def live_section(document: dict) -> str:
+    """``bench_live_localizer.py``'s row per scale and seed, as markdown."""
+    rows = document.get("rows")
+    if not isinstance(rows, list) or any("latency_s" not in r for r in rows):
+        raise ValueError("not bench_live_localizer.py's output: no 'rows' list with 'latency_s'")
+    lines = ["| GPUs | seed | records / iteration | pace s | insert s (median, max) | rounds | incidents before the fault's "
+             "| opened at (sustained at) | top suspect | latency s | its round s | offline attribution s | ratio |",
+             "|---" * 13 + "|"]
+    for r in rows:
+        before = "; ".join(f"`{i['cause']}` in {i['iterations'][0]}-{i['iterations'][1]}" for i in r.get("incidents_before", []))
+        lines.append("| " + " | ".join([
+            f"{r['world']:,}", str(r["seed"]), f"{r['records_per_iteration']:,}", _number(r["pace_s"], 1),
+            _spread(r["insert_s"]), str(r["rounds"]), before or "none", f"{r.get('opened_at')} ({r['sustained_at']})",
+            f"`{r['top']}`" if r.get("top") else "none", _number(r.get("latency_s"), 2), _number(r.get("round_s"), 2),
+            _number(r.get("offline_s"), 2), _number(r.get("ratio"), 3),
         ]) + " |")
     return "\n".join(lines) + "\n"
 
@@ -195,7 +218,7 @@ def _count(share: float | None, n: int | None) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("benchmark", choices=("localizer", "attribution", "streaming"), help="which benchmark's JSON it is")
+    parser.add_argument("benchmark", choices=("localizer", "attribution", "streaming", "live"), help="which benchmark's JSON it is")
     parser.add_argument("json", type=Path, help="what the benchmark printed")
     parser.add_argument("--figure", type=Path, metavar="SVG", help="draw the section's figure here (localizer)")
     args = parser.parse_args()
@@ -212,6 +235,8 @@ def main() -> int:
             sys.stdout.write(attribution_section(document))
         elif args.benchmark == "streaming":
             sys.stdout.write(streaming_section(document))
+        elif args.benchmark == "live":
+            sys.stdout.write(live_section(document))
         else:
             sys.stdout.write(localizer_section(document))
         if args.figure:

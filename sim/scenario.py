@@ -546,6 +546,12 @@ class Emulation:
                                        int(balanced[i])))
         return GroundTruth(self.fault_truths(), tuple(rows))
 
+    def forget_twins(self) -> None:
+        """Drops the fault-free and balanced twins' timelines (``truth`` runs them; each holds every
+        operator's times): a later use runs them again, the same."""
+        for name in ("counterfactual", "balanced"):
+            self.__dict__.pop(name, None)
+
     def fault_truths(self) -> tuple[dict, ...]:
         """Each injected fault as ``GroundTruth.faults`` lists it: its settings, index, the ranks it
         slows (GPU, host, last stage) and the iterations it is active in."""

@@ -115,6 +115,21 @@ def test_the_streaming_section_has_a_row_per_scale_and_the_reads_columns_only_wh
         results.streaming_section({"rows": [{"world": 8}]})
 
 
+def test_the_live_section_has_a_row_per_scale_and_seed_and_says_when_no_incident_named_the_fault(results) -> None:
+    row = {"world": 8192, "seed": 5, "records_per_iteration": 763904, "pace_s": 2.0, "job_iteration_s": 0.098,
+           "insert_s": {"median": 0.9, "max": 1.15}, "interval_s": 1.0, "sustained_at": 12, "rounds": 19,
+           "incidents_before": [{"cause": "stage_imbalance", "top": None, "iterations": [5, 8]}], "opened_at": 12,
+           "trigger": "slowdown", "top": "gpu:h0129/7", "latency_s": 3.3, "round_s": 2.63, "offline_s": 16.89, "ratio": 0.195}
+    missed = {key: value for key, value in row.items() if key not in ("top", "round_s", "offline_s", "ratio")}
+    lines = results.live_section({"rows": [row, missed | {"opened_at": None, "latency_s": None}]}).splitlines()
+    assert lines[0].count("|") == lines[1].count("|") == lines[2].count("|") == lines[3].count("|")
+    assert lines[2] == ("| 8,192 | 5 | 763,904 | 2.0 | 0.90, 1.15 | 19 | `stage_imbalance` in 5-8 | 12 (12) | `gpu:h0129/7` "
+                        "| 3.30 | 2.63 | 16.89 | 0.195 |")
+    assert "| None (12) | none | - | - | - | - |" in lines[3]
+    with pytest.raises(ValueError, match="'latency_s'"):
+        results.live_section({"rows": [{"world": 8}]})
+
+
 def test_a_fault_free_run_of_any_suite_but_hiccups_counts_as_a_clean_run(results) -> None:
     rows = [_row("clean", "clean-0", [], [], 1.02, 1.019), {**_row("clocks", "clocks-clean", [], ["gpu:h0001/0"], 1.02, 1.019),
             "fault_free": True}, {**_row("hiccups", "hiccups-1", [], [], 1.02, 1.019), "fault_free": True}]
