@@ -22,7 +22,7 @@ from sleuth.topology import Routing, Topology
 from sleuth.whatif.attribution import Attribution, attribute
 from sleuth.whatif.clocks import ClockOffsets, read_on_one_clock
 
-__all__ = ["Localized", "localize_records", "steady_steps"]
+__all__ = ["Localized", "localize_records", "steady_from", "steady_steps"]
 
 _SETTINGS = Settings()
 
@@ -36,6 +36,17 @@ class Localized:
     skipped: str | None
     incidents: tuple[Incident, ...]
     clocks: ClockOffsets = ClockOffsets({}, 0.0)  # the ranks whose times were read on their peers' clock
+    read_from: int = 0  # the first iteration read: the warm-up, or less where the records hold too few past it
+
+
+def steady_from(records: RecordBatch, iterations: IterationBatch, *, warmup: int, sustain: int) -> int:
+    """The first iteration the localizer reads: ``warmup``, or earlier where the records hold fewer
+    than ``sustain`` steps past it (a profiler trace of a job's first steps: what it holds is all
+    there is, and an incident needs ``sustain`` of them), leaving out as much of the warm-up as that
+    spares. Steps are counted as ``steady_steps`` keeps them."""
+    steps = np.unique(records["iteration"])
+    steps = steps[(steps >= 0) & (steps <= (int(iterations["iteration"].max()) if len(iterations) else steps.max(initial=0)))]
+    return min(warmup, int(steps[-min(sustain, len(steps))])) if len(steps) else warmup
 
 
 def steady_steps(records: RecordBatch, iterations: IterationBatch, warmup: int) -> tuple[RecordBatch, IterationBatch]:
@@ -68,12 +79,13 @@ def localize_records(
     records, iterations, clocks = read_on_one_clock(records, iterations, spec)
     stage(f"localize: irregular iterations of {spec.world} ranks")
     # A starting job's irregular iterations are its warm-up's, not a straggler's (``steady_steps``).
-    irregular = tuple(i for i in irregular_iterations(iterations) if i.iteration >= warmup)
+    first = steady_from(records, iterations, warmup=warmup, sustain=sustain)
+    irregular = tuple(i for i in irregular_iterations(iterations) if i.iteration >= first)
     found, skipped = None, None
     if attribution:
         stage(f"localize: what-if attribution of {len(records)} operators")
         try:
-            steady, steady_iterations = steady_steps(records, iterations, warmup)
+            steady, steady_iterations = steady_steps(records, iterations, first)
             found = attribute(steady, spec, iterations=steady_iterations)
         except RecordError as error:  # records the replay cannot order: the δ rule still stands
             skipped = str(error)
@@ -82,4 +94,4 @@ def localize_records(
         MemorySource(spec, records, iterations), irregular_iterations=irregular, topology=topology, top_k=top_k,
         window=window, pivots=tuple(pivots), routing=routing, attribution=found, slowdown=slowdown, sustain=sustain,
     )
-    return Localized(irregular, found, skipped, tuple(incidents), clocks)
+    return Localized(irregular, found, skipped, tuple(incidents), clocks, first)

@@ -251,8 +251,9 @@ class Settings:
     attribution_warmup: int = _setting(
         5, "SLEUTH_ATTRIBUTION_WARMUP",
         "first iterations of a job (numbered from 0) the localizer leaves out, from the what-if attribution and "
-        "from the irregular iterations it searches: process start, communicator setup, allocator growth and "
-        "autotuning make them uneven across ranks by nature", _non_negative_int,
+        "from the irregular iterations it searches, unless that leaves fewer than the sustained run (a short "
+        "profiler trace): process start, communicator setup, allocator growth and autotuning make them uneven "
+        "across ranks by nature", _non_negative_int,
     )
     attribution_window: int = _setting(
         12, "SLEUTH_ATTRIBUTION_WINDOW",

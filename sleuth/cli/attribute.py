@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from sleuth.cli.localize import add_attribution_options, read_job, resolve_attribution_options, say_clocks
+from sleuth.cli.localize import add_attribution_options, read_job, resolve_attribution_options, say_clocks, say_warmup
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from sleuth.localizer.attributed import episodes
-    from sleuth.localizer.offline import steady_steps
+    from sleuth.localizer.offline import steady_from, steady_steps
     from sleuth.whatif.attribution import attribute
     from sleuth.whatif.clocks import read_on_one_clock
 
@@ -36,7 +36,9 @@ def _run(args: argparse.Namespace) -> int:
     spec, records, iterations = read_job(args)
     records, iterations, offsets = read_on_one_clock(records, iterations, spec)
     say_clocks(offsets)
-    steady, steady_iterations = steady_steps(records, iterations, args.warmup)
+    read_from = steady_from(records, iterations, warmup=args.warmup, sustain=args.sustain)
+    say_warmup(read_from, args)
+    steady, steady_iterations = steady_steps(records, iterations, read_from)
     found = attribute(steady, spec, iterations=steady_iterations)
     sustained, short = episodes(found, slowdown=args.slowdown, sustain=args.sustain)
     document = {

@@ -91,6 +91,13 @@ def read_job(args: argparse.Namespace, *, on_file: FileRead | None = None) -> tu
     return JobSpec.read(spec_path), records, iterations
 
 
+def say_warmup(read_from: int, args: argparse.Namespace) -> None:
+    """Tell stderr where the records hold too few iterations past the warm-up for it to be left out."""
+    if read_from < args.warmup:
+        print(f"sleuth: the records hold fewer than {args.sustain} iterations past the warm-up (iterations before "
+              f"{args.warmup}, --warmup); read from iteration {read_from}", file=sys.stderr)
+
+
 #: Hosts whose clocks stderr names one by one at most; a GPU fabric's NCCL collectives end within
 #: microseconds, so NTP's milliseconds move every host of a large job.
 _HOSTS_NAMED = 5
@@ -142,6 +149,7 @@ def _run(args: argparse.Namespace) -> int:
         )
         steps.advance()
     say_clocks(result.clocks)
+    say_warmup(result.read_from, args)
     if result.skipped is not None:
         print(f"sleuth localize: what-if attribution skipped: {result.skipped}", file=sys.stderr)
     irregular, attribution, incidents = result.irregular, result.attribution, result.incidents

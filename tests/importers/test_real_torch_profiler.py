@@ -144,3 +144,21 @@ def test_localize_names_the_sleeping_rank(run: Run, capsys: pytest.CaptureFixtur
     # compute; "mixed" where the machine's jitter also slowed transfers in those steps
     assert slowed[0]["cause"] in ("compute", "mixed"), slowed
     assert slowed[0]["suspects"][0]["device"] == f"gpu:{socket.gethostname()}/{profjob.SLOW_RANK}"
+
+
+def test_a_trace_of_the_tutorial_s_three_early_steps_names_the_rank_slow_in_each(
+        tmp_path: Path, machine_alone: Callable[[], AbstractContextManager[None]],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # schedule(wait=1, warmup=1, active=3) keeps steps 2-4, all inside the default warm-up of 5.
+    with machine_alone():
+        run_job([sys.executable, "-m", "tests.importers.profjob", str(tmp_path / "traces"), str(free_port()), "short"])
+    assert main(["import", "torch-profiler", str(tmp_path / "traces"), "--out", str(tmp_path / "records"),
+                 "--job", "short", "--workers", "1"]) == 0
+    assert sorted(set(_records(Run(tmp_path / "traces", tmp_path / "records", 0, 0))["iteration"].tolist())) == [2, 3, 4]
+    capsys.readouterr()
+    assert main(["localize", "--records", str(tmp_path / "records"), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "read from iteration 2" in captured.err
+    [incident] = json.loads(captured.out)
+    assert incident["iterations"] == [2, 3, 4] and incident["cause"] in ("compute", "mixed"), incident
+    assert incident["suspects"][0]["device"] == f"gpu:{socket.gethostname()}/{profjob.SLOW_RANK}"
