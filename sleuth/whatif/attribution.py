@@ -7,7 +7,8 @@ From a job's records (every rank, many iterations) the replay (``timeline``) run
 * with every operator at the length its peers show: ``T_ideal``. A compute gap (the time between
   a rank's clock and its next operator's start) that lies beyond the spread of that gap over the
   ranks running the same program in the same iteration (``programs``) takes their median; a
-  transfer beyond the spread of that slot, or of its own operator identity's other iterations
+  transfer beyond the spread of that slot, of its type and volume on every program (``_volume_put_back``),
+  or of its own operator identity's other iterations
   (those at its lower level where they step from one level to another and stay:
   ``keys.lower_level``), takes the lower such median, so that a slow link present from the first
   iteration, one slowing a whole program, and one slowing most of the slot for most of the run
@@ -74,6 +75,9 @@ COMPUTE = "compute"
 #: up, a batch of a few replicas; at small scales every replica at once.
 _BATCH_VALUES = 1 << 25
 _NS_PER_HOUR = 3_600e9
+#: Communicators whose transfers of one type and volume make a median (``_volume_put_back``): of
+#: two, one slow, neither is the peers'.
+_VOLUME_PEERS = 3
 #: A rank's clock where it has no records in an iteration.
 _NO_CLOCK = np.iinfo(np.int64).min
 #: Guards the jobs' subset caches (``_subset``).
@@ -722,8 +726,16 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     deps = dependencies(first, holds, group, complete, _starts(it))
     slots, enough, hardware_gap, hardware_ideal_gap, gap_side, work, ideal_gap = gaps.result()
 
-    # A transfer's peers: the same slot on the ranks running its program, and its own other iterations.
-    spatial = _put_back(transfer, slots.slot, enough & complete)
+    # An operator type: its communicator's kind (the name's prefix) and its op, send and receive together.
+    prefixes = [c.split(".", 1)[0] if "." in c else "" for c in records.strings]
+    prefix_names, prefix_code = np.unique(np.array(prefixes + [""]), return_inverse=True)
+    # A transfer's peers: the same slot on the ranks running its program; the transfers of its type
+    # and volume among as many members on every program (§3.2: a type's volume is the same across
+    # pipeline and data-parallel ranks, where one program's groups may all share a slow device);
+    # and its own other iterations.
+    spatial = np.minimum(_put_back(transfer, slots.slot, enough & complete),
+                         _volume_put_back(transfer, complete, group, members, it, comm, records["seq"][order],
+                                          prefix_code[comm], op, nbytes))
     identity = _identity_keys(rank, slots.position, comm, op, nbytes, records.strings)
     temporal = transfer.copy()
     if complete.any():
@@ -747,9 +759,6 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
         left.append(PeerHistory(keys[by_key], lengths[by_key], None if work is None else work[k], step=int(steps[k]),
                                 clocks=clocks, end_ns=int(end[a:b].max())))
 
-    # An operator type: its communicator's kind (the name's prefix) and its op, send and receive together.
-    prefixes = [c.split(".", 1)[0] if "." in c else "" for c in records.strings]
-    prefix_names, prefix_code = np.unique(np.array(prefixes + [""]), return_inverse=True)
     labels = [_op_label(code) for code in range(256)]
     label_names, label_code = np.unique(np.array(labels), return_inverse=True)
     type_key = prefix_code[comm] * len(label_names) + label_code[op]
@@ -839,6 +848,33 @@ def _identity_keys(rank: np.ndarray, position: np.ndarray, comm: np.ndarray, op:
         for part in (position.astype(np.uint64), named[comm], op.astype(np.uint64), nbytes.astype(np.uint64)):
             key = mix(key + part)
     return key
+
+
+def _volume_put_back(transfer: np.ndarray, complete: np.ndarray, group: np.ndarray, members: np.ndarray, it: np.ndarray,
+                     comm: np.ndarray, seq: np.ndarray, kind: np.ndarray, op: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    """Each complete transfer, or the median of its peers where it lies beyond their spread
+    (``_put_back``): the iteration's transfers of its ``kind`` (communicator kind), op and volume
+    among as many members, each the same in its own communicator's order of them (its first of
+    that volume, its second, ...), on every communicator; each collective or pair counted once, its
+    members ending it together. A communicator's several transfers of one volume (a job's gradient
+    buckets) are different operators, which the paper's peers never mix (§3.2)."""
+    head = np.empty(len(members), np.int64)
+    head[group[::-1]] = np.arange(len(group))[::-1]  # each group's first row
+    used = np.flatnonzero(complete[head])
+    rows = head[used]
+    # Each communicator's transfers of one volume in an iteration, in the order it issued them (its sequence numbers).
+    same = dense_ids(it[rows], comm[rows], op[rows], nbytes[rows])
+    by_same = np.lexsort((seq[rows], same))
+    runs = np.r_[0, np.flatnonzero(np.diff(same[by_same])) + 1]
+    ordinal = np.empty(len(rows), np.int64)
+    ordinal[by_same] = np.arange(len(rows)) - np.repeat(runs, np.diff(np.r_[runs, len(rows)]))
+    peers = dense_ids(it[rows], kind[rows], op[rows], nbytes[rows], members[used], ordinal)
+    median, spread = group_spread(peers, transfer[rows])
+    # A median of three communicators or more: of one, its members' ends are the slot's to judge.
+    judged = np.bincount(peers)[peers] >= _VOLUME_PEERS
+    medians, spreads = np.full(len(head), np.inf), np.zeros(len(head))
+    medians[used[judged]], spreads[used[judged]] = median[judged], spread[judged]
+    return _beyond_spread(transfer, medians[group], spreads[group], complete)
 
 
 def _put_back(values: np.ndarray, group: np.ndarray, usable: np.ndarray) -> np.ndarray:

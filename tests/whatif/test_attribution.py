@@ -128,6 +128,19 @@ def test_a_slow_gpu_on_a_middle_stage_is_put_back_to_its_own_stages_work(gpu: st
     assert result.slowdown == pytest.approx(truth_slowdown(em), rel=0.05)  # 1.11 against 1.21 with the stages mixed
 
 
+def test_a_nic_slow_from_the_first_step_under_half_a_stage_s_rings_is_put_back_to_the_other_stages_rings() -> None:
+    # tp2 pp4 dp8: each stage's slot holds two data-parallel rings, one behind the slow NIC, so the
+    # slot's median is half slow; the first and last stages' rings carry the same volume.
+    layout = ParallelLayout(64, 2, 4, 8, gpus_per_host=8)
+    em = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=8,pod=2,spines=2"), layout=layout, model=SMALL,
+                            microbatches=4, iterations=12, faults=(parse_fault("nic:h0001/0,slow=4"),), seed=3,
+                            job="rings"))
+    result = attribute(em.records(), em.job_spec(), iterations=em.iterations())
+    assert truth_slowdown(em) > 1.1
+    assert result.slowdown == pytest.approx(truth_slowdown(em), rel=0.05)
+    assert max(result.by_type, key=result.by_type.get) == "dp.all_reduce"
+
+
 def test_a_slow_gpu_is_a_compute_straggler_of_its_own_worker() -> None:
     result = attributed(GPU)
     assert max(result.by_type, key=result.by_type.get) == COMPUTE
