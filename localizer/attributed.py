@@ -55,7 +55,7 @@ from sleuth.localizer.impact import Impact
 from sleuth.localizer.incident import AttributionSummary, Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.nonhardware import ADVICE, Straggler
 from sleuth.localizer.rules import LOCALIZER_RULES
-from sleuth.localizer.scoring import Priors, accumulate, map_scores
+from sleuth.localizer.scoring import Priors, accumulate, leading, map_scores
 from sleuth.localizer.search import Cause, Root
 
 __all__ = ["Episode", "Part", "at_steps", "complement", "diagnose", "diagnose_episode", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
@@ -738,7 +738,7 @@ def whatif_search(
         side = [(root, rate) for root, rate in rated if root.cause is cause]
         evidence = accumulate(side, topology=topology, gpus=graph.gpus, routing=routing, host_share=on_host)
         ranking = [s for s in map_scores(evidence, topology=topology, priors=priors) if s.support >= min_support]
-        suspects += [Suspect(s.device, s.kind, float(s.score)) for s in ranking[:top_k]]
+        suspects += [Suspect(s.device, s.kind, float(s.score)) for s in leading(ranking, top_k)]
     return rated, tuple(suspects)
 
 

@@ -32,7 +32,7 @@ from typing import TypeVar
 from sleuth.topology import DeviceKind
 
 from sleuth.localizer.rules import LOCALIZER_RULES
-from sleuth.localizer.scoring import Score
+from sleuth.localizer.scoring import Score, leading
 from sleuth.localizer.search import Root
 from sleuth.validation import fraction, integer
 
@@ -104,8 +104,9 @@ def separate(
         if faults and strength < min_share * lead:
             break
         lead = lead or strength
-        neighbours = [s for s in ranked(explained) if s.device != top.device]
-        faults.append((top, *neighbours[: top_k - 1]))
+        own = ranked(explained)
+        first = next((s for s in own if s.device == top.device), top)
+        faults.append(leading([first, *(s for s in own if s.device != top.device)], top_k))
         remaining = [(root, rate) for root, rate in remaining if top.device not in devices_of(root)]
     return faults
 

@@ -52,7 +52,8 @@ from sleuth.topology.ids import host_id
 from sleuth.localizer.search import Cause, Root
 from sleuth.validation import fraction, non_negative_number, positive_int
 
-__all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay", "device_kind", "map_scores", "root_devices"]
+__all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay", "device_kind", "leading", "map_scores",
+           "root_devices"]
 
 EPSILON = 1e-6
 
@@ -222,3 +223,17 @@ def map_scores(evidence: Mapping[str, Evidence], *, topology: Topology, priors: 
     # the same delays (a leaf before the spine layer above it, which gets all of its evidence).
     scores.sort(key=lambda s: (-s.score, endpoints[s.device], s.device))
     return tuple(scores)
+
+
+def leading(ranking: Sequence[Score], top_k: int) -> tuple[Score, ...]:
+    """The first ``top_k`` of ``ranking`` (best first) and every further device whose score ties the
+    first's: the evidence cannot part them (a collective's members end it together, so every device
+    on its ring gets the same evidence), and the sort's order among them names none."""
+    if not ranking:
+        return ()
+    first = ranking[0].score
+    return (*ranking[:top_k], *(s for s in ranking[top_k:] if math.isclose(s.score, first, rel_tol=_TIED)))
+
+
+#: Scores this close are one: the same evidence summed in another order.
+_TIED = 1e-9

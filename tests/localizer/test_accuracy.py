@@ -91,6 +91,21 @@ def test_a_slow_nvswitch_under_many_short_tensor_parallel_transfers_leads_beside
     assert incident.suspects[0].device == "nvswitch:h0002", incident.suspects
 
 
+def test_a_slow_nic_seen_only_in_data_parallel_rings_names_every_nic_of_the_ring_alike():
+    # ZeRO over tp4 dp16: the NIC's only transfers are its ring's collectives, which every member
+    # ends together, so each NIC on the ring has the same evidence and none may be named first alone.
+    emulation = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=8,pod=2,spines=2"),
+                                   layout=ParallelLayout(64, 4, 1, 16, gpus_per_host=8), iterations=40, seed=71,
+                                   model=ModelSpec(zero=True), faults=(parse_fault("nic:h0004/2,slow=3,start=15"),)))
+    found = localize_records(emulation.job_spec(), emulation.records(), emulation.iterations(),
+                             topology=emulation.scenario.topology, routing="static")
+    [incident] = found.incidents
+    nics = [s for s in incident.suspects if s.kind == "nic"]
+    ring = {f"nic:h{host:04d}/{index}" for host in range(8) for index in (2, 6)}  # tensor ranks 2 and 6's ring
+    assert {s.device for s in nics} == ring, incident.suspects
+    assert max(s.score for s in nics) == pytest.approx(min(s.score for s in nics))
+
+
 # The network suite runs at 128 GPUs on a fat tree of 4 pods and 4 spines; the emulator hashes
 # every GPU pair onto one spine, which the localizer knows under static routing only.
 _SPINE_LAYER = "spines:s0,s1,s2,s3"

@@ -6,7 +6,7 @@ import pytest
 
 from sleuth.errors import ConfigError
 from sleuth.localizer.explain import nic_beside_its_cable, separate
-from sleuth.localizer.scoring import Score
+from sleuth.localizer.scoring import Score, leading
 from sleuth.localizer.search import Cause, Root
 from sleuth.topology import DeviceKind
 
@@ -133,3 +133,11 @@ def test_a_nic_and_its_own_cable_are_listed_together_and_compute_suspects_keep_t
     # Another NIC's cable, or a spine's, is not this NIC's.
     other = ["nic:h0011/2", "link:leaf:p2r2~spine:s1", "link:leaf:p0r1~nic:h0001/1"]
     assert nic_beside_its_cable(other, str) == tuple(other)
+
+
+def test_devices_tied_with_the_first_are_all_kept_beyond_the_top_k():
+    ranking = [Score(f"nic:h{h}/2", DeviceKind.NIC, 0.1, 1.0, 3) for h in range(4)]
+    ranking += [Score("leaf:p0r2", DeviceKind.LEAF, 0.05, 1.0, 3), Score("nic:h9/2", DeviceKind.NIC, 0.1 * (1 - 1e-6), 1.0, 3)]
+    assert [s.device for s in leading(ranking, 2)] == [f"nic:h{h}/2" for h in range(4)]
+    assert [s.device for s in leading(ranking[3:], 2)] == ["nic:h3/2", "leaf:p0r2"]
+    assert leading([], 2) == ()
