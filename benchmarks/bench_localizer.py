@@ -2,7 +2,7 @@
 
     python benchmarks/bench_localizer.py [--seeds 201 202] [--scales 1024 2048] [--graph 8192 16384]
                                          [--suites dims types network concurrent ecmp nonhw clean from-start
-                                                   moderate two-moderate hiccups ramp clocks]
+                                                   moderate two-moderate hiccups ramp layouts clocks]
                                          [--baselines-up-to 4096] [--no-baselines] [--no-attribution]
 
 Figures (sleuth and each baseline: ``earliest``, ``random_walk``, ``nvrx_relative_median``):
@@ -281,7 +281,7 @@ def main() -> None:
     parser.add_argument("--scales", type=int, nargs="*", default=[1024, 2048])
     parser.add_argument("--graph", type=int, nargs="*", default=[8192, 16384])
     parser.add_argument("--suites", nargs="*", default=["dims", "types", "network", "concurrent", "ecmp", "nonhw", "clean", "from-start",
-                                                         "moderate", "two-moderate", "hiccups", "ramp", "clocks"])
+                                                         "moderate", "two-moderate", "hiccups", "ramp", "layouts", "clocks"])
     parser.add_argument("--no-attribution", action="store_true", help="localize from δ-irregular iterations alone")
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--baselines-up-to", type=int, default=4096, metavar="WORLD",

@@ -24,6 +24,9 @@ moderate       steps of 5-20% in the iteration time, from iteration 20: a GPU at
 two-moderate   a GPU at x1.2 from iteration 10, then a NIC at half its bandwidth from iteration 30
 hiccups        fault-free runs whose only events are benign pauses: one, and three far apart
 ramp           a GPU ramping to x1.6 over 20 iterations from iteration 10
+layouts        tensor groups narrower than a host, at 64 GPUs: tp2 pp4 dp8, tp4 dp16 with ZeRO and
+               tp2 ep4 dp8, each with a NIC at a quarter of its bandwidth from the first iteration,
+               a GPU at x1.5 from iteration 20 and a contended host from iteration 20
 clocks         hosts' clocks apart (each within 10 ms, one 0.7 s ahead): a GPU x1.5 from the first
                iteration, a NIC x6 from iteration 20, and a fault-free run
 drift          a month of a job (iterations sampled every 20,000 steps) creeping up 7%,
@@ -265,6 +268,29 @@ def _ramp(seed: int) -> list[Scenario]:
     return [_scenario("ramp-gpu", _base(), seed, (fault,), topology=topology)]
 
 
+def _layouts(seed: int) -> list[Scenario]:
+    # Where a host holds several tensor groups, a stage runs several data-parallel rings side by side
+    # and one NIC slows one of them: its peers are the other rings, and where no pipeline pair
+    # crosses the NIC, its ring's collectives are all there is to see it by.
+    shapes = (
+        ("tp2-pp4-dp8", ParallelLayout(64, 2, 4, 8), ModelSpec()),
+        ("tp4-dp16-zero", ParallelLayout(64, 4, 1, 16), ModelSpec(zero=True)),
+        ("tp2-ep4-dp8", ParallelLayout(64, 2, 1, 8, ep=4), ModelSpec()),
+    )
+    out = []
+    topology = _fabric(64)
+    for k, (name, layout, model) in enumerate(shapes):
+        pick = _Picker(topology, 64, seed, 1500 + k)
+        faults = (
+            ("nic-from-start", Fault(kind=FaultKind.NIC, device=pick.nic(), slow=4.0)),
+            ("gpu", Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=1.5, start=20)),
+            ("host", Fault(kind=FaultKind.HOST, device=pick.host(), slow=HOST_SLOW, start=20)),
+        )
+        out += [_scenario(f"layouts-{name}-{what}", layout, seed, (fault,), topology=topology, model=model)
+                for what, fault in faults]
+    return out
+
+
 def _clocks(seed: int) -> list[Scenario]:
     topology = _fabric(128)
     pick = _Picker(topology, 128, seed, 1400)
@@ -307,6 +333,7 @@ SUITES: dict[str, Callable[[int], list[Scenario]]] = {
     "two-moderate": _two_moderate,
     "hiccups": _hiccups,
     "ramp": _ramp,
+    "layouts": _layouts,
     "clocks": _clocks,
     "drift": _drift,
 }

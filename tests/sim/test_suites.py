@@ -41,6 +41,10 @@ def test_suites_cover_what_they_promise() -> None:
     assert [len(sc.timing.hiccups_at) for sc in suite("hiccups")] == [1, 3]
     assert all(not sc.faults and sc.timing.hiccup_rate == 0 for sc in suite("hiccups"))
     assert suite("ramp")[0].faults[0].ramp == 20
+    layouts = suite("layouts")
+    assert {(sc.layout.tp, sc.layout.pp, sc.layout.ep, sc.model.zero) for sc in layouts} == {
+        (2, 4, 1, False), (4, 1, 1, True), (2, 1, 4, False)}
+    assert [sc.faults[0].kind for sc in layouts[:3]] == [FaultKind.NIC, FaultKind.GPU, FaultKind.HOST]
     dims = suite("dims")
     assert [(sc.layout.cp, sc.layout.ep, sc.model.sequence_parallel) for sc in dims] == [
         (1, 1, False), (2, 1, False), (2, 2, False), (2, 2, True)]
