@@ -718,7 +718,8 @@ def whatif_search(
     top_k: int, min_support: int, paid: Sequence[int] | None = None,
 ) -> tuple[list[tuple[Root, float]], tuple[Suspect, ...]]:
     """The what-if roots with their rates, and the top ``top_k`` suspects of each side (compute,
-    network) the job pays for: each side is one fault's evidence, as ``explain.separate`` keeps
+    network) the job pays for, and any tied with the side's first (``scoring.leading``): each side
+    is one fault's evidence, as ``explain.separate`` keeps
     the top K of each fault the search found; the side that carries most of what the job pays
     (S_t) comes first, as ``lead`` orders an irregular iteration's incident. Over an episode's
     ``paid`` iterations, the compute side only where a rank stands apart from chance in them

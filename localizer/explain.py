@@ -83,7 +83,8 @@ def separate(
     min_share: float = LOCALIZER_RULES.second_fault_share,
     dominant: float = LOCALIZER_RULES.dominant_below,
 ) -> list[tuple[Score, ...]]:
-    """Per fault found, its top ``top_k`` suspects (strongest fault first).
+    """Per fault found, its top ``top_k`` suspects and any tied with its first (``scoring.leading``),
+    strongest fault first.
 
     ``ranked(rated)``: the eligible devices of those roots, best first; ``devices_of(root)``:
     the devices a root's evidence goes to.
@@ -104,9 +105,10 @@ def separate(
         if faults and strength < min_share * lead:
             break
         lead = lead or strength
-        own = ranked(explained)
-        first = next((s for s in own if s.device == top.device), top)
-        faults.append(leading([first, *(s for s in own if s.device != top.device)], top_k))
+        # The top device first, then its neighbours on the roots it explains, and all that tie with it.
+        on_its_roots = ranked(explained)
+        first = next((s for s in on_its_roots if s.device == top.device), top)
+        faults.append(leading([first, *(s for s in on_its_roots if s.device != top.device)], top_k))
         remaining = [(root, rate) for root, rate in remaining if top.device not in devices_of(root)]
     return faults
 

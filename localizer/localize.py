@@ -99,7 +99,7 @@ def localize(
     equal-cost spines (``sleuth.topology.Routing``; "static" when every pair's route is known,
     which lets a spine be singled out). Returns one incident per cluster of irregular
     iterations that has hardware suspects or a non-hardware diagnosis (possibly none); its
-    suspects are the top K of each fault found.
+    suspects are the top K of each fault found, and any device tied with its first (``scoring.leading``).
 
     ``attribution``: the job's what-if attribution (``sleuth.whatif.attribute``), when its records
     were all read. Then every episode of at least ``sustain`` iterations at a slowdown S of at

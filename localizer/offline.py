@@ -45,7 +45,9 @@ def steady_from(records: RecordBatch, iterations: IterationBatch, *, warmup: int
     there is, and an incident needs ``sustain`` of them), leaving out as much of the warm-up as that
     spares. Steps are counted as ``steady_steps`` keeps them."""
     steps = np.unique(records["iteration"])
-    steps = steps[(steps >= 0) & (steps <= (int(iterations["iteration"].max()) if len(iterations) else steps.max(initial=0)))]
+    steps = steps[steps >= 0]
+    if len(iterations):
+        steps = steps[steps <= int(iterations["iteration"].max())]
     return min(warmup, int(steps[-min(sustain, len(steps))])) if len(steps) else warmup
 
 

@@ -56,6 +56,8 @@ __all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay
            "root_devices"]
 
 EPSILON = 1e-6
+#: Scores this close are one (``leading``): the same evidence summed in another order.
+_TIED = 1e-9
 
 # Holmes table 1: anomalous devices over three months (GPUs 58.7%, NICs 18.3%, links 9.5%,
 # switches 4.8%, CPUs 3.2%, others 5.5%). Switches: leaf, spine and NVSwitch alike.
@@ -233,7 +235,3 @@ def leading(ranking: Sequence[Score], top_k: int) -> tuple[Score, ...]:
         return ()
     first = ranking[0].score
     return (*ranking[:top_k], *(s for s in ranking[top_k:] if math.isclose(s.score, first, rel_tol=_TIED)))
-
-
-#: Scores this close are one: the same evidence summed in another order.
-_TIED = 1e-9

@@ -859,7 +859,7 @@ def _volume_put_back(transfer: np.ndarray, complete: np.ndarray, group: np.ndarr
     members ending it together. A communicator's several transfers of one volume (a job's gradient
     buckets) are different operators, which the paper's peers never mix (§3.2)."""
     head = np.empty(len(members), np.int64)
-    head[group[::-1]] = np.arange(len(group))[::-1]  # each group's first row
+    head[group] = np.arange(len(group))  # a row of each group: whichever, its members end it together
     used = np.flatnonzero(complete[head])
     rows = head[used]
     # Each communicator's transfers of one volume in an iteration, in the order it issued them (its sequence numbers).

@@ -45,22 +45,19 @@ def run(rank: int, port: int, out: str, short: bool) -> None:
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
                  schedule=schedule(wait=WAIT, warmup=WARMUP, active=SHORT_ACTIVE if short else ACTIVE),
                  on_trace_ready=handler) as prof:
+        # ``short``: a slow device lengthens every piece of its work, each before an operator.
+        extra = SHORT_SLOW_S if short and rank == SLOW_RANK else 0.0
         for step in range(SHORT_STEPS if short else STEPS):
-            slow = rank == SLOW_RANK and short  # a slow device lengthens every piece of its work
-
-            def work(seconds: float) -> None:
-                time.sleep(seconds + (SHORT_SLOW_S if slow else 0.0))
-
-            work(COMPUTE_S)  # the step's compute, without loading the shared CPUs
+            time.sleep(COMPUTE_S + extra)  # the step's compute, without loading the shared CPUs
             a = torch.tanh(a @ a)
             dist.all_reduce(x)
             if rank == SLOW_RANK and not short and step in SLOW_STEPS:
                 time.sleep(SLOW_S)
-            work(0.0)
+            time.sleep(extra)
             dist.all_gather_into_tensor(gathered, x)
-            work(0.0)
+            time.sleep(extra)
             dist.broadcast(x, src=0)
-            work(0.0)
+            time.sleep(extra)
             sent = dist.isend(message, (rank + 1) % WORLD)  # a ring: every rank runs one program
             received = dist.irecv(inbox, (rank - 1) % WORLD)
             sent.wait()

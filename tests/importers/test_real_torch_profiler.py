@@ -154,7 +154,7 @@ def test_a_trace_of_the_tutorial_s_three_early_steps_names_the_rank_slow_in_each
         run_job([sys.executable, "-m", "tests.importers.profjob", str(tmp_path / "traces"), str(free_port()), "short"])
     assert main(["import", "torch-profiler", str(tmp_path / "traces"), "--out", str(tmp_path / "records"),
                  "--job", "short", "--workers", "1"]) == 0
-    assert sorted(set(_records(Run(tmp_path / "traces", tmp_path / "records", 0, 0))["iteration"].tolist())) == [2, 3, 4]
+    assert sorted(set(read_records(tmp_path / "records")[0]["iteration"].tolist())) == [2, 3, 4]
     capsys.readouterr()
     assert main(["localize", "--records", str(tmp_path / "records"), "--json"]) == 0
     captured = capsys.readouterr()
