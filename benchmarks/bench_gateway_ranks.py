@@ -18,7 +18,6 @@ import collections
 import dataclasses
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -31,18 +30,13 @@ import numpy as np
 from sleuth import services
 from sleuth.jobspec import JobSpec
 from sleuth.layout import ParallelLayout
+from sleuth.ports import free_port
 from sleuth.progress import progress
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.proto import commops_pb2_grpc as pb_grpc
 from sleuth.settings import Settings
 from sleuth.sim import rank_streams
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _status(pid: int) -> dict[str, int]:
@@ -107,7 +101,7 @@ def main() -> None:
     kafka_host, kafka_port = services.kafka_bootstrap().rsplit(":", 1)
     tag = uuid.uuid4().hex[:10]
     settings = dataclasses.replace(
-        Settings.from_env(), kafka_host=kafka_host, kafka_port=int(kafka_port), gateway_port=_free_port(),
+        Settings.from_env(), kafka_host=kafka_host, kafka_port=int(kafka_port), gateway_port=free_port(),
         records_topic=f"bench-ranks-{tag}", rejects_topic=f"bench-ranks-rejects-{tag}", jobs_topic=f"bench-ranks-jobs-{tag}")
     target = f"127.0.0.1:{settings.gateway_port}"
     job = "bench-16k"

@@ -55,6 +55,7 @@ import time
 from pathlib import Path
 
 from sleuth.importers.nccl_profiler import read_dumps
+from sleuth.ports import free_port
 from sleuth.progress import track
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,7 +95,7 @@ def launch(world: int, argv: list[str], env: dict[str, str], *, shared_gpu: bool
 def start_ranks(world: int, argv: list[str], env: dict[str, str], *, shared_gpu: bool, own_hosts: bool,
                 logs: Path) -> list[subprocess.Popen]:
     """Start ``argv`` as ``world`` ranks (see ``launch``); returns their processes."""
-    port = _free_port()
+    port = free_port()
     logs.mkdir(parents=True, exist_ok=True)
     procs = []
     for rank in range(world):
@@ -109,14 +110,6 @@ def start_ranks(world: int, argv: list[str], env: dict[str, str], *, shared_gpu:
         with open(logs / f"rank-{rank}.log", "w") as log:
             procs.append(subprocess.Popen(command, env=rank_env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
     return procs
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _records_per_rank(folder: Path) -> dict[int | None, int]:

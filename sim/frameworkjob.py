@@ -40,8 +40,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from sleuth.sim.trainjob import (SlowRank, add_base_delay_argument, free_port, replica_factors, start_ranks,
-                                 write_ground_truth, write_result)
+from sleuth.ports import free_port
+from sleuth.sim.trainjob import (SlowRank, add_base_delay_argument, replica_factors, start_ranks, write_ground_truth,
+                                 write_result)
 
 MODES = ("ddp", "fsdp", "functional")
 DEVICES = ("cpu", "cuda")

@@ -31,7 +31,6 @@ import argparse
 import hashlib
 import json
 import os
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -42,6 +41,7 @@ import torch
 import torch.distributed as dist
 
 from sleuth.cli.arguments import positive_float
+from sleuth.ports import free_port
 from sleuth.layout import ParallelLayout
 
 HIDDEN = 32
@@ -329,12 +329,6 @@ def write_ground_truth(out: str | None, options: object) -> None:
         os.makedirs(out, exist_ok=True)
         with open(os.path.join(out, "ground_truth.json"), "w") as handle:
             json.dump(asdict(options), handle)  # type: ignore[call-overload]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_ranks(worker: Callable[..., None], args: tuple, ranks: int, *, cuda: bool = False) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import socket
 import time
 import urllib.request
 
@@ -12,18 +11,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sleuth import metrics
+from sleuth.ports import free_port
 from sleuth.records import RecordBatch
 
 from .stream.harness import record_stream, registered_pipeline, stop_process, wait_for_count, worker_process
 from .stream.test_records_pipeline import training_records
 
 pytestmark = pytest.mark.services
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape(port: int) -> dict[tuple[str, tuple], float]:

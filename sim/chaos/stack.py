@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from sleuth.ports import free_ports
 from sleuth.settings import Settings
 from sleuth.stream.services import stack
 
@@ -27,18 +27,6 @@ SERVICES = ("kafka", "clickhouse", "alertmanager")
 # what it found, and the later to finish would leave the stack's ports for the whole process.
 _ENVIRON = threading.RLock()
 PROCESSES = stack.PROCESSES
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports free on 127.0.0.1 now."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 @dataclasses.dataclass

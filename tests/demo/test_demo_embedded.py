@@ -8,7 +8,7 @@ import pytest
 
 from sleuth.cli import main
 
-from ..stream.test_stack import free_port
+from sleuth.ports import free_port
 from .written import slowed_gpu, top_suspects
 
 pytest.importorskip("torch")

@@ -20,7 +20,7 @@ from sleuth.stream.services import stack
 
 from ..conftest import Services
 from ..stream.harness import private_settings
-from ..stream.test_stack import free_port
+from sleuth.ports import free_port
 from .written import written_tops
 
 pytest.importorskip("torch")

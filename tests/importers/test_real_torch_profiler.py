@@ -21,12 +21,12 @@ import pytest
 
 from sleuth.cli import main
 from sleuth.jobspec import JobSpec
+from sleuth.ports import free_port
 from sleuth.records import OpKind, RecordBatch
 from sleuth.records_folder import read_records
 
 pytest.importorskip("torch")
 
-from sleuth.sim.trainjob import free_port  # noqa: E402  (needs torch)
 from tests.importers import profjob  # noqa: E402
 from tests.importers.realjobs import run_job  # noqa: E402
 

@@ -4,12 +4,9 @@ gateway does (status code, trailing ``sleuth-accepted`` through the gateway's ow
 
 from __future__ import annotations
 
-import random
-import socket
 import threading
 from collections.abc import Callable
 from concurrent import futures
-from pathlib import Path
 
 import grpc
 
@@ -94,18 +91,3 @@ def start(port: int = 0, **refusals) -> tuple[grpc.Server, RecordingCollector, i
     bound = server.add_insecure_port(f"127.0.0.1:{port}")
     server.start()
     return server, servicer, bound
-
-
-def free_port() -> int:
-    """A free loopback port below the kernel's ephemeral range: a server started later (a gateway
-    down at first) still finds it free, where one the kernel handed out may go meanwhile to any
-    outgoing connection's ephemeral port."""
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for port in random.sample(range(10_000, low), 200):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free loopback port between 10000 and {low}")

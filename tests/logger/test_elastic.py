@@ -21,7 +21,7 @@ from sleuth.records import IterationBatch
 from sleuth.stream.ingest import kafka_records
 
 from ..stream.harness import consume, private_settings, running_gateway
-from .collector import free_port
+from sleuth.ports import free_port
 
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

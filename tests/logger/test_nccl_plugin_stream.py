@@ -29,7 +29,7 @@ from sleuth.records import OpKind
 from sleuth.records_folder import read_records
 
 from tests.logger import collector
-from tests.logger.collector import free_port
+from sleuth.ports import free_port
 from tests.logger.nccl_build import build_plugin, compile_c
 from tests.logger.store import DictStore
 

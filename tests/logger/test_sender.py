@@ -12,6 +12,7 @@ from sleuth.jobspec import JobSpec
 from sleuth.layout import ParallelLayout
 from sleuth.logger.sender import GrpcSink
 from sleuth.logger.spill import Spill
+from sleuth.ports import free_port
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import IterationBatch, RecordBatch
 
@@ -65,7 +66,7 @@ def test_records_iterations_and_spec_arrive(server, tmp_path):
 
 
 def test_collector_down_at_first_then_up_on_the_same_port_loses_nothing(tmp_path):
-    port = collector.free_port()
+    port = free_port()
     sink = sink_for(port, tmp_path, backoff_s=(0.05, 0.2), connect_timeout_s=0.2)
     for k in range(20):
         sink.records(batch(k * 10, 10), dropped=0)
@@ -85,7 +86,7 @@ def test_collector_down_at_first_then_up_on_the_same_port_loses_nothing(tmp_path
 
 
 def test_memory_stays_under_the_bound_by_spilling_and_the_spill_replays(tmp_path):
-    port = collector.free_port()
+    port = free_port()
     sink = sink_for(port, tmp_path, buffer_bytes=20_000, spill_bytes=10_000_000,
                     backoff_s=(0.05, 0.2), connect_timeout_s=0.2)
     for k in range(100):
@@ -104,7 +105,7 @@ def test_memory_stays_under_the_bound_by_spilling_and_the_spill_replays(tmp_path
 
 
 def test_past_the_spill_bound_the_oldest_are_dropped_and_the_gap_is_reported(tmp_path):
-    port = collector.free_port()
+    port = free_port()
     sink = sink_for(port, tmp_path, buffer_bytes=20_000, spill_bytes=60_000,
                     backoff_s=(0.05, 0.2), connect_timeout_s=0.2)
     for k in range(100):
@@ -124,7 +125,7 @@ def test_past_the_spill_bound_the_oldest_are_dropped_and_the_gap_is_reported(tmp
 
 
 def test_closing_while_the_collector_is_away_keeps_the_records_for_the_next_sender(tmp_path):
-    port = collector.free_port()
+    port = free_port()
     sink = sink_for(port, tmp_path, backoff_s=(0.05, 0.2), connect_timeout_s=0.2)
     sink.records(batch(0, 40), dropped=0)
     sink.close(0.5)
@@ -139,7 +140,7 @@ def test_closing_while_the_collector_is_away_keeps_the_records_for_the_next_send
 
 
 def test_records_a_crash_tore_from_the_spill_are_counted_and_what_follows_arrives(tmp_path):
-    port = collector.free_port()
+    port = free_port()
     sink = sink_for(port, tmp_path, backoff_s=(0.05, 0.2), connect_timeout_s=0.2)
     sink.records(batch(0, 40), dropped=0)
     sink.records(batch(40, 30), dropped=0)
@@ -159,7 +160,7 @@ def test_records_a_crash_tore_from_the_spill_are_counted_and_what_follows_arrive
 
 
 def test_what_a_sender_leaves_behind_replays_in_order_for_the_next_one(tmp_path):
-    port = collector.free_port()
+    port = free_port()
     sink = sink_for(port, tmp_path, buffer_bytes=20_000, spill_bytes=10_000_000,
                     backoff_s=(0.05, 0.2), connect_timeout_s=0.2)
     for k in range(50):

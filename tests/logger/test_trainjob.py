@@ -15,6 +15,7 @@ import pytest
 from sleuth.jobspec import JobSpec
 from sleuth.layout import ParallelLayout
 from sleuth.logger.sinks import ITERATIONS_DIR
+from sleuth.ports import free_port
 from sleuth.recordio import read_parquet
 from sleuth.records import IterationBatch, OpKind
 
@@ -133,7 +134,7 @@ def test_records_are_timed_on_the_host_clock(logged):
 
 
 def test_with_the_gateway_down_for_the_first_half_training_finishes_and_nothing_is_lost(logged, tmp_path):
-    port = collector.free_port()
+    port = free_port()
     started = {}
 
     def on_line(line):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 import time
 
 import grpc
 import pytest
 
+from sleuth.ports import free_port
 from sleuth.proto import commops_pb2 as pb
 from sleuth.storage import records_table
 from sleuth.stream import connect
@@ -18,12 +18,6 @@ from .harness import job_spec, private_settings, record_stream, stub, wait_for_c
 from .test_records_pipeline import sorted_by_key, training_records
 
 pytestmark = [pytest.mark.services, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_stack_up_serves_records_end_to_end_and_down_stops_its_processes(services: Services, tmp_path, monkeypatch) -> None:
