@@ -59,7 +59,7 @@ from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, OpKind, RecordBatch
 from sleuth.validation import fraction, integer
 from sleuth.whatif.keys import (dense_ids, first_of_each, group_median, group_spread, keyed_spread, lexical_order, mix,
-                                unique_rows, unique_small)
+                                places_in_runs, unique_rows, unique_small)
 from sleuth.whatif.beside import beside
 from sleuth.whatif.programs import ProgramSlots, program_slots
 from sleuth.whatif.rules import ATTRIBUTION_RULES
@@ -865,9 +865,8 @@ def _volume_put_back(transfer: np.ndarray, complete: np.ndarray, group: np.ndarr
     # Each communicator's transfers of one volume in an iteration, in the order it issued them (its sequence numbers).
     same = dense_ids(it[rows], comm[rows], op[rows], nbytes[rows])
     by_same = np.lexsort((seq[rows], same))
-    runs = np.r_[0, np.flatnonzero(np.diff(same[by_same])) + 1]
     ordinal = np.empty(len(rows), np.int64)
-    ordinal[by_same] = np.arange(len(rows)) - np.repeat(runs, np.diff(np.r_[runs, len(rows)]))
+    ordinal[by_same] = places_in_runs(np.r_[True, np.diff(same[by_same]) != 0])
     peers = dense_ids(it[rows], kind[rows], op[rows], nbytes[rows], members[used], ordinal)
     median, spread = group_spread(peers, transfer[rows])
     # A median of three communicators or more: of one, its members' ends are the slot's to judge.

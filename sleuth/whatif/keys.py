@@ -21,7 +21,7 @@ except ImportError as error:  # not built on this machine: numpy sorts, several 
                                         "several times slower; reinstall sleuth with a C compiler", error)
 
 __all__ = ["dense_ids", "first_of_each", "group_median", "group_spread", "keyed_spread", "lexical_order", "lower_level",
-           "mix", "packed_key", "unique_rows", "unique_small"]
+           "mix", "packed_key", "places_in_runs", "unique_rows", "unique_small"]
 
 
 def dense_ids(*keys: np.ndarray) -> np.ndarray:
@@ -51,6 +51,13 @@ def dense_ids(*keys: np.ndarray) -> np.ndarray:
     ids = np.empty(len(order), np.int64)
     ids[order] = np.cumsum(change)
     return ids
+
+
+def places_in_runs(starts: np.ndarray) -> np.ndarray:
+    """Each element's place (0, 1, ...) in its run, where runs begin at ``starts`` (a bool array
+    whose first element begins the first run): an operator's ordinal among its group's, sorted."""
+    index = np.arange(len(starts))
+    return index - np.maximum.accumulate(np.where(starts, index, 0))
 
 
 def lexical_order(keys: tuple[np.ndarray, ...]) -> np.ndarray:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sleuth.whatif.keys import dense_ids, mix
+from sleuth.whatif.keys import dense_ids, mix, places_in_runs
 
 __all__ = ["ProgramSlots", "program_slots"]
 
@@ -38,7 +38,7 @@ def program_slots(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, iteratio
     run = np.r_[True, (rank[1:] != rank[:-1]) | (iteration[1:] != iteration[:-1])] | first if n else np.zeros(0, bool)
     run_id = np.cumsum(run) - 1
     run_start = np.flatnonzero(run)
-    position = np.arange(n) - run_start[run_id]
+    position = places_in_runs(run)
     # A program's signature: a hash of its (position, op, bytes) sequence, summed per run.
     mixed = mix(mix(mix(position.astype(np.uint64)) + op.astype(np.uint64)) + nbytes.astype(np.uint64))
     signature = np.add.reduceat(mixed, run_start) if n else np.zeros(0, np.uint64)

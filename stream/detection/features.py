@@ -43,7 +43,7 @@ from sleuth.stream.detection.rules import DETECTION_RULES
 from sleuth.stream.detection.key_ids import KeyIds
 from sleuth.validation import integer
 from sleuth.whatif.keys import dense_ids as _group_ids
-from sleuth.whatif.keys import packed_key
+from sleuth.whatif.keys import packed_key, places_in_runs
 # A program slot needs this many ranks in the chunk before its median stands in for a cold identity's window.
 from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.timeline import member_groups
@@ -296,9 +296,8 @@ class OperatorWindows:
         group = np.stack([job[order], rank[order], comm[order], iteration[order]])
         starts = np.ones(n, bool)
         starts[1:] = (group[:, 1:] != group[:, :-1]).any(axis=0)
-        first = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
         ordinal = np.empty(n, np.int64)
-        ordinal[order] = np.arange(n) - first
+        ordinal[order] = places_in_runs(starts)
         if int(ordinal.max()) >= 1 << _ORDINAL_BITS:
             raise RecordError(f"more than {1 << _ORDINAL_BITS} operators on one communicator in one iteration")
         rows, stream = self._identity_rows(job, rank, comm, ordinal)

@@ -202,3 +202,10 @@ def test_dense_ids_from_a_table_are_those_of_the_sort(data: st.DataObject) -> No
     ids = dense_ids(*columns)
     assert ids.dtype == np.int64 and np.array_equal(ids, expected)
     assert keys._table_key(tuple(columns)) is None or len(np.unique(ids)) == int(ids.max()) + 1
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(1, 6), max_size=20))
+def test_an_element_s_place_in_its_run_counts_from_the_run_s_start(lengths: list[int]) -> None:
+    starts = np.array([i == 0 for n in lengths for i in range(n)], bool)
+    assert keys.places_in_runs(starts).tolist() == [i for n in lengths for i in range(n)]
