@@ -81,8 +81,13 @@ def _summary(document: dict, rows: list[dict]) -> str:
         parts.append(f"hiccup runs {sum(bool(r.get('hardware_alarm')) for r in hiccups)} of {len(hiccups)} alarmed")
     named = document.get("nonhardware") or {}
     if named:
-        parts.append("non-hardware causes: " + ", ".join(f"{k.split('@')[0]} read as {'/'.join(v) or 'nothing'}"
-                                                         for k, v in sorted(named.items())))
+        # A scenario's key is name@seed: the seed is said where the run had more than one.
+        several = len(document.get("seeds", [])) > 1
+        said = []
+        for key, causes in sorted(named.items()):
+            name, _, seed = key.partition("@")
+            said.append(f"{name}{f' ({seed})' if several and seed else ''} read as {'/'.join(causes) or 'nothing'}")
+        parts.append("non-hardware causes: " + ", ".join(said))
     slowdown = document.get("slowdown") or {}
     if slowdown.get("n"):
         misses = [f"{r['name']} {r['slowdown']:.3f} against {r['slowdown_truth']:.3f}" for r in rows

@@ -62,6 +62,14 @@ def test_the_section_has_a_row_per_scenario_and_the_summary_the_json_holds(resul
     assert "within 5% of the twin without its pauses on 2 of 4" in summary
 
 
+def test_a_run_of_several_seeds_names_each_non_hardware_scenario_s_seed(results) -> None:
+    document = {**DOCUMENT, "seeds": [7, 8], "nonhardware": {"nonhw-seqlen@7": ["seqlen_imbalance"],
+                                                             "nonhw-seqlen@8": []}}
+    summary = results.localizer_section(document).splitlines()[-1]
+    assert summary.startswith("Seeds 7, 8: ")
+    assert "non-hardware causes: nonhw-seqlen (7) read as seqlen_imbalance, nonhw-seqlen (8) read as nothing;" in summary
+
+
 def test_the_figure_names_the_scenarios_outside_the_band(results, tmp_path) -> None:
     path = tmp_path / "figures" / "s.svg"
     results.localizer_figure(DOCUMENT, path)
