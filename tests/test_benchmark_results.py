@@ -213,6 +213,16 @@ def test_the_command_line_writes_in_place_and_keeps_write_apart_from_one_section
         assert refused.value.code == 2
 
 
+def test_results_md_s_generated_blocks_are_what_the_committed_json_renders(results) -> None:
+    text = _RESULTS_MD.read_text()
+    kinds = {m["kind"] for m in results.BLOCK_BEGIN.finditer(text)}
+    # Every renderer has a block to check: a RESULTS.md that lost its markers would pass vacuously.
+    assert kinds == set(results.SECTIONS), f"RESULTS.md has generated blocks of {sorted(kinds)} only"
+    assert results.render_blocks(text) == text, (
+        "benchmarks/RESULTS.md's generated blocks are not what benchmarks/results.py renders from their JSON: "
+        "regenerate them with `.venv/bin/python benchmarks/results.py --write benchmarks/RESULTS.md`")
+
+
 def _slug(heading: str) -> str:
     """GitHub's anchor for a heading: lowercase, punctuation dropped, spaces to hyphens."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
