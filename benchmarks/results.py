@@ -1,28 +1,48 @@
 """Sections of ``benchmarks/RESULTS.md`` written from what a benchmark printed (its JSON), with a figure.
 
-    .venv/bin/python benchmarks/bench_localizer.py --seeds 2211 ... > benchmarks/results/localizer-2211.json
-    .venv/bin/python benchmarks/results.py localizer benchmarks/results/localizer-2211.json \\
-        --figure benchmarks/figures/localizer-slowdown-2211.svg
-    .venv/bin/python benchmarks/results.py attribution benchmarks/results/attribution-1911.json
-    .venv/bin/python benchmarks/results.py streaming benchmarks/results/streaming-2611.json
-    .venv/bin/python benchmarks/results.py live benchmarks/results/live-5851.json
+    .venv/bin/python benchmarks/results.py --write benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/results.py localizer benchmarks/results/localizer-5871-5872.json \\
+        --figure benchmarks/figures/localizer-slowdown-5871-5872.svg
+    .venv/bin/python benchmarks/results.py live benchmarks/results/live-5875-5876.json
 
-prints the section's markdown and, for the localizer, draws its figure: each scenario's S against
-the emulator's truth, the 5% band around equality, the scenarios outside it named. ``localizer``:
-a row per scenario and the summary the JSON holds; ``attribution`` (``bench_attribution.py``): a
-row per scale; ``streaming`` (``bench_streaming_attribution.py``, with or without ``--clickhouse``):
-a row per scale and seed; ``live`` (``bench_live_localizer.py``): a row per scale and seed. The JSON files kept in ``benchmarks/results/`` are what RESULTS.md's tables were
-written from; the commentary around them is RESULTS.md's own.
+``--write FILE`` re-renders, in place, every generated block of a markdown file: the lines between
+
+    <!-- results.py KIND JSON -->
+    <!-- end results.py -->
+
+become the ``KIND`` section of ``JSON`` (a path from the repository root), a blank line either
+side; the text outside the blocks is left as it is. A marker of an unknown kind, a JSON file that
+is missing or not that benchmark's, and a block without its end are refused, naming the line.
+``tests/test_benchmark_results.py`` checks that RESULTS.md's blocks are what this renders from
+the committed JSON. ``KIND JSON [--figure SVG]`` (not with ``--write``) prints one section and,
+for the localizer, draws its figure: each scenario's S against the emulator's truth, the 5% band
+around equality, the scenarios outside it named.
+
+The kinds: ``localizer`` (``bench_localizer.py``): a row per scenario and the summary the JSON
+holds; ``attribution`` (``bench_attribution.py``): a row per scale and seed; ``streaming``
+(``bench_streaming_attribution.py``, with or without ``--clickhouse``): a row per scale and seed;
+``live`` (``bench_live_localizer.py``): a row per scale and seed. The JSON files kept in
+``benchmarks/results/`` are what RESULTS.md's tables are written from; the commentary around them
+is RESULTS.md's own.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["attribution_section", "live_section", "localizer_figure", "localizer_section", "streaming_section"]
+__all__ = ["attribution_section", "live_section", "localizer_figure", "localizer_section", "render_blocks",
+           "streaming_section"]
+
+#: The repository's root: the JSON paths in RESULTS.md's markers are relative to it.
+ROOT = Path(__file__).resolve().parents[1]
+#: A generated block's first and last lines.
+BLOCK_BEGIN = re.compile(r"<!-- results\.py (?P<kind>\S+) (?P<json>\S+) -->")
+BLOCK_END = "<!-- end results.py -->"
 
 #: S within this share of the truth is right (the issue's goal for every scenario).
 SLOWDOWN_TOLERANCE = 0.05
@@ -61,8 +81,13 @@ def _summary(document: dict, rows: list[dict]) -> str:
         parts.append(f"hiccup runs {sum(bool(r.get('hardware_alarm')) for r in hiccups)} of {len(hiccups)} alarmed")
     named = document.get("nonhardware") or {}
     if named:
-        parts.append("non-hardware causes: " + ", ".join(f"{k.split('@')[0]} read as {'/'.join(v) or 'nothing'}"
-                                                         for k, v in sorted(named.items())))
+        # A scenario's key is name@seed: the seed is said where the run had more than one.
+        several = len(document.get("seeds", [])) > 1
+        said = []
+        for key, causes in sorted(named.items()):
+            name, _, seed = key.partition("@")
+            said.append(f"{name}{f' ({seed})' if several and seed else ''} read as {'/'.join(causes) or 'nothing'}")
+        parts.append("non-hardware causes: " + ", ".join(said))
     slowdown = document.get("slowdown") or {}
     if slowdown.get("n"):
         misses = [f"{r['name']} {r['slowdown']:.3f} against {r['slowdown_truth']:.3f}" for r in rows
@@ -148,6 +173,53 @@ def live_section(document: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Each kind of block, and the function that renders it from its JSON.
+SECTIONS: dict[str, Callable[[dict], str]] = {"localizer": localizer_section, "attribution": attribution_section,
+                                               "streaming": streaming_section, "live": live_section}
+
+
+def render_blocks(text: str, root: Path = ROOT) -> str:
+    """``text`` with every block between ``<!-- results.py KIND JSON -->`` and ``<!-- end results.py -->``
+    re-rendered from its JSON (relative to ``root``); the lines outside the blocks as they were.
+
+    Raises ``ValueError`` naming the line of a malformed or unclosed marker, an unknown kind, a stray
+    end, or a JSON file that is missing, unreadable or not that kind's."""
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    at = 0
+    while at < len(lines):
+        line = lines[at].rstrip("\n")
+        if line == BLOCK_END:
+            raise ValueError(f"line {at + 1}: {BLOCK_END} without a <!-- results.py KIND JSON --> before it")
+        if not line.startswith("<!-- results.py"):
+            out.append(lines[at])
+            at += 1
+            continue
+        marker = BLOCK_BEGIN.fullmatch(line)
+        if marker is None:
+            raise ValueError(f"line {at + 1}: {line!r} is not a marker: write <!-- results.py KIND JSON -->")
+        kind, name = marker["kind"], marker["json"]
+        if kind not in SECTIONS:
+            raise ValueError(f"line {at + 1}: unknown kind {kind!r} (known: {', '.join(SECTIONS)})")
+        end = next((k for k in range(at + 1, len(lines)) if lines[k].startswith(("<!-- results.py", BLOCK_END))), None)
+        if end is None or lines[end].rstrip("\n") != BLOCK_END:
+            where = "the end of the file" if end is None else f"line {end + 1}"
+            raise ValueError(f"line {at + 1}: the block of {name} is not closed: no {BLOCK_END} before {where}")
+        try:
+            document = json.loads((root / name).read_text())
+        except OSError as error:
+            raise ValueError(f"line {at + 1}: {name}: {error.strerror or error}") from error
+        except json.JSONDecodeError as error:
+            raise ValueError(f"line {at + 1}: {name}: not JSON ({error})") from error
+        try:
+            section = SECTIONS[kind](document)
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"line {at + 1}: {name}: not what {kind} renders ({error!r})") from error
+        out += [lines[at], "\n" + section + "\n", lines[end]]
+        at = end + 1
+    return "".join(out)
+
+
 def _spread(times: dict) -> str:
     return f"{times['median']:.2f}, {times['max']:.2f}"
 
@@ -216,12 +288,24 @@ def _count(share: float | None, n: int | None) -> str:
     return f"{round(share * n)} of {n}"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("benchmark", choices=("localizer", "attribution", "streaming", "live"), help="which benchmark's JSON it is")
-    parser.add_argument("json", type=Path, help="what the benchmark printed")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        usage="%(prog)s KIND JSON [--figure SVG]\n       %(prog)s --write MARKDOWN")
+    parser.add_argument("benchmark", nargs="?", metavar="KIND", help=f"which benchmark's JSON it is: {', '.join(SECTIONS)}")
+    parser.add_argument("json", nargs="?", type=Path, metavar="JSON", help="what the benchmark printed")
     parser.add_argument("--figure", type=Path, metavar="SVG", help="draw the section's figure here (localizer)")
-    args = parser.parse_args()
+    parser.add_argument("--write", type=Path, metavar="MARKDOWN",
+                        help="re-render every <!-- results.py KIND JSON --> block of this file in place")
+    args = parser.parse_args(argv)
+    if args.write is not None:
+        if args.benchmark is not None or args.figure is not None:
+            parser.error("--write takes no KIND, JSON or --figure: the file's markers name them")
+        return _write(args.write)
+    if args.json is None:
+        parser.error("give KIND and JSON, or --write MARKDOWN")
+    if args.benchmark not in SECTIONS:
+        parser.error(f"KIND {args.benchmark!r}: one of {', '.join(SECTIONS)}")
     try:
         document = json.loads(args.json.read_text())
     except (OSError, json.JSONDecodeError) as error:
@@ -231,19 +315,24 @@ def main() -> int:
         print("results.py: --figure: only the localizer's section has a figure", file=sys.stderr)
         return 2
     try:
-        if args.benchmark == "attribution":
-            sys.stdout.write(attribution_section(document))
-        elif args.benchmark == "streaming":
-            sys.stdout.write(streaming_section(document))
-        elif args.benchmark == "live":
-            sys.stdout.write(live_section(document))
-        else:
-            sys.stdout.write(localizer_section(document))
+        sys.stdout.write(SECTIONS[args.benchmark](document))
         if args.figure:
             localizer_figure(document, args.figure)
     except (KeyError, TypeError, ValueError) as error:
         print(f"results.py: {args.json}: {error!r}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _write(path: Path) -> int:
+    try:
+        text = path.read_text()
+        rendered = render_blocks(text)
+    except (OSError, ValueError) as error:
+        print(f"results.py: {path}: {error}", file=sys.stderr)
+        return 2
+    if rendered != text:
+        path.write_text(rendered)
     return 0
 
 

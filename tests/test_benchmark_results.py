@@ -1,13 +1,18 @@
-"""``benchmarks/results.py``: RESULTS.md's localizer section and figure from bench_localizer.py's JSON."""
+"""``benchmarks/results.py``: RESULTS.md's sections and figure from the benchmarks' JSON, its generated
+blocks rewritten in place, and the committed RESULTS.md checked against the committed JSON."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import re
 from pathlib import Path
 
 import pytest
 
-_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "results.py"
+_ROOT = Path(__file__).resolve().parents[1]
+_SCRIPT = _ROOT / "benchmarks" / "results.py"
+_RESULTS_MD = _ROOT / "benchmarks" / "RESULTS.md"
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +60,14 @@ def test_the_section_has_a_row_per_scenario_and_the_summary_the_json_holds(resul
     assert "clean runs 1 of 1 alarmed" in summary and "nonhw-seqlen read as seqlen_imbalance" in summary
     assert "S within 5% of the truth on 3 of 4 (outside: network-spine 1.030 against 1.260)" in summary
     assert "within 5% of the twin without its pauses on 2 of 4" in summary
+
+
+def test_a_run_of_several_seeds_names_each_non_hardware_scenario_s_seed(results) -> None:
+    document = {**DOCUMENT, "seeds": [7, 8], "nonhardware": {"nonhw-seqlen@7": ["seqlen_imbalance"],
+                                                             "nonhw-seqlen@8": []}}
+    summary = results.localizer_section(document).splitlines()[-1]
+    assert summary.startswith("Seeds 7, 8: ")
+    assert "non-hardware causes: nonhw-seqlen (7) read as seqlen_imbalance, nonhw-seqlen (8) read as nothing;" in summary
 
 
 def test_the_figure_names_the_scenarios_outside_the_band(results, tmp_path) -> None:
@@ -135,3 +148,99 @@ def test_a_fault_free_run_of_any_suite_but_hiccups_counts_as_a_clean_run(results
             "fault_free": True}, {**_row("hiccups", "hiccups-1", [], [], 1.02, 1.019), "fault_free": True}]
     summary = results.localizer_section({**DOCUMENT, "rows": rows}).splitlines()[-1]
     assert "clean runs 1 of 2 alarmed" in summary and "hiccup runs 0 of 1 alarmed" in summary
+
+
+_LIVE_ROW = {"world": 1024, "seed": 9, "records_per_iteration": 157184, "pace_s": 2.0, "insert_s": {"median": 0.2, "max": 0.3},
+             "rounds": 12, "incidents_before": [], "opened_at": 12, "sustained_at": 12, "top": "gpu:h0001/2",
+             "latency_s": 1.24, "round_s": 1.1, "offline_s": 2.5, "ratio": 0.44}
+
+
+def _block(kind: str, name: str, body: str) -> str:
+    return f"<!-- results.py {kind} {name} -->\n{body}<!-- end results.py -->\n"
+
+
+def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(results, tmp_path) -> None:
+    (tmp_path / "live.json").write_text(json.dumps({"rows": [_LIVE_ROW]}))
+    (tmp_path / "attribution.json").write_text(json.dumps({"rows": [{"world": 8, "seed": 1, "records": 10,
+                                                                      "attribution_s": 0.5}]}))
+    before = "# Results\n\nLive, the figures:\n"
+    between = "\nText between blocks, | not a table |, kept.\n<!-- an ordinary comment -->\n"
+    text = (before + _block("live", "live.json", "| an old hand copy |\n") + between
+            + _block("attribution", "attribution.json", "") + "The end, no newline")
+    written = results.render_blocks(text, tmp_path)
+    live = results.live_section({"rows": [_LIVE_ROW]})
+    assert "| 1,024 | 9 | 157,184 | 2.0 | 0.20, 0.30 | 12 | none | 12 (12) | `gpu:h0001/2` | 1.24 |" in live
+    assert written == (before + _block("live", "live.json", "\n" + live + "\n") + between
+                       + _block("attribution", "attribution.json", "\n" + results.attribution_section(
+                           json.loads((tmp_path / "attribution.json").read_text())) + "\n")
+                       + "The end, no newline")
+    assert "an old hand copy" not in written
+    assert results.render_blocks(written, tmp_path) == written  # a second run changes nothing
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("intro\n<!-- results.py live live.json -->\n| table |\n", r"line 2: the block of live.json is not closed: .* before the end of the file"),
+    ("<!-- results.py live live.json -->\n\n<!-- results.py live live.json -->\n<!-- end results.py -->\n",
+     r"line 1: the block of live.json is not closed: .* before line 3"),
+    ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
+     r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live\)"),
+    ("<!-- results.py live missing.json -->\n<!-- end results.py -->\n", r"line 1: missing.json: No such file"),
+    ("<!-- results.py attribution live.json -->\n<!-- end results.py -->\n",
+     r"line 1: live.json: not what attribution renders .*bench_attribution.py"),
+    ("<!-- results.py live -->\n", r"line 1: .* is not a marker: write <!-- results.py KIND JSON -->"),
+    ("text\n<!-- end results.py -->\n", r"line 2: <!-- end results.py --> without a <!-- results.py KIND JSON -->"),
+])
+def test_write_refuses_a_bad_block_naming_its_line_and_what_is_wrong(results, tmp_path, text, message) -> None:
+    (tmp_path / "live.json").write_text(json.dumps({"rows": [_LIVE_ROW]}))
+    with pytest.raises(ValueError, match=message):
+        results.render_blocks(text, tmp_path)
+
+
+def test_the_command_line_writes_in_place_and_keeps_write_apart_from_one_section(results, tmp_path, capsys) -> None:
+    (tmp_path / "live.json").write_text(json.dumps({"rows": [_LIVE_ROW]}))
+    page = tmp_path / "page.md"
+    page.write_text(_block("live", str(tmp_path / "live.json"), ""))  # an absolute path stays absolute
+    assert results.main(["--write", str(page)]) == 0
+    assert "| `gpu:h0001/2` | 1.24 |" in page.read_text()
+    page.write_text("<!-- results.py live nowhere.json -->\n<!-- end results.py -->\n")
+    assert results.main(["--write", str(page)]) == 2
+    assert "page.md: line 1: nowhere.json: No such file" in capsys.readouterr().err
+    assert results.main(["live", str(tmp_path / "live.json")]) == 0
+    assert "| `gpu:h0001/2` | 1.24 |" in capsys.readouterr().out
+    for argv in (["--write", str(page), "live", "x.json"], ["live"], [], ["whatif", "x.json"]):
+        with pytest.raises(SystemExit) as refused:
+            results.main(argv)
+        assert refused.value.code == 2
+
+
+def test_results_md_s_generated_blocks_are_what_the_committed_json_renders(results) -> None:
+    text = _RESULTS_MD.read_text()
+    kinds = {m["kind"] for m in results.BLOCK_BEGIN.finditer(text)}
+    # Every renderer has a block to check: a RESULTS.md that lost its markers would pass vacuously.
+    assert kinds == set(results.SECTIONS), f"RESULTS.md has generated blocks of {sorted(kinds)} only"
+    assert results.render_blocks(text) == text, (
+        "benchmarks/RESULTS.md's generated blocks are not what benchmarks/results.py renders from their JSON: "
+        "regenerate them with `.venv/bin/python benchmarks/results.py --write benchmarks/RESULTS.md`")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lowercase, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_to_a_results_md_section_names_one_of_its_headings() -> None:
+    text = _RESULTS_MD.read_text()
+    anchors: set[str] = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M), flags=re.M):
+        slug, n = _slug(heading), 1
+        while slug in anchors:  # GitHub numbers a repeated heading's anchor
+            slug, n = f"{_slug(heading)}-{n}", n + 1
+        anchors.add(slug)
+    assert _slug("The hooks' own CPU per operator") == "the-hooks-own-cpu-per-operator"
+    assert _slug("Issue 32, item 5: 16,384 ranks") == "issue-32-item-5-16384-ranks"
+    links = [(path.relative_to(_ROOT), anchor) for path in [_ROOT / "README.md", *sorted((_ROOT / "docs").glob("*.md"))]
+             for anchor in re.findall(r"RESULTS\.md#([\w-]+)", path.read_text())]
+    links += [(Path("benchmarks/RESULTS.md"), anchor) for anchor in re.findall(r"\]\(#([\w-]+)\)", text)]
+    assert len(links) >= 10
+    broken = [f"{path}: #{anchor}" for path, anchor in links if anchor not in anchors]
+    assert not broken, f"links to no heading of benchmarks/RESULTS.md: {broken}"
