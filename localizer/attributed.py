@@ -48,8 +48,9 @@ from sleuth.topology import DeviceKind, Routing, Topology
 from sleuth.topology.ids import parse_device
 from sleuth.whatif.attribution import COMPUTE, Attribution
 from sleuth.whatif.rules import ATTRIBUTION_RULES
-from sleuth.whatif.contributors import compute_put_back, rank_compute_slowdowns, slow_groups
+from sleuth.whatif.contributors import compute_put_back, rank_compute_slowdowns, slow_groups, transfer_groups
 
+from sleuth.localizer.carried import weighed
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.impact import Impact
 from sleuth.localizer.incident import AttributionSummary, Incident, IncidentCause, RootOperator, Suspect
@@ -739,6 +740,9 @@ def whatif_search(
         side = [(root, rate) for root, rate in rated if root.cause is cause]
         evidence = accumulate(side, topology=topology, gpus=graph.gpus, routing=routing, host_share=on_host)
         ranking = [s for s in map_scores(evidence, topology=topology, priors=priors) if s.support >= min_support]
+        if cause is Cause.NETWORK:
+            ranking = weighed(ranking, lambda ranks: transfer_groups(attribution, paid, ranks=ranks), topology=topology,
+                              gpus=graph.gpus, routing=routing)
         suspects += [Suspect(s.device, s.kind, float(s.score)) for s in leading(ranking, top_k)]
     return rated, tuple(suspects)
 

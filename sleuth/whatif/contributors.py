@@ -17,7 +17,7 @@ from sleuth.whatif.attribution import Attribution, _run_variants
 from sleuth.whatif.keys import dense_ids, first_of_each
 from sleuth.whatif.rules import ATTRIBUTION_RULES
 
-__all__ = ["SlowGroup", "compute_put_back", "rank_compute_slowdowns", "slow_groups"]
+__all__ = ["SlowGroup", "TransferGroup", "compute_put_back", "rank_compute_slowdowns", "slow_groups", "transfer_groups"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,18 @@ class SlowGroup:
     op: str
     ranks: tuple[int, ...]
     excess_ns: float  # over its instances, the longest of each one's members' transfers over their ideal
+
+
+@dataclass(frozen=True)
+class TransferGroup:
+    """A communicator's transfers among the same members over some iterations: how many instances
+    ran, and how many of them the replay put back (a member's transfer beyond its peers' spread)."""
+
+    comm: str
+    op: str
+    ranks: tuple[int, ...]
+    instances: int
+    slow: int
 
 
 def _job(attribution: Attribution, iterations: Sequence[int] | None = None):
@@ -102,3 +114,52 @@ def slow_groups(attribution: Attribution, *, per_iteration: int = ATTRIBUTION_RU
             out.append(SlowGroup(int(job.steps[k]), job.comms[int(job.comm[op])], int(job.seq[op]),
                                  name.split(".", 1)[-1], tuple(int(r) for r in members), float(totals[s])))
     return out
+
+
+def transfer_groups(attribution: Attribution, iterations: Sequence[int] | None = None, *,
+                    ranks: Sequence[int] | None = None) -> list[TransferGroup]:
+    """Every group of complete transfers (a communicator's collectives among the same members, a
+    pair's transfers) in the ``iterations`` (default: the worker iterations), slow or not, or
+    those with a member among ``ranks``: the traffic each device carried, which ``slow_groups``
+    picks the slowest of."""
+    job, chosen = _job(attribution, iterations)
+    wanted = _marked(chosen, len(job.steps))[job.iteration] & (job.transfer > 0)
+    if ranks is not None:
+        near = wanted & _marked(np.asarray(ranks, np.int64), attribution.world)[job.rank]
+        wanted &= _marked(job.deps.group[near], int(job.deps.group.max()) + 1)[job.deps.group]
+    mine = np.flatnonzero(wanted)
+    if not len(mine):
+        return []
+    instance = job.deps.group[mine]
+    ids, local = np.unique(instance, return_inverse=True)
+    slow = np.bincount(local, weights=(job.transfer[mine] > job.ideal_transfer[mine]).astype(np.float64)) > 0
+    lowest = np.full(len(ids), np.iinfo(np.int64).max)
+    highest = np.full(len(ids), -1)
+    np.minimum.at(lowest, local, job.rank[mine])
+    np.maximum.at(highest, local, job.rank[mine])
+    comm = np.zeros(len(ids), np.int64)
+    comm[local] = job.comm[mine]
+    kind = np.zeros(len(ids), np.int64)
+    kind[local] = job.kind[mine]
+    signature = dense_ids(comm, lowest, highest)
+    instances = np.bincount(signature)
+    slow_instances = np.bincount(signature, weights=slow.astype(np.float64)).astype(np.int64)
+    # One instance stands for its signature's members: a communicator's collective has the same every time.
+    stand_in = np.full(len(instances), -1)
+    stand_in[signature] = np.arange(len(ids))
+    by_instance = np.argsort(local, kind="stable")
+    bounds = np.r_[0, np.cumsum(np.bincount(local, minlength=len(ids)))]
+    out: list[TransferGroup] = []
+    for s, k in enumerate(stand_in.tolist()):
+        members = np.unique(job.rank[mine[by_instance[bounds[k] : bounds[k + 1]]]])
+        name = job.kinds[int(kind[k])]
+        out.append(TransferGroup(job.comms[int(comm[k])], name.split(".", 1)[-1], tuple(int(r) for r in members),
+                                 int(instances[s]), int(slow_instances[s])))
+    return out
+
+
+def _marked(ids: np.ndarray, size: int) -> np.ndarray:
+    """A mask of ``size`` with ``ids`` set: looked up by index, where ``np.isin`` sorts."""
+    mask = np.zeros(size, bool)
+    mask[ids] = True
+    return mask

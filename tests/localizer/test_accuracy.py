@@ -106,6 +106,20 @@ def test_a_slow_nic_seen_only_in_data_parallel_rings_names_every_nic_of_the_ring
     assert max(s.score for s in nics) == pytest.approx(min(s.score for s in nics))
 
 
+def test_a_spine_slowing_every_data_parallel_ring_leads_the_nvswitches_those_rings_also_cross():
+    # ZeRO over tp4 dp16 on 8-GPU hosts: each ring has two members a host, so every ring crosses
+    # every NVSwitch as it crosses the spines; the tensor-parallel transfers through the NVSwitches
+    # ran at their peers' length, which clears them (``localizer.carried``).
+    emulation = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=8,pod=2,spines=2"),
+                                   layout=ParallelLayout(64, 4, 1, 16, gpus_per_host=8), iterations=40, seed=71,
+                                   model=ModelSpec(zero=True), faults=(parse_fault("spine:s1,slow=3,start=20"),)))
+    found = localize_records(emulation.job_spec(), emulation.records(), emulation.iterations(),
+                             topology=emulation.scenario.topology, routing="static")
+    [incident] = found.incidents
+    assert [s.kind for s in incident.suspects[:2]] == ["spine", "spine"], incident.suspects
+    assert "spine:s1" in {s.device for s in incident.suspects[:2]}
+
+
 # The network suite runs at 128 GPUs on a fat tree of 4 pods and 4 spines; the emulator hashes
 # every GPU pair onto one spine, which the localizer knows under static routing only.
 _SPINE_LAYER = "spines:s0,s1,s2,s3"

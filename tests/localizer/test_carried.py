@@ -1,0 +1,44 @@
+"""localizer.carried: a network device's score weighed by the share of its transfers that ran slow."""
+
+from __future__ import annotations
+
+import pytest
+
+from sleuth.localizer.carried import weighed
+from sleuth.localizer.scoring import Score
+from sleuth.topology import DeviceKind, Routing, generate
+from sleuth.whatif.contributors import TransferGroup
+
+# Two hosts of two GPUs, rail-optimized: GPU i of each host on leaf p0r{i}, one spine.
+TOPOLOGY = generate("fattree:hosts=2,gpus=2,pod=2,spines=1")
+GPUS = ["gpu:h0000/0", "gpu:h0000/1", "gpu:h0001/0", "gpu:h0001/1"]
+
+
+def _weighed(ranking: list[Score], groups: list[TransferGroup]) -> dict[str, float]:
+    def carried(ranks):
+        return [g for g in groups if set(g.ranks) & set(ranks)]
+
+    return {s.device: s.score for s in weighed(ranking, carried, topology=TOPOLOGY, gpus=GPUS, routing=Routing.STATIC)}
+
+
+def test_a_device_whose_other_transfers_ran_at_their_peers_length_falls_behind_one_whose_all_ran_slow():
+    ranking = [Score("nvswitch:h0000", DeviceKind.NVSWITCH, 0.5, 1.0, 3), Score("nic:h0000/0", DeviceKind.NIC, 0.5, 1.0, 3)]
+    groups = [TransferGroup("dp.0", "all_reduce", (0, 2), instances=10, slow=10),  # across hosts: NICs, leaf
+              TransferGroup("tp.0", "all_reduce", (0, 1), instances=30, slow=3)]  # inside host 0: its NVSwitch
+    scores = _weighed(ranking, groups)
+    assert list(scores) == ["nic:h0000/0", "nvswitch:h0000"]
+    assert scores["nic:h0000/0"] == pytest.approx(1.0 / 1.1)  # the head's total kept: 0.5 + 0.05 scaled to 1
+    assert scores["nvswitch:h0000"] == pytest.approx(0.1 / 1.1)
+
+
+def test_devices_that_carried_the_same_transfers_stay_tied():
+    ranking = [Score("nic:h0000/0", DeviceKind.NIC, 0.5, 1.0, 3), Score("nic:h0001/0", DeviceKind.NIC, 0.5, 1.0, 3)]
+    groups = [TransferGroup("dp.0", "all_reduce", (0, 2), instances=10, slow=7)]
+    scores = _weighed(ranking, groups)
+    assert scores["nic:h0000/0"] == pytest.approx(scores["nic:h0001/0"]) == pytest.approx(0.5)
+
+
+def test_a_device_no_transfer_is_seen_crossing_keeps_its_score():
+    ranking = [Score("spine:s0", DeviceKind.SPINE, 0.6, 1.0, 3), Score("nvswitch:h0001", DeviceKind.NVSWITCH, 0.4, 1.0, 3)]
+    groups = [TransferGroup("tp.0", "all_reduce", (0, 1), instances=10, slow=0)]  # inside host 0 only
+    assert _weighed(ranking, groups) == {"spine:s0": pytest.approx(0.6), "nvswitch:h0001": pytest.approx(0.4)}
