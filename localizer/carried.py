@@ -17,15 +17,13 @@ from collections.abc import Callable, Sequence
 from sleuth.topology import DeviceKind, Routing, Topology, spine_set_members
 from sleuth.whatif.contributors import TransferGroup
 
+from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.localizer.scoring import Score, root_devices
 from sleuth.localizer.search import Cause, Root
 
 __all__ = ["slow_share", "weighed"]
 
-#: Ranks, then groups, read per device: enough for a share, and bounded whatever the job's size.
-_SAMPLE = 96
-#: Devices re-scored: the head of a ranking, beyond what an incident lists.
-_HEAD = 16
+_RULES = LOCALIZER_RULES
 
 
 def weighed(ranking: Sequence[Score], carried: Callable[[Sequence[int]], Sequence[TransferGroup]], *,
@@ -33,11 +31,11 @@ def weighed(ranking: Sequence[Score], carried: Callable[[Sequence[int]], Sequenc
     """The head of a network ranking with each score times the device's slow share
     (``slow_share``), scaled back to the head's total and sorted again; the rest dropped.
     ``carried(ranks)``: the transfer groups with a member among ``ranks``."""
-    head = list(ranking[:_HEAD])
+    head = list(ranking[:_RULES.carried_head])
     if not head:
         return list(ranking)
     near = _ranks_near(topology, gpus)
-    around = {s.device: _spread(near(s.device), _SAMPLE) for s in head}
+    around = {s.device: _spread(near(s.device), _RULES.carried_sample) for s in head}
     groups = carried(sorted({r for ranks in around.values() for r in ranks}))
     if not groups:
         return list(ranking)
@@ -59,9 +57,9 @@ def weighed(ranking: Sequence[Score], carried: Callable[[Sequence[int]], Sequenc
 def slow_share(device: str, groups: Sequence[TransferGroup], by_rank: dict[int, list[int]], ranks: Sequence[int],
                devices: dict[int, dict[str, float]], *, topology: Topology, gpus: Sequence[str], routing: Routing) -> float:
     """Of the transfer instances whose paths cross ``device`` (among the groups with a member in
-    ``ranks``, at most ``_SAMPLE`` of them, evenly spread), the share the replay put back; 1 where
+    ``ranks``, at most ``carried_sample`` of them, evenly spread), the share the replay put back; 1 where
     none is found (nothing to clear it with). ``devices`` caches each group's path devices."""
-    candidates = _spread(sorted({g for rank in ranks for g in by_rank.get(rank, ())}), _SAMPLE)
+    candidates = _spread(sorted({g for rank in ranks for g in by_rank.get(rank, ())}), _RULES.carried_sample)
     instances = slow = 0
     for g in candidates:
         if g not in devices:

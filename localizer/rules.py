@@ -77,6 +77,12 @@ class LocalizerRules:
     step_significance: float = 0.01
     #: Shuffles of the run that test it: the smallest p-value they can give, 1/(n+1), is a tenth of that level.
     step_shuffles: int = 999
+    #: Network suspects weighed by what they carried (``carried``), the ranking's head: more than an
+    #: incident lists, so that a device cleared lets the next ones in.
+    carried_head: int = 16
+    #: Ranks near a device, then transfer groups through it, read for its slow share at most: a share
+    #: needs tens of groups, not every one of a spine's thousands.
+    carried_sample: int = 96
 
     # -- localize: the support rule and where the search starts ---------------------------------
     #: A suspect needs evidence from at least this many irregular iterations (those its roots ran
@@ -162,7 +168,7 @@ class LocalizerRules:
             member_share=fraction, majority=fraction, minor=partial(fraction, zero=True, one=False),
             max_candidates=positive_int, moves=partial(integer, low=2), significance=fraction, data_breadth=fraction,
             tied_suspects=positive_int, step_significance=fraction,
-            step_shuffles=positive_int,
+            step_shuffles=positive_int, carried_head=positive_int, carried_sample=positive_int,
         )
         checked(
             self, prefix="rules.", min_support=positive_int, pivot_ops=positive_int, member_rings=partial(integer, low=0),

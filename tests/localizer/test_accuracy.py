@@ -91,15 +91,19 @@ def test_a_slow_nvswitch_under_many_short_tensor_parallel_transfers_leads_beside
     assert incident.suspects[0].device == "nvswitch:h0002", incident.suspects
 
 
+def _zero_tp4_dp16_incidents(fault: str) -> tuple:
+    """ZeRO over tp4 dp16 on 8-GPU hosts, two pods, with ``fault``: what ``sleuth localize`` opens."""
+    emulation = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=8,pod=2,spines=2"),
+                                   layout=ParallelLayout(64, 4, 1, 16, gpus_per_host=8), iterations=40, seed=71,
+                                   model=ModelSpec(zero=True), faults=(parse_fault(fault),)))
+    return localize_records(emulation.job_spec(), emulation.records(), emulation.iterations(),
+                            topology=emulation.scenario.topology, routing="static").incidents
+
+
 def test_a_slow_nic_seen_only_in_data_parallel_rings_names_every_nic_of_the_ring_alike():
     # ZeRO over tp4 dp16: the NIC's only transfers are its ring's collectives, which every member
     # ends together, so each NIC on the ring has the same evidence and none may be named first alone.
-    emulation = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=8,pod=2,spines=2"),
-                                   layout=ParallelLayout(64, 4, 1, 16, gpus_per_host=8), iterations=40, seed=71,
-                                   model=ModelSpec(zero=True), faults=(parse_fault("nic:h0004/2,slow=3,start=15"),)))
-    found = localize_records(emulation.job_spec(), emulation.records(), emulation.iterations(),
-                             topology=emulation.scenario.topology, routing="static")
-    [incident] = found.incidents
+    [incident] = _zero_tp4_dp16_incidents("nic:h0004/2,slow=3,start=15")
     nics = [s for s in incident.suspects if s.kind == "nic"]
     ring = {f"nic:h{host:04d}/{index}" for host in range(8) for index in (2, 6)}  # tensor ranks 2 and 6's ring
     assert {s.device for s in nics} == ring, incident.suspects
@@ -110,12 +114,7 @@ def test_a_spine_slowing_every_data_parallel_ring_leads_the_nvswitches_those_rin
     # ZeRO over tp4 dp16 on 8-GPU hosts: each ring has two members a host, so every ring crosses
     # every NVSwitch as it crosses the spines; the tensor-parallel transfers through the NVSwitches
     # ran at their peers' length, which clears them (``localizer.carried``).
-    emulation = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=8,pod=2,spines=2"),
-                                   layout=ParallelLayout(64, 4, 1, 16, gpus_per_host=8), iterations=40, seed=71,
-                                   model=ModelSpec(zero=True), faults=(parse_fault("spine:s1,slow=3,start=20"),)))
-    found = localize_records(emulation.job_spec(), emulation.records(), emulation.iterations(),
-                             topology=emulation.scenario.topology, routing="static")
-    [incident] = found.incidents
+    [incident] = _zero_tp4_dp16_incidents("spine:s1,slow=3,start=20")
     assert [s.kind for s in incident.suspects[:2]] == ["spine", "spine"], incident.suspects
     assert "spine:s1" in {s.device for s in incident.suspects[:2]}
 
