@@ -659,9 +659,11 @@ def slowdown_incident(
     if diagnosis is Straggler.HARDWARE:
         rated, suspects = whatif_search(attribution, graph=graph, topology=topology, routing=routing, priors=priors,
                                         top_k=top_k, min_support=min_support, paid=episode.paid)
-        cause = _cause(suspects) or (IncidentCause.COMPUTE if _compute_led(attribution) else IncidentCause.NETWORK)
-    else:
-        cause = IncidentCause(diagnosis.value)
+        if not suspects:
+            # No device held its evidence over the episode (a rank apart, its transfers jitter): a
+            # loaded host's pauses, which blame no hardware, as ``diagnose`` reads them without a rank apart.
+            diagnosis = Straggler.SCATTERED_PAUSES
+    cause = _cause(suspects) or IncidentCause(diagnosis.value)
     t_from, t_to = _span(source, candidates, episode.iterations)
     return Incident(
         job=graph.job,

@@ -52,6 +52,15 @@ def test_a_moderately_slowed_gpu_leads_and_jitter_delaying_a_different_transfer_
     assert [i["suspects"][0]["device"] for i in found if i["suspects"]] == ["gpu:vm/2"], found
 
 
+def test_a_stretch_whose_search_ties_no_device_is_pauses_not_a_network_fault(capsys):
+    # Steps 5-14 paid x1.44 with a rank apart but transfers jitter: the what-if search names no
+    # device, and an incident blaming the network with none to replace blames hardware for nothing.
+    assert main(["localize", "--records", str(RUNS / "train-slow"), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert all(i["suspects"] for i in found if i["cause"] in ("compute", "network", "mixed")), found
+    assert [i["suspects"][0]["device"] for i in found if i["suspects"]] == ["gpu:vm/5"], found
+
+
 def test_the_operators_after_the_last_step_are_no_step_of_the_attribution(capsys):
     # The job's final barrier follows its last optimizer step: the records number it one past the
     # last iteration row, and what it cost is the job's shutdown, not a step's slowdown.
