@@ -18,7 +18,7 @@ from sleuth.topology import DeviceKind, Routing, Topology, spine_set_members
 from sleuth.whatif.contributors import TransferGroup
 
 from sleuth.localizer.rules import LOCALIZER_RULES
-from sleuth.localizer.scoring import Score, root_devices
+from sleuth.localizer.scoring import Score, leading, root_devices
 from sleuth.localizer.search import Cause, Root
 
 __all__ = ["slow_share", "weighed"]
@@ -27,11 +27,12 @@ _RULES = LOCALIZER_RULES
 
 
 def weighed(ranking: Sequence[Score], carried: Callable[[Sequence[int]], Sequence[TransferGroup]], *,
-            topology: Topology, gpus: Sequence[str], routing: Routing) -> list[Score]:
-    """The head of a network ranking with each score times the device's slow share
-    (``slow_share``), scaled back to the head's total and sorted again; the rest dropped.
+            topology: Topology, gpus: Sequence[str], routing: Routing, head_size: int = _RULES.carried_head) -> list[Score]:
+    """The head of a network ranking (its first ``head_size`` and any tied with the first) with
+    each score times the device's slow share (``slow_share``), scaled back to the head's total and
+    sorted again; the rest dropped.
     ``carried(ranks)``: the transfer groups with a member among ``ranks``."""
-    head = list(ranking[:_RULES.carried_head])
+    head = list(leading(ranking, head_size))  # a tie longer than the head is read whole
     if not head:
         return list(ranking)
     near = _ranks_near(topology, gpus)

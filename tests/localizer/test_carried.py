@@ -14,11 +14,12 @@ TOPOLOGY = generate("fattree:hosts=2,gpus=2,pod=2,spines=1")
 GPUS = ["gpu:h0000/0", "gpu:h0000/1", "gpu:h0001/0", "gpu:h0001/1"]
 
 
-def _weighed(ranking: list[Score], groups: list[TransferGroup]) -> dict[str, float]:
+def _weighed(ranking: list[Score], groups: list[TransferGroup], **options) -> dict[str, float]:
     def carried(ranks):
         return [g for g in groups if set(g.ranks) & set(ranks)]
 
-    return {s.device: s.score for s in weighed(ranking, carried, topology=TOPOLOGY, gpus=GPUS, routing=Routing.STATIC)}
+    return {s.device: s.score for s in weighed(ranking, carried, topology=TOPOLOGY, gpus=GPUS, routing=Routing.STATIC,
+                                                     **options)}
 
 
 def test_a_device_whose_other_transfers_ran_at_their_peers_length_falls_behind_one_whose_all_ran_slow():
@@ -42,3 +43,12 @@ def test_a_device_no_transfer_is_seen_crossing_keeps_its_score():
     ranking = [Score("spine:s0", DeviceKind.SPINE, 0.6, 1.0, 3), Score("nvswitch:h0001", DeviceKind.NVSWITCH, 0.4, 1.0, 3)]
     groups = [TransferGroup("tp.0", "all_reduce", (0, 1), instances=10, slow=0)]  # inside host 0 only
     assert _weighed(ranking, groups) == {"spine:s0": pytest.approx(0.6), "nvswitch:h0001": pytest.approx(0.4)}
+
+
+def test_a_tie_longer_than_the_head_is_weighed_whole():
+    # A ring's NICs tie (its members end each collective together): cutting the tie at the head's
+    # length would drop some of them by the sort's order alone.
+    nics = [f"nic:h000{h}/{g}" for h in range(2) for g in range(2)]
+    ranking = [Score(nic, DeviceKind.NIC, 0.25, 1.0, 3) for nic in nics]
+    groups = [TransferGroup("dp.0", "all_reduce", (0, 1, 2, 3), instances=10, slow=10)]
+    assert set(_weighed(ranking, groups, head_size=2)) == set(nics)
