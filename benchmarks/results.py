@@ -1,8 +1,8 @@
 """Sections of ``benchmarks/RESULTS.md`` written from what a benchmark printed (its JSON), with a figure.
 
     .venv/bin/python benchmarks/results.py --write benchmarks/RESULTS.md
-    .venv/bin/python benchmarks/results.py localizer benchmarks/results/localizer-5871-5872.json \\
-        --figure benchmarks/figures/localizer-slowdown-5871-5872.svg
+    .venv/bin/python benchmarks/results.py localizer benchmarks/results/localizer-5879-5880.json \\
+        --figure benchmarks/figures/localizer-slowdown-5879-5880.svg
     .venv/bin/python benchmarks/results.py live benchmarks/results/live-5875-5876.json
 
 ``--write FILE`` re-renders, in place, every generated block of a markdown file: the lines between
