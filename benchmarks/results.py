@@ -21,7 +21,9 @@ around equality, the scenarios outside it named.
 The kinds: ``localizer`` (``bench_localizer.py``): a row per scenario and the summary the JSON
 holds; ``attribution`` (``bench_attribution.py``): a row per scale and seed; ``streaming``
 (``bench_streaming_attribution.py``, with or without ``--clickhouse``): a row per scale and seed;
-``live`` (``bench_live_localizer.py``): a row per scale and seed. The JSON files kept in
+``live`` (``bench_live_localizer.py``): a row per scale and seed; ``ingest`` (``bench_ingest.py``):
+each stage alone and each end-to-end run against the encoding baseline; ``loaded``
+(``bench_loaded_jobs.py``): a row per job, a column per run, the wrong runs in bold. The JSON files kept in
 ``benchmarks/results/`` are what RESULTS.md's tables are written from; the commentary around them
 is RESULTS.md's own.
 """
@@ -35,8 +37,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["attribution_section", "live_section", "localizer_figure", "localizer_section", "render_blocks",
-           "streaming_section"]
+__all__ = ["attribution_section", "ingest_section", "live_section", "loaded_section", "localizer_figure",
+           "localizer_section", "render_blocks", "streaming_section"]
 
 #: The repository's root: the JSON paths in RESULTS.md's markers are relative to it.
 ROOT = Path(__file__).resolve().parents[1]
@@ -173,9 +175,67 @@ def live_section(document: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: ``bench_ingest.py``'s stages, in the order a record passes them, and what each measures.
+_INGEST_STAGES = (
+    ("gateway_decode_validate_rps", "gateway: protobuf decode and validation"),
+    ("gateway_to_kafka_rps", "gateway process: gRPC in, Kafka out (lz4, acks=all)"),
+    ("kafka_consume_decode_rps", "worker: Kafka consume and decode (faust, inserts discarded)"),
+    ("detection_rps", "worker: detection (the deployed detectors)"),
+    ("clickhouse_insert_rps", "worker: ClickHouse inserts of the same batches"),
+)
+
+
+def ingest_section(document: dict) -> str:
+    """``bench_ingest.py``'s stages alone and each end-to-end run, records/s with their ratio to the
+    same run's encoding baseline, as markdown."""
+    runs = document.get("end_to_end")
+    if not isinstance(runs, list) or "baseline_encode_rps" not in document:
+        raise ValueError("not bench_ingest.py's output: no 'end_to_end' list and 'baseline_encode_rps'")
+    baseline = float(document["baseline_encode_rps"])
+    lines = ["| measure | records/s (ratio) |", "|---|---|"]
+    stages = document.get("stages") or {}
+    lines += [f"| {what} | {stages[key]:,.0f} ({stages[key] / baseline:.2f}) |" for key, what in _INGEST_STAGES if key in stages]
+    lines += [f"| **end to end, {r['workers']} worker{'s' if r['workers'] > 1 else ''}** | **{r['rps']:,.0f} "
+              f"({r['rps'] / baseline:.3f})** |" for r in runs]
+    lines += ["", "| workers | p50 / p99 send to queryable s (at the latency run's load) | 2x overload offered / accepted "
+              "records/s | peak RSS MiB |", "|---|---|---|---|"]
+    for r in runs:
+        overload = r.get("overload") or {}
+        peaks = ", ".join(f"{name} {mib:,.0f}" for name, mib in (overload.get("peak_rss_mib") or {}).items()) or "-"
+        lines.append(f"| {r['workers']} | {_number(r.get('latency_p50_s'), 2)} / {_number(r.get('latency_p99_s'), 2)} "
+                     f"({r.get('latency_load_rps', 0):,.0f}) | {overload.get('offered_rps', 0):,.0f} / "
+                     f"{overload.get('accepted_rps', 0):,.0f} | {peaks} |")
+    return "\n".join(lines) + "\n" + f"\nBaseline (protobuf encoding of the same records): {baseline:,.0f} records/s.\n"
+
+
+def loaded_section(document: dict) -> str:
+    """``bench_loaded_jobs.py``'s runs, a row per job and a column per run, each run's incidents
+    (cause, iterations, suspects, S) in bold where the script's rule calls it wrong, as markdown."""
+    rows = document.get("rows")
+    if not isinstance(rows, list) or any("incidents" not in r or "right" not in r for r in rows):
+        raise ValueError("not bench_loaded_jobs.py's output: no 'rows' list with 'incidents' and 'right'")
+    jobs: dict[str, dict] = {}
+    for r in rows:
+        jobs.setdefault(r["job"], {"truth": r["truth"]})[r["run"]] = r
+    runs = sorted({r["run"] for r in rows})
+    lines = ["| job | truth | " + " | ".join(f"run {k}" for k in runs) + " |", "|---|---|" + "---|" * len(runs)]
+    for job, found in jobs.items():
+        cells = []
+        for k in runs:
+            run = found.get(k)
+            text = "-" if run is None else "; ".join(
+                f"{i['cause']} {i['iterations'][0]}-{i['iterations'][1]}" + (f" {', '.join(i['suspects'])}" if i["suspects"] else "")
+                + f" x{i['slowdown']:.2f}" for i in run["incidents"]) or "nothing"
+            cells.append(text if run is None or run["right"] else f"**{text}**")
+        lines.append(f"| {job} | {found['truth']} | " + " | ".join(cells) + " |")
+    right = sum(bool(r["right"]) for r in rows)
+    return "\n".join(lines) + "\n" + f"\n**{right} of {len(rows)} right.**\n"
+
+
 #: Each kind of block, and the function that renders it from its JSON.
 SECTIONS: dict[str, Callable[[dict], str]] = {"localizer": localizer_section, "attribution": attribution_section,
-                                               "streaming": streaming_section, "live": live_section}
+                                               "streaming": streaming_section, "live": live_section,
+                                               "ingest": ingest_section, "loaded": loaded_section}
 
 
 def render_blocks(text: str, root: Path = ROOT) -> str:

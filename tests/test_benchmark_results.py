@@ -183,7 +183,7 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
     ("<!-- results.py live live.json -->\n\n<!-- results.py live live.json -->\n<!-- end results.py -->\n",
      r"line 1: the block of live.json is not closed: .* before line 3"),
     ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
-     r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live\)"),
+     r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded\)"),
     ("<!-- results.py live missing.json -->\n<!-- end results.py -->\n", r"line 1: missing.json: No such file"),
     ("<!-- results.py attribution live.json -->\n<!-- end results.py -->\n",
      r"line 1: live.json: not what attribution renders .*bench_attribution.py"),
@@ -244,3 +244,33 @@ def test_every_link_to_a_results_md_section_names_one_of_its_headings() -> None:
     assert len(links) >= 10
     broken = [f"{path}: #{anchor}" for path, anchor in links if anchor not in anchors]
     assert not broken, f"links to no heading of benchmarks/RESULTS.md: {broken}"
+
+
+def test_the_ingest_section_gives_each_stage_and_run_against_the_encoding_baseline(results) -> None:
+    document = {"baseline_encode_rps": 2_000_000.0,
+                "stages": {"detection_rps": 500_000.0, "gateway_decode_validate_rps": 1_000_000.0},
+                "end_to_end": [{"workers": 2, "rps": 200_000.0, "latency_p50_s": 0.3, "latency_p99_s": 0.5,
+                                "latency_load_rps": 100_000.0,
+                                "overload": {"offered_rps": 400_000.0, "accepted_rps": 390_000.0,
+                                             "peak_rss_mib": {"gateway": 150.4, "worker0": 2048.0}}}]}
+    section = results.ingest_section(document)
+    # The stages in the order a record passes them, whatever the JSON's order.
+    assert section.index("| gateway: protobuf decode and validation | 1,000,000 (0.50) |") < \
+        section.index("| worker: detection (the deployed detectors) | 500,000 (0.25) |")
+    assert "| **end to end, 2 workers** | **200,000 (0.100)** |" in section
+    assert "| 2 | 0.30 / 0.50 (100,000) | 400,000 / 390,000 | gateway 150, worker0 2,048 |" in section
+    with pytest.raises(ValueError, match="not bench_ingest.py's output"):
+        results.ingest_section({"rows": []})
+
+
+def test_the_loaded_jobs_section_puts_a_column_per_run_and_the_wrong_ones_in_bold(results) -> None:
+    incident = {"cause": "compute", "iterations": [5, 29], "suspects": ["gpu:vm/2"], "slowdown": 1.234}
+    rows = [{"job": "spike", "run": 0, "truth": "gpu", "right": True, "incidents": [incident]},
+            {"job": "spike", "run": 1, "truth": "gpu", "right": False, "incidents": [{**incident, "suspects": []}]},
+            {"job": "clean", "run": 0, "truth": "none", "right": True, "incidents": []}]
+    section = results.loaded_section({"rows": rows})
+    assert "| spike | gpu | compute 5-29 gpu:vm/2 x1.23 | **compute 5-29 x1.23** |" in section
+    assert "| clean | none | nothing | - |" in section
+    assert section.rstrip().endswith("**2 of 3 right.**")
+    with pytest.raises(ValueError, match="not bench_loaded_jobs.py's output"):
+        results.loaded_section({"rows": [{"job": "x"}]})
