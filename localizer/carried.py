@@ -21,7 +21,7 @@ from sleuth.localizer.rules import LOCALIZER_RULES
 from sleuth.localizer.scoring import Score, leading, root_devices
 from sleuth.localizer.search import Cause, Root
 
-__all__ = ["slow_share", "weighed"]
+__all__ = ["weighed"]
 
 _RULES = LOCALIZER_RULES
 
@@ -29,7 +29,7 @@ _RULES = LOCALIZER_RULES
 def weighed(ranking: Sequence[Score], carried: Callable[[Sequence[int]], Sequence[TransferGroup]], *,
             topology: Topology, gpus: Sequence[str], routing: Routing, head_size: int = _RULES.carried_head) -> list[Score]:
     """The head of a network ranking (its first ``head_size`` and any tied with the first) with
-    each score times the device's slow share (``slow_share``), scaled back to the head's total and
+    each score times the device's slow share (``_slow_share``), scaled back to the head's total and
     sorted again; the rest dropped.
     ``carried(ranks)``: the transfer groups with a member among ``ranks``."""
     head = list(leading(ranking, head_size))  # a tie longer than the head is read whole
@@ -45,8 +45,8 @@ def weighed(ranking: Sequence[Score], carried: Callable[[Sequence[int]], Sequenc
         for rank in group.ranks:
             by_rank.setdefault(rank, []).append(g)
     devices: dict[int, dict[str, float]] = {}
-    shares = [slow_share(s.device, groups, by_rank, around[s.device], devices, topology=topology, gpus=gpus,
-                         routing=routing) for s in head]
+    shares = [_slow_share(s.device, groups, by_rank, around[s.device], devices, topology=topology, gpus=gpus,
+                          routing=routing) for s in head]
     scaled = [s.score * share for s, share in zip(head, shares)]
     total, kept = sum(s.score for s in head), sum(scaled)
     if kept <= 0:
@@ -55,7 +55,7 @@ def weighed(ranking: Sequence[Score], carried: Callable[[Sequence[int]], Sequenc
     return sorted(out, key=lambda s: -s.score)
 
 
-def slow_share(device: str, groups: Sequence[TransferGroup], by_rank: dict[int, list[int]], ranks: Sequence[int],
+def _slow_share(device: str, groups: Sequence[TransferGroup], by_rank: dict[int, list[int]], ranks: Sequence[int],
                devices: dict[int, dict[str, float]], *, topology: Topology, gpus: Sequence[str], routing: Routing) -> float:
     """Of the transfer instances whose paths cross ``device`` (among the groups with a member in
     ``ranks``, at most ``carried_sample`` of them, evenly spread), the share the replay put back; 1 where

@@ -88,11 +88,7 @@ def slow_groups(attribution: Attribution, *, per_iteration: int = ATTRIBUTION_RU
     group = job.deps.group
     by_group = np.argsort(group, kind="stable")
     bounds = np.r_[0, np.cumsum(np.bincount(group))]
-    # Each instance's members by their lowest and highest rank: a pair's two, a collective's communicator.
-    lowest = np.full(len(bounds) - 1, np.iinfo(np.int64).max)
-    highest = np.full(len(bounds) - 1, -1)
-    np.minimum.at(lowest, group, job.rank)
-    np.maximum.at(highest, group, job.rank)
+    lowest, highest = _rank_span(group, job.rank, len(bounds) - 1)
     out: list[SlowGroup] = []
     for k in chosen.tolist():
         mine = np.flatnonzero((job.iteration == k) & (excess > 0))
@@ -133,10 +129,7 @@ def transfer_groups(attribution: Attribution, iterations: Sequence[int] | None =
     instance = job.deps.group[mine]
     ids, local = np.unique(instance, return_inverse=True)
     slow = np.bincount(local, weights=(job.transfer[mine] > job.ideal_transfer[mine]).astype(np.float64)) > 0
-    lowest = np.full(len(ids), np.iinfo(np.int64).max)
-    highest = np.full(len(ids), -1)
-    np.minimum.at(lowest, local, job.rank[mine])
-    np.maximum.at(highest, local, job.rank[mine])
+    lowest, highest = _rank_span(local, job.rank[mine], len(ids))
     comm = np.zeros(len(ids), np.int64)
     comm[local] = job.comm[mine]
     kind = np.zeros(len(ids), np.int64)
@@ -156,6 +149,16 @@ def transfer_groups(attribution: Attribution, iterations: Sequence[int] | None =
         out.append(TransferGroup(job.comms[int(comm[k])], name.split(".", 1)[-1], tuple(int(r) for r in members),
                                  int(instances[s]), int(slow_instances[s])))
     return out
+
+
+def _rank_span(instance: np.ndarray, rank: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each of ``size`` instances' lowest and highest member rank: with its communicator, what tells
+    its members apart (a pair's two ranks, a collective's communicator)."""
+    lowest = np.full(size, np.iinfo(np.int64).max)
+    highest = np.full(size, -1)
+    np.minimum.at(lowest, instance, rank)
+    np.maximum.at(highest, instance, rank)
+    return lowest, highest
 
 
 def _marked(ids: np.ndarray, size: int) -> np.ndarray:
