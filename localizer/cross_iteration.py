@@ -2,9 +2,12 @@
 
 The irregularity rate of a root is the correlation, over the T iterations of the window,
 between the root operator's delay series and the iteration-time series. Holmes uses Pearson's
-correlation; here it is Pearson's on the ranks of both series (Spearman's), because one outlier
-decides Pearson's: a real job's first iteration (warm-up, 20x the others) or one long pause
-made a slowed rank's perfectly tracking delay series score 0 on the real CPU job. The delay
+correlation. Here it is the larger of Pearson's and Pearson's on the ranks of both series
+(Spearman's), because each misses what the other sees. One outlier the operator does not share
+decides Pearson's: a real job's first iteration (warm-up, 20x the others) or one long pause made
+a slowed rank's perfectly tracking delay series score 0 on the real CPU job. Ranks drown a
+handful of large columns in the others' noise: a device that spikes in 6 iterations of 100,
+making exactly those iterations long, scores 0 on ranks and 1 on values. The delay
 series is the part of the operator the cause names: its *transfer* for a network root, its
 *lateness* (how long the others blocked for the late rank) for a compute root; both from
 ``sleuth.localizer.timing``. A correlation below zero means the operator does not drive the
@@ -55,11 +58,17 @@ def root_series(root: Root, operators: Mapping[int, RankOperators]) -> np.ndarra
 
 
 def irregularity_rate(series: np.ndarray, times: np.ndarray) -> float:
-    """Rank correlation of ``series`` with ``times`` over columns where both are known, in [0, 1]."""
+    """The larger of the value and the rank correlation of ``series`` with ``times`` over columns
+    where both are known, in [0, 1]."""
     both = np.isfinite(series) & np.isfinite(times)
     if both.sum() < 3:
         return 0.0
-    x, y = _ranks(series[both]), _ranks(times[both])
+    x, y = series[both].astype(np.float64), times[both].astype(np.float64)
+    return max(_correlation(x, y), _correlation(_ranks(x), _ranks(y)))
+
+
+def _correlation(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson's correlation of ``x`` and ``y`` clamped to [0, 1]; 0 where either is constant."""
     x = x - x.mean()
     y = y - y.mean()
     denominator = float(np.sqrt((x * x).sum() * (y * y).sum()))

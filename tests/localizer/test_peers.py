@@ -122,7 +122,8 @@ def test_sequence_length_imbalance_is_reported_as_such_not_as_a_gpu(seed):
     assert "sequence" in incident.advice.lower()
 
 
-@pytest.mark.parametrize("seed", [101, 103])
+# 5879: six one-iteration spikes, two per window, whose ranks drowned in the other columns' noise.
+@pytest.mark.parametrize("seed", [101, 103, 5879])
 def test_a_gpu_that_only_spikes_is_still_a_broken_gpu(seed):
     emulation = _suite_emulation("types", "types-spike-gpu", seed)
     [gpu] = (f["device"] for f in emulation.fault_truths())
