@@ -21,6 +21,7 @@ import numpy as np
 
 from sleuth.errors import RecordError
 from sleuth.validation import is_int
+from sleuth.whatif.keys import lexical_order
 
 
 class OpKind(enum.IntEnum):
@@ -286,6 +287,26 @@ class RecordBatch(ColumnBatch):
         ("t_end_ns", "i8"),
     )
     __slots__ = ()
+
+    #: A record's identity: a repeat of one is the same operator again (a batch sent twice).
+    IDENTITY: ClassVar[tuple[str, ...]] = ("job", "rank", "iteration", "comm", "seq", "op", "peer")
+
+    def one_per_identity(self) -> RecordBatch:
+        """These records in ``IDENTITY`` order (strings by their text), each identity once: the
+        pipeline delivers at least once and a records folder may hold a batch twice, and one
+        operator counted twice would be its own peer, and a second member of its group."""
+        if len(self) < 2:
+            return self
+        rank_of_string = np.argsort(np.argsort(np.array(self.strings, dtype=object)))
+        keys = tuple(rank_of_string[self[name]] if name in ("job", "comm") else self[name] for name in self.IDENTITY)
+        ordered = self.take(lexical_order(keys))
+        repeated = np.ones(len(ordered) - 1, dtype=bool)
+        for name in self.IDENTITY:
+            column = ordered[name]
+            repeated &= column[1:] == column[:-1]
+        if not repeated.any():
+            return ordered
+        return ordered.take(np.flatnonzero(~np.concatenate(([False], repeated))))
 
     def problems(self) -> list[str]:
         """What makes these records invalid beyond their types, one message per broken rule.

@@ -17,10 +17,11 @@ __all__ = ["iterations_from_records", "read_records"]
 
 
 def read_records(path: Path, *, on_file: FileRead | None = None) -> tuple[RecordBatch, IterationBatch]:
-    """Records and iteration records of a logger or emulator folder, or of one records file;
-    ``on_file`` hears of each file read (the records' files, then the iterations')."""
+    """Records and iteration records of a logger or emulator folder, or of one records file, each
+    record once (``RecordBatch.one_per_identity``); ``on_file`` hears of each file read (the
+    records' files, then the iterations')."""
     if path.is_file():
-        records: RecordBatch = read_parquet(path, on_file=on_file)
+        records: RecordBatch = read_parquet(path, on_file=on_file).one_per_identity()
         return records, iterations_from_records(records)
     if (path / "records.parquet").exists():  # the emulator's folder
         records = read_parquet(path / "records.parquet", on_file=on_file)
@@ -29,7 +30,7 @@ def read_records(path: Path, *, on_file: FileRead | None = None) -> tuple[Record
         records = read_parquet(path, on_file=on_file)
         its = path / "iterations"
     iterations = read_parquet(its, IterationBatch, on_file=on_file) if its.exists() else iterations_from_records(records)
-    return records, iterations
+    return records.one_per_identity(), iterations
 
 
 def iterations_from_records(records: RecordBatch) -> IterationBatch:

@@ -10,6 +10,7 @@ import pytest
 from sleuth import recordio
 from sleuth.errors import RecordError
 from sleuth.records import IterationBatch, RecordBatch
+from sleuth.records_folder import read_records
 
 from .record_factory import random_records
 
@@ -106,3 +107,12 @@ def test_reading_a_folder_tells_of_each_file_read_in_name_order(tmp_path):
     heard = []
     recordio.read_parquet(tmp_path, on_file=lambda file, done, total: heard.append((file.name, done, total)))
     assert heard == [("rank-0000.parquet", 1, 3), ("rank-0001.parquet", 2, 3), ("rank-0002.parquet", 3, 3)]
+
+
+def test_a_records_folder_holding_a_batch_twice_reads_each_record_once(tmp_path):
+    batch = random_records(50, seed=3)
+    recordio.write_parquet(batch, tmp_path / "rank-0000.parquet")
+    recordio.write_parquet(batch.take(np.arange(10, 30)), tmp_path / "rank-0000-resent.parquet")
+    records, _ = read_records(tmp_path)
+    assert records.equals(batch.one_per_identity())
+    assert len(records) == len(batch.one_per_identity()) > 0

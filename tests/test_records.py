@@ -133,3 +133,23 @@ def test_iteration_batch_and_structured_view():
     assert IterationBatch.empty().equals(IterationBatch.concat([]))
     with pytest.raises(RecordError, match="cannot concatenate a RecordBatch into a IterationBatch"):
         IterationBatch.concat([make_records()])
+
+
+def test_one_per_identity_drops_repeats_and_orders_by_identity_with_strings_by_their_text():
+    a, b = make_records(job="job-b"), make_records(job="job-a")
+    twice = RecordBatch.concat([a, b, a.take(np.array([2, 0]))])  # job-b's first and third records again
+    once = twice.one_per_identity()
+    assert len(once) == 8
+    assert once.decoded("job").tolist() == ["job-a"] * 4 + ["job-b"] * 4
+    assert once.take(slice(4, 8)).equals(a)
+    assert once["rank"].tolist() == [0, 1, 2, 3, 0, 1, 2, 3]
+
+
+def test_one_per_identity_keeps_records_that_differ_in_any_part_of_their_identity():
+    columns = {"job": "j", "rank": 0, "comm": "tp.0", "seq": 1, "op": int(OpKind.ALL_REDUCE), "peer": -1, "nbytes": 8,
+               "iteration": 3, "t_issue_ns": 0, "t_start_ns": 5, "t_end_ns": 50}
+    changed = [{}, {"seq": 99}, {"op": int(OpKind.ALL_GATHER)}, {"peer": 5}, {"iteration": 4}, {"comm": "dp.0"},
+               {"rank": 7}, {"job": "k"}]
+    variants = [RecordBatch.from_columns(**{name: value if name == "job" else [value]
+                                            for name, value in (columns | change).items()}) for change in changed]
+    assert len(RecordBatch.concat(variants).one_per_identity()) == len(changed)

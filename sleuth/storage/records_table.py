@@ -15,7 +15,6 @@ import pyarrow as pa
 
 from sleuth.errors import RecordError
 from sleuth.records import ColumnBatch, RecordBatch
-from sleuth.whatif.keys import lexical_order
 
 if TYPE_CHECKING:
     from clickhouse_driver import Client
@@ -75,15 +74,10 @@ def insert_batch(client: Client, query: str, batch: ColumnBatch, names: tuple[st
     return len(batch)
 
 
-#: The order ``select_records`` reads in: the table's key with the rank first, so that the rows of one
-#: key, a record and its replays not merged yet, lie side by side.
-_READ_ORDER = ("job", "rank", "iteration", "comm", "seq", "op", "peer")
-_STRING_FIELDS = frozenset(f.name for f in RecordBatch.FIELDS if f.is_string)
-
-
 def select_records(client: Client, table: str, *, where: str = "", params: dict | None = None) -> RecordBatch:
     """The records of ``table`` (optionally filtered by a ``where`` clause), rank by rank, each
-    rank's in (iteration, comm, seq, op, peer) order, one row per key as ``FINAL`` reads them.
+    rank's in (iteration, comm, seq, op, peer) order, one row per key as ``FINAL`` reads them
+    (``RecordBatch.one_per_identity``).
 
     The rows a replay inserted twice are dropped here rather than by ``FINAL``, which merges every
     part the query touches on one thread, several times the read's own cost (``bench_clickhouse_read``).
@@ -94,30 +88,7 @@ def select_records(client: Client, table: str, *, where: str = "", params: dict 
     query = f"SELECT {names} FROM {table}"
     if where:
         query += f" WHERE {where}"
-    return _first_of_each_key(_in_read_order(select_batch(client, RecordBatch, query, params)))
-
-
-def _in_read_order(batch: RecordBatch) -> RecordBatch:
-    """``batch`` sorted by ``_READ_ORDER``, its strings as ClickHouse orders them (UTF-8's byte order
-    is its code points' order, Python's)."""
-    if len(batch) < 2:
-        return batch
-    rank_of_string = np.argsort(np.argsort(np.array(batch.strings, dtype=object)))
-    keys = tuple(rank_of_string[batch[name]] if name in _STRING_FIELDS else batch[name] for name in _READ_ORDER)
-    return batch.take(lexical_order(keys))
-
-
-def _first_of_each_key(batch: RecordBatch) -> RecordBatch:
-    """``batch`` (sorted by its key, ``_READ_ORDER``) without the rows whose key equals the row's before."""
-    if len(batch) < 2:
-        return batch
-    repeated = np.ones(len(batch) - 1, dtype=bool)
-    for name in _READ_ORDER:
-        column = batch[name]
-        repeated &= column[1:] == column[:-1]
-    if not repeated.any():
-        return batch
-    return batch.take(np.flatnonzero(~np.concatenate(([False], repeated))))
+    return select_batch(client, RecordBatch, query, params).one_per_identity()
 
 
 def select_batch(client: Client, kind: type[B], query: str, params: dict | None = None) -> B:
