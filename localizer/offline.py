@@ -21,8 +21,9 @@ from sleuth.stream.detection import irregular_iterations
 from sleuth.topology import Routing, Topology
 from sleuth.whatif.attribution import Attribution, attribute
 from sleuth.whatif.clocks import ClockOffsets, read_on_one_clock
+from sleuth.whatif.lost import fill_lost_members
 
-__all__ = ["Localized", "localize_records", "steady_from", "steady_steps"]
+__all__ = ["Localized", "Readied", "localize_records", "readied", "steady_from", "steady_steps"]
 
 _SETTINGS = Settings()
 
@@ -37,6 +38,26 @@ class Localized:
     incidents: tuple[Incident, ...]
     clocks: ClockOffsets = ClockOffsets({}, 0.0)  # the ranks whose times were read on their peers' clock
     read_from: int = 0  # the first iteration read: the warm-up, or less where the records hold too few past it
+    filled: int = 0  # the lost members of groups filled in (``sleuth.whatif.lost``)
+
+
+@dataclass(frozen=True)
+class Readied:
+    """A job's records as the localizer and the attribution read them (``readied``)."""
+
+    records: RecordBatch
+    iterations: IterationBatch
+    clocks: ClockOffsets
+    filled: int
+
+
+def readied(records: RecordBatch, iterations: IterationBatch, spec: JobSpec) -> Readied:
+    """Every rank's times on one clock (hosts' clocks may disagree; the replay and the δ rule
+    compare times across ranks), then the members of groups the records lost filled in from
+    their groups, which takes the groups' times on one clock."""
+    records, iterations, clocks = read_on_one_clock(records, iterations, spec)
+    records, filled = fill_lost_members(records)
+    return Readied(records, iterations, clocks, filled)
 
 
 def steady_from(records: RecordBatch, iterations: IterationBatch, *, warmup: int, sustain: int) -> int:
@@ -77,8 +98,8 @@ def localize_records(
     on one clock first (``sleuth.whatif.clocks``). ``on_stage`` hears each stage as it begins after
     the first (a progress bar's next step)."""
     stage = on_stage or (lambda _what: None)
-    # Hosts' clocks may disagree; the replay and the δ rule compare times across ranks.
-    records, iterations, clocks = read_on_one_clock(records, iterations, spec)
+    ready = readied(records, iterations, spec)
+    records, iterations = ready.records, ready.iterations
     stage(f"localize: irregular iterations of {spec.world} ranks")
     # A starting job's irregular iterations are its warm-up's, not a straggler's (``steady_steps``).
     first = steady_from(records, iterations, warmup=warmup, sustain=sustain)
@@ -96,4 +117,4 @@ def localize_records(
         MemorySource(spec, records, iterations), irregular_iterations=irregular, topology=topology, top_k=top_k,
         window=window, pivots=tuple(pivots), routing=routing, attribution=found, slowdown=slowdown, sustain=sustain,
     )
-    return Localized(irregular, found, skipped, tuple(incidents), clocks, first)
+    return Localized(irregular, found, skipped, tuple(incidents), ready.clocks, first, ready.filled)

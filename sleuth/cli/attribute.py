@@ -14,7 +14,8 @@ import argparse
 import json
 import sys
 
-from sleuth.cli.localize import add_attribution_options, read_job, resolve_attribution_options, say_clocks, say_warmup
+from sleuth.cli.localize import (add_attribution_options, read_job, resolve_attribution_options, say_clocks, say_filled,
+                                 say_warmup)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,14 +29,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from sleuth.localizer.attributed import episodes
-    from sleuth.localizer.offline import steady_from, steady_steps
+    from sleuth.localizer.offline import readied, steady_from, steady_steps
     from sleuth.whatif.attribution import attribute
-    from sleuth.whatif.clocks import read_on_one_clock
 
     resolve_attribution_options(args)
     spec, records, iterations = read_job(args)
-    records, iterations, offsets = read_on_one_clock(records, iterations, spec)
-    say_clocks(offsets)
+    ready = readied(records, iterations, spec)
+    say_clocks(ready.clocks)
+    say_filled(ready.filled, len(records))
+    records, iterations = ready.records, ready.iterations
     read_from = steady_from(records, iterations, warmup=args.warmup, sustain=args.sustain)
     say_warmup(read_from, args)
     steady, steady_iterations = steady_steps(records, iterations, read_from)

@@ -121,6 +121,14 @@ def say_clocks(offsets: ClockOffsets) -> None:
               "ranks' times are read on one clock", file=sys.stderr)
 
 
+def say_filled(filled: int, read: int) -> None:
+    """Tell stderr how many lost members of the ``read`` records' groups were filled in (``sleuth.whatif.lost``)."""
+    if filled:
+        print(f"sleuth: {filled} records were missing from their groups (a collective without one of its ranks, a "
+              f"send without its receive; {filled / max(read, 1):.2%} as many as were read); each was filled "
+              "in from its group: its end the group's, its start the last member's present", file=sys.stderr)
+
+
 def _name_files_on(steps: Steps, root: Path) -> FileRead:
     """Names each file read on the bar's reading step: a logger folder holds a file per rank and
     flush, thousands on a large job, and reading them is the wait before any figure."""
@@ -149,6 +157,7 @@ def _run(args: argparse.Namespace) -> int:
         )
         steps.advance()
     say_clocks(result.clocks)
+    say_filled(result.filled, len(records))
     say_warmup(result.read_from, args)
     if result.skipped is not None:
         print(f"sleuth localize: what-if attribution skipped: {result.skipped}", file=sys.stderr)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
+
+import numpy as np
 
 from sleuth.cli import main
+from sleuth.recordio import read_parquet, write_parquet
 
 
 def test_localize_on_an_emulated_folder_names_the_slow_gpu(tmp_path, capsys):
@@ -29,3 +33,25 @@ def test_localize_on_an_emulated_folder_names_the_slow_gpu(tmp_path, capsys):
 def test_a_missing_records_folder_is_a_clear_error(tmp_path, capsys):
     assert main(["localize", "--records", str(tmp_path / "nope")]) == 2
     assert "--records" in capsys.readouterr().err
+
+
+def test_a_folder_that_lost_records_says_how_many_it_filled_in_and_still_names_the_gpu(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main([
+        "sim", "--generate", "fattree:hosts=4,gpus=8,pod=2,spines=2", "--tp", "4", "--pp", "2", "--dp", "4",
+        "--iterations", "30", "--microbatches", "4", "--fault", "gpu:h0002/1,slow=1.3", "--seed", "4",
+        "--out", str(out), "--no-labels",
+    ]) == 0
+    records = read_parquet(out / "records.parquet")
+    kept = records.take(np.random.default_rng(5).random(len(records)) > 0.01)  # 1% lost, the job slow from its start
+    write_parquet(kept, out / "records.parquet")
+    capsys.readouterr()
+    assert main(["localize", "--records", str(out), "--json"]) == 0
+    captured = capsys.readouterr()
+    [incident] = json.loads(captured.out)
+    assert incident["suspects"][0]["device"] == "gpu:h0002/1"
+    # Every lost record but those of groups that lost all their members, or a rank its whole iteration.
+    said = re.search(r"sleuth: (\d+) records were missing from their groups", captured.err)
+    assert said and 0.99 * (len(records) - len(kept)) <= int(said.group(1)) <= len(records) - len(kept)
+    assert main(["attribute", "--records", str(out)]) == 0
+    assert f"sleuth: {said.group(1)} records were missing" in capsys.readouterr().err
