@@ -1,5 +1,6 @@
-"""``benchmarks/results.py``: RESULTS.md's sections and figure from the benchmarks' JSON, its generated
-blocks rewritten in place, and the committed RESULTS.md checked against the committed JSON."""
+"""``benchmarks/results.py`` and its renderers (``benchmarks/sections/``): RESULTS.md's sections and figure
+from the benchmarks' JSON, its generated blocks rewritten in place, and the committed RESULTS.md
+checked against the committed JSON."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ def results():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def sections(results):
+    """The renderers' package, ``benchmarks/sections/`` (on the path once results.py is loaded)."""
+    return importlib.import_module("sections")
 
 
 def _row(suite: str, name: str, devices: list[str], suspects: list[str], s: float, truth: float, **more) -> dict:
@@ -47,8 +54,8 @@ DOCUMENT = {
 }
 
 
-def test_the_section_has_a_row_per_scenario_and_the_summary_the_json_holds(results) -> None:
-    section = results.localizer_section(DOCUMENT)
+def test_the_section_has_a_row_per_scenario_and_the_summary_the_json_holds(sections) -> None:
+    section = sections.localizer_section(DOCUMENT)
     lines = section.splitlines()
     assert lines[2] == ("| types | types-gpu | gpu:h0001/2 | gpu:h0001/2 | compute | irregular | 1.2100 | 1.2000 "
                         "| 1.2050 | yes | yes |")
@@ -62,91 +69,91 @@ def test_the_section_has_a_row_per_scenario_and_the_summary_the_json_holds(resul
     assert "within 5% of the twin without its pauses on 2 of 4" in summary
 
 
-def test_a_run_of_several_seeds_names_each_non_hardware_scenario_s_seed(results) -> None:
+def test_a_run_of_several_seeds_names_each_non_hardware_scenario_s_seed(sections) -> None:
     document = {**DOCUMENT, "seeds": [7, 8], "nonhardware": {"nonhw-seqlen@7": ["seqlen_imbalance"],
                                                              "nonhw-seqlen@8": []}}
-    summary = results.localizer_section(document).splitlines()[-1]
+    summary = sections.localizer_section(document).splitlines()[-1]
     assert summary.startswith("Seeds 7, 8: ")
     assert "non-hardware causes: nonhw-seqlen (7) read as seqlen_imbalance, nonhw-seqlen (8) read as nothing;" in summary
 
 
-def test_the_figure_names_the_scenarios_outside_the_band(results, tmp_path) -> None:
+def test_the_figure_names_the_scenarios_outside_the_band(sections, tmp_path) -> None:
     path = tmp_path / "figures" / "s.svg"
-    results.localizer_figure(DOCUMENT, path)
+    sections.localizer_figure(DOCUMENT, path)
     drawn = path.read_text()
     assert drawn.startswith("<?xml") and "network-spine" in drawn and "types-gpu" not in drawn
-    results.localizer_figure(DOCUMENT, tmp_path / "again.svg")
+    sections.localizer_figure(DOCUMENT, tmp_path / "again.svg")
     assert (tmp_path / "again.svg").read_text() == drawn  # the same JSON draws the same file
 
 
-def test_other_json_is_refused_with_what_is_missing(results) -> None:
+def test_other_json_is_refused_with_what_is_missing(sections) -> None:
     with pytest.raises(ValueError, match="no 'rows' list"):
-        results.localizer_section({"accuracy": {}})
+        sections.localizer_section({"accuracy": {}})
     with pytest.raises(ValueError, match="no scenario has both S and its truth"):
-        results.localizer_figure({"rows": [{"suite": "a", "name": "b", "slowdown": None}]}, Path("unused.svg"))
+        sections.localizer_figure({"rows": [{"suite": "a", "name": "b", "slowdown": None}]}, Path("unused.svg"))
 
 
-def test_the_attribution_section_has_a_row_per_scale_and_a_dash_where_detection_was_not_timed(results) -> None:
+def test_the_attribution_section_has_a_row_per_scale_and_a_dash_where_detection_was_not_timed(sections) -> None:
     rows = [{"world": 1024, "seed": 5, "records": 1886208, "attribution_s": 2.114, "slowdown": 1.11784,
              "stragglers_slowdown": 1.078, "slowdown_truth": 1.0615, "slowdown_truth_without_pauses": 1.0701,
              "top_worker_group_has_fault": True, "top_worker_group": 8, "detection_s": 4.05, "ratio": 0.5214},
             {"world": 8192, "seed": 5, "records": 9166848, "attribution_s": 19.49, "slowdown": 1.1491,
              "stragglers_slowdown": 1.0819, "slowdown_truth": 1.0622, "top_worker_group_has_fault": False,
              "top_worker_group": 8}]
-    lines = results.attribution_section({"rows": rows}).splitlines()
+    lines = sections.attribution_section({"rows": rows}).splitlines()
     assert lines[2] == "| 1,024 | 5 | 1,886,208 | 2.11 | 4.05 | 0.521 | 1.1178 | 1.0780 | 1.0615 | 1.0701 | True (8 ranks) |"
     # A run from before the pause-free twin has a dash in its column.
     assert lines[3] == "| 8,192 | 5 | 9,166,848 | 19.49 | - | - | 1.1491 | 1.0819 | 1.0622 | - | False (8 ranks) |"
     with pytest.raises(ValueError, match="bench_attribution.py"):
-        results.attribution_section({"rows": [{"world": 8}]})
+        sections.attribution_section({"rows": [{"world": 8}]})
 
 
-def test_the_attribution_section_has_the_one_part_columns_only_where_that_baseline_ran(results) -> None:
+def test_the_attribution_section_has_the_one_part_columns_only_where_that_baseline_ran(sections) -> None:
     row = {"world": 16384, "seed": 7, "records": 18333696, "attribution_s": 52.71, "slowdown": 1.1196,
            "one_part_s": 74.86, "parts_ratio": 0.7041, "one_part_slowdown": 1.1196}
-    lines = results.attribution_section({"rows": [row]}).splitlines()
+    lines = sections.attribution_section({"rows": [row]}).splitlines()
     assert "| one part s | parts ratio | S, one part |" in lines[0]
     assert lines[0].count("|") == lines[1].count("|") == lines[2].count("|")
     assert lines[2] == "| 16,384 | 7 | 18,333,696 | 52.71 | - | - | 74.86 | 0.704 | 1.1196 | 1.1196 | - | - | - | - |"
 
 
-def test_the_streaming_section_has_a_row_per_scale_and_the_reads_columns_only_where_clickhouse_was_read(results) -> None:
+def test_the_streaming_section_has_a_row_per_scale_and_the_reads_columns_only_where_clickhouse_was_read(sections) -> None:
     memory = {"world": 8192, "seed": 3, "records_per_iteration": 763904, "window": 12,
               "round_s": {"median": 1.3, "max": 1.94}, "window_round_s": {"median": 5.59, "max": 14.43},
               "round_ratio": 0.2326, "sustained_at": 12, "opened_at": 12, "opening_round_s": 5.65,
               "incidents": [{"at": 7, "cause": "stage_imbalance", "top": None, "round_s": 5.19}],
               "top_suspect_is_fault": True, "full_round_s": 31.71, "ratio": 0.178}
-    lines = results.streaming_section({"rows": [memory]}).splitlines()
+    lines = sections.streaming_section({"rows": [memory]}).splitlines()
     assert lines[2] == ("| 8,192 | 3 | 763,904 | 1.30, 1.94 | 5.59, 14.43 | 0.233 | `stage_imbalance` at 7 (5.19 s) "
                         "| 12 (12) | 5.65 | True | 31.71 | 0.178 |")
     assert lines[1].count("---") == 12
     stored = memory | {"read_s": {"median": 0.86, "max": 1.05}, "opening_read_s": 0.81, "incidents": []}
-    lines = results.streaming_section({"rows": [stored]}).splitlines()
+    lines = sections.streaming_section({"rows": [stored]}).splitlines()
     assert "| read s (median, max) |" in lines[0] and lines[1].count("---") == 13
     assert "| 0.86, 1.05 | none | 12 (12) | 5.65 (0.81) |" in lines[2]
     with pytest.raises(ValueError, match="'round_s'"):
-        results.streaming_section({"rows": [{"world": 8}]})
+        sections.streaming_section({"rows": [{"world": 8}]})
 
 
-def test_the_live_section_has_a_row_per_scale_and_seed_and_says_when_no_incident_named_the_fault(results) -> None:
+def test_the_live_section_has_a_row_per_scale_and_seed_and_says_when_no_incident_named_the_fault(sections) -> None:
     row = {"world": 8192, "seed": 5, "records_per_iteration": 763904, "pace_s": 2.0, "job_iteration_s": 0.098,
            "insert_s": {"median": 0.9, "max": 1.15}, "interval_s": 1.0, "sustained_at": 12, "rounds": 19,
            "incidents_before": [{"cause": "stage_imbalance", "top": None, "iterations": [5, 8]}], "opened_at": 12,
            "trigger": "slowdown", "top": "gpu:h0129/7", "latency_s": 3.3, "round_s": 2.63, "offline_s": 16.89, "ratio": 0.195}
     missed = {key: value for key, value in row.items() if key not in ("top", "round_s", "offline_s", "ratio")}
-    lines = results.live_section({"rows": [row, missed | {"opened_at": None, "latency_s": None}]}).splitlines()
+    lines = sections.live_section({"rows": [row, missed | {"opened_at": None, "latency_s": None}]}).splitlines()
     assert lines[0].count("|") == lines[1].count("|") == lines[2].count("|") == lines[3].count("|")
     assert lines[2] == ("| 8,192 | 5 | 763,904 | 2.0 | 0.90, 1.15 | 19 | `stage_imbalance` in 5-8 | 12 (12) | `gpu:h0129/7` "
                         "| 3.30 | 2.63 | 16.89 | 0.195 |")
     assert "| None (12) | none | - | - | - | - |" in lines[3]
     with pytest.raises(ValueError, match="'latency_s'"):
-        results.live_section({"rows": [{"world": 8}]})
+        sections.live_section({"rows": [{"world": 8}]})
 
 
-def test_a_fault_free_run_of_any_suite_but_hiccups_counts_as_a_clean_run(results) -> None:
+def test_a_fault_free_run_of_any_suite_but_hiccups_counts_as_a_clean_run(sections) -> None:
     rows = [_row("clean", "clean-0", [], [], 1.02, 1.019), {**_row("clocks", "clocks-clean", [], ["gpu:h0001/0"], 1.02, 1.019),
             "fault_free": True}, {**_row("hiccups", "hiccups-1", [], [], 1.02, 1.019), "fault_free": True}]
-    summary = results.localizer_section({**DOCUMENT, "rows": rows}).splitlines()[-1]
+    summary = sections.localizer_section({**DOCUMENT, "rows": rows}).splitlines()[-1]
     assert "clean runs 1 of 2 alarmed" in summary and "hiccup runs 0 of 1 alarmed" in summary
 
 
@@ -159,7 +166,7 @@ def _block(kind: str, name: str, body: str) -> str:
     return f"<!-- results.py {kind} {name} -->\n{body}<!-- end results.py -->\n"
 
 
-def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(results, tmp_path) -> None:
+def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(results, sections, tmp_path) -> None:
     (tmp_path / "live.json").write_text(json.dumps({"rows": [_LIVE_ROW]}))
     (tmp_path / "attribution.json").write_text(json.dumps({"rows": [{"world": 8, "seed": 1, "records": 10,
                                                                       "attribution_s": 0.5}]}))
@@ -168,10 +175,10 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
     text = (before + _block("live", "live.json", "| an old hand copy |\n") + between
             + _block("attribution", "attribution.json", "") + "The end, no newline")
     written = results.render_blocks(text, tmp_path)
-    live = results.live_section({"rows": [_LIVE_ROW]})
+    live = sections.live_section({"rows": [_LIVE_ROW]})
     assert "| 1,024 | 9 | 157,184 | 2.0 | 0.20, 0.30 | 12 | none | 12 (12) | `gpu:h0001/2` | 1.24 |" in live
     assert written == (before + _block("live", "live.json", "\n" + live + "\n") + between
-                       + _block("attribution", "attribution.json", "\n" + results.attribution_section(
+                       + _block("attribution", "attribution.json", "\n" + sections.attribution_section(
                            json.loads((tmp_path / "attribution.json").read_text())) + "\n")
                        + "The end, no newline")
     assert "an old hand copy" not in written
@@ -246,31 +253,31 @@ def test_every_link_to_a_results_md_section_names_one_of_its_headings() -> None:
     assert not broken, f"links to no heading of benchmarks/RESULTS.md: {broken}"
 
 
-def test_the_ingest_section_gives_each_stage_and_run_against_the_encoding_baseline(results) -> None:
+def test_the_ingest_section_gives_each_stage_and_run_against_the_encoding_baseline(sections) -> None:
     document = {"baseline_encode_rps": 2_000_000.0,
                 "stages": {"detection_rps": 500_000.0, "gateway_decode_validate_rps": 1_000_000.0},
                 "end_to_end": [{"workers": 2, "rps": 200_000.0, "latency_p50_s": 0.3, "latency_p99_s": 0.5,
                                 "latency_load_rps": 100_000.0,
                                 "overload": {"offered_rps": 400_000.0, "accepted_rps": 390_000.0,
                                              "peak_rss_mib": {"gateway": 150.4, "worker0": 2048.0}}}]}
-    section = results.ingest_section(document)
+    section = sections.ingest_section(document)
     # The stages in the order a record passes them, whatever the JSON's order.
     assert section.index("| gateway: protobuf decode and validation | 1,000,000 (0.50) |") < \
         section.index("| worker: detection (the deployed detectors) | 500,000 (0.25) |")
     assert "| **end to end, 2 workers** | **200,000 (0.100)** |" in section
     assert "| 2 | 0.30 / 0.50 (100,000) | 400,000 / 390,000 | gateway 150, worker0 2,048 |" in section
     with pytest.raises(ValueError, match="not bench_ingest.py's output"):
-        results.ingest_section({"rows": []})
+        sections.ingest_section({"rows": []})
 
 
-def test_the_loaded_jobs_section_puts_a_column_per_run_and_the_wrong_ones_in_bold(results) -> None:
+def test_the_loaded_jobs_section_puts_a_column_per_run_and_the_wrong_ones_in_bold(sections) -> None:
     incident = {"cause": "compute", "iterations": [5, 29], "suspects": ["gpu:vm/2"], "slowdown": 1.234}
     rows = [{"job": "spike", "run": 0, "truth": "gpu", "right": True, "incidents": [incident]},
             {"job": "spike", "run": 1, "truth": "gpu", "right": False, "incidents": [{**incident, "suspects": []}]},
             {"job": "clean", "run": 0, "truth": "none", "right": True, "incidents": []}]
-    section = results.loaded_section({"rows": rows})
+    section = sections.loaded_section({"rows": rows})
     assert "| spike | gpu | compute 5-29 gpu:vm/2 x1.23 | **compute 5-29 x1.23** |" in section
     assert "| clean | none | nothing | - |" in section
     assert section.rstrip().endswith("**2 of 3 right.**")
     with pytest.raises(ValueError, match="not bench_loaded_jobs.py's output"):
-        results.loaded_section({"rows": [{"job": "x"}]})
+        sections.loaded_section({"rows": [{"job": "x"}]})
