@@ -190,7 +190,10 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
     ("<!-- results.py live live.json -->\n\n<!-- results.py live live.json -->\n<!-- end results.py -->\n",
      r"line 1: the block of live.json is not closed: .* before line 3"),
     ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
-     r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded\)"),
+     r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded, import, follow, "
+     r"progress\)"),
+    ("<!-- results.py live live.json live.json -->\n<!-- end results.py -->\n",
+     r"line 1: live.json live.json: not what live renders .*live renders one JSON file, not 2"),
     ("<!-- results.py live missing.json -->\n<!-- end results.py -->\n", r"line 1: missing.json: No such file"),
     ("<!-- results.py attribution live.json -->\n<!-- end results.py -->\n",
      r"line 1: live.json: not what attribution renders .*bench_attribution.py"),
@@ -224,7 +227,7 @@ def test_results_md_s_generated_blocks_are_what_the_committed_json_renders(resul
     text = _RESULTS_MD.read_text()
     kinds = {m["kind"] for m in results.BLOCK_BEGIN.finditer(text)}
     # Every renderer has a block to check: a RESULTS.md that lost its markers would pass vacuously.
-    assert kinds == set(results.SECTIONS), f"RESULTS.md has generated blocks of {sorted(kinds)} only"
+    assert kinds == {*results.SECTIONS, *results.RUN_SECTIONS}, f"RESULTS.md has generated blocks of {sorted(kinds)} only"
     assert results.render_blocks(text) == text, (
         "benchmarks/RESULTS.md's generated blocks are not what benchmarks/results.py renders from their JSON: "
         "regenerate them with `.venv/bin/python benchmarks/results.py --write benchmarks/RESULTS.md`")
@@ -281,3 +284,50 @@ def test_the_loaded_jobs_section_puts_a_column_per_run_and_the_wrong_ones_in_bol
     assert section.rstrip().endswith("**2 of 3 right.**")
     with pytest.raises(ValueError, match="not bench_loaded_jobs.py's output"):
         sections.loaded_section({"rows": [{"job": "x"}]})
+
+
+def test_the_import_section_gives_each_format_and_each_watchdog_lag_with_and_without_durations(sections) -> None:
+    document = {"records": 22400, "ranks": 8, "truth": "gpu:h0001/1",
+                "nccl_inspector": {"import_s": 0.8164, "records_per_s": 27444, "top_suspect": "gpu:h0001/1"},
+                "flight_recorder": [
+                    {"watchdog_lag_ms": 20, "timing": False, "start_error_us_median": 10014.0,
+                     "start_error_us_p99": 19803.7, "top_suspect": "nvswitch:h0001"},
+                    {"watchdog_lag_ms": 0.1, "timing": True, "start_error_us_median": 5.0, "start_error_us_p99": 36.2,
+                     "top_suspect": "gpu:h0001/1"}]}
+    lines = sections.import_section(document).splitlines()
+    assert lines[0] == "22,400 records, 8 ranks, the slow GPU `gpu:h0001/1`."
+    assert "| NCCL Inspector | 0.816 | 27,444 | - | gpu:h0001/1 |" in lines
+    # The lags in order, a side the run did not take a dash, a suspect other than the truth marked.
+    assert lines[-2:] == ["| 0.1 ms | 5 µs / 36 µs, gpu:h0001/1 | - |", "| 20 ms | - | 10.0 ms / 19.8 ms, nvswitch:h0001 (wrong) |"]
+    with pytest.raises(ValueError, match="not bench_import.py's output: no 'flight_recorder' list and 'truth'"):
+        sections.import_section({"rows": []})
+
+
+def test_the_follow_section_has_a_row_per_folder_size(sections) -> None:
+    size = {"steps": 2000, "records": 128000, "poll_s": 0.1033, "import_s": 0.0461, "ratio_to_import": 2.273,
+            "core_share": 0.171}
+    lines = sections.follow_section({"benchmark": "follow", "sizes": [size]}).splitlines()
+    assert lines[2] == "| 2,000 | 128,000 | 0.103 s | 0.046 s | 2.27 | 0.17 |"
+    with pytest.raises(ValueError, match="not bench_follow.py's output"):
+        sections.follow_section({"sizes": [size]})
+
+
+_PROGRESS = {"benchmark": "progress", "ranks": 8192, "iterations": 2000, "rows": 16384000,
+             "active_jobs_s": {"median": 0.0071, "max": 0.0181}, "every_rank_s": {"median": 0.1546, "max": 0.17},
+             "completed_s": {"median": 0.1325, "max": 0.1465}, "every_row_s": {"median": 0.4393, "max": 0.4582},
+             "active_jobs_ratio": 0.0457, "completed_ratio": 0.3015}
+
+
+def test_the_progress_section_has_a_row_per_run_from_the_files_a_marker_names(results, sections, tmp_path, capsys) -> None:
+    longer = _PROGRESS | {"ranks": 1024, "iterations": 40000, "rows": 40960000}
+    lines = sections.progress_section([_PROGRESS, longer]).splitlines()
+    assert lines[2] == "| 8,192 ranks, 2,000 steps | 16,384,000 | 0.155 s | 0.007 s | 0.046 | 0.439 s | 0.133 s | 0.301 |"
+    assert lines[3].startswith("| 1,024 ranks, 40,000 steps | 40,960,000 |")
+    (tmp_path / "a.json").write_text(json.dumps(_PROGRESS))
+    (tmp_path / "b.json").write_text(json.dumps(longer))
+    written = results.render_blocks(_block("progress", "a.json b.json", ""), tmp_path)
+    assert written == _block("progress", "a.json b.json", "\n" + "\n".join(lines) + "\n\n")
+    assert results.main(["progress", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    assert capsys.readouterr().out.splitlines() == lines
+    with pytest.raises(ValueError, match="not bench_progress.py's output"):
+        sections.progress_section([_PROGRESS, {"benchmark": "follow"}])
