@@ -191,7 +191,7 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
      r"line 1: the block of live.json is not closed: .* before line 3"),
     ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
      r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded, import, follow, "
-     r"progress\)"),
+     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, progress, overhead, hooks, throughput\)"),
     ("<!-- results.py live live.json live.json -->\n<!-- end results.py -->\n",
      r"line 1: live.json live.json: not what live renders .*live renders one JSON file, not 2"),
     ("<!-- results.py live missing.json -->\n<!-- end results.py -->\n", r"line 1: missing.json: No such file"),
@@ -299,7 +299,7 @@ def test_the_import_section_gives_each_format_and_each_watchdog_lag_with_and_wit
     assert "| NCCL Inspector | 0.816 | 27,444 | - | gpu:h0001/1 |" in lines
     # The lags in order, a side the run did not take a dash, a suspect other than the truth marked.
     assert lines[-2:] == ["| 0.1 ms | 5 µs / 36 µs, gpu:h0001/1 | - |", "| 20 ms | - | 10.0 ms / 19.8 ms, nvswitch:h0001 (wrong) |"]
-    with pytest.raises(ValueError, match="not bench_import.py's output: no 'flight_recorder' list and 'truth'"):
+    with pytest.raises(ValueError, match="not bench_import.py's output: no 'flight_recorder' and 'truth'"):
         sections.import_section({"rows": []})
 
 
@@ -331,3 +331,177 @@ def test_the_progress_section_has_a_row_per_run_from_the_files_a_marker_names(re
     assert capsys.readouterr().out.splitlines() == lines
     with pytest.raises(ValueError, match="not bench_progress.py's output"):
         sections.progress_section([_PROGRESS, {"benchmark": "follow"}])
+
+
+def test_the_hot_path_section_gives_c_against_its_python_twin_and_the_no_op_baseline(sections) -> None:
+    document = {"benchmark": "logger_hotpath", "ops_per_run": 1000000, "repeats": 3,
+                "ns_per_op_median": {"recorder_c": 248.2, "session_c": 418.0, "recorder_python": 1330.4,
+                                     "session_python": 2210.0, "baseline_noop_calls": 101.0},
+                "ratio_python_over_c_recorder": 5.36, "ratio_python_over_c_session": 5.29,
+                "ratio_c_recorder_over_noop_baseline": 2.46, "goal_c_ns": 500}
+    lines = sections.hotpath_section(document).splitlines()
+    assert lines[2] == "| the recorder | 248 | 1,330 | 5.36 |"
+    assert lines[3].endswith("| 418 | 2,210 | 5.29 |")
+    assert lines[-1] == ("Median of 3 runs of 1,000,000 operators; goal for C: ≤ 500 ns. Baseline (a no-op method called "
+                         "twice an operator): 101 ns, the C recorder 2.46 times it.")
+    with pytest.raises(ValueError, match="not bench_logger_hotpath.py's output"):
+        sections.hotpath_section({"ns_per_op_median": {}})
+
+
+def _overhead(capture: str, cpu_rounds: list[float]) -> dict:
+    return {"benchmark": "logger_step_overhead", "capture": capture, "rounds": 3, "iters": 30, "together": True,
+            "cpu": {"step_ms": {"off": [80.0, 84.0, 90.0], "on": [82.0, 86.0, 93.0]},
+                    "ratio_on_over_off_per_round": cpu_rounds, "ratio_on_over_off_median": sorted(cpu_rounds)[1]},
+            "wall": {"step_ms": {"off": [1.0], "on": [1.0]}, "ratio_on_over_off_per_round": [0.991, 1.006, 1.001],
+                     "ratio_on_over_off_median": 1.001}}
+
+
+def test_the_overhead_section_has_a_row_per_capture_with_each_ratio_s_rounds(sections) -> None:
+    lines = sections.overhead_section([_overhead("native", [1.02, 1.038, 1.03]),
+                                       _overhead("functions", [1.08, 1.03, 1.036])]).splitlines()
+    assert lines[2] == "| native | 3 × 30, together | 1.030 (1.020-1.038) | 1.001 (0.991-1.006) | 84.0 → 86.0 |"
+    assert lines[3].startswith("| functions | 3 × 30, together | 1.036 (1.030-1.080) |")
+    with pytest.raises(ValueError, match="not bench_logger_overhead.py's output: .*'capture'"):
+        sections.overhead_section([{key: v for key, v in _overhead("native", [1.0, 1.0]).items() if key != "capture"}])
+
+
+def test_the_outage_section_gives_memory_held_against_its_bounds(sections) -> None:
+    document = {"benchmark": "logger_outage_memory", "fed_mib": 512.3, "records": 5200000, "buffer_bound_mib": 64,
+                "spill_bound_mib": 128, "peak_held_mib": 63.98, "rss_growth_over_baseline_mib": 75.2, "spilled_mib": 122.4,
+                "dropped_records_counted": 1230000}
+    assert sections.outage_section(document).splitlines()[2] == (
+        "| 512 MiB (5,200,000) | 64.0 MiB (64) | +75 MiB | 122 MiB (128) | 1,230,000 |")
+    with pytest.raises(ValueError, match="not bench_logger_outage.py's output"):
+        sections.outage_section({"benchmark": "logger_hotpath"})
+
+
+def _hooks(capture: str, floor: int | None) -> dict:
+    return {"benchmark": "logger_hooks_per_operator", "capture": capture, "hooks": "NativeHooks",
+            "baseline_ns_per_op_without_hooks": 5391, "ns_per_op_with_hooks": 6078, "hooks_ns_per_op_median_paired": 558,
+            "hooks_ns_per_op_iqr_paired": [424, 807], "ratio_with_over_without": 1.1275, "torch_hook_floor_ns_per_op": floor}
+
+
+def test_the_hooks_section_has_a_row_per_capture_and_a_dash_where_no_floor_was_timed(sections) -> None:
+    lines = sections.hooks_section([_hooks("native", 150), _hooks("functions", None)]).splitlines()
+    assert lines[2] == "| native (`NativeHooks`) | 5,391 | 6,078 | 558 | 424-807 | 1.13 | 150 |"
+    assert lines[3].endswith("| 1.13 | — |")
+    with pytest.raises(ValueError, match="not bench_logger_hooks.py's output"):
+        sections.hooks_section([_hooks("native", 1), {"capture": "native"}])
+
+
+def _f1(f1: float, recall: float = 1.0) -> dict:
+    return {"f1": f1, "precision": 1.0, "recall": recall}
+
+
+def _scores(detector: float, forest: float, **more) -> dict:
+    return {"detector": _f1(detector, more.get("recall", 1.0)), "forest": _f1(forest), "three_sigma": _f1(0.6),
+            "knn": _f1(0.5), "svm": _f1(0.02), "ranks_scored": more.get("ranks", 128), **more.get("world", {})}
+
+
+def test_the_detection_section_has_a_row_per_scale_and_fault_type_the_forest_in_bold_below_the_goal(sections) -> None:
+    document = {
+        "score_10k": {"operators": 10000, "forest_ms": 31.84, "three_sigma_ms": 11.9, "ratio": 2.68},
+        "iterations": {"delta_monitor": {"accuracy": 0.9991, "iterations": 5000}, "median_rule": {"accuracy": 0.834},
+                       "unverified_change_points": {"accuracy": 0.728}},
+        "operators": {
+            "per_scale": {"2048": _scores(1.0, 0.997, world={"world": 2048}),
+                          "1024-nic": _scores(1.0, 0.96, world={"world": 1024}),
+                          "1024": _scores(1.0, 1.0, world={"world": 1024})},
+            "per_type": {"spike-gpu": _scores(0.989, 0.983, recall=0.978), "fluctuation-gpu": _scores(1.0, 1.0)}},
+        "drift": {"shipped": {"tuned_min_f1": 0.979, "tuned_f1": 0.9891, "untuned_min_f1": 0.979, "untuned_f1": 0.9891,
+                              "decisions_changed_by_tuning": 0, "note": "tuning moved 0 split thresholds",
+                              "tunings": [{"nodes": 0}], "days": [{"abnormal": 3}, {"abnormal": 0, "flags_on_clean_day": 20},
+                                                                  {"abnormal": 0, "flags_on_clean_day": 13}]}},
+    }
+    section = sections.detection_section(document)
+    lines = section.splitlines()
+    # The slow GPU's scales first, then the NIC's; the types as one row a device.
+    assert lines[2:6] == ["| 1,024 GPUs | 1.000 | 1.000 | 0.600 | 0.500 | 0.020 |",
+                          "| 2,048 GPUs | 1.000 | 0.997 | 0.600 | 0.500 | 0.020 |",
+                          "| 1,024 GPUs, NIC at 1/8 | 1.000 | **0.960** | 0.600 | 0.500 | 0.020 |",
+                          "| GPU spike / fluctuation (128 ranks) | 0.989 / 1.000 | 0.983 / 1.000 | 0.600 / 0.600 "
+                          "| 0.500 / 0.500 | 0.020 / 0.020 |"]
+    assert "mean F1 0.9978 over the 5 scenarios, lowest 0.989 (spike-gpu, recall 0.978)" in section
+    assert "the δ monitor is 0.999 accurate (median rule 0.834, unverified change points 0.728)" in section
+    assert "Scoring 10,000 operators: 31.8 ms (median of 20), 2.7x 3-sigma on the same window (11.9 ms)" in section
+    assert "| shipped (scale-free features) | 0.9790 / 0.9891 | 0.9790 / 0.9891 | 0 | 0 |" in lines
+    assert "33 false alarms on the 2 days without abnormal operators" in section
+    assert sections.detection_section({"drift": document["drift"]}).startswith("| forest |")  # --skip operators
+    with pytest.raises(ValueError, match="not bench_detection.py's output: no 'operators' or 'drift'"):
+        sections.detection_section({"rows": []})
+
+
+def test_the_throughput_section_has_a_row_per_batch_size(sections) -> None:
+    document = {"records": 1886208, "max_messages": 32, "worker_batches": 96, "detection_cpu_rps": 467164.2,
+                "cpu_ratio_to_baseline": 0.15081, "baseline_encode_cpu_rps": 3097000.0, "abnormal_rows": 120, "irregularities": 2}
+    assert sections.throughput_section([document]).splitlines()[2] == (
+        "| M = 32, 96 batches | 1,886,208 | 467,164 | 0.1508 | 3,097,000 | 120, 2 |")
+    with pytest.raises(ValueError, match="not bench_detection_throughput.py's output: .*'max_messages'"):
+        sections.throughput_section([{"detection_cpu_rps": 1.0}])
+
+
+def test_the_keys_section_puts_replica_against_rank_keys_a_column_per_worker_count(sections) -> None:
+    document = {"partitions": 64, "scenarios": {
+        "types-spike-nic": {"world": 128, "workers": {"4": {"replica": 0.938, "rank": 0.558, "ratio": 1.681},
+                                                      "16": {"replica": 0.865, "rank": 0.474, "ratio": 1.825}}},
+        "scale-1024-nic": {"world": 1024, "workers": {"4": {"replica": 0.901, "rank": 0.708, "ratio": 1.273}}}}}
+    lines = sections.keys_section(document).splitlines()
+    assert lines[0] == "| scenario | GPUs | 4 workers: replica / rank (ratio) | 16 workers: replica / rank (ratio) |"
+    assert lines[2] == "| types-spike-nic | 128 | 0.938 / 0.558 (1.68) | 0.865 / 0.474 (1.82) |"
+    assert lines[3] == "| scale-1024-nic | 1,024 | 0.901 / 0.708 (1.27) | - |"
+    with pytest.raises(ValueError, match="not bench_worker_keys.py's output"):
+        sections.keys_section({"scenarios": {}})
+
+
+def test_the_idle_jobs_section_puts_dropping_against_never_dropping(sections) -> None:
+    def run(idle_s: float, jobs: int, heap: int) -> dict:
+        return {"idle_s": idle_s, "jobs_held": jobs, "rank_rows": jobs * 64, "identities": jobs * 128, "heap_bytes": heap,
+                "s_per_batch": 0.0881}
+    document = {"baseline": run(1e12, 60, 6_610_000), "evicting": run(60.0, 2, 354_000), "heap_ratio": 0.0536}
+    lines = sections.idle_section(document).splitlines()
+    assert lines[2] == "| baseline (never dropped) | 60 | 3,840 | 7,680 | 6.61 MB | 0.088 |"
+    assert lines[3] == "| `SLEUTH_JOB_IDLE_S=60` | 2 | 128 | 256 | 0.35 MB (ratio 0.054) | 0.088 |"
+    with pytest.raises(ValueError, match="not bench_idle_jobs.py's output"):
+        sections.idle_section({"baseline": {}})
+
+
+def test_the_spec_section_puts_the_store_s_reads_and_the_wire_against_the_scheme_before(sections) -> None:
+    document = {"world": 16384, "layout": "tp8 pp8 dp256", "communicators": 4162, "entry_bytes": 168,
+                "baseline_entry_bytes": 105185, "rank0_reads_registration": 32768, "rank0_bytes_read_registration": 2970000,
+                "baseline_rank0_reads_registration": 16384, "baseline_rank0_bytes_read_registration": 1723351040,
+                "rank0_reads_new_group_on_8_ranks": 16, "baseline_rank0_reads_new_group_on_8_ranks": 16384,
+                "registration_s": 3.2, "spec_wire_bytes": 149360, "baseline_spec_wire_bytes": 459806,
+                "spec_kafka_message_bytes": 149500, "kafka_cap_bytes": 1 << 20}
+    section = sections.spec_section(document)
+    assert "| rank 0's reads, registration | 16,384 entries, 1.72 GB | 32,768 reads, 2.97 MB |" in section
+    assert "| the merged spec (4,162 communicators) on the wire | 459,806 bytes | 149,360 bytes (14% of Kafka's 1 MiB cap" in section
+    with pytest.raises(ValueError, match="not bench_spec_registration.py's output"):
+        sections.spec_section({"entry_bytes": 1})
+
+
+def test_the_cuda_section_puts_the_recorder_and_hooks_against_cuda_s_own_calls(sections) -> None:
+    document = {"benchmark": "logger_cuda_path", "gpu": "NVIDIA H200", "torch": "2.11.0+cu130",
+                "hot_path": {"ops_per_run": 1000000, "repeats": 5, "cuda_ns_per_op_median": 2355.0, "host_ns_per_op_median": 258.0,
+                             "cuda_event_record_ns": 1387.1, "ratio_cuda_over_two_event_records": 0.85},
+                "never_synchronizes": {"kernel_s": 1.0, "ops": 256, "stream_busy_after_issuing": True,
+                                       "completed_by_a_poll_while_busy": 0},
+                "launch_queue": {"kernel_launches_queued_before_a_call_waits": 1021,
+                                 "logged_operators_queued_before_a_call_waits": 510},
+                "hooks": {"baseline_ns_per_all_reduce_without_hooks": 22192, "hooks_ns_per_op_median_paired": 9485,
+                          "ratio_with_over_without": 1.2971,
+                          "behind_a_kernel": {"records_written": 220200, "records_expected": 220200, "dropped": 0}}}
+    section = sections.cuda_section(document)
+    assert ("| `begin_cuda` + `end_cuda`, ns per operator (median of 5 × 1,000,000) | 2,355 | two `cudaEventRecord` calls "
+            "at 1,387 each (ratio 0.85); host-clock `begin` + `end` 258 |") in section
+    assert "| hooks on NCCL, ns per all-reduce (median paired) | +9,485 (ratio 1.30) | 22,192 without the hooks |" in section
+    assert "| 510 logged operators | 1,021 plain kernel launches |" in section
+    with pytest.raises(ValueError, match="not bench_logger_cuda.py's output"):
+        sections.cuda_section({"benchmark": "logger_hotpath", "hot_path": {}})
+
+
+def test_the_nccl_section_puts_sleuth_s_plugin_against_a_plugin_that_only_allocates(sections) -> None:
+    document = {"benchmark": "nccl_profiler", "iters": 100000, "repeats": 5, "ns_per_op_sleuth": 828.4,
+                "ns_per_op_baseline_plugin": 387.1, "ns_per_op_added": 441.3, "ratio": 2.14, "records_written_per_run": 300001}
+    assert sections.nccl_section(document).splitlines()[2] == "| 5 × 100,000 iterations | 828 | 387 | +441 | 2.14 | 300,001 |"
+    with pytest.raises(ValueError, match="not bench_nccl_profiler.py's output"):
+        sections.nccl_section({"benchmark": "nccl_profiler"})

@@ -3,6 +3,7 @@ and ``bench_follow.py`` (a poll of ``--follow`` against the offline import, per 
 
 from __future__ import annotations
 
+from .cells import require
 __all__ = ["follow_section", "import_section"]
 
 #: ``bench_import.py``'s whole-job imports, in the order RESULTS.md names them.
@@ -14,10 +15,8 @@ def import_section(document: dict) -> str:
     """``bench_import.py``'s import of each format, and Flight Recorder's start error and top suspect
     per watchdog lag with and without ``duration_ms``, as markdown; a suspect other than the truth is
     marked wrong."""
-    lags = document.get("flight_recorder")
-    if not isinstance(lags, list) or "truth" not in document:
-        raise ValueError("not bench_import.py's output: no 'flight_recorder' list and 'truth'")
-    truth = document["truth"]
+    require(document, "bench_import.py", "flight_recorder", "truth")
+    lags, truth = document["flight_recorder"], document["truth"]
 
     def suspect(found: dict) -> str:
         return found["top_suspect"] + ("" if found["top_suspect"] == truth else " (wrong)")
@@ -50,10 +49,8 @@ def _microseconds(value: float) -> str:
 def follow_section(document: dict) -> str:
     """``bench_follow.py``'s poll against the offline import (the baseline) at each folder size, and
     the share of a core the follower takes there, as markdown."""
-    sizes = document.get("sizes")
-    if document.get("benchmark") != "follow" or not isinstance(sizes, list):
-        raise ValueError("not bench_follow.py's output: no 'benchmark': 'follow' and 'sizes' list")
+    require(document, "bench_follow.py", "sizes", benchmark="follow")
     lines = ["| steps | records | poll | import (baseline) | ratio | share of a core |", "|---|---|---|---|---|---|"]
     lines += [f"| {s['steps']:,} | {s['records']:,} | {s['poll_s']:.3f} s | {s['import_s']:.3f} s | "
-              f"{s['ratio_to_import']:.2f} | {s['core_share']:.2f} |" for s in sizes]
+              f"{s['ratio_to_import']:.2f} | {s['core_share']:.2f} |" for s in document["sizes"]]
     return "\n".join(lines) + "\n"

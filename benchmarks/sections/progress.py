@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .cells import require
 __all__ = ["progress_section"]
 
 
@@ -9,9 +10,7 @@ def progress_section(documents: list[dict]) -> str:
     """A row per ``bench_progress.py`` run (one JSON each): rank 0's rows against every rank's for the
     active jobs, the rows from the first that resolves against every row for the completed iteration,
     the medians in seconds and their ratios, as markdown."""
-    for document in documents:
-        if document.get("benchmark") != "progress" or "active_jobs_ratio" not in document:
-            raise ValueError("not bench_progress.py's output: no 'benchmark': 'progress' and 'active_jobs_ratio'")
+    require(documents, "bench_progress.py", "active_jobs_ratio", benchmark="progress")
     lines = ["| job | rows | active jobs: every rank (baseline) | rank 0 | ratio | completed: every row (baseline) "
              "| from the first that resolves | ratio |", "|---|---|---|---|---|---|---|---|"]
     for d in documents:
