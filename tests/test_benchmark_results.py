@@ -191,7 +191,7 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
      r"line 1: the block of live.json is not closed: .* before line 3"),
     ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
      r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded, import, follow, "
-     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, progress, overhead, hooks, throughput\)"),
+     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, progress, overhead, hooks, throughput, gateway\)"),
     ("<!-- results.py live live.json live.json -->\n<!-- end results.py -->\n",
      r"line 1: live.json live.json: not what live renders .*live renders one JSON file, not 2"),
     ("<!-- results.py live missing.json -->\n<!-- end results.py -->\n", r"line 1: missing.json: No such file"),
@@ -505,3 +505,16 @@ def test_the_nccl_section_puts_sleuth_s_plugin_against_a_plugin_that_only_alloca
     assert sections.nccl_section(document).splitlines()[2] == "| 5 × 100,000 iterations | 828 | 387 | +441 | 2.14 | 300,001 |"
     with pytest.raises(ValueError, match="not bench_nccl_profiler.py's output"):
         sections.nccl_section({"benchmark": "nccl_profiler"})
+
+
+def test_the_gateway_section_has_a_column_per_run(sections) -> None:
+    run = {"world": 16384, "batches_per_rank": 1, "ranks_per_s": 566.2, "all_ranks_confirmed_s": 28.94, "ranks_failed": 0,
+           "confirmed_after_s_p50": 18.1, "confirmed_after_s_p99": 28.9, "stream_s_p50": 17.6, "stream_s_p99": 27.7,
+           "attempts_mean": 1.0, "gateway_peak_rss_mb_during_ranks": 394.2, "gateway_rss_before_mb": 114.0,
+           "gateway_peak_threads": 29, "baseline_one_stream_batches_per_s": 1121.3, "ranks_vs_one_stream": 0.5051}
+    lines = sections.gateway_section([run, run | {"batches_per_rank": 5, "all_ranks_confirmed_s": None}]).splitlines()
+    assert lines[0] == "| | run 1: 16,384 ranks, 1 batch a stream | run 2: 16,384 ranks, 5 batches a stream |"
+    assert "| every rank's batches confirmed after | 28.9 s | - |" in lines
+    assert "| rank streams' batches / s over one stream's | 0.51 | 0.51 |" in lines
+    with pytest.raises(ValueError, match="not bench_gateway_ranks.py's output"):
+        sections.gateway_section([{"ranks_per_s": 1.0}])
