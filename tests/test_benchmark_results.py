@@ -191,7 +191,7 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
      r"line 1: the block of live.json is not closed: .* before line 3"),
     ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
      r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded, import, follow, "
-     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, progress, overhead, hooks, throughput, gateway\)"),
+     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, progress, overhead, hooks, throughput, gateway, clickhouse\)"),
     ("<!-- results.py live live.json live.json -->\n<!-- end results.py -->\n",
      r"line 1: live.json live.json: not what live renders .*live renders one JSON file, not 2"),
     ("<!-- results.py live missing.json -->\n<!-- end results.py -->\n", r"line 1: missing.json: No such file"),
@@ -518,3 +518,18 @@ def test_the_gateway_section_has_a_column_per_run(sections) -> None:
     assert "| rank streams' batches / s over one stream's | 0.51 | 0.51 |" in lines
     with pytest.raises(ValueError, match="not bench_gateway_ranks.py's output"):
         sections.gateway_section([{"ranks_per_s": 1.0}])
+
+
+def test_the_clickhouse_section_puts_each_benchmark_s_runs_in_one_row(sections) -> None:
+    def insert(rps: float, ratio: float) -> dict:
+        return {"world": 512, "batches": 192, "baseline_encode_rps": 2842611.9, "stages": {"clickhouse_insert_rps": rps},
+                "ratios_to_baseline": {"stage_clickhouse_insert_rps": ratio}}
+    big = {"benchmark": "clickhouse_big_read", "rows": 1228800, "select_records_s": 0.25, "ratio": 0.216}
+    reads = {"benchmark": "clickhouse_read", "rows": [{"world": 4096, "reads": 92, "rows": 196800, "read_s": 9.17, "ratio": 0.252}]}
+    lines = sections.clickhouse_section([insert(1074981.9, 0.3782), big, insert(1152846.1, 0.6059), reads]).splitlines()
+    assert lines[2:] == [
+        "| inserts, 512 GPUs, 192 batches (protobuf encoding) | 1,074,982 and 1,152,846 records/s (0.378, 0.606) |",
+        "| one 1,228,800-row read (the driver's plain columnar read) | 0.250 s (0.22) |",
+        "| 4,096 GPUs, 92 localizer reads, 196,800 rows (the same reads with `FINAL`) | 9.17 s (0.252) |"]
+    with pytest.raises(ValueError, match="not bench_ingest.py --insert-only's, .* output: no 'stages' with"):
+        sections.clickhouse_section([big, {"benchmark": "follow"}])

@@ -15,13 +15,14 @@ from .localizer import localizer_figure, localizer_section
 from .logger import cuda_section, hooks_section, hotpath_section, nccl_section, outage_section, overhead_section
 from .progress import progress_section
 from .ranks import gateway_section, idle_section, spec_section
+from .storage import clickhouse_section
 from .whatif import attribution_section, live_section, streaming_section
 
-__all__ = ["RUN_SECTIONS", "SECTIONS", "attribution_section", "cuda_section", "detection_section", "follow_section",
-           "gateway_section", "hooks_section", "hotpath_section", "idle_section", "import_section", "ingest_section",
-           "keys_section", "live_section", "loaded_section", "localizer_figure", "localizer_section", "nccl_section",
-           "outage_section", "overhead_section", "progress_section", "spec_section", "streaming_section",
-           "throughput_section"]
+__all__ = ["RUN_SECTIONS", "SECTIONS", "attribution_section", "clickhouse_section", "cuda_section", "detection_section",
+           "follow_section", "gateway_section", "hooks_section", "hotpath_section", "idle_section", "import_section",
+           "ingest_section", "keys_section", "live_section", "loaded_section", "localizer_figure", "localizer_section",
+           "nccl_section", "outage_section", "overhead_section", "progress_section", "spec_section",
+           "streaming_section", "throughput_section"]
 
 #: Each kind of block, and the function that renders it from its JSON.
 SECTIONS: dict[str, Callable[[dict], str]] = {"localizer": localizer_section, "attribution": attribution_section,
@@ -35,4 +36,4 @@ SECTIONS: dict[str, Callable[[dict], str]] = {"localizer": localizer_section, "a
 #: Each kind whose table has a row or a column a run, and the function that renders it from the runs' JSON.
 RUN_SECTIONS: dict[str, Callable[[list[dict]], str]] = {"progress": progress_section, "overhead": overhead_section,
                                                         "hooks": hooks_section, "throughput": throughput_section,
-                                                        "gateway": gateway_section}
+                                                        "gateway": gateway_section, "clickhouse": clickhouse_section}
