@@ -191,7 +191,8 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
      r"line 1: the block of live.json is not closed: .* before line 3"),
     ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
      r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded, import, follow, "
-     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, progress, overhead, hooks, throughput, gateway, clickhouse\)"),
+     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, chaos, progress, overhead, hooks, throughput, gateway, "
+     r"clickhouse\)"),
     ("<!-- results.py live live.json live.json -->\n<!-- end results.py -->\n",
      r"line 1: live.json live.json: not what live renders .*live renders one JSON file, not 2"),
     ("<!-- results.py live missing.json -->\n<!-- end results.py -->\n", r"line 1: missing.json: No such file"),
@@ -533,3 +534,16 @@ def test_the_clickhouse_section_puts_each_benchmark_s_runs_in_one_row(sections) 
         "| 4,096 GPUs, 92 localizer reads, 196,800 rows (the same reads with `FINAL`) | 9.17 s (0.252) |"]
     with pytest.raises(ValueError, match="not bench_ingest.py --insert-only's, .* output: no 'stages' with"):
         sections.clickhouse_section([big, {"benchmark": "follow"}])
+
+
+def test_the_chaos_section_counts_what_was_lost_and_the_faults_by_kind(sections) -> None:
+    document = {"records_confirmed": 1285056, "records_lost": 0, "records_double_counted": 0, "iterations_confirmed": 9312,
+                "iterations_lost": 0, "iterations_double_counted": 1, "incidents_raised": 15, "alerts_lost": 0,
+                "alerts_unannounced": 0, "faults_injected": {"broker_kill": 2, "gateway_kill": 3}, "jobs": 17,
+                "records_dropped_by_loggers": 0, "seconds": 330.3}
+    lines = sections.chaos_section(document).splitlines()
+    assert "| records confirmed / lost / double counted | 1,285,056 / 0 / 0 |" in lines
+    assert "| iterations confirmed / lost / double counted | 9,312 / 0 / 1 |" in lines
+    assert "| faults: broker_kill, gateway_kill | 2, 3 |" in lines and lines[-1] == "| wall time | 330 s |"
+    with pytest.raises(ValueError, match="not bench_chaos.py's output: no 'faults_injected'"):
+        sections.chaos_section({"records_confirmed": 1})

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .chaos import chaos_section
 from .detection import detection_section, keys_section, throughput_section
 from .importers import follow_section, import_section
 from .ingest import ingest_section
@@ -18,11 +19,11 @@ from .ranks import gateway_section, idle_section, spec_section
 from .storage import clickhouse_section
 from .whatif import attribution_section, live_section, streaming_section
 
-__all__ = ["RUN_SECTIONS", "SECTIONS", "attribution_section", "clickhouse_section", "cuda_section", "detection_section",
-           "follow_section", "gateway_section", "hooks_section", "hotpath_section", "idle_section", "import_section",
-           "ingest_section", "keys_section", "live_section", "loaded_section", "localizer_figure", "localizer_section",
-           "nccl_section", "outage_section", "overhead_section", "progress_section", "spec_section",
-           "streaming_section", "throughput_section"]
+__all__ = ["RUN_SECTIONS", "SECTIONS", "attribution_section", "chaos_section", "clickhouse_section", "cuda_section",
+           "detection_section", "follow_section", "gateway_section", "hooks_section", "hotpath_section", "idle_section",
+           "import_section", "ingest_section", "keys_section", "live_section", "loaded_section", "localizer_figure",
+           "localizer_section", "nccl_section", "outage_section", "overhead_section", "progress_section",
+           "spec_section", "streaming_section", "throughput_section"]
 
 #: Each kind of block, and the function that renders it from its JSON.
 SECTIONS: dict[str, Callable[[dict], str]] = {"localizer": localizer_section, "attribution": attribution_section,
@@ -32,7 +33,7 @@ SECTIONS: dict[str, Callable[[dict], str]] = {"localizer": localizer_section, "a
                                                "hotpath": hotpath_section, "outage": outage_section, "cuda": cuda_section,
                                                "nccl": nccl_section,
                                                "detection": detection_section, "keys": keys_section,
-                                               "idle": idle_section, "spec": spec_section}
+                                               "idle": idle_section, "spec": spec_section, "chaos": chaos_section}
 #: Each kind whose table has a row or a column a run, and the function that renders it from the runs' JSON.
 RUN_SECTIONS: dict[str, Callable[[list[dict]], str]] = {"progress": progress_section, "overhead": overhead_section,
                                                         "hooks": hooks_section, "throughput": throughput_section,
