@@ -191,7 +191,7 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
      r"line 1: the block of live.json is not closed: .* before line 3"),
     ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
      r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded, import, follow, "
-     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, chaos, progress, overhead, hooks, throughput, gateway, "
+     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, chaos, reach, progress, overhead, hooks, throughput, gateway, "
      r"clickhouse\)"),
     ("<!-- results.py live live.json live.json -->\n<!-- end results.py -->\n",
      r"line 1: live.json live.json: not what live renders .*live renders one JSON file, not 2"),
@@ -547,3 +547,16 @@ def test_the_chaos_section_counts_what_was_lost_and_the_faults_by_kind(sections)
     assert "| faults: broker_kill, gateway_kill | 2, 3 |" in lines and lines[-1] == "| wall time | 330 s |"
     with pytest.raises(ValueError, match="not bench_chaos.py's output: no 'faults_injected'"):
         sections.chaos_section({"records_confirmed": 1})
+
+
+def test_the_reach_section_has_a_row_per_scale_the_slow_gpu_against_the_slow_nic(sections) -> None:
+    def row(world: int, kind: str, fetched: float, latency: float, correct: bool = True) -> dict:
+        return {"suite": "scale" if kind == "gpu" else "scale-nic", "world": world, "kind": kind, "correct": correct,
+                "fetched": fetched, "read_whole": 0.0063, "records_read": 0.0118, "latency_s": latency}
+    rows = [row(2048, "gpu", 0.02, 0.5), row(2048, "gpu", 0.04, 1.5, correct=False), row(2048, "nic", 0.074, 2.355),
+            row(4096, "nic", 1.0, 2.7), {"suite": "dims", "name": "dims-3d", "world": 128}]
+    lines = sections.reach_section({"rows": rows}).splitlines()
+    assert lines[2] == "| 2,048 | 1/2 | 1/1 | 3.0% (4.0%) / 7.4% (7.4%) | 0.63% / 0.63% | 1.18% / 1.18% | 1.0 s (1.5 s) / 2.4 s (2.4 s) |"
+    assert lines[3] == "| 4,096 | 0/0 | 1/1 | - / 100.0% (100.0%) | - / 0.63% | - / 1.18% | - / 2.7 s (2.7 s) |"
+    with pytest.raises(ValueError, match="not bench_localizer.py's output with the scale suites"):
+        sections.reach_section({"rows": [{"suite": "dims", "world": 128}]})

@@ -1,12 +1,14 @@
-"""``bench_localizer.py``'s section: a row per scenario, its summary, and the figure of S against the truth."""
+"""``bench_localizer.py``'s sections: a row per scenario, its summary, and the figure of S against the truth;
+and the reach of its scale suites (ranks read to find the fault), a row per scale."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import fmean
 
-from .cells import count, listed, number, verdict
+from .cells import count, listed, number, table, verdict
 
-__all__ = ["SLOWDOWN_TOLERANCE", "localizer_figure", "localizer_section"]
+__all__ = ["SLOWDOWN_TOLERANCE", "localizer_figure", "localizer_section", "reach_section"]
 
 #: S within this share of the truth is right (the issue's goal for every scenario).
 SLOWDOWN_TOLERANCE = 0.05
@@ -111,3 +113,29 @@ def localizer_figure(document: dict, path: Path) -> None:
 def _outside(row: dict) -> bool:
     truth = row.get("slowdown_truth")
     return bool(truth) and abs(row["slowdown"] / truth - 1.0) > SLOWDOWN_TOLERANCE
+
+
+def reach_section(document: dict) -> str:
+    """The scale suites' rows of a ``bench_localizer.py`` run, a row per scale, the slow GPU against
+    the slow NIC: right of all, the share of ranks touched (mean; max), read whole, of records read,
+    and the latency (mean; max), as markdown."""
+    rows = [r for r in document.get("rows") or [] if r.get("suite") in ("scale", "scale-nic") and "fetched" in r]
+    if not rows:
+        raise ValueError("not bench_localizer.py's output with the scale suites: no 'rows' of suite 'scale' with 'fetched'")
+    out = []
+    for world in sorted({r["world"] for r in rows}):
+        kinds = [[r for r in rows if r["world"] == world and r["kind"] == kind] for kind in ("gpu", "nic")]
+
+        def each(cell) -> str:
+            return " / ".join(cell(found) if found else "-" for found in kinds)
+
+        out.append([f"{world:,}", *(f"{sum(bool(r['correct']) for r in found)}/{len(found)}" for found in kinds),
+                    each(lambda found: f"{_mean(found, 'fetched'):.1%} ({max(r['fetched'] for r in found):.1%})"),
+                    each(lambda found: f"{_mean(found, 'read_whole'):.2%}"), each(lambda found: f"{_mean(found, 'records_read'):.2%}"),
+                    each(lambda found: f"{_mean(found, 'latency_s'):.1f} s ({max(r['latency_s'] for r in found):.1f} s)")])
+    return table(["GPUs", "right, slow GPU", "right, slow NIC", "ranks touched (mean; max), GPU / NIC",
+                  "ranks read whole, GPU / NIC", "records read, GPU / NIC", "latency (mean; max), GPU / NIC"], out)
+
+
+def _mean(rows: list[dict], key: str) -> float:
+    return fmean(r[key] for r in rows)
