@@ -79,7 +79,8 @@ def main() -> None:
     if args.profile:  # once the bar is gone: the table is printed on the same stderr
         pstats.Stats(profile, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
     print(json.dumps({
-        "world": args.world, "iterations": args.iterations, "records": total, "worker_batches": len(decoded),
+        "world": args.world, "iterations": args.iterations, "records": total,
+        "max_messages": settings.worker_max_records, "worker_batches": len(decoded),
         "detection_rps": round(total / seconds, 1), "detection_cpu_rps": round(total / cpu, 1),
         "cpu_us_per_record": round(1e6 * cpu / total, 3),
         "baseline_encode_rps": round(total / base_seconds, 1), "baseline_encode_cpu_rps": round(total / base_cpu, 1),

@@ -91,7 +91,7 @@ def main() -> None:
     print(json.dumps({
         "benchmark": "logger_step_overhead",
         "cpus": os.cpu_count(), "ranks": 8, "iters": args.iters, "rounds": args.rounds,
-        "together": args.together,
+        "together": args.together, "capture": args.capture,
         "wall": figures(wall),
         "cpu": figures(cpu),
         "goal_ratio": 1.005,

@@ -1,0 +1,78 @@
+"""The what-if attribution's sections: ``bench_attribution.py``, ``bench_streaming_attribution.py`` and
+``bench_live_localizer.py``, a row per scale and seed."""
+
+from __future__ import annotations
+
+from .cells import number, spread
+
+__all__ = ["attribution_section", "live_section", "streaming_section"]
+
+
+def attribution_section(document: dict) -> str:
+    """``bench_attribution.py``'s row per scale and seed, as markdown."""
+    rows = document.get("rows")
+    if not isinstance(rows, list) or any("attribution_s" not in r for r in rows):
+        raise ValueError("not bench_attribution.py's output: no 'rows' list with 'attribution_s'")
+    one_part = any("one_part_s" in r for r in rows)
+    lines = ["| GPUs | seed | records | attribution s | detection s | ratio "
+             + ("| one part s | parts ratio | S, one part " if one_part else "")
+             + "| S | stragglers' part of S | S truth (actual / fault-free twin) | the same, the twin without its pauses "
+             "| top worker group holds the faulty GPU |",
+             "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if one_part else "")]
+    for r in rows:
+        holds = f"{r['top_worker_group_has_fault']} ({r['top_worker_group']} ranks)" if "top_worker_group" in r else "-"
+        baseline = [number(r.get("one_part_s"), 2), number(r.get("parts_ratio"), 3),
+                    number(r.get("one_part_slowdown"))] if one_part else []
+        lines.append("| " + " | ".join([
+            f"{r['world']:,}", str(r["seed"]), f"{r['records']:,}", f"{r['attribution_s']:.2f}",
+            number(r.get("detection_s"), 2), number(r.get("ratio"), 3), *baseline, number(r.get("slowdown")),
+            number(r.get("stragglers_slowdown")), number(r.get("slowdown_truth")),
+            number(r.get("slowdown_truth_without_pauses")), holds,
+        ]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def streaming_section(document: dict) -> str:
+    """``bench_streaming_attribution.py``'s row per scale and seed, as markdown (with the ClickHouse
+    reads' columns where the run read from ClickHouse)."""
+    rows = document.get("rows")
+    if not isinstance(rows, list) or any("round_s" not in r for r in rows):
+        raise ValueError("not bench_streaming_attribution.py's output: no 'rows' list with 'round_s'")
+    read = any("read_s" in r for r in rows)
+    lines = ["| GPUs | seed | records / iteration | round s (median, max) | whole-window round s | ratio "
+             + ("| read s (median, max) " if read else "")
+             + "| incidents before the fault's | opened at (sustained at) | opening round s "
+             + ("(its read) " if read else "") + "| top suspect is the fault | full-window attribution s | ratio |",
+             "|---" * (13 if read else 12) + "|"]
+    for r in rows:
+        before = "; ".join(f"`{i['cause']}` at {i['at']} ({i['round_s']} s)" for i in r.get("incidents", [])) or "none"
+        opening = number(r.get("opening_round_s"), 2)
+        if read and "opening_read_s" in r:
+            opening += f" ({r['opening_read_s']:.2f})"
+        lines.append("| " + " | ".join([
+            f"{r['world']:,}", str(r["seed"]), f"{r['records_per_iteration']:,}", spread(r["round_s"]),
+            spread(r["window_round_s"]), number(r.get("round_ratio"), 3),
+            *([spread(r["read_s"]) if "read_s" in r else "-"] if read else []),
+            before, f"{r.get('opened_at')} ({r['sustained_at']})", opening,
+            str(r.get("top_suspect_is_fault", "-")), number(r.get("full_round_s"), 2), number(r.get("ratio"), 3),
+        ]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def live_section(document: dict) -> str:
+    """``bench_live_localizer.py``'s row per scale and seed, as markdown."""
+    rows = document.get("rows")
+    if not isinstance(rows, list) or any("latency_s" not in r for r in rows):
+        raise ValueError("not bench_live_localizer.py's output: no 'rows' list with 'latency_s'")
+    lines = ["| GPUs | seed | records / iteration | pace s | insert s (median, max) | rounds | incidents before the fault's "
+             "| opened at (sustained at) | top suspect | latency s | its round s | offline attribution s | ratio |",
+             "|---" * 13 + "|"]
+    for r in rows:
+        before = "; ".join(f"`{i['cause']}` in {i['iterations'][0]}-{i['iterations'][1]}" for i in r.get("incidents_before", []))
+        lines.append("| " + " | ".join([
+            f"{r['world']:,}", str(r["seed"]), f"{r['records_per_iteration']:,}", number(r["pace_s"], 1),
+            spread(r["insert_s"]), str(r["rounds"]), before or "none", f"{r.get('opened_at')} ({r['sustained_at']})",
+            f"`{r['top']}`" if r.get("top") else "none", number(r.get("latency_s"), 2), number(r.get("round_s"), 2),
+            number(r.get("offline_s"), 2), number(r.get("ratio"), 3),
+        ]) + " |")
+    return "\n".join(lines) + "\n"
