@@ -56,7 +56,7 @@ def readied(records: RecordBatch, iterations: IterationBatch, spec: JobSpec) -> 
     compare times across ranks), then the members of groups the records lost filled in from
     their groups, which takes the groups' times on one clock."""
     records, iterations, clocks = read_on_one_clock(records, iterations, spec)
-    records, filled = fill_lost_members(records)
+    records, filled = fill_lost_members(records, spec)
     return Readied(records, iterations, clocks, filled)
 
 

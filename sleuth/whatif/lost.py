@@ -16,15 +16,17 @@ x0.99. The group says what the lost record was (what-if §3.2's timing rules):
   and bytes).
 
 Only a rank that has records in that iteration gets a member filled in: a rank with none was
-not recorded there at all, and its whole program is not the group's to invent. A collective is
-filled only in a communicator whose groups never held more ranks than the communicator showed in
-all (its membership is then known).
+not recorded there at all, and its whole program is not the group's to invent. A communicator's
+members are the job spec's where it names the communicator (a framework's group holds all its
+members at each of its collectives: a data-parallel group may run one all-reduce a step, whose lost
+member no other record names), else the ranks its collectives showed, where one group held them all.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from sleuth.jobspec import JobSpec
 from sleuth.records import OpKind, RecordBatch
 from sleuth.whatif.keys import dense_ids, first_of_each, group_median
 from sleuth.whatif.timeline import member_groups
@@ -32,9 +34,11 @@ from sleuth.whatif.timeline import member_groups
 __all__ = ["fill_lost_members"]
 
 
-def fill_lost_members(records: RecordBatch) -> tuple[RecordBatch, int]:
+def fill_lost_members(records: RecordBatch, spec: JobSpec | None = None) -> tuple[RecordBatch, int]:
     """``records`` with each lost member of their groups filled in (in ``RecordBatch.IDENTITY``
-    order, each once), and how many were filled in; ``records`` as they are where none was lost."""
+    order, each once), and how many were filled in; ``records`` as they are where none was lost.
+    A communicator's members are the ``spec``'s where it names the communicator, else the ranks
+    seen in its collectives."""
     if len(records) < 2:
         return records, 0
     records = records.one_per_identity()
@@ -55,14 +59,7 @@ def fill_lost_members(records: RecordBatch) -> tuple[RecordBatch, int]:
     np.maximum.at(ended, group, end)
     p2p = peer >= 0
 
-    # A communicator's ranks: every rank seen in its collectives; known where one group held them all.
-    collective = np.flatnonzero(~p2p)
-    comms = int(comm.max()) + 1
-    in_comm = first_of_each(comm[collective], rank[collective])
-    comm_size = np.bincount(comm[collective][in_comm], minlength=comms)
-    largest = np.zeros(comms, np.int64)
-    np.maximum.at(largest, comm[collective], members[group[collective]])
-    known = comm_size == largest
+    comm_of, rank_of, comm_size, known = _membership(records, spec, comm[~p2p], rank[~p2p], members[group[~p2p]])
     whole = np.where(p2p, members[group] == 2, members[group] >= comm_size[comm])
 
     # Each lost member: (the row of its group it copies, its rank, its peer, its op).
@@ -71,7 +68,7 @@ def fill_lost_members(records: RecordBatch) -> tuple[RecordBatch, int]:
     mirrored = np.where(op[lone_p2p] == OpKind.SEND, OpKind.RECV, np.where(op[lone_p2p] == OpKind.RECV, OpKind.SEND,
                                                                               op[lone_p2p]))
     short = heads[~p2p[heads] & known[comm[heads]] & (members[group[heads]] < comm_size[comm[heads]])]
-    source, lost_rank = _absent_members(short, group, comm, rank, collective, in_comm)
+    source, lost_rank = _absent_members(short, group, comm, rank, comm_of, rank_of)
     source = np.r_[lone_p2p, source]
     lost_rank = np.r_[peer[lone_p2p], lost_rank]
     lost_peer = np.r_[rank[lone_p2p], np.full(len(source) - len(lone_p2p), -1, np.int64)]
@@ -96,16 +93,37 @@ def fill_lost_members(records: RecordBatch) -> tuple[RecordBatch, int]:
     return RecordBatch.concat([records, RecordBatch(columns, filled.strings)]).one_per_identity(), len(source)
 
 
-def _absent_members(short: np.ndarray, group: np.ndarray, comm: np.ndarray, rank: np.ndarray, collective: np.ndarray,
-                    in_comm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _membership(records: RecordBatch, spec: JobSpec | None, comm: np.ndarray, rank: np.ndarray, members: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each communicator's ranks (pairs of communicator code and rank, by code), its size, and
+    whether they are known, from the collectives' ``comm``, ``rank`` and group ``members``: the
+    ``spec``'s where it names the communicator (a group of the framework holds all its members at
+    every collective), else every rank seen in its collectives, known where one group held them all."""
+    comms = len(records.strings)
+    seen = first_of_each(comm, rank)
+    comm_of, rank_of = comm[seen], rank[seen]
+    size = np.bincount(comm_of, minlength=comms)
+    largest = np.zeros(comms, np.int64)
+    np.maximum.at(largest, comm, members)
+    known = size == largest
+    groups = {} if spec is None else {c.comm: c.ranks for c in spec.communicators}
+    named = [(code, groups[text]) for code, text in enumerate(records.strings) if size[code] and text in groups]
+    if named:
+        replaced = np.isin(comm_of, [code for code, _ in named])
+        comm_of = np.r_[comm_of[~replaced], np.concatenate([np.full(len(ranks), code) for code, ranks in named])]
+        rank_of = np.r_[rank_of[~replaced], np.concatenate([np.asarray(ranks, np.int64) for _, ranks in named])]
+        for code, ranks in named:
+            size[code], known[code] = len(ranks), True
+    by_comm = np.argsort(comm_of, kind="stable")
+    return comm_of[by_comm], rank_of[by_comm], size, known
+
+
+def _absent_members(short: np.ndarray, group: np.ndarray, comm: np.ndarray, rank: np.ndarray, comm_of: np.ndarray,
+                    rank_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each collective group whose first row is in ``short``, the row it is and each rank of
-    its communicator (the ranks ``in_comm`` marks among the ``collective`` rows) it lacks."""
+    its communicator (``comm_of``'s codes, ascending, beside ``rank_of``'s ranks) it lacks."""
     if not len(short):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    comm_of = comm[collective][in_comm]
-    rank_of = rank[collective][in_comm]
-    by_comm = np.argsort(comm_of, kind="stable")
-    comm_of, rank_of = comm_of[by_comm], rank_of[by_comm]
     bounds = np.searchsorted(comm_of, comm[short]), np.searchsorted(comm_of, comm[short], side="right")
     counts = bounds[1] - bounds[0]
     row = np.repeat(short, counts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sleuth.jobspec import Communicator, JobSpec, RankPlacement
 from sleuth.layout import ParallelLayout
 from sleuth.records import OpKind, RecordBatch
 from sleuth.sim import Emulation, Scenario, parse_fault
@@ -88,6 +89,17 @@ def test_a_communicator_whose_groups_hold_different_ranks_is_left_as_it_is():
     rows += [(3, "world", 2, _AR, -1, 0, 40, 50)]
     records = _records(rows)
     assert fill_lost_members(records) == (records.one_per_identity(), 0)
+
+
+def test_the_job_spec_names_the_members_of_a_communicator_whose_only_collective_lost_one():
+    # One all-reduce of the data-parallel group in the records, rank 3's lost: only the spec knows it.
+    rows = _all_reduces(0, {0: 0, 1: 2, 2: 4}, 10) + [(3, "tp.1", 7, _AR, -1, 0, 0, 9)]
+    records = _records(rows)
+    spec = JobSpec("j", 4, None, tuple(RankPlacement(r, "h0", r) for r in range(4)),
+                   (Communicator("dp.0", "dp", (0, 1, 2, 3)), Communicator("tp.1", "tp", (3,))))
+    assert fill_lost_members(records)[1] == 0
+    filled, count = fill_lost_members(records, spec)
+    assert count == 1 and _by_rank(filled, 0)[3] == (4, 10)
 
 
 @pytest.mark.parametrize("lost", [0.001, 0.01])
