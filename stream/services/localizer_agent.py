@@ -304,7 +304,12 @@ class LocalizerAgent:
         wanted = cache.missing(first, last)
         spec = source.job_spec()
         if wanted:
-            cache.add(wanted, source.ranks_records(None, iterations=wanted), source.iterations(iterations=wanted), spec)
+            filled = cache.add(wanted, source.ranks_records(None, iterations=wanted), source.iterations(iterations=wanted),
+                               spec)
+            if filled:
+                _log.warning("job %s: %d records of iterations %s..%s were missing from their groups (a collective "
+                             "without one of its ranks, a send without its receive); filled in from their groups",
+                             job, filled, wanted[0], wanted[-1])
         incidents = slowdown_incidents(cache, spec, first, last, topology=self.topology or single_leaf(spec),
                                        settings=self.settings)
         if not incidents:

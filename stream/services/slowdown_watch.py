@@ -48,6 +48,7 @@ from sleuth.topology import Topology
 from sleuth.validation import number_above
 from sleuth.whatif.attribution import Attribution, PeerHistory, attribute, attribute_and_leave, newest_slowdowns
 from sleuth.whatif.clocks import ClockOffsets, clock_offsets, on_one_clock
+from sleuth.whatif.lost import fill_lost_members
 
 __all__ = ["MAX_IDLE_S", "SlowdownWatch", "WindowCache", "slowdown_incidents"]
 
@@ -141,18 +142,21 @@ class WindowCache:
         """The iterations of [first, last] not held yet."""
         return [i for i in range(first, last + 1) if i not in self.records]
 
-    def add(self, wanted: list[int], records: RecordBatch, iterations: IterationBatch, spec: JobSpec) -> None:
+    def add(self, wanted: list[int], records: RecordBatch, iterations: IterationBatch, spec: JobSpec) -> int:
         """Hold the ``wanted`` iterations' records and rows (an iteration without any is held empty),
         every host's on one clock: as their own collectives with other hosts' tell it, else as the
-        last records read that had any (``clocks``)."""
+        last records read that had any (``clocks``), and the members of groups the records lost filled
+        in from their groups (``sleuth.whatif.lost``); returns how many were filled in."""
         # Read anew each time: a host's clock that NTP slews or steps is followed as it moves.
         read = clock_offsets(records, spec)
         if read.across:
             self.clocks = read
         records, iterations = on_one_clock(records, iterations, self.clocks)
+        records, filled = fill_lost_members(records, spec)  # on one clock: a group's times are one reading
         for it in wanted:
             self.records[it] = records.take(np.flatnonzero(records["iteration"] == it))
             self.iterations[it] = iterations.take(np.flatnonzero(iterations["iteration"] == it))
+        return filled
 
     def window(self, first: int, last: int) -> tuple[RecordBatch, IterationBatch]:
         """The held records and rows of [first, last]; the older ones are dropped."""

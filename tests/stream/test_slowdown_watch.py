@@ -102,9 +102,11 @@ def test_a_stretch_of_the_window_numbers_its_strings_as_the_whole_window_does() 
 
 
 def rounds(em, *, through: int, window: int = 12, warmup: int = 5, analysed: list[int] | None = None,
-           landing: int = 1) -> tuple[list, list[int]]:
+           landing: int = 1, lost: float = 0.0) -> tuple[list, list[int]]:
     """Run the agent's rounds as ``landing`` iterations land at a time; (raised incidents, the round
-    each was opened in). ``analysed`` gets each round that ran the full analysis (it returned incidents)."""
+    each was opened in). ``analysed`` gets each round that ran the full analysis (it returned incidents);
+    ``lost``: the share of each round's records lost at random before they land."""
+    losing = np.random.default_rng(17)
     settings = Settings(attribution_window=window)
     watch = SlowdownWatch(interval_s=1.0, window=window, sustain=settings.attribution_sustain, warmup=warmup)
     cache, spec, topology = WindowCache(), em.job_spec(), em.scenario.topology
@@ -114,7 +116,9 @@ def rounds(em, *, through: int, window: int = 12, warmup: int = 5, analysed: lis
         span = watch.window_of(em.scenario.job, landed, float(landed))
         assert span is not None
         wanted = cache.missing(*span)
-        cache.add(wanted, em.records(iterations=wanted), em.iterations(iterations=wanted), spec)
+        records = em.records(iterations=wanted)
+        records = records.take(np.flatnonzero(losing.random(len(records)) >= lost))
+        assert cache.add(wanted, records, em.iterations(iterations=wanted), spec) == 0 or lost
         found = slowdown_incidents(cache, spec, *span, topology=topology, settings=settings)
         if found and analysed is not None:
             analysed.append(landed)
@@ -145,6 +149,15 @@ def test_a_gpu_slow_from_the_first_step_on_hosts_whose_clocks_disagree_is_read_a
     assert incident.suspects[0].device == FAULTY and opened == synced_opened
     assert incident.iterations == synced.iterations and incident.cause == synced.cause
     assert abs(incident.attribution.slowdown / synced.attribution.slowdown - 1) < 0.01
+
+
+def test_a_gpu_slow_from_the_first_step_whose_records_lose_one_in_a_hundred_is_read_as_the_whole_job() -> None:
+    em = emulation(f"{FAULTY},slow=1.5,start=0", iterations=30)
+    [incident], opened = rounds(em, through=29, lost=0.01)
+    [whole], whole_opened = rounds(em, through=29)
+    assert incident.suspects[0].device == FAULTY and opened == whole_opened
+    assert incident.iterations == whole.iterations
+    assert abs(incident.attribution.slowdown / whole.attribution.slowdown - 1) < 0.02
 
 
 def test_a_second_fault_joining_a_sustained_slowdown_is_analysed_once_it_is_sustained_not_a_window_later() -> None:
