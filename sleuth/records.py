@@ -298,7 +298,8 @@ class RecordBatch(ColumnBatch):
         if len(self) < 2:
             return self
         rank_of_string = np.argsort(np.argsort(np.array(self.strings, dtype=object)))
-        keys = tuple(rank_of_string[self[name]] if name in ("job", "comm") else self[name] for name in self.IDENTITY)
+        strings = {f.name for f in self.FIELDS if f.is_string}
+        keys = tuple(rank_of_string[self[name]] if name in strings else self[name] for name in self.IDENTITY)
         ordered = self.take(lexical_order(keys))
         repeated = np.ones(len(ordered) - 1, dtype=bool)
         for name in self.IDENTITY:
