@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import threading
 import time
 import uuid
 from collections import deque
 
+import numpy as np
 import pytest
 from prometheus_client import REGISTRY
 
@@ -212,6 +214,41 @@ def test_a_gpu_slow_from_the_first_step_opens_one_incident_that_grows(services: 
         for stop, thread in reversed(running):
             halt(stop, thread)
         client.execute(f"DROP DATABASE IF EXISTS {db}")
+        client.disconnect()
+
+
+class _Losing:
+    """An emulation whose loggers lost ``share`` of its records at random before they were sent."""
+
+    def __init__(self, emulation: Emulation, share: float) -> None:
+        self.emulation, self.share = emulation, share
+
+    def records(self, **which):
+        records = self.emulation.records(**which)
+        return records.take(np.flatnonzero(np.random.default_rng(23).random(len(records)) >= self.share))
+
+    def __getattr__(self, name: str):
+        return getattr(self.emulation, name)
+
+
+def test_a_gpu_slow_from_the_first_step_whose_loggers_lost_records_is_named_and_the_loss_logged(
+        services: Services, tmp_path, caplog) -> None:
+    em = emulation(f"{FAULTY},slow=1.5,start=0", iterations=20)
+    settings, client = localizer_settings(services, em.scenario.topology, tmp_path / "fabric.yaml", attribution_interval_s=0.5)
+    worker = Worker(settings, client=connect.clickhouse_client(settings))
+    agent = LocalizerAgent(settings, client=connect.clickhouse_client(settings), topology=cluster_topology(settings))
+    running = [start(worker.run), start(agent.run)]
+    try:
+        with caplog.at_level(logging.WARNING, logger="sleuth.stream.services.localizer_agent"):
+            stream_emulation(settings, client, _Losing(em, 0.01), range(20))
+            wait_until(lambda: agent.watch.measured(em.scenario.job) >= 18, timeout_s=120, what="every landed iteration measured")
+        [incident] = agent.incidents
+        assert incident.suspects[0].device == FAULTY and incident.attribution.trigger == "slowdown"
+        assert "were missing from their groups" in caplog.text
+    finally:
+        for stop, thread in reversed(running):
+            halt(stop, thread)
+        client.execute(f"DROP DATABASE IF EXISTS {settings.clickhouse_database}")
         client.disconnect()
 
 
