@@ -191,7 +191,7 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
      r"line 1: the block of live.json is not closed: .* before line 3"),
     ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
      r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded, import, follow, "
-     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, chaos, reach, progress, overhead, hooks, throughput, gateway, "
+     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, chaos, reach, lost, progress, overhead, hooks, throughput, gateway, "
      r"clickhouse\)"),
     ("<!-- results.py live live.json live.json -->\n<!-- end results.py -->\n",
      r"line 1: live.json live.json: not what live renders .*live renders one JSON file, not 2"),
@@ -285,6 +285,20 @@ def test_the_loaded_jobs_section_puts_a_column_per_run_and_the_wrong_ones_in_bol
     assert section.rstrip().endswith("**2 of 3 right.**")
     with pytest.raises(ValueError, match="not bench_loaded_jobs.py's output"):
         sections.loaded_section({"rows": [{"job": "x"}]})
+
+
+def test_the_lost_records_section_gives_s_as_lost_and_filled_in_against_the_whole(sections) -> None:
+    row = {"scenario": "from-start-gpu", "seed": 5885, "share": 0.01, "lost": 35014, "filled": 35000,
+           "slowdown_whole": 1.3526, "slowdown_as_lost": 1.0356, "slowdown_filled": 1.2677, "ratio_as_lost": 0.7656,
+           "ratio_filled": 0.9372, "top2_whole": True, "top2_filled": False}
+    summary = {"0.01": {"rows": 1, "top2_whole": 1, "top2_filled": 0, "within_5pct_as_lost": 0, "within_5pct_filled": 0,
+                        "worst_ratio_filled": 0.9372}}
+    section = sections.lost_section({"benchmark": "lost_records", "rows": [row], "summary": summary})
+    assert "| from-start-gpu | 5885 | 1.0% | 35,014 / 35,000 | 1.3526 | 1.0356 (0.766) | 1.2677 (0.937) | yes / no |" in section
+    assert "1.0% lost: top two right on 0 of 1 filled in (1 whole); S within 5% of the whole's on 0 filled in, 0 as lost; " \
+           "the lowest ratio filled in 0.937." in section
+    with pytest.raises(ValueError, match="not bench_lost_records.py's output: no 'summary'"):
+        sections.lost_section({"benchmark": "lost_records", "rows": []})
 
 
 def test_the_import_section_gives_each_format_and_each_watchdog_lag_with_and_without_durations(sections) -> None:

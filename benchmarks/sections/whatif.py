@@ -1,11 +1,12 @@
 """The what-if attribution's sections: ``bench_attribution.py``, ``bench_streaming_attribution.py`` and
-``bench_live_localizer.py``, a row per scale and seed."""
+``bench_live_localizer.py``, a row per scale and seed; ``bench_lost_records.py``, a row per scenario,
+seed and share of the records lost."""
 
 from __future__ import annotations
 
-from .cells import number, spread
+from .cells import number, require, spread, table, verdict
 
-__all__ = ["attribution_section", "live_section", "streaming_section"]
+__all__ = ["attribution_section", "live_section", "lost_section", "streaming_section"]
 
 
 def attribution_section(document: dict) -> str:
@@ -76,3 +77,21 @@ def live_section(document: dict) -> str:
             number(r.get("offline_s"), 2), number(r.get("ratio"), 3),
         ]) + " |")
     return "\n".join(lines) + "\n"
+
+
+def lost_section(document: dict) -> str:
+    """``bench_lost_records.py``'s row per scenario, seed and share lost: S whole (the same-run
+    baseline), as lost and filled in, and whether the top two name the faults, whole and filled in;
+    then each share's summary, as markdown."""
+    require(document, "bench_lost_records.py", "rows", "summary", benchmark="lost_records")
+    lines = table(["scenario", "seed", "share lost", "records lost / filled in", "S whole", "S as lost (ratio)",
+                   "S filled in (ratio)", "top 2, whole / filled in"],
+                  [[r["scenario"], str(r["seed"]), f"{r['share']:.1%}", f"{r['lost']:,} / {r['filled']:,}",
+                    f"{r['slowdown_whole']:.4f}", f"{r['slowdown_as_lost']:.4f} ({r['ratio_as_lost']:.3f})",
+                    f"{r['slowdown_filled']:.4f} ({r['ratio_filled']:.3f})",
+                    f"{verdict(r['top2_whole'])} / {verdict(r['top2_filled'])}"] for r in document["rows"]])
+    summary = [f"{float(share):.1%} lost: top two right on {s['top2_filled']} of {s['rows']} filled in "
+               f"({s['top2_whole']} whole); S within 5% of the whole's on {s['within_5pct_filled']} filled in, "
+               f"{s['within_5pct_as_lost']} as lost; the lowest ratio filled in {number(s['worst_ratio_filled'], 3)}."
+               for share, s in document["summary"].items()]
+    return lines + "\n" + "\n".join(summary) + "\n"
