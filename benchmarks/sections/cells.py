@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-__all__ = ["count", "listed", "number", "require", "spread", "table", "verdict"]
+__all__ = ["count", "listed", "number", "require", "rows_of", "spread", "table", "verdict"]
 
 
 def require(documents: dict | list[dict], script: str, *keys: str, benchmark: str | None = None) -> None:
@@ -16,6 +16,14 @@ def require(documents: dict | list[dict], script: str, *keys: str, benchmark: st
         missing += [repr(key) for key in keys if key not in document]
         if missing:
             raise ValueError(f"not {script}'s output: no {' and '.join(missing)}")
+
+
+def rows_of(document: dict, script: str, *keys: str) -> list[dict]:
+    """The ``rows`` list of ``script``'s output, each row with every one of ``keys``; refused, naming them, if not."""
+    rows = document.get("rows")
+    if not isinstance(rows, list) or any(key not in row for row in rows for key in keys):
+        raise ValueError(f"not {script}'s output: no 'rows' list with {' and '.join(repr(key) for key in keys)}")
+    return rows
 
 
 def table(columns: Sequence[str], rows: Iterable[Sequence[str]]) -> str:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from .cells import rows_of
+
 __all__ = ["loaded_section"]
 
 
 def loaded_section(document: dict) -> str:
     """``bench_loaded_jobs.py``'s runs, a row per job and a column per run, each run's incidents
     (cause, iterations, suspects, S) in bold where the script's rule calls it wrong, as markdown."""
-    rows = document.get("rows")
-    if not isinstance(rows, list) or any("incidents" not in r or "right" not in r for r in rows):
-        raise ValueError("not bench_loaded_jobs.py's output: no 'rows' list with 'incidents' and 'right'")
+    rows = rows_of(document, "bench_loaded_jobs.py", "incidents", "right")
     jobs: dict[str, dict] = {}
     for r in rows:
         jobs.setdefault(r["job"], {"truth": r["truth"]})[r["run"]] = r

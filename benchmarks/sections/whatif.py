@@ -4,16 +4,14 @@ seed and share of the records lost."""
 
 from __future__ import annotations
 
-from .cells import number, require, spread, table, verdict
+from .cells import number, require, rows_of, spread, table, verdict
 
 __all__ = ["attribution_section", "live_section", "lost_section", "streaming_section"]
 
 
 def attribution_section(document: dict) -> str:
     """``bench_attribution.py``'s row per scale and seed, as markdown."""
-    rows = document.get("rows")
-    if not isinstance(rows, list) or any("attribution_s" not in r for r in rows):
-        raise ValueError("not bench_attribution.py's output: no 'rows' list with 'attribution_s'")
+    rows = rows_of(document, "bench_attribution.py", "attribution_s")
     one_part = any("one_part_s" in r for r in rows)
     lines = ["| GPUs | seed | records | attribution s | detection s | ratio "
              + ("| one part s | parts ratio | S, one part " if one_part else "")
@@ -36,9 +34,7 @@ def attribution_section(document: dict) -> str:
 def streaming_section(document: dict) -> str:
     """``bench_streaming_attribution.py``'s row per scale and seed, as markdown (with the ClickHouse
     reads' columns where the run read from ClickHouse)."""
-    rows = document.get("rows")
-    if not isinstance(rows, list) or any("round_s" not in r for r in rows):
-        raise ValueError("not bench_streaming_attribution.py's output: no 'rows' list with 'round_s'")
+    rows = rows_of(document, "bench_streaming_attribution.py", "round_s")
     read = any("read_s" in r for r in rows)
     lines = ["| GPUs | seed | records / iteration | round s (median, max) | whole-window round s | ratio "
              + ("| read s (median, max) " if read else "")
@@ -62,9 +58,7 @@ def streaming_section(document: dict) -> str:
 
 def live_section(document: dict) -> str:
     """``bench_live_localizer.py``'s row per scale and seed, as markdown."""
-    rows = document.get("rows")
-    if not isinstance(rows, list) or any("latency_s" not in r for r in rows):
-        raise ValueError("not bench_live_localizer.py's output: no 'rows' list with 'latency_s'")
+    rows = rows_of(document, "bench_live_localizer.py", "latency_s")
     lines = ["| GPUs | seed | records / iteration | pace s | insert s (median, max) | rounds | incidents before the fault's "
              "| opened at (sustained at) | top suspect | latency s | its round s | offline attribution s | ratio |",
              "|---" * 13 + "|"]

@@ -3,9 +3,9 @@
 A logger that drops records under pressure, or a trace cut by its buffer, leaves groups with a
 member missing: a collective without one of its communicator's ranks, a send without its
 receive. The replay reads the rank's next compute as covering the lost operator, and that rank's
-program matches no other's (``programs.program_slots``), so none of its gaps has peers: 1% of the
-records lost at random left 94% of a job's rank-iterations without peers and read a x1.15 job as
-x0.99. The group says what the lost record was (what-if §3.2's timing rules):
+program matches no other's (``programs.program_slots``), so none of its gaps has peers and its
+straggler's cost is read as its ideal: a few records lost in every iteration hide what the job
+pays. The group says what the lost record was (what-if §3.2's timing rules):
 
 * the same communicator, sequence number, op and bytes as its group (a send's lost receive is
   the receive from the sender, and the reverse);
