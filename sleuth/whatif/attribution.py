@@ -678,7 +678,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     n = len(order)
     first = np.r_[True, (rank[1:] != rank[:-1]) | (it[1:] != it[:-1])]
     last = np.r_[first[1:], True]
-    holds = holds_rank(start, end, op, last)
+    holds = holds_rank(start, end, last)
     clock = np.where(holds, end, start)
     # A rank's iteration starts at its iteration record's start, else at the iteration's first operator anywhere.
     origin = np.full(n, 0, np.int64)

@@ -70,10 +70,12 @@ def member_groups(comm: np.ndarray, seq: np.ndarray, rank: np.ndarray, peer: np.
                      np.where(p2p, receiver, -1))
 
 
-def holds_rank(start: np.ndarray, end: np.ndarray, op: np.ndarray, last: np.ndarray) -> np.ndarray:
-    """Whether each operator (in chain order) holds its rank until it ends: not a send, and the next
-    operator did not start before it ended (asynchronous); a chain's last operator is taken to hold it."""
-    return (op != OpKind.SEND) & (last | (np.r_[start[1:], 0] >= end))
+def holds_rank(start: np.ndarray, end: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Whether each operator (in chain order) holds its rank until it ends: the next operator did not
+    start before it ended (else it ran asynchronously); a chain's last operator is taken to hold it.
+    A send is no exception: torch's ``send`` and a waited ``isend`` hold the caller (and, on a GPU,
+    its compute stream) until the receiver has the data, so the wait is not the sender's compute."""
+    return last | (np.r_[start[1:], 0] >= end)
 
 
 @dataclass(frozen=True)

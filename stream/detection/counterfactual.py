@@ -31,9 +31,10 @@ waited on them; ``Replayed.certain`` says which records the replay speaks for. A
 sees a communicator's other members cannot know they exist and takes its part for the whole
 group, which is why the workers run without the replay by default (``stream_detector.py``).
 
-The model is the emulator's: compute does not overlap a blocking operator, and a send never holds
-its rank. On real GPUs compute overlaps communication, so on real records the replay is an estimate
-whose error is not measured (docs/detection.md).
+The model is the replay's (``timeline.holds_rank``): compute does not overlap a blocking operator,
+and an operator, a send too, blocks unless the rank's next one started before it ended. On real
+GPUs compute overlaps communication, so on real records the replay is an estimate whose error is
+not measured (docs/detection.md).
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ class CounterfactualReplay:
         s, e, o, r = start[order], end[order], op[order], rank[order]
         first = np.r_[True, r[1:] != r[:-1]]
         last = np.r_[r[1:] != r[:-1], True]
-        holds = holds_rank(s, e, o, last)
+        holds = holds_rank(s, e, last)
         clock = np.where(holds, e, s)
         carried = self._known[r] & first
         base = np.where(first, np.where(carried, self._observed_clock[r], s), np.r_[0, clock[:-1]])

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from sleuth.errors import RecordError
 from sleuth.whatif import _sweep, timeline
-from sleuth.whatif.timeline import carry_links, dependencies, downstream, latest_ends, replay
+from sleuth.whatif.timeline import carry_links, dependencies, downstream, holds_rank, latest_ends, replay
 
 #: The compiled sweep's slot, link and carry when nothing is carried from part to part.
 _NOTHING_CARRIED = (np.zeros(0, np.int32), np.zeros(0, np.uint8))
@@ -46,8 +46,17 @@ def test_variants_on_a_second_axis_replay_as_one_each() -> None:
     assert np.array_equal(both[1][:, 1], alone[1]) and both[1][:, 1].max() == 24
 
 
-def test_a_send_does_not_hold_its_rank_and_incomplete_groups_keep_their_own_length() -> None:
-    # Rank 0 sends (does not hold) then computes 4 and runs op 1, whose group has members elsewhere.
+def test_an_operator_holds_its_rank_unless_the_next_one_started_before_it_ended() -> None:
+    # Rank 0: a blocking send (torch's send, gloo), the receive it waited to post, a batched send and
+    # receive starting together, and its last operator. Rank 1: one all-reduce.
+    start = np.array([0, 141, 300, 300, 500, 0])
+    end = np.array([140, 280, 320, 310, 600, 9])
+    last = np.array([False, False, False, False, True, True])
+    assert holds_rank(start, end, last).tolist() == [True, True, False, True, True, True]
+
+
+def test_an_asynchronous_send_does_not_hold_its_rank_and_incomplete_groups_keep_their_own_length() -> None:
+    # Rank 0 sends (does not hold: the next operator started before it ended) then computes 4 and runs op 1, whose group has members elsewhere.
     first = np.array([True, False, True])
     holds = np.array([False, True, True])
     group = np.array([0, 1, 0])
