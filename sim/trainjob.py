@@ -216,9 +216,8 @@ def run_rank(rank: int, world: int, options: JobOptions) -> dict:
         if rank == options.slow.rank and options.slow_kind == kind:
             time.sleep(share * options.base_delay_s * (options.factor(iteration) - 1))
 
-    def own_work(iteration: int) -> None:
-        factor = options.work_factor(iteration, stage=stage, replica=coords.dp)
-        time.sleep(options.base_delay_s * (factor - 1))
+    def own_work(iteration: int) -> None:  # the micro-batch's forward: the base work, times the job's own factor
+        time.sleep(options.base_delay_s * options.work_factor(iteration, stage=stage, replica=coords.dp))
 
     # Wall time per step, and the process's CPU time per step (all its threads: the logger's
     # drainer and writer too), which other processes on a shared machine do not inflate.

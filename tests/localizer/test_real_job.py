@@ -110,11 +110,12 @@ def test_a_rank_slowing_gradually_is_found_with_its_gpu_on_top(ramp, capsys):
 
 @pytest.fixture(scope="module")
 def uneven(tmp_path_factory, machine_alone):
-    # The last stage computes 200 times the others' base work in each of its 2 micro-batches (0.8 s
-    # more per iteration than the first stage), well above the machine's own jitter, in every
-    # iteration: 15 past the warm-up show it.
-    return logged_job(machine_alone, tmp_path_factory.mktemp("unevenjob"), "uneven-stages", "0:0", "--uneven-stages", "200",
-                      iters=20)
+    # Every stage computes 20 ms a micro-batch, the last stage 20 times that (0.76 s more per
+    # iteration than the first), well above the machine's own jitter, in every iteration: 15 past
+    # the warm-up show it. A first stage with no work of its own would say nothing of where the
+    # layers it takes over run, as no real pipeline's stage holds no layers.
+    return logged_job(machine_alone, tmp_path_factory.mktemp("unevenjob"), "uneven-stages", "0:0", "--uneven-stages", "20",
+                      "--base-delay-ms", "20", iters=20)
 
 
 def test_an_uneven_pipeline_split_is_named_as_such_and_blames_no_device(uneven, capsys):
