@@ -191,8 +191,8 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
      r"line 1: the block of live.json is not closed: .* before line 3"),
     ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
      r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded, import, follow, "
-     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, chaos, reach, lost, progress, overhead, hooks, throughput, gateway, "
-     r"clickhouse\)"),
+     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, chaos, reach, lost, baselines, progress, overhead, hooks, "
+     r"throughput, gateway, clickhouse\)"),
     ("<!-- results.py live live.json live.json -->\n<!-- end results.py -->\n",
      r"line 1: live.json live.json: not what live renders .*live renders one JSON file, not 2"),
     ("<!-- results.py live missing.json -->\n<!-- end results.py -->\n", r"line 1: missing.json: No such file"),
@@ -574,3 +574,19 @@ def test_the_reach_section_has_a_row_per_scale_the_slow_gpu_against_the_slow_nic
     assert lines[3] == "| 4,096 | 0/0 | 1/1 | - / 100.0% (100.0%) | - / 0.63% | - / 1.18% | - / 2.7 s (2.7 s) |"
     with pytest.raises(ValueError, match="not bench_localizer.py's output with the scale suites"):
         sections.reach_section({"rows": [{"suite": "dims", "world": 128}]})
+
+
+def test_the_baselines_section_has_a_row_per_fault_kind_from_one_gpu_to_the_fabric(sections) -> None:
+    def summary(n: int, sleuth: float, earliest: float | None) -> dict:
+        return {"n": n, "sleuth": sleuth, "sleuth_top2": 1.0, "earliest": earliest, "random_walk": earliest,
+                "nvrx_relative_median": earliest}
+    document = {"accuracy": {"by_kind": {"nic": summary(4, 1.0, 0.0), "gpu": summary(14, 0.93, 0.2857),
+                                         "concurrent": summary(2, 1.0, None)}}}
+    lines = sections.baselines_section(document).splitlines()
+    assert lines[0] == "| fault kind | n | sleuth | sleuth, top 2 | earliest | random walk | NVRx relative median |"
+    assert lines[2:] == ["| gpu | 14 | 0.93 | 1.00 | 0.29 | 0.29 | 0.29 |", "| nic | 4 | 1.00 | 1.00 | 0.00 | 0.00 | 0.00 |",
+                         "| concurrent | 2 | 1.00 | 1.00 | not run | not run | not run |"]
+    with pytest.raises(ValueError, match="with its baselines"):
+        sections.baselines_section({"accuracy": {"by_kind": {"gpu": summary(1, 1.0, None)}}})
+    with pytest.raises(ValueError, match="no 'accuracy'"):
+        sections.baselines_section({"rows": []})

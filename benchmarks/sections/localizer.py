@@ -1,14 +1,15 @@
 """``bench_localizer.py``'s sections: a row per scenario, its summary, and the figure of S against the truth;
-and the reach of its scale suites (ranks read to find the fault), a row per scale."""
+the reach of its scale suites (ranks read to find the fault), a row per scale; and sleuth against the
+baselines, a row per fault kind."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from statistics import fmean
 
-from .cells import count, listed, number, table, verdict
+from .cells import count, listed, number, require, table, verdict
 
-__all__ = ["SLOWDOWN_TOLERANCE", "localizer_figure", "localizer_section", "reach_section"]
+__all__ = ["SLOWDOWN_TOLERANCE", "baselines_section", "localizer_figure", "localizer_section", "reach_section"]
 
 #: S within this share of the truth is right (the issue's goal for every scenario).
 SLOWDOWN_TOLERANCE = 0.05
@@ -135,6 +136,27 @@ def reach_section(document: dict) -> str:
                     each(lambda found: f"{_mean(found, 'latency_s'):.1f} s ({max(r['latency_s'] for r in found):.1f} s)")])
     return table(["GPUs", "right, slow GPU", "right, slow NIC", "ranks touched (mean; max), GPU / NIC",
                   "ranks read whole, GPU / NIC", "records read, GPU / NIC", "latency (mean; max), GPU / NIC"], out)
+
+
+#: The fault kinds in the order a reader goes from one GPU to the fabric, then two faults at once.
+_KINDS = ("gpu", "host", "nvswitch", "nic", "link", "leaf", "spine", "concurrent")
+#: Each method's column: sleuth by its first suspect and by the top two of a side, then the baselines.
+_METHODS = (("sleuth", "sleuth"), ("sleuth_top2", "sleuth, top 2"), ("earliest", "earliest"),
+            ("random_walk", "random walk"), ("nvrx_relative_median", "NVRx relative median"))
+
+
+def baselines_section(document: dict) -> str:
+    """The share of each fault kind's scenarios each method names (``accuracy.by_kind`` of a
+    ``bench_localizer.py`` run with its baselines), a row per kind, as markdown."""
+    require(document, "bench_localizer.py", "accuracy")
+    by_kind = document["accuracy"].get("by_kind")
+    if not by_kind or not any(summary.get("earliest") is not None for summary in by_kind.values()):
+        raise ValueError("not a bench_localizer.py run with its baselines: no 'accuracy.by_kind' with 'earliest'")
+    kinds = [k for k in _KINDS if k in by_kind] + sorted(set(by_kind) - set(_KINDS))
+    return table(["fault kind", "n", *(title for _, title in _METHODS)],
+                 [[kind, str(by_kind[kind]["n"]), *("not run" if by_kind[kind].get(key) is None
+                                                    else f"{by_kind[kind][key]:.2f}" for key, _ in _METHODS)]
+                  for kind in kinds])
 
 
 def _mean(rows: list[dict], key: str) -> float:
