@@ -112,8 +112,8 @@ def test_a_rank_slowing_gradually_is_found_with_its_gpu_on_top(ramp, capsys):
 def uneven(tmp_path_factory, machine_alone):
     # Every stage computes 20 ms a micro-batch, the last stage 20 times that (0.76 s more per
     # iteration than the first), well above the machine's own jitter, in every iteration: 15 past
-    # the warm-up show it. A first stage with no work of its own would say nothing of where the
-    # layers it takes over run, as no real pipeline's stage holds no layers.
+    # the warm-up show it. Every stage of a real pipeline holds layers; a first stage with no work
+    # of its own would say nothing of where the layers it takes over run.
     return logged_job(machine_alone, tmp_path_factory.mktemp("unevenjob"), "uneven-stages", "0:0", "--uneven-stages", "20",
                       "--base-delay-ms", "20", iters=20)
 

@@ -56,7 +56,8 @@ def test_an_operator_holds_its_rank_unless_the_next_one_started_before_it_ended(
 
 
 def test_an_asynchronous_send_does_not_hold_its_rank_and_incomplete_groups_keep_their_own_length() -> None:
-    # Rank 0 sends (does not hold: the next operator started before it ended) then computes 4 and runs op 1, whose group has members elsewhere.
+    # Rank 0 sends (does not hold: the next operator started before it ended) then computes 4 and
+    # runs op 1, whose group has members elsewhere.
     first = np.array([True, False, True])
     holds = np.array([False, True, True])
     group = np.array([0, 1, 0])
