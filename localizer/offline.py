@@ -22,6 +22,7 @@ from sleuth.topology import Routing, Topology
 from sleuth.whatif.attribution import Attribution, attribute
 from sleuth.whatif.clocks import ClockOffsets, read_on_one_clock
 from sleuth.whatif.lost import fill_lost_members
+from sleuth.whatif.steps import number_from_groups
 
 __all__ = ["Localized", "Readied", "localize_records", "readied", "steady_from", "steady_steps"]
 
@@ -39,6 +40,7 @@ class Localized:
     clocks: ClockOffsets = ClockOffsets({}, 0.0)  # the ranks whose times were read on their peers' clock
     read_from: int = 0  # the first iteration read: the warm-up, or less where the records hold too few past it
     filled: int = 0  # the lost members of groups filled in (``sleuth.whatif.lost``)
+    numbered: int = 0  # the records without an iteration given their group's (``sleuth.whatif.steps``)
 
 
 @dataclass(frozen=True)
@@ -49,15 +51,18 @@ class Readied:
     iterations: IterationBatch
     clocks: ClockOffsets
     filled: int
+    numbered: int = 0
 
 
 def readied(records: RecordBatch, iterations: IterationBatch, spec: JobSpec) -> Readied:
-    """Every rank's times on one clock (hosts' clocks may disagree; the replay and the δ rule
-    compare times across ranks), then the members of groups the records lost filled in from
-    their groups, which takes the groups' times on one clock."""
+    """The records without an iteration given their groups' (a rank whose steps nothing marked),
+    every rank's times on one clock (hosts' clocks may disagree; the replay and the δ rule compare
+    times across ranks), then the members of groups the records lost filled in from their groups,
+    which takes the groups' times on one clock."""
+    records, numbered = number_from_groups(records)
     records, iterations, clocks = read_on_one_clock(records, iterations, spec)
     records, filled = fill_lost_members(records, spec)
-    return Readied(records, iterations, clocks, filled)
+    return Readied(records, iterations, clocks, filled, numbered)
 
 
 def steady_from(records: RecordBatch, iterations: IterationBatch, *, warmup: int, sustain: int) -> int:
@@ -117,4 +122,4 @@ def localize_records(
         MemorySource(spec, records, iterations), irregular_iterations=irregular, topology=topology, top_k=top_k,
         window=window, pivots=tuple(pivots), routing=routing, attribution=found, slowdown=slowdown, sustain=sustain,
     )
-    return Localized(irregular, found, skipped, tuple(incidents), ready.clocks, first, ready.filled)
+    return Localized(irregular, found, skipped, tuple(incidents), ready.clocks, first, ready.filled, ready.numbered)

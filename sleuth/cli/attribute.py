@@ -15,7 +15,7 @@ import json
 import sys
 
 from sleuth.cli.localize import (add_attribution_options, read_job, resolve_attribution_options, say_clocks, say_filled,
-                                 say_warmup)
+                                 say_numbered, say_warmup)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,6 +36,7 @@ def _run(args: argparse.Namespace) -> int:
     spec, records, iterations = read_job(args)
     ready = readied(records, iterations, spec)
     say_clocks(ready.clocks)
+    say_numbered(ready.numbered)
     say_filled(ready.filled, len(records))
     records, iterations = ready.records, ready.iterations
     read_from = steady_from(records, iterations, warmup=args.warmup, sustain=args.sustain)

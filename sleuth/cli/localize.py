@@ -121,6 +121,13 @@ def say_clocks(offsets: ClockOffsets) -> None:
               "ranks' times are read on one clock", file=sys.stderr)
 
 
+def say_numbered(numbered: int) -> None:
+    """Tell stderr how many records without an iteration took their groups' (``sleuth.whatif.steps``)."""
+    if numbered:
+        print(f"sleuth: {numbered} records carried no iteration (a rank whose steps nothing marked and whose "
+              "operators showed no period); each took the iteration of the group it ran in", file=sys.stderr)
+
+
 def say_filled(filled: int, read: int) -> None:
     """Tell stderr how many lost members of the ``read`` records' groups were filled in (``sleuth.whatif.lost``)."""
     if filled:
@@ -157,6 +164,7 @@ def _run(args: argparse.Namespace) -> int:
         )
         steps.advance()
     say_clocks(result.clocks)
+    say_numbered(result.numbered)
     say_filled(result.filled, len(records))
     say_warmup(result.read_from, args)
     if result.skipped is not None:

@@ -8,7 +8,9 @@ import re
 import numpy as np
 
 from sleuth.cli import main
+from sleuth.jobspec import JobSpec
 from sleuth.recordio import read_parquet, write_parquet
+from sleuth.records import RecordBatch
 
 
 def test_localize_on_an_emulated_folder_names_the_slow_gpu(tmp_path, capsys):
@@ -55,3 +57,25 @@ def test_a_folder_that_lost_records_says_how_many_it_filled_in_and_still_names_t
     assert said and 0.99 * (len(records) - len(kept)) <= int(said.group(1)) <= len(records) - len(kept)
     assert main(["attribute", "--records", str(out)]) == 0
     assert f"sleuth: {said.group(1)} records were missing" in capsys.readouterr().err
+
+
+def test_a_slowed_rank_whose_records_carry_no_iteration_is_numbered_from_its_groups_and_named(tmp_path, capsys):
+    # A dump too short for two periods of its stream: that rank's records carry iteration -1, and
+    # left out, the job read x0.98 and named nothing.
+    out = tmp_path / "run"
+    assert main([
+        "sim", "--generate", "fattree:hosts=4,gpus=4,pod=2,spines=1", "--tp", "2", "--pp", "4", "--dp", "2",
+        "--iterations", "30", "--microbatches", "4", "--fault", "gpu:h0001/1,slow=1.5", "--seed", "3",
+        "--out", str(out), "--no-labels",
+    ]) == 0
+    records = read_parquet(out / "records.parquet")
+    slowed = next(p.rank for p in JobSpec.read(out).placements if (p.host, p.gpu) == ("h0001", 1))
+    columns = dict(records.columns)
+    columns["iteration"] = np.where(records["rank"] == slowed, -1, records["iteration"]).astype(records["iteration"].dtype)
+    write_parquet(RecordBatch(columns, records.strings), out / "records.parquet")
+    capsys.readouterr()
+    assert main(["localize", "--records", str(out), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert [i["suspects"][0]["device"] for i in json.loads(captured.out)] == ["gpu:h0001/1"]
+    said = re.search(r"sleuth: (\d+) records carried no iteration", captured.err)
+    assert said and int(said.group(1)) == int((records["rank"] == slowed).sum())

@@ -1,0 +1,48 @@
+"""Iterations for the records that carry none, from the groups they ran in.
+
+A rank's records carry iteration -1 where nothing marked its steps and its operator stream showed
+no period (a Flight Recorder or Inspector dump too short for two periods, a stream whose sizes vary
+from step to step): the replay and the search leave such records out, so that rank, a slow GPU's
+perhaps, drops out of the analysis and the job reads as if it paid nothing. But a collective is one
+operation of all its members, and a send and its receive are one transfer: they ran in the same
+step. Each unnumbered record takes the iteration its group's numbered members carry (the most
+common, should they disagree); a record whose group has none stays -1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sleuth.records import RecordBatch
+from sleuth.whatif.keys import dense_ids
+from sleuth.whatif.timeline import member_groups
+
+__all__ = ["number_from_groups"]
+
+
+def number_from_groups(records: RecordBatch) -> tuple[RecordBatch, int]:
+    """``records`` with each unnumbered record (iteration < 0) given its group's iteration, and how
+    many were numbered; ``records`` as they are where none could be."""
+    iteration = records["iteration"].astype(np.int64)
+    unnumbered = iteration < 0
+    if not unnumbered.any() or unnumbered.all():
+        return records, 0
+    group = member_groups(records["comm"].astype(np.int64), records["seq"].astype(np.int64),
+                         records["rank"].astype(np.int64), records["peer"].astype(np.int64),
+                         records["op"].astype(np.int64))
+    numbered = ~unnumbered
+    # Each group's most common iteration among its numbered members (the smallest where tied).
+    pairs = dense_ids(group[numbered], iteration[numbered])
+    votes = np.bincount(pairs)
+    first = np.zeros(len(votes), np.int64)
+    first[pairs[::-1]] = np.flatnonzero(numbered)[::-1]  # one record of each (group, iteration) pair
+    by = np.lexsort((iteration[first], -votes, group[first]))
+    head = by[np.r_[True, group[first][by][1:] != group[first][by][:-1]]]
+    chosen = np.full(int(group.max()) + 1, -1, np.int64)
+    chosen[group[first][head]] = iteration[first][head]
+    found = unnumbered & (chosen[group] >= 0)
+    if not found.any():
+        return records, 0
+    columns = dict(records.columns)
+    columns["iteration"] = np.where(found, chosen[group], iteration).astype(records["iteration"].dtype)
+    return RecordBatch(columns, records.strings), int(found.sum())
