@@ -51,7 +51,7 @@ class Readied:
     iterations: IterationBatch
     clocks: ClockOffsets
     filled: int
-    numbered: int = 0
+    numbered: int
 
 
 def readied(records: RecordBatch, iterations: IterationBatch, spec: JobSpec) -> Readied:
