@@ -30,16 +30,15 @@ def number_from_groups(records: RecordBatch) -> tuple[RecordBatch, int]:
     group = member_groups(records["comm"].astype(np.int64), records["seq"].astype(np.int64),
                          records["rank"].astype(np.int64), records["peer"].astype(np.int64),
                          records["op"].astype(np.int64))
-    numbered = ~unnumbered
-    # Each group's most common iteration among its numbered members (the smallest where tied).
-    pairs = dense_ids(group[numbered], iteration[numbered])
-    votes = np.bincount(pairs)
-    first = np.zeros(len(votes), np.int64)
-    first[pairs[::-1]] = np.flatnonzero(numbered)[::-1]  # one record of each (group, iteration) pair
-    by = np.lexsort((iteration[first], -votes, group[first]))
-    head = by[np.r_[True, group[first][by][1:] != group[first][by][:-1]]]
+    numbered = np.flatnonzero(~unnumbered)
+    # Each group's most common iteration among its numbered members (the smallest where tied): the
+    # (group, iteration) pairs with their votes, sorted by group, then most votes, then iteration.
+    _, one, votes = np.unique(dense_ids(group[numbered], iteration[numbered]), return_index=True, return_counts=True)
+    pair_group, pair_iteration = group[numbered[one]], iteration[numbered[one]]
+    by = np.lexsort((pair_iteration, -votes, pair_group))
+    head = by[np.r_[True, pair_group[by][1:] != pair_group[by][:-1]]]
     chosen = np.full(int(group.max()) + 1, -1, np.int64)
-    chosen[group[first][head]] = iteration[first][head]
+    chosen[pair_group[head]] = pair_iteration[head]
     found = unnumbered & (chosen[group] >= 0)
     if not found.any():
         return records, 0
