@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from sleuth.logger.groups import change_key, get_many, merge_spec, rank_entry, rank_key, version_key
-from sleuth.logger.period import find_period, signatures
+from sleuth.logger.period import PeriodicSteps, signatures
 from sleuth.logger.session import Session, to_iteration_batch, to_record_batch
 from sleuth.logger.sinks import Sink
 
@@ -52,9 +52,9 @@ class Pump:
         self._period_window = period_window
         self._final_wait_s = final_wait_s
         self._held: list[np.ndarray] = []
-        self._period: int | None = None
+        self._steps: PeriodicSteps | None = None  # the iterations of a job that marks no step
         self._no_period = False
-        self._index = 0  # operators seen so far on this rank, for period-derived iterations
+        self._codes: dict[tuple[int, ...], int] = {}  # operator signatures seen on this rank
         self._dropped_reported = 0
         self._published = -1
         self._merged = 0  # the change log's entries read (rank 0)
@@ -135,7 +135,7 @@ class Pump:
         period (-1 when there is none)."""
         if self.session.advanced or self._no_period:
             return self._release(records)
-        if self._period is None:
+        if self._steps is None:
             self._held.append(records)
             held = np.concatenate(self._held) if len(self._held) > 1 else self._held[0]
             self._held = [held]
@@ -145,14 +145,13 @@ class Pump:
             # Issue order, not the order operators ended in: async collectives (DDP's buckets
             # on gloo's threads) finish out of order.
             held = held[np.argsort(held["t_issue_ns"], kind="stable")]
-            self._period = find_period(signatures(held)) if len(held) else None
-            if self._period is None:
+            self._steps = PeriodicSteps.find(signatures(held, self._codes)) if len(held) else None
+            if self._steps is None:
                 self._no_period = True
                 return self._release(held)
             records = held
         out = records[np.argsort(records["t_issue_ns"], kind="stable")]
-        out["iteration"] = (self._index + np.arange(len(out))) // self._period
-        self._index += len(out)
+        out["iteration"] = self._steps.number(signatures(out, self._codes))
         return out
 
     def _release(self, records: np.ndarray) -> np.ndarray:

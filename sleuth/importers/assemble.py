@@ -13,8 +13,9 @@ like a logged one:
   k from a to b matches receive k on b from a (the contract's P2P rule);
 * iterations are the format's own step numbers where it marks steps (``SourceOp.iteration``),
   else come from the period of each rank's operator stream
-  (:func:`sleuth.logger.period.find_period`, Greyhound's autocorrelation), counted from the
-  job's first operator; -1 where a rank's stream shows no period;
+  (:class:`sleuth.logger.period.PeriodicSteps`, Greyhound's autocorrelation), counted along its
+  repeating motif from its first step (from the job's first operator where the stream starts
+  later); -1 where a rank's stream shows no period;
 * a rank without a GPU index gets its position among its host's ranks (as ``merge_spec``).
 """
 
@@ -30,7 +31,7 @@ from sleuth.importers.model import Imported, SourceComm, SourceOp, SourceRank, S
 from sleuth.jobspec import Communicator, JobSpec, RankPlacement
 from sleuth.logger.groups import comm_id, qualified
 from sleuth.logger.naming import infer_layout, name_groups
-from sleuth.logger.period import find_period
+from sleuth.logger.period import PeriodicSteps
 from sleuth.records import OpKind, RecordBatch
 
 __all__ = ["assemble", "kind_counts", "named"]
@@ -57,7 +58,7 @@ def assemble(
         raise ImportFileError(f"ranks {missing} have no file: give every rank's file (world of {max(by_rank) + 1})")
     placements = _placements([by_rank[r] for r in range(world)])
     names, communicators = _name(comms, world)
-    iterations = {rank: _period(streams.get(rank), rank, notes) for rank in range(world)}
+    iterations = {rank: _iterations(streams.get(rank), rank, notes) for rank in range(world)}
 
     ordered = sorted(ops, key=lambda op: (op.rank, op.order))
     numbers = _collective_numbers(ordered)
@@ -71,7 +72,6 @@ def assemble(
             p2p[key] += 1
         else:
             seq = numbers[op.comm][op.seq]
-        period = iterations[op.rank]
         columns["rank"].append(op.rank)
         columns["comm"].append(names[op.comm])
         columns["seq"].append(seq)
@@ -81,7 +81,9 @@ def assemble(
         if op.iteration is not None:  # the format marks its steps
             columns["iteration"].append(op.iteration)
         else:
-            columns["iteration"].append(op.order // period if period else -1)
+            first, numbered = iterations[op.rank]
+            at = op.order - first
+            columns["iteration"].append(int(numbered[at]) if 0 <= at < len(numbered) else -1)
         columns["t_issue_ns"].append(op.t_issue_ns)
         columns["t_start_ns"].append(op.t_start_ns)
         columns["t_end_ns"].append(op.t_end_ns)
@@ -154,17 +156,19 @@ def _name(comms: Sequence[SourceComm], world: int) -> tuple[dict[str, str], list
     return names, communicators
 
 
-def _period(stream: Stream | None, rank: int, notes: list[str]) -> int | None:
+def _iterations(stream: Stream | None, rank: int, notes: list[str]) -> tuple[int, np.ndarray]:
+    """The iteration of each element of a rank's stream (none where it shows no period), and
+    the position of its first element."""
     if stream is None or not stream.signatures:
-        return None
+        return 0, np.zeros(0, dtype=np.int64)
     codes: dict = {}
-    window = np.fromiter(
-        (codes.setdefault(s, len(codes)) for s in stream.signatures[:PERIOD_WINDOW]), dtype=np.int64
-    )
-    period = find_period(window)
-    if period is None:
+    coded = np.fromiter((codes.setdefault(s, len(codes)) for s in stream.signatures), dtype=np.int64,
+                        count=len(stream.signatures))
+    steps = PeriodicSteps.find(coded[:PERIOD_WINDOW], first=stream.first)
+    if steps is None:
         notes.append(f"rank {rank}: its operators repeat with no period, so its iterations are -1")
-    return period
+        return 0, np.zeros(0, dtype=np.int64)
+    return stream.first, steps.number(coded)
 
 
 def kind_counts(records: RecordBatch) -> dict[str, int]:

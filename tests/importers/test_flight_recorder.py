@@ -13,6 +13,7 @@ from sleuth.cli import main
 from sleuth.errors import ImportFileError
 from sleuth.importers.safe_pickle import load_plain
 from sleuth.jobspec import JobSpec
+from sleuth.records import OpKind, RecordBatch
 from sleuth.records_folder import read_records
 from tests.importers.conftest import SLOW_GPU, Emulated
 from tests.importers.test_nccl_inspector import actual_rows
@@ -84,6 +85,35 @@ def test_localize_on_the_import_names_the_slow_gpu(imported: Path, capsys: pytes
     [incident] = [i for i in json.loads(capsys.readouterr().out) if i["cause"] != "stage_imbalance"]
     assert incident["suspects"][0]["device"] == SLOW_GPU
     assert incident["iterations"][0] == 20
+
+
+def test_a_world_all_reduce_every_fifth_step_shifts_no_iteration(emulated: Emulated, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A loss or timer all-reduce every few steps is an operator outside the step's pattern: it
+    stays in its step, and the steps after it keep their numbers."""
+    records, end = emulated.records, emulated.records["t_end_ns"]
+    steps = list(range(5, 40, 5))
+    lasts = [int(end[records["iteration"] == i - 1].max()) for i in steps]
+    world, n = emulated.spec.world, len(steps) * emulated.spec.world
+    last = np.repeat(lasts, world)
+    extra = RecordBatch.from_columns(
+        job=emulated.spec.job, rank=np.tile(np.arange(world), len(steps)), comm="world",
+        seq=np.repeat(np.arange(1, len(steps) + 1), world), op=np.full(n, int(OpKind.ALL_REDUCE)), peer=np.full(n, -1),
+        nbytes=np.full(n, 4096), iteration=np.repeat(np.array(steps) - 1, world), t_issue_ns=last + 1_000,
+        t_start_ns=last + 2_000, t_end_ns=last + 50_000)
+    write_flight_recorder(tmp_path / "dumps", RecordBatch.concat([records, extra]), emulated.spec, poll_ns=POLL_NS)
+    assert main(["import", "flight-recorder", str(tmp_path / "dumps"), "--out", str(tmp_path / "out"),
+                 "--gpus-per-host", "4"]) == 0
+    imported, _ = read_records(tmp_path / "out")
+    step_of = {(r["rank"], r["comm"], r["op"], r["peer"], r["seq"]): r["iteration"] for r in records.rows()}
+    assert sorted(step_of.values()) == sorted(r["iteration"] for r in imported.rows()
+                                              if (r["rank"], r["comm"], r["op"], r["peer"], r["seq"]) in step_of
+                                              and r["comm"] != "world")
+    assert {r["iteration"] for r in imported.rows() if r["comm"] == "world"} <= {*steps, 40}
+    capsys.readouterr()
+    assert main(["localize", "--records", str(tmp_path / "out"), "--json"]) == 0
+    [incident] = [i for i in json.loads(capsys.readouterr().out) if i["cause"] != "stage_imbalance"]
+    assert incident["suspects"][0]["device"] == SLOW_GPU and incident["iterations"][0] == 20
 
 
 def test_json_dumps_without_timing_use_the_discovered_start(emulated: Emulated, tmp_path: Path,
