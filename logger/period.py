@@ -75,6 +75,7 @@ class PeriodicSteps:
         self.period = len(self.motif)
         self._phase = phase
         self._iteration = iteration
+        self.whole_from = iteration + (phase > 0)  # the stream's first iteration it holds from its start
         order = np.argsort(self.motif, kind="stable")
         codes, starts = np.unique(self.motif[order], return_index=True)
         self._phases = dict(zip(codes.tolist(), np.split(order, starts[1:])))

@@ -10,7 +10,9 @@ like a logged one:
 * a communicator's collectives are numbered 0, 1, 2... in the order of their keys, from the
   keys any member's file holds, so that members agree on every number;
 * P2P operators are numbered per (communicator, direction, peer) in stream order, so that send
-  k from a to b matches receive k on b from a (the contract's P2P rule);
+  k from a to b matches receive k on b from a (the contract's P2P rule); where either side's
+  stream starts within the job (a wrapped buffer), its first kept transfer is not the other's, so
+  the count of one side moves by the shift that makes a send and its receive end together;
 * iterations are the format's own step numbers where it marks steps (``SourceOp.iteration``),
   else come from the period of each rank's operator stream
   (:class:`sleuth.logger.period.PeriodicSteps`, Greyhound's autocorrelation), counted along its
@@ -59,6 +61,7 @@ def assemble(
     placements = _placements([by_rank[r] for r in range(world)])
     names, communicators = _name(comms, world)
     iterations = {rank: _iterations(streams.get(rank), rank, notes) for rank in range(world)}
+    whole_from = max(whole for _, _, whole in iterations.values())
 
     ordered = sorted(ops, key=lambda op: (op.rank, op.order))
     numbers = _collective_numbers(ordered)
@@ -81,13 +84,21 @@ def assemble(
         if op.iteration is not None:  # the format marks its steps
             columns["iteration"].append(op.iteration)
         else:
-            first, numbered = iterations[op.rank]
+            first, numbered, _ = iterations[op.rank]
             at = op.order - first
             columns["iteration"].append(int(numbered[at]) if 0 <= at < len(numbered) else -1)
         columns["t_issue_ns"].append(op.t_issue_ns)
         columns["t_start_ns"].append(op.t_start_ns)
         columns["t_end_ns"].append(op.t_end_ns)
+    wrapped = [rank for rank, stream in streams.items() if stream.first > 0]
+    if wrapped:
+        columns["seq"] = _paired_transfers(columns, wrapped).tolist()
     records = RecordBatch.from_columns(job=job, **columns)
+    partial = (records["iteration"] >= 0) & (records["iteration"] < whole_from)
+    if partial.any():  # a wrapped buffer's first step lacks its start: it would read as a short step
+        notes.append(f"iterations before {whole_from} lack their start on some rank's wrapped buffer: "
+                     f"their {int(partial.sum())} records are left out")
+        records = records.take(~partial)
     problems = records.problems()
     if problems:
         raise ImportFileError("the imported records break the record contract: " + "; ".join(problems))
@@ -95,6 +106,38 @@ def assemble(
     layout = infer_layout([(c.kind, c.ranks) for c in communicators], world, max(per_host.values()))
     spec = JobSpec(job, world, layout, tuple(placements), tuple(communicators))
     return Imported(spec, records, tuple(notes))
+
+
+def _paired_transfers(columns: Mapping[str, list], wrapped: Sequence[int]) -> np.ndarray:
+    """The P2P numbers of ``columns`` where a rank in ``wrapped`` sends or receives, moved so that
+    send k matches receive k: a send and its receive are one transfer and end together, so the
+    shift is the one most sends' nearest receive by end time shows."""
+    op, seq, end = np.asarray(columns["op"]), np.array(columns["seq"]), np.asarray(columns["t_end_ns"])
+    rank, peer = np.asarray(columns["rank"]), np.asarray(columns["peer"])
+    sends = op == int(OpKind.SEND)
+    rows = np.flatnonzero((sends | (op == int(OpKind.RECV)))
+                          & (np.isin(rank, wrapped) | np.isin(peer, wrapped)))
+    comm = np.unique(np.asarray(columns["comm"])[rows], return_inverse=True)[1].reshape(-1)
+    sender, receiver = np.where(sends[rows], rank[rows], peer[rows]), np.where(sends[rows], peer[rows], rank[rows])
+    channel = np.unique(np.stack([comm, sender, receiver], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    rows = rows[np.lexsort((seq[rows], ~sends[rows], channel))]  # by channel, its sends then its receives
+    channel = np.sort(channel)
+    for members in np.split(rows, np.flatnonzero(np.diff(channel)) + 1):
+        sent, got = members[sends[members]], members[~sends[members]]
+        if not len(sent) or not len(got):
+            continue
+        by_end = np.argsort(end[got], kind="stable")
+        right = np.searchsorted(end[got][by_end], end[sent]).clip(0, len(got) - 1)
+        left = (right - 1).clip(0)
+        nearer = np.where(np.abs(end[got][by_end[left]] - end[sent]) <= np.abs(end[got][by_end[right]] - end[sent]),
+                          left, right)
+        shifts, counts = np.unique(by_end[nearer] - np.arange(len(sent)), return_counts=True)
+        shift = int(shifts[np.argmax(counts)])  # receive k + shift is send k's
+        if shift > 0:
+            seq[sent] += shift
+        else:
+            seq[got] -= shift
+    return seq
 
 
 def _collective_numbers(ops: Sequence[SourceOp]) -> dict[str, dict]:
@@ -156,19 +199,19 @@ def _name(comms: Sequence[SourceComm], world: int) -> tuple[dict[str, str], list
     return names, communicators
 
 
-def _iterations(stream: Stream | None, rank: int, notes: list[str]) -> tuple[int, np.ndarray]:
-    """The iteration of each element of a rank's stream (none where it shows no period), and
-    the position of its first element."""
+def _iterations(stream: Stream | None, rank: int, notes: list[str]) -> tuple[int, np.ndarray, int]:
+    """The iteration of each element of a rank's stream (none where it shows no period), the
+    position of its first element, and its first iteration it holds from the start."""
     if stream is None or not stream.signatures:
-        return 0, np.zeros(0, dtype=np.int64)
+        return 0, np.zeros(0, dtype=np.int64), 0
     codes: dict = {}
     coded = np.fromiter((codes.setdefault(s, len(codes)) for s in stream.signatures), dtype=np.int64,
                         count=len(stream.signatures))
     steps = PeriodicSteps.find(coded[:PERIOD_WINDOW], first=stream.first)
     if steps is None:
         notes.append(f"rank {rank}: its operators repeat with no period, so its iterations are -1")
-        return 0, np.zeros(0, dtype=np.int64)
-    return stream.first, steps.number(coded)
+        return 0, np.zeros(0, dtype=np.int64), 0
+    return stream.first, steps.number(coded), steps.whole_from
 
 
 def kind_counts(records: RecordBatch) -> dict[str, int]:

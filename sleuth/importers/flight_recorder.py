@@ -209,8 +209,9 @@ def _entries(
     if ids and ids != list(range(ids[0], ids[0] + len(ids))):
         notes.append(f"rank {rank}: record ids are not consecutive; its iterations may be off")
     if ids and ids[0] > 0:
-        notes.append(f"rank {rank}: the buffer had wrapped (first record_id {ids[0]}); its P2P operators may "
-                     "not pair with their peers': set TORCH_NCCL_TRACE_BUFFER_SIZE above the job's operator count")
+        notes.append(f"rank {rank}: the buffer had wrapped (first record_id {ids[0]}): the operators before are "
+                     "lost, and its P2P operators are paired with their peers' by when they ended; set "
+                     "TORCH_NCCL_TRACE_BUFFER_SIZE above the operators the analysis should see")
     # Entries of one group and sequence id: one operator, or a coalesced group closed by its end entry.
     by_key: dict[tuple, list[dict]] = defaultdict(list)
     for e in parsed:
