@@ -75,7 +75,6 @@ class PeriodicSteps:
         self.period = len(self.motif)
         self._phase = phase
         self._iteration = iteration
-        self.whole_from = iteration + (phase > 0)  # the stream's first iteration it holds from its start
         order = np.argsort(self.motif, kind="stable")
         codes, starts = np.unique(self.motif[order], return_index=True)
         self._phases = dict(zip(codes.tolist(), np.split(order, starts[1:])))
@@ -111,6 +110,11 @@ class PeriodicSteps:
 
     def number(self, codes: np.ndarray) -> np.ndarray:
         """The iterations of the stream's next ``codes``."""
+        return self.positions(codes) // self.period
+
+    def positions(self, codes: np.ndarray) -> np.ndarray:
+        """Where the stream's next ``codes`` are along the repeated motif, counted in operators
+        (``iteration × period + phase``; an operator outside the motif at the one it falls before)."""
         codes = np.asarray(codes, dtype=np.int64)
         out = np.empty(len(codes), dtype=np.int64)
         i, chunk = 0, _CHUNK_MIN
@@ -120,7 +124,7 @@ class PeriodicSteps:
             ahead = np.arange(min(len(codes) - i, chunk))
             followed = codes[i:i + len(ahead)] == self.motif[(self._phase + ahead) % self.period]
             run = len(ahead) if followed.all() else int(np.argmin(followed))
-            out[i:i + run] = self._iteration + (self._phase + ahead[:run]) // self.period
+            out[i:i + run] = self._iteration * self.period + self._phase + ahead[:run]
             self._advance(run)
             i += run
             chunk = min(2 * chunk, _CHUNK_MAX) if run == len(ahead) else _CHUNK_MIN
@@ -134,7 +138,7 @@ class PeriodicSteps:
         self._phase = (self._phase + steps) % self.period
 
     def _mismatch(self, codes: np.ndarray, i: int) -> int:
-        """The iteration of ``codes[i]``, which the motif does not expect at the current phase."""
+        """The position of ``codes[i]``, which the motif does not expect at the current phase."""
         phases = self._phases.get(int(codes[i]))
         following = codes[i + 1:i + 1 + CONFIRM]
         if phases is not None and len(following):
@@ -151,7 +155,7 @@ class PeriodicSteps:
                     self._advance(shift)
                 else:
                     self._phase += shift
-                iteration = self._iteration
+                position = self._iteration * self.period + self._phase
                 self._advance(1)
-                return iteration
-        return self._iteration  # an insertion: it belongs to the step it falls in
+                return position
+        return self._iteration * self.period + self._phase  # an insertion: in the step it falls in

@@ -17,7 +17,8 @@ like a logged one:
   else come from the period of each rank's operator stream
   (:class:`sleuth.logger.period.PeriodicSteps`, Greyhound's autocorrelation), counted along its
   repeating motif from its first step (from the job's first operator where the stream starts
-  later); -1 where a rank's stream shows no period;
+  later), each rank's count moved so that its groups' members agree on their steps
+  (:mod:`sleuth.importers.aligned_steps`); -1 where a rank's stream shows no period;
 * a rank without a GPU index gets its position among its host's ranks (as ``merge_spec``).
 """
 
@@ -25,16 +26,19 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from sleuth.errors import ImportFileError
+from sleuth.importers.aligned_steps import aligned_steps
 from sleuth.importers.model import Imported, SourceComm, SourceOp, SourceRank, Stream
 from sleuth.jobspec import Communicator, JobSpec, RankPlacement
 from sleuth.logger.groups import comm_id, qualified
 from sleuth.logger.naming import infer_layout, name_groups
 from sleuth.logger.period import PeriodicSteps
 from sleuth.records import OpKind, RecordBatch
+from sleuth.whatif.timeline import member_groups
 
 __all__ = ["assemble", "kind_counts", "named"]
 
@@ -60,14 +64,14 @@ def assemble(
         raise ImportFileError(f"ranks {missing} have no file: give every rank's file (world of {max(by_rank) + 1})")
     placements = _placements([by_rank[r] for r in range(world)])
     names, communicators = _name(comms, world)
-    iterations = {rank: _iterations(streams.get(rank), rank, notes) for rank in range(world)}
-    whole_from = max(whole for _, _, whole in iterations.values())
+    counted = {rank: _counted(streams.get(rank), rank, notes) for rank in range(world)}
 
     ordered = sorted(ops, key=lambda op: (op.rank, op.order))
     numbers = _collective_numbers(ordered)
     p2p: Counter[tuple[int, str, int, int]] = Counter()
     columns: dict[str, list] = {name: [] for name in (
         "rank", "comm", "seq", "op", "peer", "nbytes", "iteration", "t_issue_ns", "t_start_ns", "t_end_ns")}
+    position: list[int] = []  # along its rank's repeated steps, where the format marks none (else -1)
     for op in ordered:
         if op.kind.is_p2p:
             key = (op.rank, op.comm, int(op.kind), op.peer)
@@ -81,12 +85,10 @@ def assemble(
         columns["op"].append(int(op.kind))
         columns["peer"].append(op.peer)
         columns["nbytes"].append(op.nbytes)
-        if op.iteration is not None:  # the format marks its steps
-            columns["iteration"].append(op.iteration)
-        else:
-            first, numbered, _ = iterations[op.rank]
-            at = op.order - first
-            columns["iteration"].append(int(numbered[at]) if 0 <= at < len(numbered) else -1)
+        mine = counted[op.rank]
+        at = op.order - mine.first if mine is not None and op.iteration is None else -1
+        position.append(int(mine.positions[at]) if mine is not None and 0 <= at < len(mine.positions) else -1)
+        columns["iteration"].append(-1 if op.iteration is None else op.iteration)  # the format's own step
         columns["t_issue_ns"].append(op.t_issue_ns)
         columns["t_start_ns"].append(op.t_start_ns)
         columns["t_end_ns"].append(op.t_end_ns)
@@ -94,11 +96,7 @@ def assemble(
     if wrapped:
         columns["seq"] = _paired_transfers(columns, wrapped).tolist()
     records = RecordBatch.from_columns(job=job, **columns)
-    partial = (records["iteration"] >= 0) & (records["iteration"] < whole_from)
-    if partial.any():  # a wrapped buffer's first step lacks its start: it would read as a short step
-        notes.append(f"iterations before {whole_from} lack their start on some rank's wrapped buffer: "
-                     f"their {int(partial.sum())} records are left out")
-        records = records.take(~partial)
+    records = _with_steps(records, np.asarray(position, dtype=np.int64), counted, notes)
     problems = records.problems()
     if problems:
         raise ImportFileError("the imported records break the record contract: " + "; ".join(problems))
@@ -199,19 +197,56 @@ def _name(comms: Sequence[SourceComm], world: int) -> tuple[dict[str, str], list
     return names, communicators
 
 
-def _iterations(stream: Stream | None, rank: int, notes: list[str]) -> tuple[int, np.ndarray, int]:
-    """The iteration of each element of a rank's stream (none where it shows no period), the
-    position of its first element, and its first iteration it holds from the start."""
+class _Counted(NamedTuple):
+    first: int  # the stream's first element's position in the job's stream
+    positions: np.ndarray  # each element's along the repeated steps (``PeriodicSteps.positions``)
+    period: int
+
+
+def _counted(stream: Stream | None, rank: int, notes: list[str]) -> _Counted | None:
+    """Where each element of a rank's stream is along its repeated steps; None where it shows no period."""
     if stream is None or not stream.signatures:
-        return 0, np.zeros(0, dtype=np.int64), 0
+        return None
     codes: dict = {}
     coded = np.fromiter((codes.setdefault(s, len(codes)) for s in stream.signatures), dtype=np.int64,
                         count=len(stream.signatures))
     steps = PeriodicSteps.find(coded[:PERIOD_WINDOW], first=stream.first)
     if steps is None:
         notes.append(f"rank {rank}: its operators repeat with no period, so its iterations are -1")
-        return 0, np.zeros(0, dtype=np.int64), 0
-    return stream.first, steps.number(coded), steps.whole_from
+        return None
+    return _Counted(stream.first, steps.positions(coded), steps.period)
+
+
+def _with_steps(records: RecordBatch, position: np.ndarray, counted: Mapping[int, _Counted | None],
+                notes: list[str]) -> RecordBatch:
+    """``records`` with the steps of those at a ``position`` (>= 0) along their rank's steps, each
+    rank's count moved so that its groups' members agree (``aligned_steps``); the steps before the
+    first that every such rank holds from its start are left out (a step without its start would
+    read as a short one)."""
+    derived = position >= 0
+    if not derived.any():
+        return records
+    period = np.array([0 if (mine := counted[r]) is None else mine.period for r in range(len(counted))], np.int64)
+    rank = records["rank"].astype(np.int64)
+    group = member_groups(records["comm"].astype(np.int64), records["seq"].astype(np.int64), rank,
+                          records["peer"].astype(np.int64), records["op"].astype(np.int64))
+    move = aligned_steps(rank[derived], group[derived], position[derived], period)
+    iteration = records["iteration"].astype(np.int64)
+    iteration[derived] = (position[derived] + move[rank[derived]]) // period[rank[derived]]
+    firsts = [-((-(int(c.positions[0]) + move[r])) // c.period) for r, c in counted.items() if c is not None]
+    whole_from = max([0, *firsts])
+    moved = int((move[period > 0] != 0).sum())
+    if moved:
+        notes.append(f"{moved} ranks' steps were counted from a different operator than their peers' and were "
+                     "moved to agree with them on their groups' steps")
+    columns = dict(records.columns) | {"iteration": iteration.astype(records["iteration"].dtype)}
+    records = RecordBatch(columns, records.strings)
+    partial = derived & (iteration < whole_from)
+    if partial.any():
+        notes.append(f"iterations before {whole_from} lack their start on some rank: "
+                     f"their {int(partial.sum())} records are left out")
+        records = records.take(~partial)
+    return records
 
 
 def kind_counts(records: RecordBatch) -> dict[str, int]:
