@@ -13,7 +13,11 @@ pays. The group says what the lost record was (what-if §3.2's timing rules):
 * it started when the group's last member present did, or later, where the group ended more
   than its usual transfer after that: then the lost member was the last to arrive, its usual
   transfer before the end (the median over the window's whole groups of its communicator, op
-  and bytes).
+  and bytes);
+* but within its own rank's program: after the operator its rank runs before it and before the
+  one after it (its place in the rank's iterations that lost nothing). A pipeline's send that
+  came early (an isend) would else start at its late receiver's start, after its rank's next
+  operator, and the rank-iteration's program would match no peer's.
 
 Only a rank that has records in that iteration gets a member filled in: a rank with none was
 not recorded there at all, and its whole program is not the group's to invent. A communicator's
@@ -28,7 +32,7 @@ import numpy as np
 
 from sleuth.jobspec import JobSpec
 from sleuth.records import OpKind, RecordBatch
-from sleuth.whatif.keys import dense_ids, first_of_each, group_median
+from sleuth.whatif.keys import dense_ids, first_of_each, group_median, places_in_runs
 from sleuth.whatif.timeline import member_groups
 
 __all__ = ["fill_lost_members"]
@@ -90,7 +94,57 @@ def fill_lost_members(records: RecordBatch, spec: JobSpec | None = None) -> tupl
         "rank": lost_rank.astype(np.uint32), "peer": lost_peer.astype(np.int32), "op": lost_op.astype(np.uint8),
         "t_issue_ns": began, "t_start_ns": began, "t_end_ns": ended[g],
     }
-    return RecordBatch.concat([records, RecordBatch(columns, filled.strings)]).one_per_identity(), len(source)
+    both = RecordBatch.concat([records, RecordBatch(columns, filled.strings)])
+    placed = _in_program_order(both, len(records))
+    columns = dict(both.columns) | {"t_issue_ns": np.minimum(both["t_issue_ns"], placed), "t_start_ns": placed}
+    return RecordBatch(columns, both.strings).one_per_identity(), len(source)
+
+
+def _in_program_order(records: RecordBatch, present: int) -> np.ndarray:
+    """The start of each record, the filled ones (from row ``present`` on) moved between the
+    starts of the present operators their rank runs before and after them. A record's place in
+    its rank's program is the median place of its slot (rank, communicator, op, peer, bytes and
+    its turn among those in the iteration, by sequence number) in the rank's iterations that
+    lost nothing; a slot never seen in one keeps its start."""
+    rank, iteration = records["rank"].astype(np.int64), records["iteration"].astype(np.int64)
+    start = records["t_start_ns"].astype(np.int64)
+    end = records["t_end_ns"].astype(np.int64)
+    filled = np.arange(len(records)) >= present
+    kind = dense_ids(rank, records["comm"].astype(np.int64), records["op"].astype(np.int64),
+                     records["peer"].astype(np.int64), records["nbytes"].astype(np.int64))
+    run = dense_ids(rank, iteration)
+    by_turn = np.lexsort((records["seq"].astype(np.int64), kind, run))
+    turn = np.empty(len(records), np.int64)
+    turn[by_turn] = places_in_runs(np.r_[True, (np.diff(kind[by_turn]) != 0) | (np.diff(run[by_turn]) != 0)])
+    slot = dense_ids(kind, turn)
+    lost_any = np.bincount(run, weights=filled, minlength=int(run.max()) + 1) > 0
+    whole = ~lost_any[run]
+    by_start = np.flatnonzero(whole)[np.lexsort((start[whole], run[whole]))]
+    place = places_in_runs(np.r_[True, np.diff(run[by_start]) != 0])
+    usual = group_median(slot[by_start], place.astype(np.float64), size=int(slot.max()) + 1)[slot]
+    known = ~np.isnan(usual) & lost_any[run]
+    rows = np.flatnonzero(known)
+    rows = rows[np.lexsort((filled[rows], usual[rows], run[rows]))]  # each run in program order
+    if not filled[rows].any():
+        return start
+    # Within each run: the latest present start before a row, the earliest after, as offsets from
+    # the run's first start stacked run after run so one running max / min serves every run.
+    base = np.full(int(run.max()) + 1, np.iinfo(np.int64).max)
+    np.minimum.at(base, run[rows], start[rows])
+    offset = start[rows] - base[run[rows]]
+    span = int(offset.max()) + 2
+    ordinal = np.cumsum(np.r_[True, np.diff(run[rows]) != 0]) - 1
+    lifted = np.where(filled[rows], -1, offset) + ordinal * span
+    before = np.maximum.accumulate(lifted) - ordinal * span  # -1: no present operator before
+    raised = np.where(filled[rows], span - 1, offset) + ordinal * span
+    after = np.minimum.accumulate(raised[::-1])[::-1] - ordinal * span  # span - 1: none after
+    out = start.copy()
+    mine = filled[rows]
+    low = np.where(before[mine] >= 0, base[run[rows][mine]] + before[mine] + 1, np.iinfo(np.int64).min)
+    high = np.where(after[mine] < span - 1, base[run[rows][mine]] + after[mine] - 1, np.iinfo(np.int64).max)
+    moved = rows[mine]
+    out[moved] = np.minimum(np.clip(start[moved], low, np.maximum(low, high)), end[moved])
+    return out
 
 
 def _membership(records: RecordBatch, spec: JobSpec | None, comm: np.ndarray, rank: np.ndarray, members: np.ndarray

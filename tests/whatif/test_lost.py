@@ -66,6 +66,23 @@ def test_a_lost_receive_is_the_receive_from_the_sender_and_the_reverse():
                    (7, 1, OpKind.RECV, 0, 36)]
 
 
+def test_a_lost_early_send_is_placed_before_its_rank_s_next_operator_not_at_its_late_receive():
+    # Rank 0 sends to rank 1 (an isend: it ends when the late receive does), then all-reduces with
+    # rank 2, in every iteration; in iteration 1 its send was lost.
+    rows = []
+    for it in range(3):
+        at = 100 * it
+        if it != 1:
+            rows.append((0, "pp.0", it, OpKind.SEND, 1, it, at + 10, at + 35))
+        rows += [(0, "tp.0", it, _AR, -1, it, at + 12, at + 20), (2, "tp.0", it, _AR, -1, it, at + 11, at + 20),
+                 (1, "pp.0", it, OpKind.RECV, 0, it, at + 30, at + 35)]
+    filled, count = fill_lost_members(_records(rows))
+    assert count == 1
+    send = filled.take((filled["iteration"] == 1) & (filled["op"] == OpKind.SEND))
+    # not at the receive's start (130 µs): its rank ran the all-reduce at 112 µs after it
+    assert int(send["t_start_ns"][0]) == 112 * _US - 1 and int(send["t_end_ns"][0]) == 135 * _US
+
+
 def test_a_rank_without_records_in_the_iteration_gets_none_filled_in():
     # Rank 3 recorded iteration 0, nothing of iteration 1: it was not recorded there, not lost from a group.
     rows = _all_reduces(0, {0: 0, 1: 2, 2: 4, 3: 1}, 10) + _all_reduces(1, {0: 20, 1: 22, 2: 21}, 30, iteration=1)
