@@ -38,11 +38,14 @@ from sleuth.whatif.timeline import member_groups
 __all__ = ["fill_lost_members"]
 
 
-def fill_lost_members(records: RecordBatch, spec: JobSpec | None = None) -> tuple[RecordBatch, int]:
+def fill_lost_members(records: RecordBatch, spec: JobSpec | None = None, *, program: RecordBatch | None = None
+                      ) -> tuple[RecordBatch, int]:
     """``records`` with each lost member of their groups filled in (in ``RecordBatch.IDENTITY``
     order, each once), and how many were filled in; ``records`` as they are where none was lost.
     A communicator's members are the ``spec``'s where it names the communicator, else the ranks
-    seen in its collectives."""
+    seen in its collectives. ``program``: records of the job's other iterations, which show
+    where each operator sits in its rank's program where ``records`` hold few whole iterations
+    (a stream's newest iteration)."""
     if len(records) < 2:
         return records, 0
     records = records.one_per_identity()
@@ -95,21 +98,23 @@ def fill_lost_members(records: RecordBatch, spec: JobSpec | None = None) -> tupl
         "t_issue_ns": began, "t_start_ns": began, "t_end_ns": ended[g],
     }
     both = RecordBatch.concat([records, RecordBatch(columns, filled.strings)])
-    placed = _in_program_order(both, len(records))
+    shown = both if program is None or not len(program) else RecordBatch.concat([both, program])
+    placed = _in_program_order(shown, len(records), len(both))[:len(both)]
     columns = dict(both.columns) | {"t_issue_ns": np.minimum(both["t_issue_ns"], placed), "t_start_ns": placed}
     return RecordBatch(columns, both.strings).one_per_identity(), len(source)
 
 
-def _in_program_order(records: RecordBatch, present: int) -> np.ndarray:
-    """The start of each record, the filled ones (from row ``present`` on) moved between the
-    starts of the present operators their rank runs before and after them. A record's place in
-    its rank's program is the median place of its slot (rank, communicator, op, peer, bytes and
+def _in_program_order(records: RecordBatch, present: int, shown: int) -> np.ndarray:
+    """The start of each record, the filled ones (rows ``present`` to ``shown``) moved between
+    the starts of the present operators their rank runs before and after them. A record's place
+    in its rank's program is the median place of its slot (rank, communicator, op, peer, bytes and
     its turn among those in the iteration, by sequence number) in the rank's iterations that
-    lost nothing; a slot never seen in one keeps its start."""
+    lost nothing (rows from ``shown`` on only show them); a slot never seen in one keeps its start."""
     rank, iteration = records["rank"].astype(np.int64), records["iteration"].astype(np.int64)
     start = records["t_start_ns"].astype(np.int64)
     end = records["t_end_ns"].astype(np.int64)
-    filled = np.arange(len(records)) >= present
+    index = np.arange(len(records))
+    filled = (index >= present) & (index < shown)
     kind = dense_ids(rank, records["comm"].astype(np.int64), records["op"].astype(np.int64),
                      records["peer"].astype(np.int64), records["nbytes"].astype(np.int64))
     run = dense_ids(rank, iteration)

@@ -152,7 +152,9 @@ class WindowCache:
         if read.across:
             self.clocks = read
         records, iterations = on_one_clock(records, iterations, self.clocks)
-        records, filled = fill_lost_members(records, spec)  # on one clock: a group's times are one reading
+        # On one clock: a group's times are one reading. The newest held iteration shows the ranks' programs.
+        program = self.records.get(max(self.records, default=-1))
+        records, filled = fill_lost_members(records, spec, program=program)
         for it in wanted:
             self.records[it] = records.take(np.flatnonzero(records["iteration"] == it))
             self.iterations[it] = iterations.take(np.flatnonzero(iterations["iteration"] == it))

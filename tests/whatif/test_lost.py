@@ -81,6 +81,12 @@ def test_a_lost_early_send_is_placed_before_its_rank_s_next_operator_not_at_its_
     send = filled.take((filled["iteration"] == 1) & (filled["op"] == OpKind.SEND))
     # not at the receive's start (130 µs): its rank ran the all-reduce at 112 µs after it
     assert int(send["t_start_ns"][0]) == 112 * _US - 1 and int(send["t_end_ns"][0]) == 135 * _US
+    # a stream's newest iteration alone: the iterations held before it show the rank's program
+    newest, others = _records([r for r in rows if r[5] == 1]), _records([r for r in rows if r[5] != 1])
+    alone = fill_lost_members(newest)[0]
+    shown = fill_lost_members(newest, program=others)[0]
+    assert int(alone["t_start_ns"][alone["op"] == OpKind.SEND][0]) == 130 * _US
+    assert int(shown["t_start_ns"][shown["op"] == OpKind.SEND][0]) == 112 * _US - 1 and len(shown) == len(newest) + 1
 
 
 def test_a_rank_without_records_in_the_iteration_gets_none_filled_in():
