@@ -3,9 +3,10 @@
  * The same rules, in the same float operations, as the numpy reference in sleuth/whatif/keys.py
  * (used when this module is not built): per row of a table of values in time order (NaN where
  * none), its values first; Pettitt's split, the rank-sum change point with at least `least` values
- * each side (ties ranked by time, the first of equal statistics kept); each side's median; the
+ * each side, its statistic standardized (ties ranked by time, the first of equal statistics kept), then
+ * moved to where the values cross midway between the two sides' medians (the first best); each side's median; the
  * robust standard deviation (interquartile range / 1.349) of the values around their own side's
- * median; whether the sides' medians lie more than k of it apart. numpy spends most of that on
+ * median, over both sides and each alone; whether the sides' medians lie more than k of each side's apart. numpy spends most of that on
  * whole-table temporaries and sorts; a row here is a few dozen values in scratch memory.
  */
 #define PY_SSIZE_T_CLEAN
@@ -79,13 +80,16 @@ static PyObject *lower_level(PyObject *self, PyObject *args) {
         if (lo <= hi) {
             /* Pettitt's statistic after the first t values: |2 x their rank sum - t (c + 1)|. */
             for (Py_ssize_t i = 0; i < c; i++) work[order[i]] = (double)(i + 1);
-            int64_t sum = 0, best = -1;
+            int64_t sum = 0;
+            double best = -1;
             for (Py_ssize_t t = 1; t <= hi; t++) {
                 sum += (int64_t)work[t - 1];
                 if (t < lo) continue;
                 int64_t s = 2 * sum - (int64_t)t * (int64_t)(c + 1);
                 if (s < 0) s = -s;
-                if (s > best) best = s, split = t;
+                /* standardized by its spread without a change, sqrt(t (c - t)) up to a constant */
+                double z = t < c ? (double)s / sqrt((double)((int64_t)t * (int64_t)(c - t))) : 0.0;
+                if (z > best) best = z, split = t;
             }
         }
         Py_ssize_t before = split < c ? split : c;
@@ -93,11 +97,36 @@ static PyObject *lower_level(PyObject *self, PyObject *args) {
         double first = median_of(work, before);
         for (Py_ssize_t j = before; j < c; j++) work[j - before] = series[j];
         double then = median_of(work, c - before);
+        if (lo <= hi && first != then && !isnan(first) && !isnan(then)) {
+            /* Moved to where the values cross midway between the two levels: the statistic's peak
+               can run past a step into the second level, a value's side of the midway cannot. */
+            double mid = (first + then) / 2;
+            int up = first < then;
+            Py_ssize_t wrong_before = 0, wrong_after = 0, best_cost = c + 1, best_t = split;
+            for (Py_ssize_t j = 0; j < c; j++) wrong_after += up ? !(series[j] > mid) : series[j] > mid;
+            for (Py_ssize_t t = 1; t <= hi; t++) {
+                int above = series[t - 1] > mid;
+                wrong_before += up ? above : !above;
+                wrong_after -= up ? !above : above;
+                if (t >= lo && wrong_before + wrong_after < best_cost) best_cost = wrong_before + wrong_after, best_t = t;
+            }
+            split = best_t;
+            before = split < c ? split : c;
+            for (Py_ssize_t j = 0; j < before; j++) work[j] = series[j];
+            first = median_of(work, before);
+            for (Py_ssize_t j = before; j < c; j++) work[j - before] = series[j];
+            then = median_of(work, c - before);
+        }
+        /* each level's own jitter: a step is a change beyond both (a few scattered values at one end are no level) */
+        for (Py_ssize_t j = 0; j < before; j++) work[j] = series[j] - first;
+        double jitter_before = spread_of(work, before);
+        for (Py_ssize_t j = before; j < c; j++) work[j - before] = series[j] - then;
+        double jitter_then = spread_of(work, c - before);
         for (Py_ssize_t j = 0; j < c; j++) work[j] = series[j] - (j < split ? first : then);
         double spread = spread_of(work, c);
         out_jitter[r] = spread;
         out_level[r] = isnan(first) || isnan(then) ? NAN : (first < then ? first : then);
-        out_stepped[r] = lo <= hi && fabs(then - first) > k * spread;
+        out_stepped[r] = lo <= hi && fabs(then - first) > k * fmax(jitter_before, jitter_then);
     }
     Py_END_ALLOW_THREADS
     result = Py_None;

@@ -294,11 +294,13 @@ def lower_level(table: np.ndarray, k: float, least: int) -> tuple[np.ndarray, np
     steps, for rows whose values sit at one level, then at another.
 
     The split is Pettitt's (the rank-sum change point, blind to the values' scale and to a few
-    outliers), with at least ``least`` values each side; the row steps where its two levels'
-    medians lie more than ``k`` of that deviation apart. A steady row does not: the deviation is
-    its jitter, and chance moves the medians of a split by a fraction of it. Nor does a steady
-    drift D: split in the middle, its levels' medians lie D/2 apart and its values lie evenly
-    within D/4 of them, a deviation of D/4/1.349 of which 3 exceed D/2."""
+    outliers), its statistic standardized, with at least ``least`` values each side, then moved to
+    where the values cross midway between the two sides' medians; the row steps where its two levels'
+    medians lie more than ``k`` of each level's own deviation apart. A steady row does not: the
+    deviation is its jitter, and chance moves the medians of a split by a fraction of it. Nor does
+    a steady drift D: split in the middle, its levels' medians lie D/2 apart and its values lie
+    evenly within D/4 of them, a deviation of D/4/1.349 of which 3 exceed D/2. Nor do a few
+    scattered values at one end: their own deviation is as wide as they are."""
     if _levels is None or not table.size:
         return _lower_level(table, k, least)
     rows, width = table.shape
@@ -318,14 +320,34 @@ def _lower_level(table: np.ndarray, k: float, least: int) -> tuple[np.ndarray, n
     place = np.arange(width)[None, :]
     inside = place < counts[:, None]
     ranks = np.where(inside, np.argsort(np.argsort(series, axis=1, kind="stable"), axis=1) + 1, 0)
-    # Pettitt's statistic of a split after the first t values: 2 x their rank sum - t (n + 1).
+    # Pettitt's statistic of a split after the first t values: 2 x their rank sum - t (n + 1), over
+    # its spread where nothing changes (sqrt(t (n - t)) up to a constant): raw, a step near either
+    # end loses to splits past it that the later values' rank walk lifts (15 low of 95 split at 31).
     t = place + 1
     pettitt = np.abs(2 * np.cumsum(ranks, axis=1) - t * (counts[:, None] + 1))
     allowed = (t >= least) & (t <= counts[:, None] - least)
-    split = np.argmax(np.where(allowed, pettitt, -1), axis=1) + 1
+    spread = t * (counts[:, None] - t)  # 0 at t = n, where the statistic is 0 too
+    standardized = np.where(spread > 0, pettitt / np.sqrt(np.maximum(spread, 1)), 0.0)
+    split = np.argmax(np.where(allowed, standardized, -1), axis=1) + 1
     before = place < split[:, None]
     first, _ = _row_spread(np.where(before & inside, series, np.nan))
     then, _ = _row_spread(np.where(~before & inside, series, np.nan))
-    _, jitter = _row_spread(np.where(inside, series - np.where(before, first[:, None], then[:, None]), np.nan))
-    stepped = allowed.any(axis=1) & (np.abs(then - first) > k * jitter)
+    # Moved to where the values cross midway between the two levels: the statistic's peak can run
+    # past a step into the second level (15 low of 95 split at 26), a value's side of the midway cannot.
+    up, above = first < then, series > ((first + then) / 2)[:, None]
+    wrong_before = np.where(up[:, None], above, ~above) & inside
+    wrong_after = np.where(up[:, None], ~above, above) & inside
+    cost = np.cumsum(wrong_before, axis=1) + wrong_after.sum(axis=1)[:, None] - np.cumsum(wrong_after, axis=1)
+    refined = np.argmin(np.where(allowed, cost, width + 1), axis=1) + 1
+    moves = allowed.any(axis=1) & (first != then) & ~np.isnan(first) & ~np.isnan(then)
+    split = np.where(moves, refined, split)
+    before = place < split[:, None]
+    first, _ = _row_spread(np.where(before & inside, series, np.nan))
+    then, _ = _row_spread(np.where(~before & inside, series, np.nan))
+    residual = series - np.where(before, first[:, None], then[:, None])
+    _, jitter = _row_spread(np.where(inside, residual, np.nan))
+    # Each level's own jitter: a step is a change beyond both (a few scattered values at one end are no level).
+    _, jitter_before = _row_spread(np.where(before & inside, residual, np.nan))
+    _, jitter_then = _row_spread(np.where(~before & inside, residual, np.nan))
+    stepped = allowed.any(axis=1) & (np.abs(then - first) > k * np.fmax(jitter_before, jitter_then))
     return np.minimum(first, then), jitter, stepped

@@ -60,6 +60,23 @@ def test_a_history_stepping_up_for_most_of_the_run_keeps_its_level_before_the_st
     assert median[0] > 3.5 and abs(level[0] - 1.0) < 0.05 and jitter[0] < 0.5
 
 
+def test_a_step_after_a_few_steady_values_is_split_where_it_steps() -> None:
+    # A switch slowed from the 16th of 95 iterations (the network suite's slowed spine, its transfers
+    # about 4x longer and noisier): the raw rank-sum statistic peaks up to 27 values past the step,
+    # where the later values' ranks walk it, and the level before took in the slow ones.
+    rng = np.random.default_rng(4)
+    table = np.where(np.arange(95) < 15, rng.normal(178, 9, (200, 95)), rng.normal(680, 30, (200, 95)))
+    level, _, stepped = lower_level(table, 3.0, 4)
+    assert stepped.all() and (np.abs(level - 178) < 15).all()
+
+
+def test_a_few_scattered_values_at_one_end_are_no_step() -> None:
+    # A loaded machine's all-reduce: 20 values of 10-42 ms, then 5 of which two are far below.
+    row = np.array([[19.8, 28.0, 22.8, 10.5, 22.1, 35.3, 34.7, 25.7, 24.5, 18.5, 24.8, 41.7, 20.6, 21.0, 22.8, 21.9,
+                     22.0, 25.0, 24.4, 42.0, 5.3, 40.5, 0.6, 28.5, 5.7]])
+    assert not lower_level(row, 3.0, 4)[2].any()
+
+
 def test_jitter_and_a_steady_drift_are_no_step() -> None:
     rng = np.random.default_rng(1)
     table = np.exp(0.05 * rng.standard_normal((2000, 100)))
