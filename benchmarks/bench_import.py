@@ -5,7 +5,10 @@ The job: 8 ranks (tp 2, pp 2, dp 2) on two hosts, 40 iterations, rank 5 (gpu:h00
 slower from iteration 20. Its records are written as the NCCL Inspector, torch's Flight Recorder
 and torch's profiler (an NCCL job's Kineto traces) write theirs (the tests' writers,
 tests/importers/writers.py, which follow the tools' sources), imported, and localized. For Flight Recorder, the watchdog's discovery lag (torch polls
-every 100 ms) is swept, with and without TORCH_NCCL_ENABLE_TIMING's durations.
+every 100 ms) is swept, with and without TORCH_NCCL_ENABLE_TIMING's durations; and its dumps are
+given a long job's shapes (``SHAPES``: an all-reduce outside the step's pattern after every 10th
+step; buffers that wrapped at a different operator on each rank), each read against the whole
+dumps (the same-run baseline): per-step S over the fault's steps and before them, the first suspect.
 
     .venv/bin/python benchmarks/bench_import.py
 """
@@ -29,7 +32,9 @@ from sleuth.jobspec import JobSpec  # noqa: E402
 from sleuth.progress import Steps, progress  # noqa: E402
 from sleuth.recordio import read_parquet  # noqa: E402
 from sleuth.records_folder import read_records  # noqa: E402
-from tests.importers.writers import EPOCH_NS, write_flight_recorder, write_inspector, write_torch_profiler  # noqa: E402
+from tests.importers.writers import (  # noqa: E402
+    EPOCH_NS, with_world_all_reduces, wrap_flight_recorder, write_flight_recorder, write_inspector, write_torch_profiler,
+)
 
 
 def _quiet(argv: list[str]) -> str:
@@ -59,7 +64,7 @@ def main_() -> None:
     base = Path(tempfile.mkdtemp(prefix="bench-import-"))
     # One bar over the emulation and each import (and its localize), drawn only as it advances, between the
     # timed imports; the CLI calls, their stderr swallowed, draw none of their own.
-    with progress("import: emulating the job", total=3 + len(SWEEP), redraw_on_timer=False) as steps:
+    with progress("import: emulating the job", total=4 + len(SWEEP), redraw_on_timer=False) as steps:
         result = _run(base, steps)
     print(json.dumps(result, indent=1))
 
@@ -107,8 +112,37 @@ def _run(base: Path, steps: Steps) -> dict:
                       "top_suspect": _top(base / f"{name}-out")})
         steps.advance()
     result["flight_recorder"] = sweep
+    steps.advance(description="import: Flight Recorder's dumps of a long job's shapes")
+    result["flight_recorder_shapes"] = [_shape(base, shape, records, spec) for shape in SHAPES]
     result["truth"] = "gpu:h0001/1"
     return result
+
+
+#: A long job's dumps: as written; a world all-reduce after every 10th step (a loss or timer
+#: all-reduce); buffers of 2,000 entries that wrapped, ranks 4-7 1,020 operators ahead of the others.
+SHAPES = ("whole", "world_all_reduce_every_10", "wrapped_2000_ranks_4_7_ahead")
+
+
+def _shape(base: Path, shape: str, records, spec) -> dict:
+    """The Flight Recorder import of the job in ``shape``: its per-step S over the fault's steps
+    (20-39) and before it (5-19), the steps kept, and the first suspect with its incident's first step."""
+    folder, out = base / f"shape-{shape}", base / f"shape-{shape}-out"
+    written = with_world_all_reduces(records, spec, 10) if shape == "world_all_reduce_every_10" else records
+    files = write_flight_recorder(folder, written, spec)
+    if shape.startswith("wrapped"):
+        wrap_flight_recorder(files, 2_000, {rank: 1_020 for rank in range(4, 8)})
+    _quiet(["import", "flight-recorder", str(folder), "--out", str(out), "--gpus-per-host", "4"])
+    attributed = json.loads(_quiet(["attribute", "--records", str(out), "--json"]))
+    per_step = dict(zip(attributed["iterations"], attributed["per_iteration"]))
+    incidents = json.loads(_quiet(["localize", "--records", str(out), "--json"]))
+    named = next((i for i in incidents if i["suspects"]), None)
+    return {
+        "shape": shape, "steps": [min(per_step), max(per_step)],
+        "fault_steps_s": round(float(np.mean([v for k, v in per_step.items() if k >= 20])), 4),
+        "before_s": round(float(np.mean([v for k, v in per_step.items() if k < 20] or [np.nan])), 4),
+        "top_suspect": named["suspects"][0]["device"] if named else None,
+        "incident_from": named["iterations"][0] if named else None,
+    }
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ def import_section(document: dict) -> str:
     lags, truth = document["flight_recorder"], document["truth"]
 
     def suspect(found: dict) -> str:
+        if found["top_suspect"] is None:
+            return "none (wrong)"
         return found["top_suspect"] + ("" if found["top_suspect"] == truth else " (wrong)")
 
     lines = [f"{document['records']:,} records, {document['ranks']} ranks, the slow GPU `{truth}`.", "",
@@ -39,7 +41,21 @@ def import_section(document: dict) -> str:
                  f"{_microseconds(runs[timing]['start_error_us_median'])} / "
                  f"{_microseconds(runs[timing]['start_error_us_p99'])}, {suspect(runs[timing])}" for timing in (True, False)]
         lines.append(f"| {lag:g} ms | " + " | ".join(cells) + " |")
+    if "flight_recorder_shapes" in document:
+        lines += ["", "| Flight Recorder dumps | steps kept | per-step S, fault's steps / before | top suspect | from step |",
+                  "|---|---|---|---|---|"]
+        for shape in document["flight_recorder_shapes"]:
+            first, last = shape["steps"]
+            lines.append(f"| {_SHAPES.get(shape['shape'], shape['shape'])} | {first}-{last} | "
+                         f"{shape['fault_steps_s']:.4f} / {shape['before_s']:.4f} | "
+                         f"{suspect(shape)} | {shape['incident_from']} |")
     return "\n".join(lines) + "\n"
+
+
+#: ``bench_import.py``'s shapes of a long job's Flight Recorder dumps, as RESULTS.md names them.
+_SHAPES = {"whole": "as written (the baseline)",
+           "world_all_reduce_every_10": "a world all-reduce after every 10th step",
+           "wrapped_2000_ranks_4_7_ahead": "wrapped at 2,000 entries, ranks 4-7 1,020 operators ahead"}
 
 
 def _microseconds(value: float) -> str:

@@ -13,12 +13,13 @@ from sleuth.cli import main
 from sleuth.errors import ImportFileError
 from sleuth.importers.safe_pickle import load_plain
 from sleuth.jobspec import JobSpec
-from sleuth.records import OpKind, RecordBatch
+from sleuth.records import OpKind
 from sleuth.records_folder import read_records
 from tests.importers.conftest import SLOW_GPU, Emulated
 from tests.importers.test_nccl_inspector import actual_rows
 from tests.importers.writers import (
-    EPOCH_NS, _discovered, expected_float32_ns, rank_ops, world_op, write_flight_recorder,
+    EPOCH_NS, _discovered, expected_float32_ns, rank_ops, with_world_all_reduces, world_op, wrap_flight_recorder,
+    write_flight_recorder,
 )
 
 POLL_NS = 100_000
@@ -91,17 +92,9 @@ def test_a_world_all_reduce_every_fifth_step_shifts_no_iteration(emulated: Emula
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """A loss or timer all-reduce every few steps is an operator outside the step's pattern: it
     stays in its step, and the steps after it keep their numbers."""
-    records, end = emulated.records, emulated.records["t_end_ns"]
-    steps = list(range(5, 40, 5))
-    lasts = [int(end[records["iteration"] == i - 1].max()) for i in steps]
-    world, n = emulated.spec.world, len(steps) * emulated.spec.world
-    last = np.repeat(lasts, world)
-    extra = RecordBatch.from_columns(
-        job=emulated.spec.job, rank=np.tile(np.arange(world), len(steps)), comm="world",
-        seq=np.repeat(np.arange(1, len(steps) + 1), world), op=np.full(n, int(OpKind.ALL_REDUCE)), peer=np.full(n, -1),
-        nbytes=np.full(n, 4096), iteration=np.repeat(np.array(steps) - 1, world), t_issue_ns=last + 1_000,
-        t_start_ns=last + 2_000, t_end_ns=last + 50_000)
-    write_flight_recorder(tmp_path / "dumps", RecordBatch.concat([records, extra]), emulated.spec, poll_ns=POLL_NS)
+    records = emulated.records
+    write_flight_recorder(tmp_path / "dumps", with_world_all_reduces(records, emulated.spec, 5), emulated.spec,
+                          poll_ns=POLL_NS)
     assert main(["import", "flight-recorder", str(tmp_path / "dumps"), "--out", str(tmp_path / "out"),
                  "--gpus-per-host", "4"]) == 0
     imported, _ = read_records(tmp_path / "out")
@@ -109,7 +102,8 @@ def test_a_world_all_reduce_every_fifth_step_shifts_no_iteration(emulated: Emula
     assert sorted(step_of.values()) == sorted(r["iteration"] for r in imported.rows()
                                               if (r["rank"], r["comm"], r["op"], r["peer"], r["seq"]) in step_of
                                               and r["comm"] != "world")
-    assert {r["iteration"] for r in imported.rows() if r["comm"] == "world"} <= {*steps, 40}
+    # each after its step's last operator: counted with the next step's start (and the final one)
+    assert {r["iteration"] for r in imported.rows() if r["comm"] == "world"} <= set(range(5, 41, 5))
     capsys.readouterr()
     assert main(["localize", "--records", str(tmp_path / "out"), "--json"]) == 0
     [incident] = [i for i in json.loads(capsys.readouterr().out) if i["cause"] != "stage_imbalance"]
@@ -122,13 +116,8 @@ def test_wrapped_buffers_pair_each_send_with_its_receive_and_agree_on_each_step(
     ran 1,020 entries more before (a warm-up of their own): counted from the job's start, their
     steps would be 13 steps and 58 entries (of 74 a step) off their peers'. A transfer's two sides
     end together, and a group's members are in one step."""
-    for rank, path in write_flight_recorder(tmp_path / "dumps", emulated.records, emulated.spec,
-                                            poll_ns=POLL_NS).items():
-        dump = pickle.loads(path.read_bytes())
-        dump["entries"] = dump["entries"][-2_000:]
-        for entry in dump["entries"]:
-            entry["record_id"] += 1_020 if rank >= 4 else 0
-        path.write_bytes(pickle.dumps(dump, protocol=2))
+    files = write_flight_recorder(tmp_path / "dumps", emulated.records, emulated.spec, poll_ns=POLL_NS)
+    wrap_flight_recorder(files, 2_000, {rank: 1_020 for rank in range(4, 8)})
     assert main(["import", "flight-recorder", str(tmp_path / "dumps"), "--out", str(tmp_path / "out"),
                  "--gpus-per-host", "4"]) == 0
     err = capsys.readouterr().err

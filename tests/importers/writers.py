@@ -27,6 +27,9 @@
   from 1) and its kernel on the GPU carrying the same args; ``ProfilerStep#N`` per iteration.
 
 Each takes an emulator run (records + job spec), so tests know the truth of every operator.
+:func:`with_world_all_reduces` and :func:`wrap_flight_recorder` give a run and its dumps the
+shapes of a long job's: an operator outside the step's pattern every few steps, buffers that
+wrapped at a different operator on each rank.
 """
 
 from __future__ import annotations
@@ -356,3 +359,29 @@ def write_torch_profiler(folder: Path, records: RecordBatch, spec: JobSpec, *, g
         path.write_bytes(data)
         files[rank] = path
     return files
+
+
+def with_world_all_reduces(records: RecordBatch, spec: JobSpec, every: int) -> RecordBatch:
+    """``records`` with a small all-reduce of every rank on ``world`` after each ``every``-th
+    iteration (a loss or timer all-reduce every few steps), in that iteration."""
+    end = records["t_end_ns"]
+    steps = [i for i in range(every - 1, int(records["iteration"].max()), every)]
+    last = np.repeat([int(end[records["iteration"] == i].max()) for i in steps], spec.world)
+    n = len(last)
+    extra = RecordBatch.from_columns(
+        job=spec.job, rank=np.tile(np.arange(spec.world), len(steps)), comm="world",
+        seq=np.repeat(np.arange(1, len(steps) + 1), spec.world), op=np.full(n, int(OpKind.ALL_REDUCE)),
+        peer=np.full(n, -1), nbytes=np.full(n, 4096), iteration=np.repeat(steps, spec.world),
+        t_issue_ns=last + 1_000, t_start_ns=last + 2_000, t_end_ns=last + 50_000)
+    return RecordBatch.concat([records, extra])
+
+
+def wrap_flight_recorder(files: dict[int, Path], keep: int, earlier: dict[int, int]) -> None:
+    """Each rank's pickled dump cut to its last ``keep`` entries, as a buffer of that size that
+    wrapped; the ranks in ``earlier`` ran that many more operators before (their record ids move on)."""
+    for rank, path in files.items():
+        dump = pickle.loads(path.read_bytes())
+        dump["entries"] = dump["entries"][-keep:]
+        for entry in dump["entries"]:
+            entry["record_id"] += earlier.get(rank, 0)
+        path.write_bytes(pickle.dumps(dump, protocol=2))
