@@ -3,11 +3,12 @@
  * The same rules, in the same float operations, as the numpy reference in sleuth/whatif/keys.py
  * (used when this module is not built): per row of a table of values in time order (NaN where
  * none), its values first; Pettitt's split, the rank-sum change point with at least `least` values
- * each side, its statistic standardized (ties ranked by time, the first of equal statistics kept), then
- * moved to where the values cross midway between the two sides' medians (the first best); each side's median; the
- * robust standard deviation (interquartile range / 1.349) of the values around their own side's
- * median, over both sides and each alone; whether the sides' medians lie more than k of each side's apart. numpy spends most of that on
- * whole-table temporaries and sorts; a row here is a few dozen values in scratch memory.
+ * each side, its statistic standardized (ties ranked by time, the first of equal statistics kept),
+ * then moved to where the values cross midway between the two sides' medians (the first best);
+ * each side's median; the robust standard deviation (interquartile range / 1.349) of the values
+ * around their own side's median, over both sides and each alone; whether the sides' medians lie
+ * more than k of each side's apart. numpy spends most of that on whole-table temporaries and
+ * sorts; a row here is a few dozen values in scratch memory.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -117,7 +118,7 @@ static PyObject *lower_level(PyObject *self, PyObject *args) {
             for (Py_ssize_t j = before; j < c; j++) work[j - before] = series[j];
             then = median_of(work, c - before);
         }
-        /* each level's own jitter: a step is a change beyond both (a few scattered values at one end are no level) */
+        /* Each level's own jitter: a step is a change beyond both (scattered values at one end are no level). */
         for (Py_ssize_t j = 0; j < before; j++) work[j] = series[j] - first;
         double jitter_before = spread_of(work, before);
         for (Py_ssize_t j = before; j < c; j++) work[j - before] = series[j] - then;

@@ -322,7 +322,7 @@ def _lower_level(table: np.ndarray, k: float, least: int) -> tuple[np.ndarray, n
     ranks = np.where(inside, np.argsort(np.argsort(series, axis=1, kind="stable"), axis=1) + 1, 0)
     # Pettitt's statistic of a split after the first t values: 2 x their rank sum - t (n + 1), over
     # its spread where nothing changes (sqrt(t (n - t)) up to a constant): raw, a step near either
-    # end loses to splits past it that the later values' rank walk lifts (15 low of 95 split at 31).
+    # end loses to splits past it that the later values' ranks walk higher by chance.
     t = place + 1
     pettitt = np.abs(2 * np.cumsum(ranks, axis=1) - t * (counts[:, None] + 1))
     allowed = (t >= least) & (t <= counts[:, None] - least)
@@ -333,7 +333,7 @@ def _lower_level(table: np.ndarray, k: float, least: int) -> tuple[np.ndarray, n
     first, _ = _row_spread(np.where(before & inside, series, np.nan))
     then, _ = _row_spread(np.where(~before & inside, series, np.nan))
     # Moved to where the values cross midway between the two levels: the statistic's peak can run
-    # past a step into the second level (15 low of 95 split at 26), a value's side of the midway cannot.
+    # past a step into the second level, a value's side of the midway cannot.
     up, above = first < then, series > ((first + then) / 2)[:, None]
     wrong_before = np.where(up[:, None], above, ~above) & inside
     wrong_after = np.where(up[:, None], ~above, above) & inside
