@@ -365,7 +365,7 @@ def with_world_all_reduces(records: RecordBatch, spec: JobSpec, every: int) -> R
     """``records`` with a small all-reduce of every rank on ``world`` after each ``every``-th
     iteration (a loss or timer all-reduce every few steps), in that iteration."""
     end = records["t_end_ns"]
-    steps = [i for i in range(every - 1, int(records["iteration"].max()), every)]
+    steps = list(range(every - 1, int(records["iteration"].max()), every))
     last = np.repeat([int(end[records["iteration"] == i].max()) for i in steps], spec.world)
     n = len(last)
     extra = RecordBatch.from_columns(
