@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from sleuth.validation import fraction, integer
+from sleuth.whatif.keys import ranges
 
 __all__ = ["PeriodicSteps", "find_period", "signatures"]
 
@@ -96,9 +97,8 @@ class PeriodicSteps:
         head = codes[:min(period, _ALIGN)]
         order = np.argsort(motif, kind="stable")
         low, high = np.searchsorted(motif[order], head), np.searchsorted(motif[order], head, side="right")
-        pairs = high - low
-        at = np.repeat(np.arange(len(head)), pairs)
-        phase = order[np.repeat(low, pairs) + np.arange(pairs.sum()) - np.repeat(np.cumsum(pairs) - pairs, pairs)]
+        at = np.repeat(np.arange(len(head)), high - low)
+        phase = order[ranges(low, high)]
         votes = np.bincount((phase - at) % period, minlength=period)  # r: position i follows motif[(i + r) % period]
         best = np.flatnonzero(votes == votes.max())
         rotation = int(best[np.argmin(np.abs((best + start + period // 2) % period - period // 2))])

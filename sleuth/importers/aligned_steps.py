@@ -19,6 +19,8 @@ from collections import deque
 
 import numpy as np
 
+from sleuth.whatif.keys import ranges
+
 __all__ = ["aligned_steps"]
 
 
@@ -54,7 +56,7 @@ def aligned_steps(rank: np.ndarray, group: np.ndarray, position: np.ndarray, per
             step = (position[mine] + move[r]) // period[r]
             step_of_group[groups[~known]] = step[~known]
             fresh = np.unique(groups[~known])
-            peers = np.unique(rank[by_group[_ranges(group_starts[fresh], group_starts[fresh + 1])]])
+            peers = np.unique(rank[by_group[ranges(group_starts[fresh], group_starts[fresh + 1])]])
             for peer in peers[~placed[peers]].tolist():
                 placed[peer] = True
                 queue.append(peer)
@@ -72,8 +74,3 @@ def _best_move(lowest: np.ndarray, period: int) -> int:
     nearest = np.clip(0, low, high)
     return int(nearest[np.argmin(np.abs(nearest))])
 
-
-def _ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    """The indices of every range [start, stop), one after another."""
-    counts = stops - starts
-    return np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))

@@ -21,7 +21,7 @@ except ImportError as error:  # not built on this machine: numpy sorts, several 
                                         "several times slower; reinstall sleuth with a C compiler", error)
 
 __all__ = ["dense_ids", "first_of_each", "group_median", "group_spread", "keyed_spread", "lexical_order", "lower_level",
-           "mix", "packed_key", "places_in_runs", "unique_rows", "unique_small"]
+           "mix", "packed_key", "places_in_runs", "ranges", "unique_rows", "unique_small"]
 
 
 def dense_ids(*keys: np.ndarray) -> np.ndarray:
@@ -58,6 +58,12 @@ def places_in_runs(starts: np.ndarray) -> np.ndarray:
     whose first element begins the first run): an operator's ordinal among its group's, sorted."""
     index = np.arange(len(starts))
     return index - np.maximum.accumulate(np.where(starts, index, 0))
+
+
+def ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """The indices of every range [start, stop), one range after another."""
+    counts = np.asarray(stops, np.int64) - starts
+    return np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
 
 
 def lexical_order(keys: tuple[np.ndarray, ...]) -> np.ndarray:

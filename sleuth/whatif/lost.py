@@ -32,7 +32,7 @@ import numpy as np
 
 from sleuth.jobspec import JobSpec
 from sleuth.records import OpKind, RecordBatch
-from sleuth.whatif.keys import dense_ids, first_of_each, group_median, places_in_runs
+from sleuth.whatif.keys import dense_ids, first_of_each, group_median, places_in_runs, ranges
 from sleuth.whatif.timeline import member_groups
 
 __all__ = ["fill_lost_members"]
@@ -186,7 +186,7 @@ def _absent_members(short: np.ndarray, group: np.ndarray, comm: np.ndarray, rank
     bounds = np.searchsorted(comm_of, comm[short]), np.searchsorted(comm_of, comm[short], side="right")
     counts = bounds[1] - bounds[0]
     row = np.repeat(short, counts)
-    candidate = rank_of[np.repeat(bounds[0], counts) + (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts))]
+    candidate = rank_of[ranges(*bounds)]
     pairs = dense_ids(np.r_[group, group[row]], np.r_[rank, candidate])
     absent = ~np.isin(pairs[len(group):], pairs[:len(group)])
     return row[absent], candidate[absent]

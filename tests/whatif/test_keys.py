@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sleuth.whatif import _groups, _levels, keys
-from sleuth.whatif.keys import _group_spread, _lower_level, dense_ids, group_spread, keyed_spread, lower_level
+from sleuth.whatif.keys import _group_spread, _lower_level, dense_ids, group_spread, keyed_spread, lower_level, ranges
 
 
 def concatenated(keys, values, earlier):
@@ -226,3 +226,7 @@ def test_dense_ids_from_a_table_are_those_of_the_sort(data: st.DataObject) -> No
 def test_an_element_s_place_in_its_run_counts_from_the_run_s_start(lengths: list[int]) -> None:
     starts = np.array([i == 0 for n in lengths for i in range(n)], bool)
     assert keys.places_in_runs(starts).tolist() == [i for n in lengths for i in range(n)]
+
+
+def test_ranges_are_each_range_s_indices_one_after_another() -> None:
+    assert ranges(np.array([2, 10, 5]), np.array([4, 13, 5])).tolist() == [2, 3, 10, 11, 12]
