@@ -213,8 +213,10 @@ def run_rank(rank: int, world: int, options: JobOptions) -> dict:
     dist.barrier()
 
     def slow(iteration: int, kind: str, share: float = 1.0) -> None:
-        if rank == options.slow.rank and options.slow_kind == kind:
-            time.sleep(share * options.base_delay_s * (options.factor(iteration) - 1))
+        extra = share * options.base_delay_s * (options.factor(iteration) - 1)
+        # sleep(0) yields the core: on a busy machine the slowed rank would lose its turn outside its window too.
+        if rank == options.slow.rank and options.slow_kind == kind and extra > 0:
+            time.sleep(extra)
 
     def own_work(iteration: int) -> None:  # the micro-batch's forward: the base work, times the job's own factor
         time.sleep(options.base_delay_s * options.work_factor(iteration, stage=stage, replica=coords.dp))
