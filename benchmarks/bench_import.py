@@ -5,7 +5,9 @@ The job: 8 ranks (tp 2, pp 2, dp 2) on two hosts, 40 iterations, rank 5 (gpu:h00
 slower from iteration 20. Its records are written as the NCCL Inspector, torch's Flight Recorder
 and torch's profiler (an NCCL job's Kineto traces) write theirs (the tests' writers,
 tests/importers/writers.py, which follow the tools' sources), imported, and localized. For Flight Recorder, the watchdog's discovery lag (torch polls
-every 100 ms) is swept, with and without TORCH_NCCL_ENABLE_TIMING's durations; and its dumps are
+every 100 ms) is swept, with and without TORCH_NCCL_ENABLE_TIMING's durations (without them the
+dumps have no start, and a cost under the lag is not reported), each import told the lag
+(``--watchdog-poll-ms``); and its dumps are
 given a long job's shapes (``SHAPES``: an all-reduce outside the step's pattern after every 10th
 step; buffers that wrapped at a different operator on each rank), each read against the whole
 dumps (the same-run baseline): per-step S over the fault's steps and before them, the first suspect.
@@ -37,17 +39,25 @@ from tests.importers.writers import (  # noqa: E402
 )
 
 
-def _quiet(argv: list[str]) -> str:
+def _quiet(argv: list[str], *, err: io.StringIO | None = None) -> str:
+    """What the CLI printed on stdout; its stderr into ``err`` (else dropped)."""
     out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err or io.StringIO()):
         assert main(argv) == 0, argv
     return out.getvalue()
 
 
 def _top(folder: Path) -> str | None:
     """The first suspect of the first incident that names a device (a non-hardware one names none)."""
-    incidents = json.loads(_quiet(["localize", "--records", str(folder), "--json"]))
-    return next((i["suspects"][0]["device"] for i in incidents if i["suspects"]), None)
+    return _localized(folder)[0]
+
+
+def _localized(folder: Path) -> tuple[str | None, int]:
+    """``_top``, and how many incidents went unreported for costing less than the records resolve."""
+    err = io.StringIO()
+    incidents = json.loads(_quiet(["localize", "--records", str(folder), "--json"], err=err))
+    top = next((i["suspects"][0]["device"] for i in incidents if i["suspects"]), None)
+    return top, err.getvalue().count("sleuth localize: not reported:")
 
 
 def _start_errors_us(folder: Path, truth: dict) -> np.ndarray:
@@ -103,13 +113,14 @@ def _run(base: Path, steps: Steps) -> dict:
         write_flight_recorder(base / name, records, spec, poll_ns=int(poll_ms * 1e6), timing=timing)
         t0 = time.perf_counter()
         _quiet(["import", "flight-recorder", str(base / name), "--out", str(base / f"{name}-out"),
-                "--gpus-per-host", "4"])
+                "--gpus-per-host", "4", "--watchdog-poll-ms", str(poll_ms)])
         seconds = time.perf_counter() - t0
         errors = _start_errors_us(base / f"{name}-out", truth)
+        top, not_reported = _localized(base / f"{name}-out")
         sweep.append({"watchdog_lag_ms": poll_ms, "timing": timing, "import_s": round(seconds, 3),
                       "start_error_us_median": round(float(np.median(errors)), 1),
                       "start_error_us_p99": round(float(np.percentile(errors, 99)), 1),
-                      "top_suspect": _top(base / f"{name}-out")})
+                      "top_suspect": top, "not_reported": not_reported})
         steps.advance()
     result["flight_recorder"] = sweep
     steps.advance(description="import: Flight Recorder's dumps of a long job's shapes")

@@ -41,6 +41,7 @@ class Localized:
     read_from: int = 0  # the first iteration read: the warm-up, or less where the records hold too few past it
     filled: int = 0  # the lost members of groups filled in (``sleuth.whatif.lost``)
     numbered: int = 0  # the records without an iteration given their group's (``sleuth.whatif.steps``)
+    unresolved: tuple[Incident, ...] = ()  # not reported: finer than the records' times (``resolvable``)
 
 
 @dataclass(frozen=True)
@@ -122,4 +123,13 @@ def localize_records(
         MemorySource(spec, records, iterations), irregular_iterations=irregular, topology=topology, top_k=top_k,
         window=window, pivots=tuple(pivots), routing=routing, attribution=found, slowdown=slowdown, sustain=sustain,
     )
-    return Localized(irregular, found, skipped, tuple(incidents), ready.clocks, first, ready.filled, ready.numbered)
+    fine = [resolvable(incident, spec.time_resolution_ns) for incident in incidents]
+    return Localized(irregular, found, skipped, tuple(i for i, ok in zip(incidents, fine) if ok), ready.clocks, first,
+                     ready.filled, ready.numbered, tuple(i for i, ok in zip(incidents, fine) if not ok))
+
+
+def resolvable(incident: Incident, resolution_ns: int) -> bool:
+    """Whether what ``incident`` says the job paid per iteration is at least the records' time
+    resolution (``JobSpec.time_resolution_ns``): each iteration's length, and each operator's the
+    replay put back, is known only to within it, so a smaller cost may be the clock's alone."""
+    return incident.impact.actual_ns - incident.impact.baseline_ns >= resolution_ns

@@ -13,7 +13,9 @@ holds it as ``job.json``:
      "communicators": [{"comm": "tp.0", "kind": "tp", "ranks": [0, 1]}, ...]}
 
 ``layout`` is ``null`` when the job's communicators are not a Megatron-style layout; then the
-communicators are whatever the job created. Nothing ties ``ranks`` or ``communicators`` to the
+communicators are whatever the job created. ``time_resolution_ns`` (absent: 0, times exact to their
+clock) is how far a record's times may lie from when the operator ran: an import that has only a
+watchdog's discovery times sets it to the watchdog's period, and no delay under it is read as evidence. Nothing ties ``ranks`` or ``communicators`` to the
 layout: a real job names its hosts and may create more groups than the layout implies.
 
 The communicator type is :class:`sleuth.layout.CommGroup`; ``Communicator`` here is the same class.
@@ -81,12 +83,14 @@ class JobSpec:
     layout: ParallelLayout | None
     placements: tuple[RankPlacement, ...]
     communicators: tuple[Communicator, ...]
+    time_resolution_ns: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.job, str) or not self.job:
             raise ConfigError(f"job: must be a non-empty string, got {self.job!r}")
         world = positive_int("world:", self.world)
         object.__setattr__(self, "world", world)
+        object.__setattr__(self, "time_resolution_ns", non_negative_int("time_resolution_ns:", self.time_resolution_ns))
         if self.layout is not None:
             if not isinstance(self.layout, ParallelLayout):
                 raise ConfigError(f"layout: must be a ParallelLayout or None, got {type(self.layout).__name__}")
@@ -197,7 +201,7 @@ class JobSpec:
             "layout": layout,
             "ranks": [placement.to_dict() for placement in self.placements],
             "communicators": [communicator.to_dict() for communicator in self.communicators],
-        }
+        } | ({"time_resolution_ns": self.time_resolution_ns} if self.time_resolution_ns else {})
 
     def to_json(self, *, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -302,7 +306,8 @@ class JobSpec:
                 seen[rank] = index
             communicators.append(CommGroup(comm, kind, tuple(ranks)))
 
-        return cls(job, world, layout, tuple(placements), tuple(communicators))
+        resolution = _field(top, "time_resolution_ns", int, "time_resolution_ns") if "time_resolution_ns" in top else 0
+        return cls(job, world, layout, tuple(placements), tuple(communicators), resolution)
 
 
 # -- JSON field helpers ----------------------------------------------------------------------

@@ -92,6 +92,13 @@ def test_lookups_miss_with_key_error(spec):
         spec.placement(16)
 
 
+def test_a_time_resolution_round_trips_and_is_absent_when_zero(spec):
+    coarse = JobSpec.from_dict(spec_dict(time_resolution_ns=100_000_000))
+    assert coarse.time_resolution_ns == 100_000_000
+    assert JobSpec.from_json(coarse.to_json()) == coarse
+    assert "time_resolution_ns" not in spec.to_dict() and spec.time_resolution_ns == 0
+
+
 def with_comm(index: int, **changes) -> dict:
     data = spec_dict()
     data["communicators"][index] = {**data["communicators"][index], **changes}
@@ -140,6 +147,8 @@ def without(key: str) -> dict:
         (spec_dict(layout={"tp": 2, "pp": 1, "dp": 2, "sp": 1}), "job.json: layout.sp: unknown field"),
         (spec_dict(layout={"tp": 2, "pp": 1, "dp": 2, "order": 5}), "job.json: layout.order: must be a string"),
         ([], "job.json: job spec: must be an object, got an array"),
+        (spec_dict(time_resolution_ns=1.5), "job.json: time_resolution_ns: must be an integer, got a number 1.5"),
+        (spec_dict(time_resolution_ns=-1), "job.json: time_resolution_ns: must be a non-negative integer, got -1"),
     ],
 )
 def test_bad_json_names_the_field(data, message):

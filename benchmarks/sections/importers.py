@@ -20,7 +20,8 @@ def import_section(document: dict) -> str:
 
     def suspect(found: dict) -> str:
         if found["top_suspect"] is None:
-            return "none (wrong)"
+            unresolved = found.get("not_reported", 0)
+            return f"none, {unresolved} under the lag not reported" if unresolved else "none (wrong)"
         return found["top_suspect"] + ("" if found["top_suspect"] == truth else " (wrong)")
 
     lines = [f"{document['records']:,} records, {document['ranks']} ranks, the slow GPU `{truth}`.", "",

@@ -43,6 +43,11 @@ def positive_float(name: str) -> Callable[[str], float]:
     return _number(name, lambda value: 0 < value < float("inf"), "a positive number")
 
 
+def non_negative_float(name: str) -> Callable[[str], float]:
+    """An argparse ``type`` for a finite number that may be 0 (a delay, say)."""
+    return _number(name, lambda value: 0 <= value < float("inf"), "a number of 0 or more")
+
+
 def above_one(name: str) -> Callable[[str], float]:
     """An argparse ``type`` for a factor above 1 (a slowdown line)."""
     return _number(name, lambda value: value > 1, "a number above 1")

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from sleuth.cli import import_nccl_profiler
-from sleuth.cli.arguments import positive_int
+from sleuth.cli.arguments import non_negative_float, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for sub, what in ((recorder, "dumps do not name hosts"), (profiler, "used when traces have no host_name")):
         sub.add_argument("--gpus-per-host", type=positive_int("--gpus-per-host"), default=8, metavar="N",
                          help=f"ranks per host, since {what} (default 8)")
-    recorder.add_argument("--watchdog-poll-ms", type=int, default=100, metavar="MS",
+    recorder.add_argument("--watchdog-poll-ms", type=non_negative_float("--watchdog-poll-ms"), default=100, metavar="MS",
                           help="how late torch's watchdog may notice a completion (default 100, its polling period)")
     for sub in (inspector, recorder, profiler):
         sub.set_defaults(handler=_run)

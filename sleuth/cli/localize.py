@@ -32,6 +32,9 @@ from sleuth.topology import load_topology
 from sleuth.topology.job_fabric import single_leaf
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from sleuth.localizer.incident import Incident
     from sleuth.progress import Steps
     from sleuth.whatif.clocks import ClockOffsets
 
@@ -128,6 +131,16 @@ def say_numbered(numbered: int) -> None:
               "operators showed no period); each took the iteration of the group it ran in", file=sys.stderr)
 
 
+def say_unresolved(unresolved: Sequence[Incident], resolution_ns: int) -> None:
+    """Tell stderr which incidents went unreported for costing less per iteration than the records resolve."""
+    for incident in unresolved:
+        paid_ms = (incident.impact.actual_ns - incident.impact.baseline_ns) / 1e6
+        print(f"sleuth localize: not reported: iterations {incident.iterations[0]}-{incident.iterations[-1]} "
+              f"({incident.cause.value}, x{incident.impact.slowdown:.3f}) cost {paid_ms:.1f} ms an iteration, less "
+              f"than the records' times resolve ({resolution_ns / 1e6:g} ms: imported from discovery times, as a "
+              "Flight Recorder dump without duration_ms has; set TORCH_NCCL_ENABLE_TIMING=1)", file=sys.stderr)
+
+
 def say_filled(filled: int, read: int) -> None:
     """Tell stderr how many lost members of the ``read`` records' groups were filled in (``sleuth.whatif.lost``)."""
     if filled:
@@ -169,6 +182,7 @@ def _run(args: argparse.Namespace) -> int:
     say_warmup(result.read_from, args)
     if result.skipped is not None:
         print(f"sleuth localize: what-if attribution skipped: {result.skipped}", file=sys.stderr)
+    say_unresolved(result.unresolved, spec.time_resolution_ns)
     irregular, attribution, incidents = result.irregular, result.attribution, result.incidents
     if args.json:
         json.dump([incident.to_dict() for incident in incidents], sys.stdout, indent=2)

@@ -54,8 +54,10 @@ def assemble(
     streams: Mapping[int, Stream],
     *,
     notes: Sequence[str] = (),
+    time_resolution_ns: int = 0,
 ) -> Imported:
-    """The records and job spec of one job; ``notes`` are passed on with what this step adds."""
+    """The records and job spec of one job; ``notes`` are passed on with what this step adds.
+    ``time_resolution_ns``: how far the format's times may lie from the truth (``JobSpec``)."""
     notes = list(notes)
     world = len(ranks)
     by_rank = {source.rank: source for source in ranks}
@@ -102,7 +104,7 @@ def assemble(
         raise ImportFileError("the imported records break the record contract: " + "; ".join(problems))
     per_host = Counter(placement.host for placement in placements)
     layout = infer_layout([(c.kind, c.ranks) for c in communicators], world, max(per_host.values()))
-    spec = JobSpec(job, world, layout, tuple(placements), tuple(communicators))
+    spec = JobSpec(job, world, layout, tuple(placements), tuple(communicators), time_resolution_ns)
     return Imported(spec, records, tuple(notes))
 
 

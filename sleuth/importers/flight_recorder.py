@@ -20,7 +20,9 @@ with the same sequence id, which alone carries the group's times.
 How records are made: ``t_issue`` = created. With a duration, the operator is placed at the
 earliest start its issue time, the operator before it on its stream and the watchdog's
 discovery window allow (``_place``); without one, ``t_start``/``t_end`` are the discovered
-start and completion (late by up to the polling period). Operators not
+start (torch has none without timing: its start event is made only then; the issue time
+stands in) and completion, late by up to the polling period, which the job spec's
+``time_resolution_ns`` then records. Operators not
 completed at dump time are left out (counted in the notes). nbytes = Σ numel × element size of
 the inputs (of the outputs for a receive). Hosts are not in the dumps: rank r is assumed on
 host ``h{r // gpus_per_host}``, GPU ``r % gpus_per_host``.
@@ -86,7 +88,7 @@ _RECV = re.compile(r"^(\d+)<-(\d+)$")
 
 
 def read_flight_recorder(
-    folder: str | Path, *, job: str, gpus_per_host: int = 8, watchdog_poll_ms: int = WATCHDOG_POLL_MS,
+    folder: str | Path, *, job: str, gpus_per_host: int = 8, watchdog_poll_ms: float = WATCHDOG_POLL_MS,
     workers: int = 1,
 ) -> Imported:
     """Every rank's dump in ``folder`` (one file per rank, its rank at the end of its name), read
@@ -106,7 +108,7 @@ def read_flight_recorder(
         rank = int(found.group(1))
         if rank in tasks:
             raise ImportFileError(f"{path}: rank {rank} again (also {tasks[rank][1]})")
-        tasks[rank] = (rank, str(path), watchdog_poll_ms * 1_000_000)
+        tasks[rank] = (rank, str(path), round(watchdog_poll_ms * 1_000_000))
     if not tasks:
         raise ConfigError(f"{folder}: no Flight Recorder dump (files named <prefix><rank>)")
 
@@ -129,12 +131,14 @@ def read_flight_recorder(
         timed |= has_duration
         sources[rank] = source
     if not timed:
-        notes.append("no entry has duration_ms (TORCH_NCCL_ENABLE_TIMING=1 was not set): start times are the "
-                     "watchdog's discovery times, late by up to its polling period")
+        notes.append(f"no entry has duration_ms (TORCH_NCCL_ENABLE_TIMING=1 was not set): end times are the "
+                     f"watchdog's discovery times, late by up to its polling period ({watchdog_poll_ms:g} ms), "
+                     "and no delay under it is read as a straggler's")
     notes.append(f"hosts are not in Flight Recorder dumps: assumed {gpus_per_host} ranks per host (--gpus-per-host)")
     ranks = [SourceRank(r, host_name(r // gpus_per_host), r % gpus_per_host, sources[r]) for r in sorted(sources)]
     used = {op.comm for op in ops}
-    return assemble(job, ranks, [c for c in comms.values() if c.key in used], ops, streams, notes=notes)
+    return assemble(job, ranks, [c for c in comms.values() if c.key in used], ops, streams, notes=notes,
+                    time_resolution_ns=0 if timed else round(watchdog_poll_ms * 1_000_000))
 
 
 def _read_dump(task: tuple[int, str, int]) -> tuple[str, dict[str, SourceComm], list[SourceOp], Stream, list[str], bool]:

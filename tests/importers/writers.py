@@ -235,7 +235,8 @@ def write_flight_recorder(
                 "input_dtypes": dtypes, "output_sizes": sizes, "output_dtypes": dtypes, "timeout_ms": 600000,
                 "is_p2p": kind.is_p2p, "retired": True,
             }
-            started = EPOCH_NS + _discovered(op["t_start_ns"], poll_ns)
+            # The start event exists only with timing (WorkNCCL makes ncclStartEvent_ when enableTiming).
+            started = EPOCH_NS + _discovered(op["t_start_ns"], poll_ns) if timing else None
             ended = EPOCH_NS + _discovered(op["t_end_ns"], poll_ns)
             timed = {"state": "completed", "time_discovered_started_ns": started, "time_discovered_completed_ns": ended}
             if timing:  # float32 milliseconds, as Entry::duration_ (std::optional<float>)
