@@ -36,7 +36,7 @@ def expected_rows(emulated: Emulated, job: str, *, timing: bool = True) -> list[
             if timing:
                 row += (expected_float32_ns(op["t_end_ns"] - op["t_start_ns"]),)
             else:  # no start event without timing: the issue time, and the watchdog's discovery of the end
-                row += (EPOCH_NS + op["t_issue_ns"], EPOCH_NS + _discovered(op["t_end_ns"], POLL_NS))
+                row += (EPOCH_NS + op["t_issue_ns"], EPOCH_NS + _discovered(op["t_end_ns"], POLL_NS, rank))
             rows.append(row)
     return sorted(rows)
 

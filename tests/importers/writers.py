@@ -195,9 +195,10 @@ def _inspector_perf(op: dict, kind: OpKind, group, sn: int | None, *, events: bo
 
 def write_flight_recorder(
     folder: Path, records: RecordBatch, spec: JobSpec, *, poll_ns: int = 100_000, timing: bool = True,
-    as_json: bool = False, prefix: str = "nccl_trace_rank_",
+    as_json: bool = False, prefix: str = "nccl_trace_rank_", host_ahead_ns: int = 0,
 ) -> dict[int, Path]:
-    """One dump per rank in ``folder``; returns rank → file."""
+    """One dump per rank in ``folder``; returns rank → file. ``host_ahead_ns``: how long before its
+    GPU starts an operator the host issued it, as a host running ahead does (the emulator's keep up)."""
     folder.mkdir(parents=True, exist_ok=True)
     pg_names = {"world": "0"}
     pg_desc = {"world": "default_pg"}
@@ -231,13 +232,13 @@ def write_flight_recorder(
             base = {
                 "pg_id": int(pg_names[comm]), "process_group": group, "thread_name": "pt_main_thread",
                 "thread_id": "140001", "collective_seq_id": coll_seq[comm], "p2p_seq_id": p2p_seq[comm],
-                "op_id": op_id, "time_created_ns": EPOCH_NS + op["t_issue_ns"], "input_sizes": sizes,
+                "op_id": op_id, "time_created_ns": EPOCH_NS + op["t_issue_ns"] - host_ahead_ns, "input_sizes": sizes,
                 "input_dtypes": dtypes, "output_sizes": sizes, "output_dtypes": dtypes, "timeout_ms": 600000,
                 "is_p2p": kind.is_p2p, "retired": True,
             }
             # The start event exists only with timing (WorkNCCL makes ncclStartEvent_ when enableTiming).
-            started = EPOCH_NS + _discovered(op["t_start_ns"], poll_ns) if timing else None
-            ended = EPOCH_NS + _discovered(op["t_end_ns"], poll_ns)
+            started = EPOCH_NS + _discovered(op["t_start_ns"], poll_ns, rank) if timing else None
+            ended = EPOCH_NS + _discovered(op["t_end_ns"], poll_ns, rank)
             timed = {"state": "completed", "time_discovered_started_ns": started, "time_discovered_completed_ns": ended}
             if timing:  # float32 milliseconds, as Entry::duration_ (std::optional<float>)
                 timed["duration_ms"] = struct.unpack("f", struct.pack("f", (op["t_end_ns"] - op["t_start_ns"]) / 1e6))[0]
@@ -276,9 +277,11 @@ def _tensor(nbytes: int) -> tuple[list[list[int]], list[str]]:
     return [[nbytes]], ["Byte"]
 
 
-def _discovered(t_ns: int, poll_ns: int) -> int:
-    """When the watchdog, waking every ``poll_ns``, notices an event that happened at ``t_ns``."""
-    return (t_ns // poll_ns + 1) * poll_ns
+def _discovered(t_ns: int, poll_ns: int, rank: int) -> int:
+    """When ``rank``'s watchdog, waking every ``poll_ns``, notices an event that happened at ``t_ns``:
+    each process's watchdog thread keeps its own phase (the golden ratio's spread of them)."""
+    phase = int(poll_ns * ((rank * 0.6180339887) % 1.0))
+    return ((t_ns - phase) // poll_ns + 1) * poll_ns + phase
 
 
 def expected_float32_ns(nanoseconds: int) -> int:
