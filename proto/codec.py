@@ -49,7 +49,7 @@ def jobspec_to_proto(spec: JobSpec) -> pb.JobSpec:
     """The wire form of a job spec; the field names are those of ``job.json``, but placements
     travel as ``host_runs`` and members as ``runs`` (a job of 16,384 ranks takes tens of KB, not
     the ~1 MiB of the lists, which Kafka's default message cap refuses)."""
-    message = pb.JobSpec(job=spec.job, world=spec.world)
+    message = pb.JobSpec(job=spec.job, world=spec.world, time_resolution_ns=spec.time_resolution_ns)
     layout = spec.to_dict()["layout"] if spec.layout is not None else None
     if layout is not None:  # else absent on the wire, so that HasField("layout") says "unknown"
         json_format.ParseDict(layout, message.layout)
@@ -86,6 +86,8 @@ def jobspec_from_proto(message: pb.JobSpec, *, source: str = "RegisterJob") -> J
                                                 always_print_fields_with_no_presence=True)
             if message.HasField("layout") else None,
             "ranks": placements, "communicators": communicators}
+    if message.time_resolution_ns:
+        data["time_resolution_ns"] = message.time_resolution_ns
     return JobSpec.from_dict(data, source=source)
 
 

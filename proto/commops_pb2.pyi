@@ -147,7 +147,7 @@ class Communicator(_message.Message):
     def __init__(self, comm: _Optional[str] = ..., kind: _Optional[str] = ..., ranks: _Optional[_Iterable[int]] = ..., runs: _Optional[_Iterable[_Union[RankRun, _Mapping]]] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("job", "world", "layout", "ranks", "communicators", "host_runs", "rendezvous")
+    __slots__ = ("job", "world", "layout", "ranks", "communicators", "host_runs", "rendezvous", "time_resolution_ns")
     JOB_FIELD_NUMBER: _ClassVar[int]
     WORLD_FIELD_NUMBER: _ClassVar[int]
     LAYOUT_FIELD_NUMBER: _ClassVar[int]
@@ -155,6 +155,7 @@ class JobSpec(_message.Message):
     COMMUNICATORS_FIELD_NUMBER: _ClassVar[int]
     HOST_RUNS_FIELD_NUMBER: _ClassVar[int]
     RENDEZVOUS_FIELD_NUMBER: _ClassVar[int]
+    TIME_RESOLUTION_NS_FIELD_NUMBER: _ClassVar[int]
     job: str
     world: int
     layout: ParallelLayout
@@ -162,7 +163,8 @@ class JobSpec(_message.Message):
     communicators: _containers.RepeatedCompositeFieldContainer[Communicator]
     host_runs: _containers.RepeatedCompositeFieldContainer[HostRun]
     rendezvous: str
-    def __init__(self, job: _Optional[str] = ..., world: _Optional[int] = ..., layout: _Optional[_Union[ParallelLayout, _Mapping]] = ..., ranks: _Optional[_Iterable[_Union[RankPlacement, _Mapping]]] = ..., communicators: _Optional[_Iterable[_Union[Communicator, _Mapping]]] = ..., host_runs: _Optional[_Iterable[_Union[HostRun, _Mapping]]] = ..., rendezvous: _Optional[str] = ...) -> None: ...
+    time_resolution_ns: int
+    def __init__(self, job: _Optional[str] = ..., world: _Optional[int] = ..., layout: _Optional[_Union[ParallelLayout, _Mapping]] = ..., ranks: _Optional[_Iterable[_Union[RankPlacement, _Mapping]]] = ..., communicators: _Optional[_Iterable[_Union[Communicator, _Mapping]]] = ..., host_runs: _Optional[_Iterable[_Union[HostRun, _Mapping]]] = ..., rendezvous: _Optional[str] = ..., time_resolution_ns: _Optional[int] = ...) -> None: ...
 
 class StreamMessage(_message.Message):
     __slots__ = ("records", "iterations")

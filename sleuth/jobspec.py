@@ -13,10 +13,11 @@ holds it as ``job.json``:
      "communicators": [{"comm": "tp.0", "kind": "tp", "ranks": [0, 1]}, ...]}
 
 ``layout`` is ``null`` when the job's communicators are not a Megatron-style layout; then the
-communicators are whatever the job created. ``time_resolution_ns`` (absent: 0, times exact to their
-clock) is how far a record's times may lie from when the operator ran: an import that has only a
-watchdog's discovery times sets it to the watchdog's period, and no delay under it is read as evidence. Nothing ties ``ranks`` or ``communicators`` to the
+communicators are whatever the job created. Nothing ties ``ranks`` or ``communicators`` to the
 layout: a real job names its hosts and may create more groups than the layout implies.
+``time_resolution_ns`` (absent: 0, times exact to their clock) is how far a record's times may lie
+from when its operator ran: an import that has only a watchdog's discovery times sets it to the
+watchdog's period, and no cost under it is reported (``localizer.offline.resolvable``).
 
 The communicator type is :class:`sleuth.layout.CommGroup`; ``Communicator`` here is the same class.
 """

@@ -83,6 +83,8 @@ def test_job_spec_round_trips_with_and_without_layout():
     message = codec.jobspec_to_proto(discovered)
     assert not message.HasField("layout")
     assert codec.jobspec_from_proto(message) == discovered
+    coarse = JobSpec.from_dict(spec.to_dict() | {"time_resolution_ns": 100_000_000})
+    assert codec.jobspec_from_proto(pb.JobSpec.FromString(codec.jobspec_to_proto(coarse).SerializeToString())) == coarse
 
 
 def list_form(spec: JobSpec) -> pb.JobSpec:
