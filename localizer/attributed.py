@@ -634,10 +634,14 @@ class Part(enum.Enum):
 
 
 def parts(attribution: Attribution, iterations: Sequence[int], *, slowdown: float) -> tuple[Part, ...]:
-    """The parts of an episode that get an incident: each that costs the job the slowdown line on
-    its own (an uneven split and a broken GPU are two things to fix), else the whole, as one."""
-    found = tuple(p for p in (Part.SPLIT, Part.STRAGGLERS) if p.slowdown(attribution, iterations) >= slowdown)
-    return found or (Part.WHOLE,)
+    """The parts of an episode that may get an incident: each that costs the job the slowdown line on
+    its own (an uneven split and a broken GPU are two things to fix), else the whole, as one. Beside a
+    split over the line, the stragglers' part however little it costs alone: the episode pays over the
+    line either way, and a split a little smaller would have left them in the whole, searched; under
+    the line alone, only a device found makes them an incident (``localize._with_attribution``)."""
+    if Part.SPLIT.slowdown(attribution, iterations) >= slowdown:
+        return Part.SPLIT, Part.STRAGGLERS
+    return (Part.STRAGGLERS,) if Part.STRAGGLERS.slowdown(attribution, iterations) >= slowdown else (Part.WHOLE,)
 
 
 def summary(attribution: Attribution, trigger: str) -> AttributionSummary:

@@ -183,6 +183,11 @@ def _with_attribution(
                 ))
                 continue
             hardware = diagnose_episode(own, episode, part=part) is Straggler.HARDWARE
+            # Stragglers under the line beside a split over it: the split's incident tells what the job
+            # pays; theirs stands only where a device is found (not a loaded host's jitter).
+            beside_split = part is Part.STRAGGLERS and part.slowdown(own, episode.iterations) < slowdown
+            if beside_split and not hardware:
+                continue
             if covering and kept[covering[0]].cause.hardware == hardware:
                 suspects: tuple[Suspect, ...] = ()
                 if hardware:
@@ -204,6 +209,8 @@ def _with_attribution(
                 source, own, episode, graph=graph, topology=topology, routing=routing, priors=priors,
                 top_k=top_k, min_support=min_support, started=started, part=part,
             )
+            if beside_split and not incident.suspects:
+                continue
             if covering:
                 kept[covering[0]] = incident
             else:

@@ -189,6 +189,29 @@ def test_a_hiccup_in_a_job_paying_for_its_uneven_split_names_no_gpu_regression_s
     assert not any(i.suspects for i in incidents)
 
 
+def test_a_nic_costing_under_the_line_beside_a_split_over_it_is_named_regression_seeds_5901_5904():
+    """A pp8 job paying 7.6% for its split, and from iteration 10 a NIC at a third of its bandwidth
+    that trips δ in no iteration and costs too little for the run to be cut where it began: only the
+    split's part stood over the line on its own, so its incident alone opened and the NIC went
+    unnamed (so at 8,192 GPUs on held-out seeds 5901 and 5904), where a split a little smaller would
+    have left the NIC in the whole episode, searched."""
+    from sleuth.localizer.attributed import Part, episodes
+    from sleuth.whatif.attribution import attribute
+
+    topology = generate("fattree:hosts=32,gpus=8,pod=4,spines=4")
+    scenario = Scenario(topology=topology, layout=ParallelLayout(256, 4, 8, 8), seed=5910, iterations=30, job="nic-split",
+                        faults=(Fault(kind=FaultKind.NIC, device="nic:h0005/1", slow=3.0, start=10),))
+    emulation = Emulation(scenario)
+    attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
+    [episode] = episodes(attribution, slowdown=1.05, sustain=3)[0]
+    assert Part.SPLIT.slowdown(attribution, episode.iterations) > 1.05 > Part.STRAGGLERS.slowdown(attribution, episode.iterations)
+    assert list(emulation.irregular_iterations()) == []
+    incidents = localize(emulation, irregular_iterations=[], topology=topology, window=30, attribution=attribution,
+                         routing=scenario.routing)
+    assert [(str(i.cause), i.suspects[0].device if i.suspects else None) for i in incidents] == [
+        ("stage_imbalance", None), ("network", "nic:h0005/1")]
+
+
 def test_a_nic_failing_after_the_gpu_s_irregular_iterations_stays_listed_regression_seed_5854():
     """A GPU at x1.2 from iteration 10 (two δ-irregular iterations, 10 and 11), then a NIC at half
     its bandwidth from iteration 30 (2% more, no step): the episode's what-if search names the NIC,
