@@ -8,8 +8,10 @@ shared machine, or a host's own daemons, give a real job. Then ``sleuth localize
 folder. Per run: the incidents (cause, first and last iteration, top two suspects, S), and whether
 the reading is right:
 
-* a job with no fault or data imbalance names no device and no data (pauses at most);
+* a job with no fault or data imbalance names no device and no data (pauses at most); so does one
+  whose rank paused once (a hiccup: recorded, never paged);
 * uneven batches name sequence-length imbalance and no device, in one incident;
+* uneven pipeline stages name the split (stage imbalance) and no device;
 * a slowed rank's GPU leads the incident over most of its slowed steps, and no other incident
   names a device first.
 
@@ -37,7 +39,7 @@ class Job:
 
     module: str
     args: tuple[str, ...]
-    truth: str  # "none", "seqlen", or "gpu"
+    truth: str  # "none", "seqlen", "stage", or "gpu"
     slowed: range = range(0)
 
 
@@ -57,6 +59,13 @@ JOBS = {
                                                   "--slow-factor", "100", "--slow-iters", "0:30"), "gpu", range(30)),
     "train-slow": Job("sleuth.sim.trainjob", ("--iters", "30", "--slow-rank", "5", "--slow-factor", "200",
                                               "--slow-iters", "15:25"), "gpu", range(15, 25)),
+    # One step of one rank's compute 20x as long, then never again: a pause (a hiccup).
+    "hiccup": Job("sleuth.sim.frameworkjob", ("--world", "4", "--mode", "ddp", "--iters", "30", "--slow-rank", "2",
+                                              "--slow-factor", "20", "--slow-iters", "15:16"), "none"),
+    "train-hiccup": Job("sleuth.sim.trainjob", ("--iters", "30", "--slow-rank", "5", "--slow-factor", "20",
+                                                "--slow-iters", "15:16"), "none"),
+    # The last of two stages computing 3x as long as the first, 20 ms a micro-batch against 60.
+    "train-uneven": Job("sleuth.sim.trainjob", ("--iters", "30", "--uneven-stages", "3", "--base-delay-ms", "20"), "stage"),
     # Moderate faults: the slowed rank's compute 3x, a step some tens of percent longer, not 0.4 s.
     "moderate-from-start": Job("sleuth.sim.frameworkjob", ("--world", "4", "--mode", "ddp", "--iters", "30",
                                                            "--slow-rank", "2", "--slow-factor", "3", "--slow-iters",
@@ -93,12 +102,14 @@ def run_job(name: str, job: Job, folder: Path, busy: int) -> list[dict]:
 
 
 def right(job: Job, incidents: list[dict], gpu: str) -> bool:
-    """Whether ``incidents`` read ``job`` as its truth says (the module docstring's three rules)."""
+    """Whether ``incidents`` read ``job`` as its truth says (the module docstring's rules)."""
     blamed = [i["suspects"][0]["device"] for i in incidents if i["suspects"]]
     if job.truth == "none":
         return not blamed and all(i["cause"] != "seqlen_imbalance" for i in incidents)
     if job.truth == "seqlen":
         return [(i["cause"], bool(i["suspects"])) for i in incidents] == [("seqlen_imbalance", False)]
+    if job.truth == "stage":
+        return not blamed and any(i["cause"] == "stage_imbalance" for i in incidents)
     covering = max(incidents, key=lambda i: len(set(job.slowed) & set(i["iterations"])), default=None)
     return covering is not None and bool(covering["suspects"]) and set(blamed) == {gpu} \
         and covering["suspects"][0]["device"] == gpu
