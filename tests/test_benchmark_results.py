@@ -191,7 +191,7 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
      r"line 1: the block of live.json is not closed: .* before line 3"),
     ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
      r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded, import, follow, "
-     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, chaos, reach, lost, baselines, progress, overhead, hooks, "
+     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, chaos, reach, lost, baselines, suite, progress, overhead, hooks, "
      r"throughput, gateway, clickhouse\)"),
     ("<!-- results.py live live.json live.json -->\n<!-- end results.py -->\n",
      r"line 1: live.json live.json: not what live renders .*live renders one JSON file, not 2"),
@@ -597,3 +597,27 @@ def test_the_baselines_section_has_a_row_per_fault_kind_from_one_gpu_to_the_fabr
         sections.baselines_section({"accuracy": {"by_kind": {"gpu": summary(1, 1.0, None)}}})
     with pytest.raises(ValueError, match="no 'accuracy'"):
         sections.baselines_section({"rows": []})
+
+
+_CI_LOG = """...
+========== 1600 passed, 3 warnings in 801.34s (0:13:21) ==========
+Success: no issues found in 232 source files
+\tCommand being timed: "bash .ci/run"
+\tElapsed (wall clock) time (h:mm:ss or m:ss): 14:46.33
+\tMaximum resident set size (kbytes): 3530160
+"""
+
+
+def test_the_suite_s_figures_come_from_a_ci_log_under_gnu_time_and_render_as_one_row(sections) -> None:
+    spec = importlib.util.spec_from_file_location("ci_figures", _ROOT / "benchmarks" / "ci_figures.py")
+    assert spec is not None and spec.loader is not None
+    ci_figures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ci_figures)
+    found = ci_figures.figures(_CI_LOG)
+    assert found == {"passed": 1600, "failed": 0, "pytest_s": 801.34, "wall_s": 886.33, "max_rss_kb": 3530160,
+                     "typecheck_files": 232}
+    assert ci_figures.figures("2 failed, 1598 passed in 790.00s\n" + _CI_LOG.split("\n", 2)[2])["failed"] == 2
+    with pytest.raises(ValueError, match="no GNU time's wall clock and no GNU time's maximum resident set size"):
+        ci_figures.figures("1600 passed in 801.34s")
+    lines = sections.suite_section({"benchmark": "ci_figures", "commit": "74d2320", **found}).splitlines()
+    assert lines[-1] == "| `74d2320` | 1,600 | 0 | 13:21.3 | 14:46.3 | 3.53 GB | clean, 232 files |"

@@ -17,13 +17,14 @@ from .logger import cuda_section, hooks_section, hotpath_section, nccl_section, 
 from .progress import progress_section
 from .ranks import gateway_section, idle_section, spec_section
 from .storage import clickhouse_section
+from .suite import suite_section
 from .whatif import attribution_section, live_section, lost_section, streaming_section
 
 __all__ = ["RUN_SECTIONS", "SECTIONS", "attribution_section", "baselines_section", "chaos_section", "clickhouse_section",
            "cuda_section", "detection_section", "follow_section", "gateway_section", "hooks_section", "hotpath_section",
            "idle_section", "import_section", "ingest_section", "keys_section", "live_section", "loaded_section",
            "localizer_figure", "localizer_section", "lost_section", "nccl_section", "outage_section", "overhead_section",
-           "progress_section", "reach_section", "spec_section", "streaming_section", "throughput_section"]
+           "progress_section", "reach_section", "spec_section", "streaming_section", "suite_section", "throughput_section"]
 
 #: Each kind of block, and the function that renders it from its JSON.
 SECTIONS: dict[str, Callable[[dict], str]] = {"localizer": localizer_section, "attribution": attribution_section,
@@ -35,7 +36,7 @@ SECTIONS: dict[str, Callable[[dict], str]] = {"localizer": localizer_section, "a
                                                "detection": detection_section, "keys": keys_section,
                                                "idle": idle_section, "spec": spec_section, "chaos": chaos_section,
                                                "reach": reach_section, "lost": lost_section,
-                                               "baselines": baselines_section}
+                                               "baselines": baselines_section, "suite": suite_section}
 #: Each kind whose table has a row or a column a run, and the function that renders it from the runs' JSON.
 RUN_SECTIONS: dict[str, Callable[[list[dict]], str]] = {"progress": progress_section, "overhead": overhead_section,
                                                         "hooks": hooks_section, "throughput": throughput_section,
