@@ -248,10 +248,12 @@ def _place(rank: int, timed_ops: list[tuple[dict, dict, int]], poll_ns: int) -> 
 
     With a CUDA-event duration D: the operator ran [S, S + D] where S is at least its issue time
     and the end of the operator before it on the same stream (a group's collectives share one
-    NCCL stream; P2P operators are chained per peer only, the loosest assumption), and
-    S + D lies within the watchdog's polling period before the completion it discovered. S is
-    the earliest start these allow: exact when the device keeps up with the host, else pulled
-    up to the discovery window. Without a duration: discovered start and completion as they are.
+    NCCL stream; P2P operators are chained per peer only, the loosest assumption), S + D lies
+    within the watchdog's polling period before the completion it discovered, and S within one
+    before the start it discovered (``FlightRecorder::update_state`` queries both events on the
+    same watchdog pass). S is the earliest start these allow: exact when the device keeps up with
+    the host, else pulled up to the discovery windows. Without a duration: discovered start and
+    completion as they are.
     """
     ops = []
     chain_end: dict[tuple, int] = {}
@@ -264,6 +266,10 @@ def _place(rank: int, timed_ops: list[tuple[dict, dict, int]], poll_ns: int) -> 
             chain = (e["pg"], e["peer"]) if e["is_p2p"] else (e["pg"],)
             earliest = max(created, chain_end.get(chain, created))
             latest = completed - duration
+            started = timed["started"]
+            if started is not None and started <= completed:
+                # The watchdog saw the start event on the same ticks: the start lies within a period before.
+                earliest, latest = max(earliest, started - poll_ns), min(latest, started)
             t_start = max(created, min(max(earliest, latest - poll_ns), latest))
             t_end = t_start + duration
             chain_end[chain] = t_end
