@@ -191,8 +191,8 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
      r"line 1: the block of live.json is not closed: .* before line 3"),
     ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
      r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded, import, follow, "
-     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, chaos, reach, lost, baselines, suite, progress, overhead, hooks, "
-     r"throughput, gateway, clickhouse\)"),
+     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, chaos, lost, baselines, suite, progress, overhead, hooks, "
+     r"throughput, gateway, clickhouse, reach\)"),
     ("<!-- results.py live live.json live.json -->\n<!-- end results.py -->\n",
      r"line 1: live.json live.json: not what live renders .*live renders one JSON file, not 2"),
     ("<!-- results.py live missing.json -->\n<!-- end results.py -->\n", r"line 1: missing.json: No such file"),
@@ -576,11 +576,12 @@ def test_the_reach_section_has_a_row_per_scale_the_slow_gpu_against_the_slow_nic
                 "fetched": fetched, "read_whole": 0.0063, "records_read": 0.0118, "latency_s": latency}
     rows = [row(2048, "gpu", 0.02, 0.5), row(2048, "gpu", 0.04, 1.5, correct=False), row(2048, "nic", 0.074, 2.355),
             row(4096, "nic", 1.0, 2.7), {"suite": "dims", "name": "dims-3d", "world": 128}]
-    lines = sections.reach_section({"rows": rows}).splitlines()
+    # Two runs' seeds pooled: a scale's row counts the rows of both.
+    lines = sections.reach_section([{"rows": rows[:1]}, {"rows": rows[1:]}]).splitlines()
     assert lines[2] == "| 2,048 | 1/2 | 1/1 | 3.0% (4.0%) / 7.4% (7.4%) | 0.63% / 0.63% | 1.18% / 1.18% | 1.0 s (1.5 s) / 2.4 s (2.4 s) |"
     assert lines[3] == "| 4,096 | 0/0 | 1/1 | - / 100.0% (100.0%) | - / 0.63% | - / 1.18% | - / 2.7 s (2.7 s) |"
     with pytest.raises(ValueError, match="not bench_localizer.py's output with the scale suites"):
-        sections.reach_section({"rows": [{"suite": "dims", "world": 128}]})
+        sections.reach_section([{"rows": [{"suite": "dims", "world": 128}]}])
 
 
 def test_the_baselines_section_has_a_row_per_fault_kind_from_one_gpu_to_the_fabric(sections) -> None:

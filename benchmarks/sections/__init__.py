@@ -35,9 +35,10 @@ SECTIONS: dict[str, Callable[[dict], str]] = {"localizer": localizer_section, "a
                                                "nccl": nccl_section,
                                                "detection": detection_section, "keys": keys_section,
                                                "idle": idle_section, "spec": spec_section, "chaos": chaos_section,
-                                               "reach": reach_section, "lost": lost_section,
+                                               "lost": lost_section,
                                                "baselines": baselines_section, "suite": suite_section}
 #: Each kind whose table has a row or a column a run, and the function that renders it from the runs' JSON.
 RUN_SECTIONS: dict[str, Callable[[list[dict]], str]] = {"progress": progress_section, "overhead": overhead_section,
                                                         "hooks": hooks_section, "throughput": throughput_section,
-                                                        "gateway": gateway_section, "clickhouse": clickhouse_section}
+                                                        "gateway": gateway_section, "clickhouse": clickhouse_section,
+                                                        "reach": reach_section}

@@ -116,11 +116,12 @@ def _outside(row: dict) -> bool:
     return bool(truth) and abs(row["slowdown"] / truth - 1.0) > SLOWDOWN_TOLERANCE
 
 
-def reach_section(document: dict) -> str:
-    """The scale suites' rows of a ``bench_localizer.py`` run, a row per scale, the slow GPU against
-    the slow NIC: right of all, the share of ranks touched (mean; max), read whole, of records read,
-    and the latency (mean; max), as markdown."""
-    rows = [r for r in document.get("rows") or [] if r.get("suite") in ("scale", "scale-nic") and "fetched" in r]
+def reach_section(documents: list[dict]) -> str:
+    """The scale suites' rows of one or more ``bench_localizer.py`` runs (their seeds pooled), a row
+    per scale, the slow GPU against the slow NIC: right of all, the share of ranks touched (mean;
+    max), read whole, of records read, and the latency (mean; max), as markdown."""
+    rows = [r for document in documents for r in document.get("rows") or []
+            if r.get("suite") in ("scale", "scale-nic") and "fetched" in r]
     if not rows:
         raise ValueError("not bench_localizer.py's output with the scale suites: no 'rows' of suite 'scale' with 'fetched'")
     out = []
