@@ -19,7 +19,8 @@ with the same sequence id, which alone carries the group's times.
 
 How records are made: ``t_issue`` = created. With a duration, the operator is placed at the
 earliest start its issue time, the operator before it on its stream and the watchdog's
-discovery window allow (``_place``); without one, ``t_start``/``t_end`` are the discovered
+discovery windows allow (``_place``), and a collective's members then end together at the
+earliest end all their windows allow (``_common_ends``); without one, ``t_start``/``t_end`` are the discovered
 start (torch has none without timing: its start event is made only then; the issue time
 stands in) and completion, late by up to the polling period, which the job spec's
 ``time_resolution_ns`` then records. Operators not
@@ -36,9 +37,9 @@ import json
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sleuth.errors import ConfigError, ImportFileError
 from sleuth.importers.assemble import assemble
@@ -49,7 +50,7 @@ from sleuth.records import OpKind
 from sleuth.topology.ids import host_name
 from sleuth.validation import is_int, is_of, non_negative_number, positive_int
 
-__all__ = ["DTYPE_BYTES", "OP_KINDS", "group_ranks", "read_flight_recorder"]
+__all__ = ["DTYPE_BYTES", "ENDING_TOGETHER", "OP_KINDS", "group_ranks", "read_flight_recorder"]
 
 #: Operator names after the backend prefix (``nccl:``) → kinds; ProcessGroupNCCL's titles.
 OP_KINDS: dict[str, OpKind] = {
@@ -78,6 +79,11 @@ DTYPE_BYTES: dict[str, int] = {
     **dict.fromkeys(("Long", "Double", "ComplexFloat", "UInt64", "Int64"), 8),
     "ComplexDouble": 16,
 }
+
+#: Collectives whose members' kernels finish together: each member ends once it holds every
+#: member's part (a broadcast's or a reduce's root, and P2P operators, end apart).
+ENDING_TOGETHER = frozenset({OpKind.ALL_REDUCE, OpKind.ALL_GATHER, OpKind.REDUCE_SCATTER, OpKind.ALL_TO_ALL,
+                             OpKind.BARRIER})
 
 #: ProcessGroupNCCL's kWatchdogThreadSleepMillis: the watchdog notices a completion this late at most.
 WATCHDOG_POLL_MS = 100
@@ -114,11 +120,12 @@ def read_flight_recorder(
 
     comms: dict[str, SourceComm] = {}
     ops: list[SourceOp] = []
+    windows: list[Window | None] = []
     streams: dict[int, Stream] = {}
     timed = False
     sources = {}
     for rank, dump in zip(sorted(tasks), map_files(_read_dump, [tasks[r] for r in sorted(tasks)], workers=workers)):
-        source, groups, mine, stream, their_notes, has_duration = dump
+        source, groups, mine, their_windows, stream, their_notes, has_duration = dump
         for comm in groups.values():
             known = comms.setdefault(comm.key, comm)
             if known.ranks != comm.ranks:
@@ -126,6 +133,7 @@ def read_flight_recorder(
                     f"{source}: pg_config[{comm.key!r}].ranks is {list(comm.ranks)}, another rank's file says {list(known.ranks)}"
                 )
         ops.extend(mine)
+        windows.extend(their_windows)
         streams[rank] = stream
         notes.extend(their_notes)
         timed |= has_duration
@@ -136,20 +144,22 @@ def read_flight_recorder(
                      "and no delay under it is read as a straggler's")
     notes.append(f"hosts are not in Flight Recorder dumps: assumed {gpus_per_host} ranks per host (--gpus-per-host)")
     ranks = [SourceRank(r, host_name(r // gpus_per_host), r % gpus_per_host, sources[r]) for r in sorted(sources)]
+    ops = _common_ends(ops, windows)
     used = {op.comm for op in ops}
     return assemble(job, ranks, [c for c in comms.values() if c.key in used], ops, streams, notes=notes,
                     time_resolution_ns=0 if timed else round(watchdog_poll_ms * 1_000_000))
 
 
-def _read_dump(task: tuple[int, str, int]) -> tuple[str, dict[str, SourceComm], list[SourceOp], Stream, list[str], bool]:
-    """One rank's dump: its groups, operators, stream, notes, and whether it has durations."""
+def _read_dump(task: tuple[int, str, int]
+               ) -> tuple[str, dict[str, SourceComm], list[SourceOp], list[Window | None], Stream, list[str], bool]:
+    """One rank's dump: its groups, operators and their end windows, stream, notes, and whether it has durations."""
     rank, source, poll_ns = task
     dump = _load(Path(source))
     groups = _pg_config(dump, source)
     notes: list[str] = []
-    ops, stream = _entries(dump, source, rank, groups, notes, poll_ns)
+    ops, windows, stream = _entries(dump, source, rank, groups, notes, poll_ns)
     timed = any(isinstance(e, dict) and "duration_ms" in e for e in _list(dump, "entries", source))
-    return source, groups, ops, stream, notes, timed
+    return source, groups, ops, windows, stream, notes, timed
 
 
 def _load(path: Path) -> dict:
@@ -205,7 +215,7 @@ def group_ranks(raw: Any, where: str) -> tuple[int, ...]:
 
 def _entries(
     dump: Mapping, source: str, rank: int, groups: Mapping[str, SourceComm], notes: list[str], poll_ns: int
-) -> tuple[list[SourceOp], Stream]:
+) -> tuple[list[SourceOp], list[Window | None], Stream]:
     entries = _list(dump, "entries", source)
     parsed = [_entry(entry, f"{source}: entries[{i}]", rank, groups) for i, entry in enumerate(entries)]
     parsed.sort(key=lambda e: e["record_id"])
@@ -235,16 +245,18 @@ def _entries(
                 left_out[f"not completed ({e['state']})"] += 1
                 continue
             timed_ops.append((e, timed, position))
-    ops = _place(rank, timed_ops, poll_ns)
+    ops, windows = _place(rank, timed_ops, poll_ns)
     if left_out:
         shown = ", ".join(f"{n} {what}" for what, n in sorted(left_out.items()))
         notes.append(f"rank {rank}: left out {shown}")
     signatures = tuple((e["name"], e["pg"], e["sizes"]) for e in parsed)
-    return ops, Stream(ids[0] if ids else 0, signatures)
+    return ops, windows, Stream(ids[0] if ids else 0, signatures)
 
 
-def _place(rank: int, timed_ops: list[tuple[dict, dict, int]], poll_ns: int) -> list[SourceOp]:
-    """Each operator's device start and end from what the dump knows of it.
+def _place(rank: int, timed_ops: list[tuple[dict, dict, int]],
+           poll_ns: int) -> tuple[list[SourceOp], list[Window | None]]:
+    """Each operator's device start and end from what the dump knows of it, and where a timed
+    collective's end may lie (``_common_ends`` then ends its members together).
 
     With a CUDA-event duration D: the operator ran [S, S + D] where S is at least its issue time
     and the end of the operator before it on the same stream (a group's collectives share one
@@ -255,13 +267,15 @@ def _place(rank: int, timed_ops: list[tuple[dict, dict, int]], poll_ns: int) -> 
     the host, else pulled up to the discovery windows. Without a duration: discovered start and
     completion as they are.
     """
-    ops = []
+    ops: list[SourceOp] = []
+    windows: list[Window | None] = []
     chain_end: dict[tuple, int] = {}
-    placed: dict[int, tuple[int, int]] = {}  # a coalesced group's end entry → its one placement
+    placed: dict[int, tuple[int, int, Window | None]] = {}  # a coalesced group's end entry → its one placement
     for e, timed, position in sorted(timed_ops, key=lambda item: item[0]["record_id"]):
         created, completed, duration = e["created"], timed["completed"], timed["duration_ns"]
+        window = None
         if id(timed) in placed:
-            t_start, t_end = placed[id(timed)]
+            t_start, t_end, window = placed[id(timed)]
         elif duration is not None:
             chain = (e["pg"], e["peer"]) if e["is_p2p"] else (e["pg"],)
             earliest = max(created, chain_end.get(chain, created))
@@ -273,12 +287,62 @@ def _place(rank: int, timed_ops: list[tuple[dict, dict, int]], poll_ns: int) -> 
             t_start = max(created, min(max(earliest, latest - poll_ns), latest))
             t_end = t_start + duration
             chain_end[chain] = t_end
+            low = max(earliest, latest - poll_ns)
+            window = (Window(low + duration, latest + duration, duration, e["kind"] in ENDING_TOGETHER, e["seq_id"])
+                      if low <= latest and not e["is_p2p"] else None)
         else:
             t_start, t_end = max(created, timed["started"] or created), completed
-        placed[id(timed)] = (t_start, t_end)
+        placed[id(timed)] = (t_start, t_end, window)
         ops.append(SourceOp(rank, e["pg"], e["kind"], e["peer"], e["nbytes"],
                             -1 if e["is_p2p"] else (e["seq_id"], position), e["record_id"], created, t_start, t_end))
-    return ops
+        windows.append(window)
+    return ops, windows
+
+
+class Window(NamedTuple):
+    """Where a timed collective's end may lie on its rank (the discovery windows, its issue time and
+    its stream allow), its duration, whether its members end together (``ENDING_TOGETHER``), and
+    its sequence id (a coalesced group's collectives share one, and run at once)."""
+
+    low: int
+    high: int
+    duration: int
+    together: bool
+    seq_id: int
+
+
+def _common_ends(ops: list[SourceOp], windows: list[Window | None]) -> list[SourceOp]:
+    """``ops`` with each timed collective's members ending together (``Window.together``) at the
+    earliest end every member's window and stream allow: their windows, each a watchdog period
+    wide, narrow one another, and a member's start is that end less its own duration (the last to
+    launch waited least), which leaves each member's wait and the transfer as the durations say.
+    A communicator's collectives go in order on each member's one NCCL stream (a coalesced group's
+    at once), so each starts no earlier than the member's one before it ended; where the windows
+    do not meet, each member is placed as before, after the one before it."""
+    instances: dict[str, dict[int, dict[Hashable, list[tuple[int, Window]]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
+    for k, (op, window) in enumerate(zip(ops, windows)):
+        if window is not None:
+            instances[op.comm][window.seq_id][op.seq].append((k, window))
+    out = list(ops)
+    for by_seq_id in instances.values():
+        stream_end: dict[int, int] = {}  # per member, the end of its communicator's collective before
+        for seq_id in sorted(by_seq_id):
+            ended: dict[int, int] = {}
+            for members in by_seq_id[seq_id].values():
+                lows = [max(window.low, stream_end.get(ops[k].rank, window.low - window.duration) + window.duration)
+                        for k, window in members]
+                end = max(lows)
+                together = len(members) > 1 and all(window.together for _, window in members)
+                if together and end <= min(window.high for _, window in members):
+                    ends = [end] * len(members)
+                else:
+                    ends = [max(ops[k].t_end_ns, low) for (k, _), low in zip(members, lows)]
+                for (k, window), at in zip(members, ends):
+                    out[k] = ops[k]._replace(t_start_ns=at - window.duration, t_end_ns=at)
+                    ended[ops[k].rank] = max(ended.get(ops[k].rank, at), at)
+            stream_end.update(ended)
+    return out
 
 
 def _entry(entry: Any, where: str, rank: int, groups: Mapping[str, SourceComm]) -> dict:

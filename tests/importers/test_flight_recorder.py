@@ -176,6 +176,31 @@ def test_the_discovered_start_narrows_where_a_timed_operator_is_placed(emulated:
     assert np.percentile(placement_errors(records, emulated), 99) <= 200_000
 
 
+def test_a_host_running_ahead_of_its_gpu_still_names_the_slow_gpu(emulated: Emulated, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # Issued 20 ms before they run, operators lie anywhere in their 1 ms discovery windows: placed
+    # each on its own, the members of a collective ended apart and a host was named.
+    write_flight_recorder(tmp_path / "dumps", emulated.records, emulated.spec, poll_ns=1_000_000,
+                          host_ahead_ns=20_000_000)
+    assert main(["import", "flight-recorder", str(tmp_path / "dumps"), "--out", str(tmp_path / "out"),
+                 "--gpus-per-host", "4", "--watchdog-poll-ms", "1"]) == 0
+    records, _ = read_records(tmp_path / "out")
+    ends: dict[tuple, set[int]] = {}
+    for r in records.rows():
+        if r["op"] == OpKind.ALL_REDUCE:
+            ends.setdefault((r["comm"], r["seq"]), set()).add(r["t_end_ns"])
+    assert sum(len(e) == 1 for e in ends.values()) >= 0.99 * len(ends)  # the members end together
+    # ... and each rank's collectives of one communicator, one NCCL stream, never overlap.
+    collective = records.take(np.flatnonzero(records["peer"] < 0))
+    stream = collective.take(np.lexsort((collective["seq"], collective["comm"], collective["rank"])))
+    rank, comm = stream["rank"], stream["comm"]
+    same = (rank[1:] == rank[:-1]) & (comm[1:] == comm[:-1])
+    assert not (same & (stream["t_start_ns"][1:] < stream["t_end_ns"][:-1])).any()
+    capsys.readouterr()
+    assert main(["localize", "--records", str(tmp_path / "out"), "--json"]) == 0
+    assert [i["suspects"][0]["device"] for i in json.loads(capsys.readouterr().out) if i["suspects"]][:1] == [SLOW_GPU]
+
+
 def test_without_timing_a_cost_under_torch_s_100_ms_watchdog_is_not_reported(
         emulated: Emulated, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The slow GPU costs about 70 ms an iteration; each end is known only to within the watchdog's
