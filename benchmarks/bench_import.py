@@ -67,8 +67,10 @@ def _start_errors_us(folder: Path, truth: dict) -> np.ndarray:
 
 
 #: Flight Recorder's sweep: the watchdog's discovery lag (ms); with TORCH_NCCL_ENABLE_TIMING, without it, and with
-#: it where the host issues each operator 20 ms before its GPU starts it (a host running ahead; the emulator's keep up).
-SWEEP = [(poll_ms, timing, ahead_ms) for poll_ms in (0.1, 1, 5, 20, 100) for timing, ahead_ms in ((True, 0), (False, 0), (True, 20))]
+#: it where the host issues each operator 20 ms before its GPU starts it (a host running ahead; the emulator's keep up),
+#: or 0-20 ms before, uniform per operator (how far a host runs ahead varies with the work queued on its GPU).
+SWEEP = [(poll_ms, timing, ahead_ms, spread_ms) for poll_ms in (0.1, 1, 5, 20, 100)
+         for timing, ahead_ms, spread_ms in ((True, 0, 0), (False, 0, 0), (True, 20, 0), (True, 0, 20))]
 
 
 def main_() -> None:
@@ -109,17 +111,18 @@ def _run(base: Path, steps: Steps) -> dict:
     steps.advance(description="import: Flight Recorder's dumps, watchdog lag swept")
 
     sweep = []
-    for poll_ms, timing, ahead_ms in SWEEP:
-        name = f"fr-{poll_ms}-{timing}-{ahead_ms}"
+    for poll_ms, timing, ahead_ms, spread_ms in SWEEP:
+        name = f"fr-{poll_ms}-{timing}-{ahead_ms}-{spread_ms}"
         write_flight_recorder(base / name, records, spec, poll_ns=int(poll_ms * 1e6), timing=timing,
-                              host_ahead_ns=int(ahead_ms * 1e6))
+                              host_ahead_ns=int(ahead_ms * 1e6), host_ahead_spread_ns=int(spread_ms * 1e6))
         t0 = time.perf_counter()
         _quiet(["import", "flight-recorder", str(base / name), "--out", str(base / f"{name}-out"),
                 "--gpus-per-host", "4", "--watchdog-poll-ms", str(poll_ms)])
         seconds = time.perf_counter() - t0
         errors = _start_errors_us(base / f"{name}-out", truth)
         top, not_reported = _localized(base / f"{name}-out")
-        sweep.append({"watchdog_lag_ms": poll_ms, "timing": timing, "host_ahead_ms": ahead_ms, "import_s": round(seconds, 3),
+        sweep.append({"watchdog_lag_ms": poll_ms, "timing": timing, "host_ahead_ms": ahead_ms,
+                      "host_ahead_spread_ms": spread_ms, "import_s": round(seconds, 3),
                       "start_error_us_median": round(float(np.median(errors)), 1),
                       "start_error_us_p99": round(float(np.percentile(errors, 99)), 1),
                       "top_suspect": top, "not_reported": not_reported})

@@ -312,15 +312,18 @@ def test_the_import_section_gives_each_format_and_each_watchdog_lag_with_and_wit
                     {"watchdog_lag_ms": 100, "timing": False, "start_error_us_median": 5.0, "start_error_us_p99": 5.0,
                      "top_suspect": None, "not_reported": 1},
                     {"watchdog_lag_ms": 100, "timing": True, "host_ahead_ms": 20, "start_error_us_median": 20005.0,
-                     "start_error_us_p99": 20005.0, "top_suspect": None}]}
+                     "start_error_us_p99": 20005.0, "top_suspect": None},
+                    {"watchdog_lag_ms": 100, "timing": True, "host_ahead_ms": 0, "host_ahead_spread_ms": 20,
+                     "start_error_us_median": 9000.0, "start_error_us_p99": 19000.0, "top_suspect": "host:h0001"}]}
     lines = sections.import_section(document).splitlines()
     assert lines[0] == "22,400 records, 8 ranks, the slow GPU `gpu:h0001/1`."
     assert "| NCCL Inspector | 0.816 | 27,444 | - | gpu:h0001/1 |" in lines
     # The lags in order, a side the run did not take a dash, a suspect other than the truth marked, an
     # incident left unreported under the lag said so.
-    assert lines[-3:] == ["| 0.1 ms | 5 µs / 36 µs, gpu:h0001/1 | - | - |",
-                          "| 20 ms | - | 10.0 ms / 19.8 ms, nvswitch:h0001 (wrong) | - |",
-                          "| 100 ms | - | 5 µs / 5 µs, none, 1 under the lag not reported | 20.0 ms / 20.0 ms, none (wrong) |"]
+    assert lines[-3:] == ["| 0.1 ms | 5 µs / 36 µs, gpu:h0001/1 | - | - | - |",
+                          "| 20 ms | - | 10.0 ms / 19.8 ms, nvswitch:h0001 (wrong) | - | - |",
+                          "| 100 ms | - | 5 µs / 5 µs, none, 1 under the lag not reported | 20.0 ms / 20.0 ms, none (wrong) "
+                          "| 9.0 ms / 19.0 ms, host:h0001 (wrong) |"]
     with pytest.raises(ValueError, match="not bench_import.py's output: no 'flight_recorder' and 'truth'"):
         sections.import_section({"rows": []})
 

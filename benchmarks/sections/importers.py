@@ -33,15 +33,17 @@ def import_section(document: dict) -> str:
             lines.append(f"| {name} | {found['import_s']:.3f} | {found['records_per_s']:,} | "
                          f"{'-' if error is None else _microseconds(error)} | {suspect(found)} |")
     lines += ["", "| watchdog lag | with `duration_ms` (`TORCH_NCCL_ENABLE_TIMING=1`): start error median / p99, top suspect "
-              "| without: start error median / p99, top suspect | with, the host 20 ms ahead of its GPU |", "|---|---|---|---|"]
-    by_lag: dict[float, dict[tuple[bool, float], dict]] = {}
+              "| without: start error median / p99, top suspect | with, the host 20 ms ahead of its GPU "
+              "| with, the host 0-20 ms ahead |", "|---|---|---|---|---|"]
+    by_lag: dict[float, dict[tuple[bool, float, float], dict]] = {}
     for run in lags:
-        by_lag.setdefault(run["watchdog_lag_ms"], {})[(bool(run["timing"]), run.get("host_ahead_ms", 0))] = run
+        way = (bool(run["timing"]), run.get("host_ahead_ms", 0), run.get("host_ahead_spread_ms", 0))
+        by_lag.setdefault(run["watchdog_lag_ms"], {})[way] = run
     for lag, runs in sorted(by_lag.items()):
         cells = ["-" if way not in runs else
                  f"{_microseconds(runs[way]['start_error_us_median'])} / "
                  f"{_microseconds(runs[way]['start_error_us_p99'])}, {suspect(runs[way])}"
-                 for way in ((True, 0), (False, 0), (True, 20))]
+                 for way in ((True, 0, 0), (False, 0, 0), (True, 20, 0), (True, 0, 20))]
         lines.append(f"| {lag:g} ms | " + " | ".join(cells) + " |")
     if "flight_recorder_shapes" in document:
         lines += ["", "| Flight Recorder dumps | steps kept | per-step S, fault's steps / before | top suspect | from step |",

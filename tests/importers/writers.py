@@ -195,10 +195,12 @@ def _inspector_perf(op: dict, kind: OpKind, group, sn: int | None, *, events: bo
 
 def write_flight_recorder(
     folder: Path, records: RecordBatch, spec: JobSpec, *, poll_ns: int = 100_000, timing: bool = True,
-    as_json: bool = False, prefix: str = "nccl_trace_rank_", host_ahead_ns: int = 0,
+    as_json: bool = False, prefix: str = "nccl_trace_rank_", host_ahead_ns: int = 0, host_ahead_spread_ns: int = 0,
 ) -> dict[int, Path]:
     """One dump per rank in ``folder``; returns rank → file. ``host_ahead_ns``: how long before its
-    GPU starts an operator the host issued it, as a host running ahead does (the emulator's keep up)."""
+    GPU starts an operator the host issued it, as a host running ahead does (the emulator's keep up),
+    and each operator up to ``host_ahead_spread_ns`` more (uniform, seeded by rank): how far a host
+    runs ahead varies with the work queued on its GPU."""
     folder.mkdir(parents=True, exist_ok=True)
     pg_names = {"world": "0"}
     pg_desc = {"world": "default_pg"}
@@ -211,6 +213,7 @@ def write_flight_recorder(
         config = {pg_names[c]: {"name": pg_names[c], "desc": pg_desc[c], "ranks": _ranks_str(members[c])}
                   for c in members if rank in members[c]}
         entries: list[dict] = []
+        ahead = np.random.default_rng(rank)
         coll_seq: dict[str, int] = defaultdict(int)
         p2p_seq: dict[str, int] = defaultdict(int)
         for op_id, op in enumerate(rank_ops(records, rank) + [world_op(records, rank)]):
@@ -232,7 +235,8 @@ def write_flight_recorder(
             base = {
                 "pg_id": int(pg_names[comm]), "process_group": group, "thread_name": "pt_main_thread",
                 "thread_id": "140001", "collective_seq_id": coll_seq[comm], "p2p_seq_id": p2p_seq[comm],
-                "op_id": op_id, "time_created_ns": EPOCH_NS + op["t_issue_ns"] - host_ahead_ns, "input_sizes": sizes,
+                "op_id": op_id, "time_created_ns": EPOCH_NS + op["t_issue_ns"] - host_ahead_ns - int(ahead.integers(0, host_ahead_spread_ns + 1)),
+                "input_sizes": sizes,
                 "input_dtypes": dtypes, "output_sizes": sizes, "output_dtypes": dtypes, "timeout_ms": 600000,
                 "is_p2p": kind.is_p2p, "retired": True,
             }
