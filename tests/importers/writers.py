@@ -217,6 +217,7 @@ def write_flight_recorder(
         coll_seq: dict[str, int] = defaultdict(int)
         p2p_seq: dict[str, int] = defaultdict(int)
         for op_id, op in enumerate(rank_ops(records, rank) + [world_op(records, rank)]):
+            created = EPOCH_NS + op["t_issue_ns"] - host_ahead_ns - int(ahead.integers(0, host_ahead_spread_ns + 1))
             kind = OpKind(op["op"])
             comm = op["comm"]
             group = (pg_names[comm], pg_desc[comm])
@@ -235,10 +236,9 @@ def write_flight_recorder(
             base = {
                 "pg_id": int(pg_names[comm]), "process_group": group, "thread_name": "pt_main_thread",
                 "thread_id": "140001", "collective_seq_id": coll_seq[comm], "p2p_seq_id": p2p_seq[comm],
-                "op_id": op_id, "time_created_ns": EPOCH_NS + op["t_issue_ns"] - host_ahead_ns - int(ahead.integers(0, host_ahead_spread_ns + 1)),
-                "input_sizes": sizes,
-                "input_dtypes": dtypes, "output_sizes": sizes, "output_dtypes": dtypes, "timeout_ms": 600000,
-                "is_p2p": kind.is_p2p, "retired": True,
+                "op_id": op_id, "time_created_ns": created, "input_sizes": sizes, "input_dtypes": dtypes,
+                "output_sizes": sizes, "output_dtypes": dtypes, "timeout_ms": 600000, "is_p2p": kind.is_p2p,
+                "retired": True,
             }
             # The start event exists only with timing (WorkNCCL makes ncclStartEvent_ when enableTiming).
             started = EPOCH_NS + _discovered(op["t_start_ns"], poll_ns, rank) if timing else None
