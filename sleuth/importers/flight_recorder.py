@@ -217,6 +217,7 @@ def _entries(
     dump: Mapping, source: str, rank: int, groups: Mapping[str, SourceComm], notes: list[str], poll_ns: int
 ) -> tuple[list[SourceOp], list[Window | None], Stream]:
     entries = _list(dump, "entries", source)
+    _refuse_gloo(entries, source)
     parsed = [_entry(entry, f"{source}: entries[{i}]", rank, groups) for i, entry in enumerate(entries)]
     parsed.sort(key=lambda e: e["record_id"])
     ids = [e["record_id"] for e in parsed]
@@ -251,6 +252,18 @@ def _entries(
         notes.append(f"rank {rank}: left out {shown}")
     signatures = tuple((e["name"], e["pg"], e["sizes"]) for e in parsed)
     return ops, windows, Stream(ids[0] if ids else 0, signatures)
+
+
+def _refuse_gloo(entries: list, source: str) -> None:
+    """A gloo job's dump, refused by name: torch's Flight Recorder keeps no time but the issue for a
+    gloo operator (no watchdog discovers it: every entry stays ``scheduled``), and files its groups'
+    members under an empty name (torch 2.15), so there is nothing to place an operator by."""
+    names = [e.get("profiling_name") for e in entries if isinstance(e, dict)]
+    if names and all(isinstance(n, str) and n.startswith("gloo:") for n in names):
+        raise ImportFileError(
+            f"{source}: a gloo job's dump: torch's Flight Recorder records no start or completion time for gloo "
+            "operators, nor its groups' members; log the job with sleuth's logger (SLEUTH_LOG_DIR or "
+            "SLEUTH_COLLECTOR set) or import its profiler traces (sleuth import torch-profiler)")
 
 
 def _place(rank: int, timed_ops: list[tuple[dict, dict, int]],
