@@ -56,7 +56,7 @@ from sleuth.localizer.impact import Impact
 from sleuth.localizer.incident import AttributionSummary, Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.nonhardware import ADVICE, Straggler
 from sleuth.localizer.rules import LOCALIZER_RULES
-from sleuth.localizer.scoring import Priors, accumulate, leading, map_scores
+from sleuth.localizer.scoring import Priors, accumulate, leading, map_scores, tied_advice
 from sleuth.localizer.search import Cause, Root
 
 __all__ = ["Episode", "Part", "at_steps", "complement", "diagnose", "diagnose_episode", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
@@ -684,7 +684,7 @@ def slowdown_incident(
         ranks_fetched=graph.world,  # the attribution read every rank
         world=graph.world,
         impact=impact_over(attribution, episode.iterations, world=graph.world, part=part),
-        advice=ADVICE[diagnosis],
+        advice=ADVICE[diagnosis] or tied_advice([(s.device, s.score) for s in suspects]),
         seconds=time.perf_counter() - started,
         attribution=summary(attribution, "slowdown"),
     )

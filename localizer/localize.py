@@ -60,7 +60,7 @@ from sleuth.localizer.nonhardware import ADVICE, Diagnosis, Straggler, classify
 from sleuth.localizer.peers import host_share, peer_share, stands_out
 from sleuth.localizer.operators import Thresholds, Window, baseline, make_window, rebase
 from sleuth.localizer.rules import LOCALIZER_RULES
-from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices
+from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices, tied_advice
 from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
 from sleuth.localizer.shifts import level_shifts, persists
 
@@ -451,7 +451,7 @@ def _localize_cluster(
         ranks_fetched=len(fetched),
         world=graph.world,
         impact=estimate(times, frame, world=graph.world),
-        advice=diagnosis.advice,
+        advice=diagnosis.advice or tied_advice([(s.device, s.score) for s in chosen]),
         seconds=time.perf_counter() - started,
     )
 

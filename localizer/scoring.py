@@ -53,7 +53,7 @@ from sleuth.localizer.search import Cause, Root
 from sleuth.validation import fraction, non_negative_number, positive_int
 
 __all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay", "device_kind", "leading", "map_scores",
-           "root_devices"]
+           "root_devices", "tied_advice"]
 
 EPSILON = 1e-6
 #: Scores this close are one (``leading``): the same evidence summed in another order.
@@ -225,6 +225,22 @@ def map_scores(evidence: Mapping[str, Evidence], *, topology: Topology, priors: 
     # the same delays (a leaf before the spine layer above it, which gets all of its evidence).
     scores.sort(key=lambda s: (-s.score, endpoints[s.device], s.device))
     return tuple(scores)
+
+
+def tied_advice(suspects: Sequence[tuple[str, float]], *, shown: int = 8) -> str:
+    """What on-call should do where more than two (device, score) suspects tie with the best
+    (``leading``'s tie): the records cannot tell which of them it is (a NIC and its own cable are
+    two, and always tie); empty otherwise."""
+    if not suspects:
+        return ""
+    best = max(score for _, score in suspects)
+    tied = [device for device, score in suspects if math.isclose(score, best, rel_tol=_TIED)]
+    if len(tied) <= 2:
+        return ""
+    named = ", ".join(tied[:shown]) + (f" and {len(tied) - shown} more" if len(tied) > shown else "")
+    return (f"{len(tied)} devices share the first place's evidence ({named}): any one of them, slow, would delay "
+            "the same operators alike (every member of a collective ends it together), so these records cannot "
+            "tell which. Test them one at a time, e.g. nccl-tests' all_reduce_perf or ib_write_bw between their hosts.")
 
 
 def leading(ranking: Sequence[Score], top_k: int) -> tuple[Score, ...]:

@@ -108,6 +108,9 @@ def test_a_slow_nic_seen_only_in_data_parallel_rings_names_every_nic_of_the_ring
     ring = {f"nic:h{host:04d}/{index}" for host in range(8) for index in (2, 6)}  # tensor ranks 2 and 6's ring
     assert {s.device for s in nics} == ring, incident.suspects
     assert max(s.score for s in nics) == pytest.approx(min(s.score for s in nics))
+    # On-call is told why none leads, and what to do (the advice had been empty).
+    assert incident.advice.startswith("16 devices share the first place's evidence (nic:h0000/2, nic:h0000/6,")
+    assert "and 8 more): any one of them, slow, would delay the same operators alike" in incident.advice
 
 
 def test_a_spine_slowing_every_data_parallel_ring_leads_the_nvswitches_those_rings_also_cross():

@@ -6,7 +6,7 @@ import pytest
 
 from sleuth.errors import ConfigError
 from sleuth.localizer.explain import nic_beside_its_cable, separate
-from sleuth.localizer.scoring import Score, leading
+from sleuth.localizer.scoring import Score, leading, tied_advice
 from sleuth.localizer.search import Cause, Root
 from sleuth.topology import DeviceKind
 
@@ -141,3 +141,13 @@ def test_devices_tied_with_the_first_are_all_kept_beyond_the_top_k():
     assert [s.device for s in leading(ranking, 2)] == [f"nic:h{h}/2" for h in range(4)]
     assert [s.device for s in leading(ranking[3:], 2)] == ["nic:h3/2", "leaf:p0r2"]
     assert leading([], 2) == ()
+
+
+def test_more_than_two_devices_tied_first_get_advice_a_nic_and_its_cable_none():
+    cable = "link:leaf:p0r2~nic:h0/2"
+    assert tied_advice([("nic:h0/2", 0.2), (cable, 0.2), ("gpu:h1/0", 0.1)]) == ""
+    assert tied_advice([]) == ""
+    ring = [(f"nic:h{h}/2", 0.2) for h in range(10)] + [("leaf:p0r2", 0.1)]
+    advice = tied_advice(ring[::-1])  # the best need not be listed first
+    assert advice.startswith("10 devices share the first place's evidence (nic:h9/2, nic:h8/2,")
+    assert "nic:h2/2 and 2 more): " in advice and "leaf" not in advice
