@@ -20,11 +20,11 @@ with the same sequence id, which alone carries the group's times.
 How records are made: ``t_issue`` = created. With a duration, the operator is placed at the
 earliest start its issue time, the operator before it on its stream and the watchdog's
 discovery windows allow (``_place``), and a collective's members then end together at the
-earliest end all their windows allow (``_common_ends``); without one, ``t_start``/``t_end`` are the discovered
-start (torch has none without timing: its start event is made only then; the issue time
-stands in) and completion, late by up to the polling period, which the job spec's
-``time_resolution_ns`` then records. Operators not
-completed at dump time are left out (counted in the notes). nbytes = Σ numel × element size of
+earliest end all their windows allow (``_common_ends``); without one, ``t_start``/``t_end`` are
+the discovered start (torch has none without timing: its start event is made only then; the
+issue time stands in) and completion, late by up to the polling period, which the job spec's
+``time_resolution_ns`` then records. Operators not completed at dump time are left out (counted
+in the notes). nbytes = Σ numel × element size of
 the inputs (of the outputs for a receive). Hosts are not in the dumps: rank r is assumed on
 host ``h{r // gpus_per_host}``, GPU ``r % gpus_per_host``.
 
@@ -297,10 +297,10 @@ def _place(rank: int, timed_ops: list[tuple[dict, dict, int]],
             if started is not None and started <= completed:
                 # The watchdog saw the start event on the same ticks: the start lies within a period before.
                 earliest, latest = max(earliest, started - poll_ns), min(latest, started)
-            t_start = max(created, min(max(earliest, latest - poll_ns), latest))
+            low = max(earliest, latest - poll_ns)
+            t_start = max(created, min(low, latest))
             t_end = t_start + duration
             chain_end[chain] = t_end
-            low = max(earliest, latest - poll_ns)
             window = (Window(low + duration, latest + duration, duration, e["kind"] in ENDING_TOGETHER, e["seq_id"])
                       if low <= latest and not e["is_p2p"] else None)
         else:
