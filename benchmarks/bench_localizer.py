@@ -29,6 +29,7 @@ Figures (sleuth and each baseline: ``earliest``, ``random_walk``, ``nvrx_relativ
 * ``false_alarm_rate``: clean runs (the ``clean`` suite's, and any other fault-free run but the
   hiccups suite's: ``clocks-clean``) localized on their 5 slowest iterations (clean runs have no
   δ-irregular iteration at all, so this forces the search); any hardware suspect is an alarm;
+  ``clean_incident_rate``: the same runs with any incident, a non-hardware cause's too (it pages as one);
   ``hiccup_alarm_rate``: the same over the ``hiccups`` suite's runs (whose only events are benign
   pauses), localized on their δ-irregular iterations alone;
 * ``slowdown``: with the what-if attribution (the default; ``--no-attribution`` leaves it out),
@@ -211,6 +212,7 @@ def run_scenario(scenario, *, baselines: bool, routing: str | None = None, attri
         "correct": bool(devices) and all(named(d, suspects) for d in devices),
         "correct_top2": bool(devices) and all(named_at_top(d, incidents) for d in devices),
         "hardware_alarm": any(i.cause.hardware for i in incidents),
+        "any_incident": bool(incidents),
         "fetched": max((i.ranks_fetched for i in incidents), default=0) / scenario.layout.world,
         "read_whole": len(counter.whole) / scenario.layout.world,
         "records_read": counter.records / counter.job_records(window),
@@ -350,6 +352,7 @@ def main() -> None:
         "by_scale": {str(w): at_scale([r for r in scale_rows if r["world"] == w]) for w in sorted({r["world"] for r in scale_rows})},
         "nonhardware": {r["name"] + f"@{r['seed']}": r["causes"] for r in nonhw},
         "false_alarm_rate": _rate(clean, "hardware_alarm"),
+        "clean_incident_rate": _rate(clean, "any_incident"),
         "clean_runs": len(clean),
         "hiccup_alarm_rate": _rate([r for r in rows if r["suite"] == "hiccups"], "hardware_alarm"),
         "slowdown": _slowdown_summary([r for r in rows if "slowdown" in r]),

@@ -61,7 +61,7 @@ from sleuth.localizer.search import Cause, Root
 
 __all__ = ["Episode", "Part", "at_steps", "complement", "diagnose", "diagnose_episode", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
            "jitter_transfers_dropped", "lead", "paid_sides", "parts", "pauses_move", "runs", "slowdown_incident", "split_led", "steady_straggler",
-           "summary", "tied_devices", "whatif_search", "work_moves"]
+           "summary", "tied_devices", "unpaid_straggler_cause", "whatif_search", "work_moves"]
 
 _RULES = LOCALIZER_RULES
 _NS_PER_HOUR = 3_600e9
@@ -280,6 +280,21 @@ def hiccup(incident: Incident, named_elsewhere: Collection[str], attribution: At
     ideal_ns = np.asarray(attribution.hardware_ideal_ns, float)
     window = float(ideal_ns.sum()) if horizon is None else float(ideal_ns.mean()) * horizon
     return window > 0 and float(np.clip(original - ideal, 0, None).sum()) / window < slowdown - 1.0
+
+
+#: The non-hardware causes read from what the stragglers cost (What-if §5.3-§5.4).
+STRAGGLER_CAUSES = frozenset((IncidentCause.SEQLEN_IMBALANCE, IncidentCause.SCATTERED_PAUSES))
+
+
+def unpaid_straggler_cause(incident: Incident, attribution: Attribution, *, slowdown: float) -> bool:
+    """Whether ``incident`` names a straggler cause (``STRAGGLER_CAUSES``) that cost the job nothing:
+    in none of its iterations was the recorded time ``slowdown`` times its replay with every
+    operator at its peers' length (the pipeline's split kept). Those iterations were long on every
+    rank alike: there is no straggler to name."""
+    if incident.cause not in STRAGGLER_CAUSES:
+        return False
+    slower, faster = Part.STRAGGLERS.times(attribution, incident.iterations)
+    return not np.any((faster > 0) & (slower >= slowdown * faster))
 
 
 def evidence_iterations(incident: Incident) -> set[int]:

@@ -47,7 +47,7 @@ from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import (
     Episode, Part, complement, diagnose, diagnose_episode, episodes, grown_to_episode, hiccup, jitter_transfers_dropped,
-    lead, paid_sides, parts, slowdown_incident, summary, tied_devices, whatif_search,
+    lead, paid_sides, parts, slowdown_incident, summary, tied_devices, unpaid_straggler_cause, whatif_search,
 )
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.episodes import one_per_episode
@@ -161,7 +161,8 @@ def _with_attribution(
     topology: Topology, routing: Routing, priors: Priors, top_k: int, min_support: int, started: float,
     slowdown: float, sustain: int, sustained: Sequence[Episode],
 ) -> list[Incident]:
-    """The irregular clusters' incidents with what the job pays, less the hiccups' (``hiccup``),
+    """The irregular clusters' incidents with what the job pays, less the hiccups' (``hiccup``) and
+    those naming a straggler cause the stragglers did not cost the job (``unpaid_straggler_cause``),
     the one naming the episode it lies in grown to that episode, plus one incident per
     ``sustained`` episode (``episodes``) no cluster covers."""
     kept = [
@@ -170,6 +171,7 @@ def _with_attribution(
         if not hiccup(incident, tied_devices(o for o in incidents if o is not incident), attribution, slowdown=slowdown,
                       sustain=sustain)
     ]
+    kept = [k for k in kept if not unpaid_straggler_cause(k, attribution, slowdown=slowdown)]
     for episode in sustained:
         own = _attribution_of(attribution, episode, only=len(sustained) == 1)
         covering = [k for k, incident in enumerate(kept) if set(episode.iterations) & set(incident.iterations)]

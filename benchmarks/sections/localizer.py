@@ -43,7 +43,9 @@ def _summary(document: dict, rows: list[dict]) -> str:
     clean = [r for r in rows if r["suite"] == "clean" or (r.get("fault_free") and r["suite"] != "hiccups")]
     hiccups = [r for r in rows if r["suite"] == "hiccups"]
     if clean:
-        parts.append(f"clean runs {sum(bool(r.get('hardware_alarm')) for r in clean)} of {len(clean)} alarmed")
+        # A non-hardware cause on a clean run pages too (its job-level alert): said beside the devices'.
+        parts.append(f"clean runs {sum(bool(r.get('hardware_alarm')) for r in clean)} of {len(clean)} alarmed on a device, "
+                     f"{sum(bool(r.get('causes')) for r in clean)} with any incident")
     if hiccups:
         parts.append(f"hiccup runs {sum(bool(r.get('hardware_alarm')) for r in hiccups)} of {len(hiccups)} alarmed")
     named = document.get("nonhardware") or {}

@@ -8,8 +8,10 @@ on the attribution of those and of the ``SLEUTH_ATTRIBUTION_WINDOW`` iterations 
 (past ``SLEUTH_ATTRIBUTION_WARMUP``), its cost a share of the ``SLEUTH_LOCALIZER_WINDOW`` iterations
 the localizer looks across, as offline it is of the records read. One that cannot be judged (its
 iterations still in the warmup, or the iterations after it never landed) pages: a fault is never
-held back for want of data. A pause judged benign is recorded (``sleuth.stores.PauseStore``), and a
-device that paused before pages the second time, as offline.
+held back for want of data. One naming a straggler cause the stragglers did not cost the job is
+recorded as a pause too (``unpaid_straggler_cause``: its iterations were long on every rank alike).
+A pause judged benign is recorded (``sleuth.stores.PauseStore``), and a device that paused before
+pages the second time, as offline.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sleuth.localizer import Incident
-from sleuth.localizer.attributed import evidence_iterations, hiccup, tied_devices
+from sleuth.localizer.attributed import evidence_iterations, hiccup, tied_devices, unpaid_straggler_cause
 from sleuth.settings import Settings
 from sleuth.sources import RecordSource
 from sleuth.whatif.attribution import attribute
@@ -50,7 +52,8 @@ def benign_pauses(incidents: Sequence[Incident], source: RecordSource, settings:
     for i in judged:
         others = tied_devices(o for o in incidents if o is not incidents[i]) | named_elsewhere
         pauses[i] = hiccup(incidents[i], others, attribution, slowdown=settings.attribution_slowdown,
-                           sustain=settings.attribution_sustain, horizon=max(len(wanted), settings.localizer_window))
+                           sustain=settings.attribution_sustain, horizon=max(len(wanted), settings.localizer_window)) \
+            or unpaid_straggler_cause(incidents[i], attribution, slowdown=settings.attribution_slowdown)
     return pauses
 
 

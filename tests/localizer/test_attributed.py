@@ -300,6 +300,35 @@ def test_a_clean_run_with_one_hiccup_pages_nothing(tmp_path, capsys) -> None:
     assert document["episodes"] == [] and document["slowdown"] == pytest.approx(1.0, abs=0.05)
 
 
+def test_a_straggler_cause_is_unpaid_where_no_iteration_of_it_paid_the_slowdown_line() -> None:
+    from sleuth.localizer.attributed import unpaid_straggler_cause
+
+    found = attribution((1.0, 1.02, 1.0, 1.06, 1.0))
+    for cause, iterations, unpaid in [("seqlen_imbalance", (0, 1, 2), True), ("scattered_pauses", (1, 2), True),
+                                      ("seqlen_imbalance", (2, 3), False), ("compute", (0, 1, 2), False)]:
+        incident = replace(_incident(cause), iterations=iterations)
+        assert unpaid_straggler_cause(incident, found, slowdown=1.05) is unpaid, (cause, iterations)
+
+
+def test_the_slowest_iterations_of_a_clean_data_parallel_run_name_no_straggler_cause() -> None:
+    # A change-point detector hands the search the slowest iterations of a fault-free run: its data
+    # reading said sequence-length imbalance where the stragglers cost the job 0.2% (S 1.002).
+    from sleuth.layout import ParallelLayout
+    from sleuth.sim import Emulation
+    from sleuth.sim.scenario import Scenario
+    from sleuth.topology import Routing, generate
+
+    topology = generate("fattree:hosts=16,gpus=8,pod=4,spines=4")
+    emulation = Emulation(Scenario(topology=topology, layout=ParallelLayout(128, 2, 1, 64), iterations=40,
+                                   seed=7001026, routing=Routing.ECMP))
+    found = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
+    slowest = emulation.slowest_iterations()
+    assert found.slowdown < 1.01
+    assert localize(emulation, irregular_iterations=slowest, topology=topology, window=40, routing="ecmp") != []
+    assert localize(emulation, irregular_iterations=slowest, topology=topology, window=40, routing="ecmp",
+                    attribution=found) == []
+
+
 def test_attribution_options_are_checked(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         main(["attribute", "--records", str(tmp_path), "--slowdown", "0.9"])

@@ -57,3 +57,20 @@ def test_a_pause_in_the_warmup_pages_the_attribution_leaves_those_iterations_out
     em, [incident] = judged(pause_at=(20,))
     warm = replace(SETTINGS, attribution_warmup=21)
     assert benign_pauses([incident], em, warm, through=39, named_elsewhere=set()) == [False]
+
+
+def test_a_straggler_cause_the_stragglers_did_not_pay_for_is_recorded_not_paged() -> None:
+    # The slowest iterations of a fault-free data-parallel run, read as uneven data by the search.
+    from sleuth.layout import ParallelLayout
+    from sleuth.sim.scenario import Scenario
+    from sleuth.topology import Routing, generate
+
+    topology = generate("fattree:hosts=16,gpus=8,pod=4,spines=4")
+    em = Emulation(Scenario(topology=topology, layout=ParallelLayout(128, 2, 1, 64), iterations=40, seed=7001026,
+                            routing=Routing.ECMP))
+    [incident] = localize(em, irregular_iterations=em.slowest_iterations(since=5), topology=topology, window=100,
+                          routing="ecmp")
+    assert incident.cause.value == "seqlen_imbalance"
+    # Judged with no warmup: one of its roots ran in the iteration before its first.
+    assert benign_pauses([incident], em, replace(SETTINGS, attribution_warmup=0), through=39,
+                         named_elsewhere=set()) == [True]
