@@ -651,12 +651,19 @@ class Part(enum.Enum):
 def parts(attribution: Attribution, iterations: Sequence[int], *, slowdown: float) -> tuple[Part, ...]:
     """The parts of an episode that may get an incident: each that costs the job the slowdown line on
     its own (an uneven split and a broken GPU are two things to fix), else the whole, as one. Beside a
-    split over the line, the stragglers' part however little it costs alone: the episode pays over the
-    line either way, and a split a little smaller would have left them in the whole, searched; under
-    the line alone, only a device found makes them an incident (``localize._with_attribution``)."""
-    if Part.SPLIT.slowdown(attribution, iterations) >= slowdown:
+    split over the line, or one that pays most of the whole where neither part is over it alone, the
+    stragglers' part however little it costs alone: the episode pays over the line either way, and
+    the whole's diagnosis would name the split alone; under the line alone, only a device found
+    makes them an incident (``localize._with_attribution``)."""
+    split = Part.SPLIT.slowdown(attribution, iterations)
+    if split >= slowdown:
         return Part.SPLIT, Part.STRAGGLERS
-    return (Part.STRAGGLERS,) if Part.STRAGGLERS.slowdown(attribution, iterations) >= slowdown else (Part.WHOLE,)
+    if Part.STRAGGLERS.slowdown(attribution, iterations) >= slowdown:
+        return (Part.STRAGGLERS,)
+    whole = Part.WHOLE.slowdown(attribution, iterations)
+    if whole > 1.0 and math.log(split) >= _RULES.majority * math.log(whole):
+        return Part.SPLIT, Part.STRAGGLERS
+    return (Part.WHOLE,)
 
 
 def summary(attribution: Attribution, trigger: str) -> AttributionSummary:
