@@ -31,6 +31,10 @@ clocks         hosts' clocks apart (each within 10 ms, one 0.7 s ahead): a GPU x
                iteration, a NIC x6 from iteration 20, and a fault-free run
 drift          a month of a job (iterations sampled every 20,000 steps) creeping up 7%,
                without and with a late persistent fault
+random         24 scenarios none of which was designed: 64-256 GPUs, a layout, one fault (or two,
+               or none) of any kind, profile, size and start, static or ECMP routing, all drawn
+               from the seed; what a new user would try (some faults cost the job nothing: a NIC
+               that none of the job's cross-host transfers use)
 =============  ===========================================================================
 
 Fabrics are rail-optimized fat trees with pods of 4 hosts at small scale (so that leaves and
@@ -318,6 +322,53 @@ def _drift(seed: int) -> list[Scenario]:
     ]
 
 
+#: Scenarios the random suite draws per seed.
+_RANDOM_SCENARIOS = 24
+#: What the random suite's faults slow, equally likely; "two": a GPU, then a NIC 15 iterations later.
+_RANDOM_KINDS = ("gpu", "host", "nic", "link", "leaf", "spine", "last_stage", "seqlen", "none", "two")
+#: Each kind's slowdown range: a GPU or host in the moderate-to-broken range, a port trained down
+#: to between half and an eighth of its speed, a switch at a half to a fifth.
+_RANDOM_SLOW = {"gpu": (1.2, 2.5), "host": (1.3, 2.5), "nic": (2.0, 8.0), "link": (2.0, 8.0), "leaf": (2.0, 5.0),
+                "spine": (2.0, 5.0), "last_stage": (1.2, 1.6)}
+
+
+def _random(seed: int) -> list[Scenario]:
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 1600]))
+    out = []
+    for k in range(_RANDOM_SCENARIOS):
+        world = int(rng.choice((64, 128, 256)))
+        shapes = [(tp, pp) for tp in (1, 2, 4, 8) for pp in (1, 2, 4) if world // (tp * pp) >= 2]
+        tp, pp = shapes[int(rng.integers(len(shapes)))]
+        layout = ParallelLayout(world, tp, pp, world // (tp * pp))
+        topology = _fabric(world)
+        pick = _Picker(topology, world, seed, 1600 + k)
+        what = str(rng.choice(_RANDOM_KINDS))
+        if what == "last_stage" and pp == 1:
+            what = "gpu"  # one stage has no last stage to overload
+        low, high = _RANDOM_SLOW.get(what, (1.5, 1.5))
+        slow = float(rng.uniform(low, high))
+        profile = Profile(str(rng.choice(["persistent"] * 6 + ["fluctuation"] * 2 + ["spike"])))
+        start = int(rng.choice((0, 0, 10, 20)))
+        ramp = int(rng.choice((0, 0, 0, 10))) if profile is Profile.PERSISTENT else 0
+        faults: tuple[Fault, ...] = ()
+        if what == "two":
+            faults = (Fault(kind=FaultKind.GPU, device=pick.gpu(), slow=float(rng.uniform(1.3, 2.0)), start=10),
+                      Fault(kind=FaultKind.NIC, device=pick.nic(), slow=float(rng.uniform(3.0, 6.0)), start=25))
+        elif what == "last_stage":
+            faults = (Fault(kind=FaultKind.LAST_STAGE, device=None, slow=slow),)
+        elif what == "seqlen":
+            faults = (Fault(kind=FaultKind.SEQLEN, device=None, alpha=float(rng.uniform(0.2, 0.6))),)
+        elif what in ("leaf", "spine"):
+            faults = (Fault(kind=FaultKind(what), device=getattr(pick, what)(), slow=slow, start=start),)
+        elif what != "none":
+            faults = (Fault(kind=FaultKind(what), device=getattr(pick, what)(), slow=slow, profile=profile, start=start,
+                            ramp=ramp),)
+        routing = Routing.STATIC if rng.random() < 0.5 else Routing.ECMP
+        out.append(_scenario(f"random-{k}-{what}-tp{tp}-pp{pp}-dp{layout.dp}", layout, seed, faults, topology=topology,
+                             iterations=40, routing=routing))
+    return out
+
+
 SUITES: dict[str, Callable[[int], list[Scenario]]] = {
     "scale": _scale,
     "scale-nic": _scale_nic,
@@ -336,6 +387,7 @@ SUITES: dict[str, Callable[[int], list[Scenario]]] = {
     "layouts": _layouts,
     "clocks": _clocks,
     "drift": _drift,
+    "random": _random,
 }
 
 

@@ -36,11 +36,13 @@ def localizer_section(document: dict) -> str:
 def _summary(document: dict, rows: list[dict]) -> str:
     seeds = ", ".join(str(s) for s in document.get("seeds", []))
     every = document.get("accuracy", {}).get("all", {})
-    parts = [f"Seed{'s' if len(document.get('seeds', [])) > 1 else ''} {seeds}: "
-             f"{count(every.get('sleuth'), every.get('n'))} faulty scenarios right by any suspect, "
-             f"{count(every.get('sleuth_top2'), every.get('n'))} by the top two of a side"]
-    # Fault-free runs outside the hiccups suite (whose benign pauses are counted apart) measure false alarms.
-    clean = [r for r in rows if r["suite"] == "clean" or (r.get("fault_free") and r["suite"] != "hiccups")]
+    parts = [f"Seed{'s' if len(document.get('seeds', [])) > 1 else ''} {seeds}"]
+    if every.get("n"):
+        parts[0] += (f": {count(every.get('sleuth'), every.get('n'))} faulty scenarios right by any suspect, "
+                     f"{count(every.get('sleuth_top2'), every.get('n'))} by the top two of a side")
+    # Fault-free runs outside the hiccups suite (whose benign pauses are counted apart) and the random
+    # suite (judged apart) measure false alarms.
+    clean = [r for r in rows if r["suite"] == "clean" or (r.get("fault_free") and r["suite"] not in ("hiccups", "random"))]
     hiccups = [r for r in rows if r["suite"] == "hiccups"]
     if clean:
         # A non-hardware cause on a clean run pages too (its job-level alert): said beside the devices'.
@@ -69,6 +71,17 @@ def _summary(document: dict, rows: list[dict]) -> str:
         if slowdown.get("max_per_iteration_error") is not None:
             parts.append(f"per iteration, S off its truth by {slowdown['max_per_iteration_error']:.3f} at most "
                          "(a scenario's mean)")
+    drawn = document.get("random")
+    if drawn:
+        parts.append(
+            f"random suite ({drawn['n']} drawn): of the {drawn['paid_faults']} faults the job paid the slowdown line for, "
+            f"{drawn['paid_right']} right by any suspect and {drawn['paid_right_top2']} by the top two"
+            + (f" (missed: {', '.join(drawn['paid_missed'])})" if drawn["paid_missed"] else "")
+            + f"; {drawn['unpaid_faults']} cost it less, {len(drawn['unpaid_other_device_blamed'])} of them with another "
+            f"device blamed; {len(drawn['clean_device_blamed'])} of {drawn['clean']} fault-free runs with a device blamed"
+            + (" (" + ", ".join(f"{name}: {'/'.join(causes)}" for name, causes in drawn["clean_incidents"].items()) + ")"
+               if drawn["clean_incidents"] else "") + "; "
+            f"{drawn['nonhardware_named']} of {drawn['nonhardware_paid']} paid non-hardware causes named with no device")
     return "; ".join(parts) + "."
 
 

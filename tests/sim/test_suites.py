@@ -50,6 +50,19 @@ def test_suites_cover_what_they_promise() -> None:
         (1, 1, False), (2, 1, False), (2, 2, False), (2, 2, True)]
 
 
+def test_the_random_suite_draws_shapes_faults_and_routings_from_the_seed() -> None:
+    drawn = suite("random", seed=3)
+    assert len(drawn) == 24 and [sc.name for sc in drawn] == [sc.name for sc in suite("random", seed=3)]
+    assert [sc.name for sc in drawn] != [sc.name for sc in suite("random", seed=4)]
+    assert len({(sc.layout.tp, sc.layout.pp) for sc in drawn}) > 4 and {sc.layout.world for sc in drawn} <= {64, 128, 256}
+    assert {f.kind for sc in drawn for f in sc.faults} > {FaultKind.GPU, FaultKind.NIC}
+    assert {sc.routing for sc in drawn} == {Routing.STATIC, Routing.ECMP}
+    for sc in drawn:  # every device drawn is on the scenario's own fabric, a last stage only where there are stages
+        for fault in sc.faults:
+            fault.check(sc.topology)
+            assert fault.kind is not FaultKind.LAST_STAGE or sc.layout.pp > 1
+
+
 @pytest.mark.parametrize("world", [1024, 4096])  # pp4 and pp8, the two shapes of the suite
 def test_the_scale_suites_slow_gpu_makes_iterations_irregular(world: int) -> None:
     from sleuth.sim import Emulation
