@@ -53,7 +53,7 @@ from sleuth.localizer.search import Cause, Root
 from sleuth.validation import fraction, non_negative_number, positive_int
 
 __all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay", "device_kind", "leading", "map_scores",
-           "root_devices", "tied_advice"]
+           "root_devices", "tied_advice", "tied_runs"]
 
 EPSILON = 1e-6
 #: Scores this close are one (``leading``): the same evidence summed in another order.
@@ -241,6 +241,21 @@ def tied_advice(suspects: Sequence[tuple[str, float]], *, shown: int = 8) -> str
     return (f"{len(tied)} devices share the first place's evidence ({named}): any one of them, slow, would delay "
             "the same operators alike (every member of a collective ends it together), so these records cannot "
             "tell which. Test them one at a time, e.g. nccl-tests' all_reduce_perf or ib_write_bw between their hosts.")
+
+
+def tied_runs(suspects: Sequence[tuple[str, float]]) -> list[tuple[str, ...]]:
+    """The runs of consecutive (device, score) suspects whose scores tie (``leading``'s tie) of more
+    than two devices (a NIC and its own cable are two, and always tie): each a set of devices the
+    records cannot tell apart."""
+    runs: list[list[str]] = []
+    previous = math.nan
+    for device, score in suspects:
+        if runs and math.isclose(score, previous, rel_tol=_TIED):
+            runs[-1].append(device)
+        else:
+            runs.append([device])
+        previous = score
+    return [tuple(run) for run in runs if len(run) > 2]
 
 
 def leading(ranking: Sequence[Score], top_k: int) -> tuple[Score, ...]:

@@ -1,7 +1,8 @@
 """Alerts: one per job x suspect device, built from incidents, in the Alertmanager webhook format.
 
 An incident names ranked suspects; each suspect becomes (or updates) the alert of its
-(job, device). An incident with a non-hardware cause (stage or sequence-length imbalance) names
+(job, device), and each set of more than two the records cannot tell apart (a ring's NICs) one
+alert, its device ``"<first> and <n> tied"``. An incident with a non-hardware cause (stage or sequence-length imbalance) names
 no device to blame: it becomes one job-level alert keyed by the cause. Receivers that take
 Alertmanager's webhook (PagerDuty, Opsgenie, Slack bridges, alertmanager-webhook-logger ...) take
 the payload of ``webhook_payload`` unchanged: https://prometheus.io/docs/alerting/latest/configuration/#webhook_config
@@ -22,7 +23,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sleuth.errors import RecordError
-from sleuth.localizer.incident import Incident, IncidentCause
+from sleuth.localizer.incident import Incident, IncidentCause, Suspect
+from sleuth.localizer.scoring import tied_runs
 
 __all__ = ["Alert", "AlertStatus", "Evidence", "Severity", "evidence_from_incident", "rfc3339", "severity_of",
            "webhook_payload"]
@@ -69,10 +71,12 @@ class Evidence:
 
 
 def evidence_from_incident(incident: Incident) -> list[Evidence]:
-    """One ``Evidence`` per suspect of an incident, or one job-level for non-hardware causes."""
+    """One ``Evidence`` per suspect of an incident, one for each set of more than two suspects the
+    records cannot tell apart (``scoring.tied_runs``: a ring's NICs), or one job-level for
+    non-hardware causes."""
     if not incident.iterations:
         raise RecordError(f"incident {incident.incident} of job {incident.job} lists no irregular iterations")
-    suspects = [(s.device, s.kind.value, s.score) for s in incident.suspects]
+    suspects = _one_per_tied_set(incident.suspects)
     if not incident.cause.hardware or not suspects:
         suspects = [(incident.cause.value, "job", 1.0)]
     first, last = min(incident.iterations), max(incident.iterations)
@@ -82,6 +86,15 @@ def evidence_from_incident(incident: Incident) -> list[Evidence]:
                  impact.slowdown, impact.gpu_hours_lost, incident.advice)
         for device, kind, score in suspects
     ]
+
+
+def _one_per_tied_set(suspects: tuple[Suspect, ...]) -> list[tuple[str, str, float]]:
+    """(device, kind, score) per alert: a tied set is one, named by its first device and how many
+    tie with it (the incident's advice lists them), so that a ring of 256 NICs pages once."""
+    runs = {run[0]: run for run in tied_runs([(s.device, s.score) for s in suspects])}
+    inside = {device for run in runs.values() for device in run}
+    return [(f"{s.device} and {len(runs[s.device]) - 1} tied" if s.device in runs else s.device, s.kind.value, s.score)
+            for s in suspects if s.device in runs or s.device not in inside]
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,16 @@ def test_each_suspect_is_one_piece_of_evidence() -> None:
         ("gpu:h0/1", "gpu", 10, 12), ("host:h0", "host", 10, 12)]
 
 
+def test_more_than_two_suspects_the_records_cannot_part_are_one_alert_a_nic_and_its_cable_two() -> None:
+    ring = tuple(Suspect(f"nic:h{h}/3", DeviceKind.NIC, 0.05) for h in range(16))
+    found = evidence_from_incident(incident(cause=IncidentCause.MIXED, suspects=(
+        Suspect("gpu:h0/1", DeviceKind.GPU, 0.7), *ring)))
+    assert [(e.device, e.kind, e.score) for e in found] == [("gpu:h0/1", "gpu", 0.7), ("nic:h0/3 and 15 tied", "nic", 0.05)]
+    cable = (Suspect("nic:h3/0", DeviceKind.NIC, 0.4), Suspect("link:leaf:l0~nic:h3/0", DeviceKind.LINK, 0.4))
+    assert [e.device for e in evidence_from_incident(incident(cause=IncidentCause.NETWORK, suspects=cable))] == [
+        "nic:h3/0", "link:leaf:l0~nic:h3/0"]
+
+
 def test_a_non_hardware_incident_is_one_job_level_alert() -> None:
     [found] = evidence_from_incident(incident(cause=IncidentCause.STAGE_IMBALANCE, suspects=(),
                                               advice="rebalance stages"))
