@@ -76,7 +76,7 @@ COMPUTE = "compute"
 _BATCH_VALUES = 1 << 25
 _NS_PER_HOUR = 3_600e9
 #: Communicators whose transfers of one type and volume make a median (``_volume_put_back``): of
-#: two, one slow, neither is the peers'.
+#: two, one slow, neither is the peers' (the faster is the reference instead, beyond their jitter).
 _VOLUME_PEERS = 3
 #: A rank's clock where it has no records in an iteration.
 _NO_CLOCK = np.iinfo(np.int64).min
@@ -733,18 +733,20 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     # and volume among as many members on every program (§3.2: a type's volume is the same across
     # pipeline and data-parallel ranks, where one program's groups may all share a slow device);
     # and its own other iterations.
-    spatial = np.minimum(_put_back(transfer, slots.slot, enough & complete),
-                         _volume_put_back(transfer, complete, group, members, it, comm, records["seq"][order],
-                                          prefix_code[comm], op, nbytes))
     identity = _identity_keys(rank, slots.position, comm, op, nbytes, records.strings)
     temporal = transfer.copy()
+    jitter = np.zeros(len(transfer))  # each complete transfer's spread over its own iterations
     if complete.any():
         # Its other iterations at its level before (or after) a step: a fabric slowed from some
         # iteration on slows most of its slot for the rest of the run, and then most of its history.
         measured = np.flatnonzero(complete)
-        temporal[measured] = _beyond_spread(transfer[measured], *keyed_spread(
+        level, jitter[measured] = keyed_spread(
             identity[measured], transfer[measured], [(h.keys, h.transfer) for h in history], it[measured],
-            step=(_RULES.spread_k, _RULES.level_iterations)), np.ones(len(measured), bool))
+            step=(_RULES.spread_k, _RULES.level_iterations))
+        temporal[measured] = _beyond_spread(transfer[measured], level, jitter[measured], np.ones(len(measured), bool))
+    spatial = np.minimum(_put_back(transfer, slots.slot, enough & complete),
+                         _volume_put_back(transfer, complete, group, members, it, comm, records["seq"][order],
+                                          prefix_code[comm], op, nbytes, jitter))
     ideal_transfer = np.where(complete, np.minimum(spatial, temporal), 0.0)
     left: list[PeerHistory] = []
     # Copies of the complete transfers of the iterations ``leave`` picks: only the streaming rounds keep them.
@@ -851,13 +853,17 @@ def _identity_keys(rank: np.ndarray, position: np.ndarray, comm: np.ndarray, op:
 
 
 def _volume_put_back(transfer: np.ndarray, complete: np.ndarray, group: np.ndarray, members: np.ndarray, it: np.ndarray,
-                     comm: np.ndarray, seq: np.ndarray, kind: np.ndarray, op: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+                     comm: np.ndarray, seq: np.ndarray, kind: np.ndarray, op: np.ndarray, nbytes: np.ndarray,
+                     jitter: np.ndarray) -> np.ndarray:
     """Each complete transfer, or the median of its peers where it lies beyond their spread
     (``_put_back``): the iteration's transfers of its ``kind`` (communicator kind), op and volume
     among as many members, each the same in its own communicator's order of them (its first of
     that volume, its second, ...), on every communicator; each collective or pair counted once, its
     members ending it together. A communicator's several transfers of one volume (a job's gradient
-    buckets) are different operators, which the paper's peers never mix (§3.2)."""
+    buckets) are different operators, which the paper's peers never mix (§3.2). Of two such
+    communicators (two rings a stage, one a tensor rank), the faster where the slower lies beyond
+    the larger of their ``jitter`` (each one's spread over its own iterations; none known: not
+    judged): a fault only adds time, so the faster shows what the fabric does."""
     head = np.empty(len(members), np.int64)
     head[group] = np.arange(len(group))  # a row of each group: whichever, its members end it together
     used = np.flatnonzero(complete[head])
@@ -870,9 +876,18 @@ def _volume_put_back(transfer: np.ndarray, complete: np.ndarray, group: np.ndarr
     peers = dense_ids(it[rows], kind[rows], op[rows], nbytes[rows], members[used], ordinal)
     median, spread = group_spread(peers, transfer[rows])
     # A median of three communicators or more: of one, its members' ends are the slot's to judge.
-    judged = np.bincount(peers)[peers] >= _VOLUME_PEERS
+    count = np.bincount(peers)[peers]
+    judged = count >= _VOLUME_PEERS
     medians, spreads = np.full(len(head), np.inf), np.zeros(len(head))
     medians[used[judged]], spreads[used[judged]] = median[judged], spread[judged]
+    pair = count == 2
+    if pair.any():
+        faster = np.full(int(peers.max()) + 1, np.inf)
+        np.minimum.at(faster, peers[pair], transfer[rows][pair])
+        noise = np.zeros(len(faster))
+        np.maximum.at(noise, peers[pair], jitter[rows][pair])
+        known = pair & (noise[peers] > 0)
+        medians[used[known]], spreads[used[known]] = faster[peers[known]], noise[peers[known]]
     return _beyond_spread(transfer, medians[group], spreads[group], complete)
 
 

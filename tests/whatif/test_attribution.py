@@ -141,6 +141,23 @@ def test_a_nic_slow_from_the_first_step_under_half_a_stage_s_rings_is_put_back_t
     assert max(result.by_type, key=result.by_type.get) == "dp.all_reduce"
 
 
+@pytest.mark.parametrize(("shape", "nic"), [((2, 1, 16), "nic:h0001/1"), ((1, 2, 16), "nic:h0001/0")])
+def test_a_nic_slow_from_the_first_step_under_one_of_two_rings_is_put_back_to_the_other(shape, nic) -> None:
+    # tp2 pp1 (a ring per tensor rank) and tp1 pp2 (a ring per stage): two rings of one volume, one
+    # behind the NIC in every step; a median of two is no reference, the faster one is. S read 1.00
+    # against a truth of 1.5 before.
+    tp, pp, dp = shape
+    em = Emulation(Scenario(topology=generate("fattree:hosts=4,gpus=8,pod=2,spines=2"),
+                            layout=ParallelLayout(32, tp, pp, dp, gpus_per_host=8), model=SMALL, microbatches=4,
+                            iterations=12, faults=(parse_fault(f"{nic},slow=4"),), seed=11, job="pair"))
+    result = attribute(em.records(), em.job_spec(), iterations=em.iterations())
+    assert truth_slowdown(em) > 1.1
+    assert result.slowdown == pytest.approx(truth_slowdown(em), rel=0.05)
+    clean = Emulation(replace(em.scenario, faults=()))  # its jitter is no fault: what its twin says (pp2's split)
+    assert attribute(clean.records(), clean.job_spec(), iterations=clean.iterations()).slowdown == pytest.approx(
+        truth_slowdown(clean), rel=0.01)
+
+
 def test_a_slow_gpu_is_a_compute_straggler_of_its_own_worker() -> None:
     result = attributed(GPU)
     assert max(result.by_type, key=result.by_type.get) == COMPUTE
