@@ -2,10 +2,10 @@
 
 An incident names ranked suspects; each suspect becomes (or updates) the alert of its
 (job, device), and each set of more than two the records cannot tell apart (a ring's NICs) one
-alert, its device ``"<first> and <n> tied"``. An incident with a non-hardware cause (stage or sequence-length imbalance) names
-no device to blame: it becomes one job-level alert keyed by the cause. Receivers that take
-Alertmanager's webhook (PagerDuty, Opsgenie, Slack bridges, alertmanager-webhook-logger ...) take
-the payload of ``webhook_payload`` unchanged: https://prometheus.io/docs/alerting/latest/configuration/#webhook_config
+alert, its device ``"<first> and <n> tied"``. An incident with a non-hardware cause (stage or
+sequence-length imbalance) names no device to blame: it becomes one job-level alert keyed by the
+cause. Receivers that take Alertmanager's webhook (PagerDuty, Opsgenie, Slack bridges,
+alertmanager-webhook-logger ...) take the payload of ``webhook_payload`` unchanged: https://prometheus.io/docs/alerting/latest/configuration/#webhook_config
 (Alertmanager itself takes the same labels and annotations through its API: ``sleuth.oncall.alertmanager``.)
 
 The job is the label ``sleuth_job``: Prometheus gives every scraped series a ``job`` label (the
