@@ -282,11 +282,11 @@ def _slowdown_summary(rows: list[dict]) -> dict:
 
 def _random_summary(rows: list[dict], *, line: float) -> dict:
     """The ``random`` suite's runs, judged apart: a drawn fault may cost the job nothing (a NIC
-    none of the job's cross-host transfers use), so
-    accuracy counts the faulty runs that paid at least ``line`` against their twin (``paid``); a fault
-    that did not may go unnamed, and is right when no other device is blamed; a fault-free run is
-    right with no device blamed (the layout's own uneven split is a cause the job pays for, and may
-    be named); a non-hardware cause that paid, when named and no device blamed."""
+    none of the job's cross-host transfers use), so accuracy counts the faulty runs that paid at
+    least ``line`` against their twin (``paid``); a fault that did not may go unnamed, and is right
+    when no other device is blamed; a fault-free run is right with no device blamed (the layout's
+    own uneven split is a cause the job pays for, and may be named); a non-hardware cause that
+    paid, when named and no device blamed."""
     faulty = [r for r in rows if r["devices"]]
     paid = [r for r in faulty if r.get("slowdown_truth", line) >= line]
     unpaid = [r for r in faulty if r not in paid]
