@@ -34,7 +34,7 @@ from sleuth.topology.job_fabric import single_leaf
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sleuth.localizer.incident import Incident
+    from sleuth.localizer.incident import Incident, Suspect
     from sleuth.progress import Steps
     from sleuth.whatif.clocks import ClockOffsets
 
@@ -199,8 +199,7 @@ def _run(args: argparse.Namespace) -> int:
             f"slowdown x{impact.slowdown:.2f}, {impact.gpu_hours_lost:.4f} GPU-hours lost; "
             f"{incident.ranks_fetched} of {incident.world} ranks fetched"
         )
-        for position, suspect in enumerate(incident.suspects, start=1):
-            print(f"  {position}. {suspect.device:<40} {suspect.kind:<8} score {suspect.score:.3f}")
+        _print_suspects(incident.suspects)
         if incident.attribution is not None:
             found = incident.attribution
             ranks = ", ".join(f"{r} x{v:.3f}" for r, v in found.top_ranks[:4]) or "none"
@@ -209,3 +208,23 @@ def _run(args: argparse.Namespace) -> int:
         if incident.advice:
             print(f"  advice: {incident.advice}")
     return 0
+
+
+#: Devices of a tied set (``scoring.tied_runs``) printed before "and N more": a ring of 256 NICs is one finding.
+_TIED_SHOWN = 4
+
+
+def _print_suspects(suspects: tuple[Suspect, ...]) -> None:
+    """One line a suspect; of a set the records cannot tell apart, the first ``_TIED_SHOWN`` and how many more."""
+    from sleuth.localizer.scoring import tied_runs
+
+    hidden = {device: len(run) - _TIED_SHOWN for run in tied_runs([(s.device, s.score) for s in suspects])
+              for device in run[_TIED_SHOWN:]}
+    said = False
+    for position, suspect in enumerate(suspects, start=1):
+        if suspect.device not in hidden:
+            print(f"  {position}. {suspect.device:<40} {suspect.kind:<8} score {suspect.score:.3f}")
+            said = False
+        elif not said:
+            print(f"     ... and {hidden[suspect.device]} more tied with them (the advice says why)")
+            said = True

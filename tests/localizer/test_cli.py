@@ -33,6 +33,22 @@ def test_localize_on_an_emulated_folder_names_the_slow_gpu(tmp_path, capsys):
     assert "gpu:h0003/2" in text and "ranks fetched" in text
 
 
+def test_a_ring_s_tied_nics_print_as_four_and_how_many_more_with_every_one_in_the_json(tmp_path, capsys):
+    # tp2 pp1: a NIC slow from the first step under one of the two rings ties with the ring's 8 NICs.
+    out = tmp_path / "run"
+    assert main(["sim", "--generate", "fattree:hosts=4,gpus=8,pod=2,spines=2", "--tp", "2", "--pp", "1", "--dp", "16",
+                 "--iterations", "30", "--fault", "nic:h0001/1,slow=4", "--seed", "11", "--out", str(out),
+                 "--no-labels"]) == 0
+    capsys.readouterr()
+    assert main(["localize", "--records", str(out), "--routing", "static"]) == 0
+    text = capsys.readouterr().out
+    assert re.findall(r"^  \d+\. (nic:\S+)", text, re.MULTILINE) == ["nic:h0000/1", "nic:h0000/7", "nic:h0001/1", "nic:h0001/7"]
+    assert "... and 4 more tied with them" in text and "8 devices share the first place" in text
+    assert main(["localize", "--records", str(out), "--routing", "static", "--json"]) == 0
+    [incident] = json.loads(capsys.readouterr().out)
+    assert len(incident["suspects"]) == 8
+
+
 def test_a_missing_records_folder_is_a_clear_error(tmp_path, capsys):
     assert main(["localize", "--records", str(tmp_path / "nope")]) == 2
     assert "--records" in capsys.readouterr().err
