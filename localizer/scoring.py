@@ -58,6 +58,15 @@ __all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay
 EPSILON = 1e-6
 #: Scores this close are one (``leading``): the same evidence summed in another order.
 _TIED = 1e-9
+#: A NIC and its own cable carry the same transfers and always tie: only a larger set is one the
+#: records cannot tell apart (``tied_advice``, ``tied_runs``).
+_PAIR = 2
+
+
+def _tie(a: float, b: float) -> bool:
+    """Whether two scores are one (``_TIED``)."""
+    return math.isclose(a, b, rel_tol=_TIED)
+
 
 # Holmes table 1: anomalous devices over three months (GPUs 58.7%, NICs 18.3%, links 9.5%,
 # switches 4.8%, CPUs 3.2%, others 5.5%). Switches: leaf, spine and NVSwitch alike.
@@ -234,8 +243,8 @@ def tied_advice(suspects: Sequence[tuple[str, float]], *, shown: int = 8) -> str
     if not suspects:
         return ""
     best = max(score for _, score in suspects)
-    tied = [device for device, score in suspects if math.isclose(score, best, rel_tol=_TIED)]
-    if len(tied) <= 2:
+    tied = [device for device, score in suspects if _tie(score, best)]
+    if len(tied) <= _PAIR:
         return ""
     named = ", ".join(tied[:shown]) + (f" and {len(tied) - shown} more" if len(tied) > shown else "")
     return (f"{len(tied)} devices share the first place's evidence ({named}): any one of them, slow, would delay "
@@ -250,12 +259,12 @@ def tied_runs(suspects: Sequence[tuple[str, float]]) -> list[tuple[str, ...]]:
     runs: list[list[str]] = []
     previous = math.nan
     for device, score in suspects:
-        if runs and math.isclose(score, previous, rel_tol=_TIED):
+        if runs and _tie(score, previous):
             runs[-1].append(device)
         else:
             runs.append([device])
         previous = score
-    return [tuple(run) for run in runs if len(run) > 2]
+    return [tuple(run) for run in runs if len(run) > _PAIR]
 
 
 def leading(ranking: Sequence[Score], top_k: int) -> tuple[Score, ...]:
@@ -265,4 +274,4 @@ def leading(ranking: Sequence[Score], top_k: int) -> tuple[Score, ...]:
     if not ranking:
         return ()
     first = ranking[0].score
-    return (*ranking[:top_k], *(s for s in ranking[top_k:] if math.isclose(s.score, first, rel_tol=_TIED)))
+    return (*ranking[:top_k], *(s for s in ranking[top_k:] if _tie(s.score, first)))
