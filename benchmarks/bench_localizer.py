@@ -176,6 +176,7 @@ def run_scenario(scenario, *, baselines: bool, routing: str | None = None, attri
 
     emulation = Emulation(scenario)
     truth = emulation.truth()
+    costs = emulation.fault_costs()
     emulation.forget_twins()  # the search reads the run as recorded only
     devices = [f["device"] for f in truth.faults if f["device"]]
     irregular = _irregular(emulation) if forced else [t.iteration for t in truth.iterations if t.irregular]
@@ -212,6 +213,10 @@ def run_scenario(scenario, *, baselines: bool, routing: str | None = None, attri
         "suspects": suspects,
         "causes": [i.cause.value for i in incidents],
         "routing": routing,
+        # Per injected fault: what it costs where in force, and whether its device is named (and in the top two).
+        "fault_costs": [{"device": f["device"], "cost": round(cost, 4),
+                         **({"named": named(f["device"], suspects), "named_top2": named_at_top(f["device"], incidents)}
+                            if f["device"] else {})} for f, cost in zip(truth.faults, costs)],
         "correct": bool(devices) and all(named(d, suspects) for d in devices),
         "correct_top2": bool(devices) and all(named_at_top(d, incidents) for d in devices),
         "hardware_alarm": any(i.cause.hardware for i in incidents),
@@ -281,23 +286,29 @@ def _slowdown_summary(rows: list[dict]) -> dict:
 
 
 def _random_summary(rows: list[dict], *, line: float) -> dict:
-    """The ``random`` suite's runs, judged apart: a drawn fault may cost the job nothing (a NIC
-    none of the job's cross-host transfers use), so accuracy counts the faulty runs that paid at
-    least ``line`` against their twin (``paid``); a fault that did not may go unnamed, and is right
-    when no other device is blamed; a fault-free run is right with no device blamed (the layout's
-    own uneven split is a cause the job pays for, and may be named); a non-hardware cause that
-    paid, when named and no device blamed."""
+    """The ``random`` suite's runs, judged apart, each fault by what it costs the job where in force
+    (``Emulation.fault_costs``): a drawn fault may cost nothing (a NIC none of the job's cross-host transfers
+    use, a NIC beside a slower GPU), and the job's own uneven pipeline split is not its cost. A
+    fault that paid the ``line`` is right when its device is named (``paid_right``; in the top two
+    of its side: ``paid_right_top2``); a run whose faults did not may go unnamed, and is right when
+    no other device is blamed; a fault-free run is right with no device blamed (the
+    layout's own uneven split is a cause the job pays for, and may be named); a non-hardware cause
+    that paid, when named and no device blamed."""
+    def paid(row: dict) -> list[dict]:
+        return [f for f in row["fault_costs"] if f["cost"] >= line]
+
     faulty = [r for r in rows if r["devices"]]
-    paid = [r for r in faulty if r.get("slowdown_truth", line) >= line]
-    unpaid = [r for r in faulty if r not in paid]
+    unpaid = [r for r in faulty if not any(f["device"] for f in paid(r))]
+    paid_faults = [f for r in faulty for f in paid(r) if f["device"]]
     clean = [r for r in rows if r["fault_free"]]
     nonhw = [r for r in rows if not r["devices"] and not r["fault_free"]]
-    named_nonhw = [r for r in nonhw if r.get("slowdown_truth", line) >= line]
+    named_nonhw = [r for r in nonhw if paid(r)]
     cause = {"last_stage": "stage_imbalance", "seqlen": "seqlen_imbalance"}
     return {
-        "n": len(rows), "paid_faults": len(paid), "paid_right": sum(r["correct"] for r in paid),
-        "paid_right_top2": sum(r["correct_top2"] for r in paid),
-        "paid_missed": [f"{r['name']}@{r['seed']}" for r in paid if not r["correct_top2"]],
+        "n": len(rows), "paid_faults": len(paid_faults), "paid_right": sum(f["named"] for f in paid_faults),
+        "paid_right_top2": sum(f["named_top2"] for f in paid_faults),
+        "paid_missed": [f"{r['name']}@{r['seed']}: {f['device']}" for r in faulty for f in paid(r)
+                        if f["device"] and not f["named_top2"]],
         "unpaid_faults": len(unpaid),
         "unpaid_other_device_blamed": [f"{r['name']}@{r['seed']}" for r in unpaid if r["hardware_alarm"] and not r["correct"]],
         "clean": len(clean), "clean_device_blamed": [f"{r['name']}@{r['seed']}" for r in clean if r["hardware_alarm"]],

@@ -213,7 +213,8 @@ class Emulation:
 
     # -- runs -------------------------------------------------------------------------------
 
-    def _effects(self, with_faults: bool) -> Effects:
+    def _effects(self, with_faults: bool, *, leave_out: int | None = None) -> Effects:
+        """The run's effects: its faults' (all but ``leave_out``'s) where ``with_faults``, else none."""
         sc, plan = self.scenario, self.plan
         n = sc.iterations
         progress = np.arange(n) / max(n - 1, 1)
@@ -223,6 +224,8 @@ class Emulation:
         network = np.ones((n, len(sc.faults)))
         seqlen = None
         for k, fault in enumerate(sc.faults if with_faults else ()):
+            if k == leave_out:
+                continue
             factor = self._factors[k]
             if fault.kind is FaultKind.GPU:
                 compute.append((self.ranks_on(fault.device), factor))
@@ -545,6 +548,23 @@ class Emulation:
             rows.append(IterationTruth(iteration, int(time[i]), int(base[i]), iteration in irregular, active,
                                        int(balanced[i])))
         return GroundTruth(self.fault_truths(), tuple(rows))
+
+    def fault_costs(self) -> tuple[float, ...]:
+        """Per injected fault, what it costs the job over the iterations it is in force: the run's
+        time there against the same run (the same draws) without it, the other faults kept. A fault
+        beside a slower one, or on a path no transfer takes, may cost nothing; the layout's own
+        uneven pipeline split is no fault's cost (unlike S's truth, the balanced twin)."""
+        faults = self.scenario.faults
+        time = self.iteration_times()
+        costs = []
+        for k in range(len(faults)):
+            active = self._factors[k] > 1.0
+            if not active.any():
+                costs.append(1.0)
+                continue
+            without = self._spans(self.counterfactual if len(faults) == 1 else self._run(self._effects(True, leave_out=k)))
+            costs.append(float(time[active].sum() / without[active].sum()))
+        return tuple(costs)
 
     def forget_twins(self) -> None:
         """Drops the fault-free and balanced twins' timelines (``truth`` runs them; each holds every

@@ -77,8 +77,8 @@ def _summary(document: dict, rows: list[dict]) -> str:
             f"random suite ({drawn['n']} drawn): of the {drawn['paid_faults']} faults the job paid the slowdown line for, "
             f"{drawn['paid_right']} right by any suspect and {drawn['paid_right_top2']} by the top two"
             + (f" (missed: {', '.join(drawn['paid_missed'])})" if drawn["paid_missed"] else "")
-            + f"; {drawn['unpaid_faults']} cost it less, {len(drawn['unpaid_other_device_blamed'])} of them with another "
-            f"device blamed; {len(drawn['clean_device_blamed'])} of {drawn['clean']} fault-free runs with a device blamed"
+            + f"; {drawn['unpaid_faults']} runs whose faults cost it less, {len(drawn['unpaid_other_device_blamed'])} of "
+            f"them with another device blamed; {len(drawn['clean_device_blamed'])} of {drawn['clean']} fault-free runs with a device blamed"
             + (" (" + ", ".join(f"{name}: {'/'.join(causes)}" for name, causes in drawn["clean_incidents"].items()) + ")"
                if drawn["clean_incidents"] else "") + "; "
             f"{drawn['nonhardware_named']} of {drawn['nonhardware_paid']} paid non-hardware causes named with no device")

@@ -106,6 +106,22 @@ def test_the_truth_names_devices_and_labels_iterations() -> None:
     assert not clean.abnormal(range(8))[0].any()
 
 
+def test_a_fault_costs_its_time_where_in_force_and_nothing_beside_a_slower_one() -> None:
+    lone = emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=8, faults=[parse_fault("gpu:h0001/1,slow=1.5,start=4")])
+    truth = lone.truth()
+    active = [t for t in truth.iterations if t.faults_active]
+    [cost] = lone.fault_costs()
+    assert cost == pytest.approx(sum(t.time_ns for t in active) / sum(t.counterfactual_ns for t in active))
+    assert cost > 1.1
+    # Two GPUs of one pipeline stage: the stage waits for the slower, so the faster one costs nothing beside it.
+    both = emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=8,
+                   faults=[parse_fault("gpu:h0001/1,slow=2.0,start=2"), parse_fault("gpu:h0001/0,slow=1.3,start=4")])
+    slower, beside = both.fault_costs()
+    assert slower > 1.3 and beside == pytest.approx(1.0)
+    never = emulate(tp=2, pp=2, dp=2, fabric=FABRIC, iterations=4, faults=[parse_fault("gpu:h0001/1,slow=1.5,start=9")])
+    assert never.fault_costs() == (1.0,)
+
+
 def test_one_f_one_b_and_the_walk_order() -> None:
     assert one_f_one_b(0, 4, 6)[:5] == ((Pass.FORWARD, 0), (Pass.FORWARD, 1), (Pass.FORWARD, 2),
                                         (Pass.FORWARD, 3), (Pass.BACKWARD, 0))
