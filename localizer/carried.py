@@ -6,7 +6,8 @@ the same rings as the slow one ties with it: each host's NVSwitch on every data-
 congested spine slows, every NIC of a ring one slow NIC slows. What tells them apart is the
 other traffic they carried: a device whose other transfers ran at their peers' length is not
 the one that slowed the rest. ``weighed`` scales each network device's score by the share of its
-transfers (instances of the communicator groups whose paths cross it) that the replay put back.
+transfers (instances of the communicator groups whose paths cross it) that the replay put back;
+a set of equal-cost spines (ECMP), by that share over the share one slow spine of it would slow.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from sleuth.topology import DeviceKind, Routing, Topology, spine_set_members
 from sleuth.whatif.contributors import TransferGroup
 
 from sleuth.localizer.rules import LOCALIZER_RULES
-from sleuth.localizer.scoring import Score, leading, root_devices
+from sleuth.localizer.scoring import Score, layer_crossings, leading, root_devices
 from sleuth.localizer.search import Cause, Root
 
 __all__ = ["weighed"]
@@ -59,18 +60,31 @@ def _slow_share(device: str, groups: Sequence[TransferGroup], by_rank: dict[int,
                devices: dict[int, dict[str, float]], *, topology: Topology, gpus: Sequence[str], routing: Routing) -> float:
     """Of the transfer instances whose paths cross ``device`` (among the groups with a member in
     ``ranks``, at most ``carried_sample`` of them, evenly spread), the share the replay put back; 1 where
-    none is found (nothing to clear it with). ``devices`` caches each group's path devices."""
+    none is found (nothing to clear it with). For a set of equal-cost spines, that over the share one
+    slow spine of them would slow (at most 1): each hop took one spine, so a layer with one slow spine
+    slows a hop in as many as it has, and a NIC whose flows all hashed onto it does not outrank it.
+    ``devices`` caches each group's path devices."""
     candidates = _spread(sorted({g for rank in ranks for g in by_rank.get(rank, ())}), _RULES.carried_sample)
-    instances = slow = 0
+    spines = spine_set_members(device)
+    instances = slow = expected = 0.0
     for g in candidates:
         if g not in devices:
-            group = groups[g]
-            root = Root(0, Cause.NETWORK, group.ranks[0], group.comm, 0, group.op, group.ranks, group.ranks, (), 0)
-            devices[g] = root_devices(root, topology=topology, gpus=gpus, routing=routing)
+            devices[g] = root_devices(_root(groups[g]), topology=topology, gpus=gpus, routing=routing)
         if device in devices[g]:
             instances += groups[g].instances
             slow += groups[g].slow
+            if spines is not None:
+                # Each hop through equal-cost spines took one of them: one slow spine slows a hop in len(spines).
+                hops = layer_crossings(_root(groups[g]), device, topology=topology, gpus=gpus, routing=routing)
+                expected += groups[g].instances * (1.0 - (1.0 - 1.0 / len(spines)) ** hops)
+    if spines is not None and expected > 0:
+        return min(1.0, slow / expected)
     return slow / instances if instances else 1.0
+
+
+def _root(group: TransferGroup) -> Root:
+    """A network root over a transfer group's members, for the devices its paths cross."""
+    return Root(0, Cause.NETWORK, group.ranks[0], group.comm, 0, group.op, group.ranks, group.ranks, (), 0)
 
 
 def _spread(items: Sequence[int], most: int) -> list[int]:

@@ -189,14 +189,8 @@ def root_devices(
         for leaf in topology.leaves_of(nic) if nic else ():
             out[topology.link_between(leaf, nic)] = 1.0
         return out
-    if root.op == OpKind.ALL_TO_ALL.label and len(members) <= 64:
-        pairs = [(a, b) for i, a in enumerate(members) for b in members[i + 1 :]]
-    elif len(members) == 2:
-        pairs = [(members[0], members[1])]
-    else:
-        pairs = list(zip(members, members[1:] + members[:1]))
     out: dict[str, float] = {}
-    for a, b in pairs:
+    for a, b in _pairs(root, members):
         found = route(topology, a, b, routing=routing)
         for device, weight in found.weighted():
             if topology.kind(device) is DeviceKind.GPU:
@@ -207,6 +201,26 @@ def root_devices(
         if layer is not None:
             out[layer] = 1.0
     return out
+
+
+def _pairs(root: Root, members: Sequence[str]) -> list[tuple[str, str]]:
+    """The GPU pairs a root's data crosses: every pair for an all-to-all (of up to 64 members), the
+    one pair of a P2P transfer, the ring of the members in group order otherwise."""
+    if root.op == OpKind.ALL_TO_ALL.label and len(members) <= 64:
+        return [(a, b) for i, a in enumerate(members) for b in members[i + 1 :]]
+    if len(members) == 2:
+        return [(members[0], members[1])]
+    return list(zip(members, members[1:] + members[:1]))
+
+
+def layer_crossings(root: Root, layer: str, *, topology: Topology, gpus: Sequence[str], routing: Routing) -> int:
+    """How many of a network root's GPU pairs cross the set of equal-cost spines ``layer``
+    (``spine_layer``): each such hop of its data took one of them, which one nobody knows."""
+    members = [gpus[m] for m in root.members]
+    if root.cause is Cause.COMPUTE or len(members) < 2:
+        return 0
+    return sum(1 for a, b in _pairs(root, members)
+               if (found := route(topology, a, b, routing=routing)).branches and spine_layer(topology, found) == layer)
 
 
 def device_kind(topology: Topology, device: str) -> DeviceKind:
