@@ -203,7 +203,7 @@ def root_devices(
     return out
 
 
-def _pairs(root: Root, members: Sequence[str]) -> list[tuple[str, str]]:
+def _pairs(root: Root, members: list[str]) -> list[tuple[str, str]]:
     """The GPU pairs a root's data crosses: every pair for an all-to-all (of up to 64 members), the
     one pair of a P2P transfer, the ring of the members in group order otherwise."""
     if root.op == OpKind.ALL_TO_ALL.label and len(members) <= 64:
