@@ -38,9 +38,10 @@ Figures (sleuth and each baseline: ``earliest``, ``random_walk``, ``nvrx_relativ
   relative error and how many scenarios are within 5%; the same against the balanced twin with
   the emulator's benign pauses at no length (``..._without_pauses``: What-if's ideal puts a
   pause back too, so this is the truth S measures); the attribution's seconds are in each row;
-* ``random`` (with ``--suites random``, not in the default list): the random suite's drawn
-  scenarios, left out of every figure above and judged apart (``_random_summary``): faults that
-  cost the job the slowdown line found, those that did not, clean runs and non-hardware causes.
+* ``random`` and ``random-noisy`` (with ``--suites random random-noisy``, not in the default list):
+  each suite's drawn scenarios, left out of every figure above and judged apart
+  (``_random_summary``): faults that cost the job the slowdown line where in force found, those
+  that did not, clean runs and non-hardware causes.
 
 Irregular iterations are the emulator's ground-truth δ-irregular iterations (the detector is
 another issue); a scenario with none (sequence-length imbalance) uses its 5 slowest after the
@@ -285,6 +286,10 @@ def _slowdown_summary(rows: list[dict]) -> dict:
     }
 
 
+#: The suites of drawn scenarios, each judged apart (``_random_summary``).
+_DRAWN = ("random", "random-noisy")
+
+
 def _random_summary(rows: list[dict], *, line: float) -> dict:
     """The ``random`` suite's runs, judged apart, each fault by what it costs the job where in force
     (``Emulation.fault_costs``): a drawn fault may cost nothing (a NIC none of the job's cross-host transfers
@@ -376,8 +381,8 @@ def main() -> None:
         return out
 
     # The random suite's drawn faults may cost nothing: judged apart (``_random_summary``).
-    drawn = [r for r in rows if r["suite"] == "random"]
-    rows_designed = [r for r in rows if r["suite"] != "random"]
+    drawn = {name: [r for r in rows if r["suite"] == name] for name in _DRAWN}
+    rows_designed = [r for r in rows if r["suite"] not in _DRAWN]
     faulty = [r for r in rows_designed if r["devices"]]
     by = lambda key, rs=faulty: {k: summary([r for r in rs if key(r) == k]) for k in sorted({key(r) for r in rs})}
     scale_rows = [r for r in rows if r["suite"] == "scale"]
@@ -402,7 +407,7 @@ def main() -> None:
         "clean_runs": len(clean),
         "hiccup_alarm_rate": _rate([r for r in rows if r["suite"] == "hiccups"], "hardware_alarm"),
         "slowdown": _slowdown_summary([r for r in rows if "slowdown" in r]),
-        **({"random": _random_summary(drawn, line=Settings.from_env().attribution_slowdown)} if drawn else {}),
+        **{name: _random_summary(runs, line=Settings.from_env().attribution_slowdown) for name, runs in drawn.items() if runs},
         "rows": rows,
     }
     print(json.dumps(report, indent=1))

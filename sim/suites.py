@@ -35,6 +35,9 @@ random         24 scenarios none of which was designed: 64-256 GPUs, a layout, o
                or none) of any kind, profile, size and start, static or ECMP routing, all drawn
                from the seed; what a new user would try (some faults cost the job nothing: a NIC
                that none of the job's cross-host transfers use)
+random-noisy   the random suite's scenarios on a noisier machine, also drawn from the seed: compute
+               jitter 1-6%, transfer jitter 3-20%, benign pauses from none to one an iteration
+               of 5-100 ms, the base iteration time creeping up by up to 5% over the run
 =============  ===========================================================================
 
 Fabrics are rail-optimized fat trees with pods of 4 hosts at small scale (so that leaves and
@@ -369,6 +372,19 @@ def _random(seed: int) -> list[Scenario]:
     return out
 
 
+def _random_noisy(seed: int) -> list[Scenario]:
+    # Real clusters are noisier than the emulator's defaults: each scenario's machine is drawn too,
+    # from its own stream, so that the random suite's scenarios stay as they are.
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 1700]))
+    out = []
+    for scenario in _random(seed):
+        timing = Timing(compute_jitter=float(rng.uniform(0.01, 0.06)), comm_jitter=float(rng.uniform(0.03, 0.20)),
+                        hiccup_rate=float(rng.choice((0.0, 0.05, 0.2, 1.0))), hiccup_ms=float(rng.uniform(5.0, 100.0)))
+        out.append(replace(scenario, name=scenario.name.replace("random-", "noisy-", 1), job=scenario.job + "-noisy",
+                           timing=timing, drift=float(rng.uniform(0.0, 0.05))))
+    return out
+
+
 SUITES: dict[str, Callable[[int], list[Scenario]]] = {
     "scale": _scale,
     "scale-nic": _scale_nic,
@@ -388,6 +404,7 @@ SUITES: dict[str, Callable[[int], list[Scenario]]] = {
     "clocks": _clocks,
     "drift": _drift,
     "random": _random,
+    "random-noisy": _random_noisy,
 }
 
 

@@ -14,6 +14,9 @@ __all__ = ["SLOWDOWN_TOLERANCE", "baselines_section", "localizer_figure", "local
 #: S within this share of the truth is right (the issue's goal for every scenario).
 SLOWDOWN_TOLERANCE = 0.05
 
+#: The suites of drawn scenarios, judged apart (bench_localizer's ``_random_summary``).
+_DRAWN = ("random", "random-noisy")
+
 
 def localizer_section(document: dict) -> str:
     """``bench_localizer.py``'s per-scenario table and summary, as markdown."""
@@ -25,12 +28,19 @@ def localizer_section(document: dict) -> str:
     for row in rows:
         faulty = bool(row.get("devices"))
         lines.append("| " + " | ".join([
-            str(row["suite"]), str(row["name"]), listed(row.get("devices")), listed(row.get("suspects")),
+            str(row["suite"]), str(row["name"]), _injected(row), listed(row.get("suspects")),
             listed(row.get("causes")), listed(row.get("triggers")), number(row.get("slowdown")),
             number(row.get("slowdown_truth")), number(row.get("slowdown_truth_without_pauses")),
             verdict(row.get("correct")) if faulty else "-", verdict(row.get("correct_top2")) if faulty else "-",
         ]) + " |")
     return "\n".join(lines) + "\n\n" + _summary(document, rows) + "\n"
+
+
+def _injected(row: dict) -> str:
+    """The injected devices; in the drawn suites each with what it cost the job where in force."""
+    if row.get("suite") not in _DRAWN or not row.get("fault_costs"):
+        return listed(row.get("devices"))
+    return ", ".join(f"{f['device']} x{f['cost']:.3f}" for f in row["fault_costs"] if f.get("device")) or "-"
 
 
 def _summary(document: dict, rows: list[dict]) -> str:
@@ -41,8 +51,8 @@ def _summary(document: dict, rows: list[dict]) -> str:
         parts[0] += (f": {count(every.get('sleuth'), every.get('n'))} faulty scenarios right by any suspect, "
                      f"{count(every.get('sleuth_top2'), every.get('n'))} by the top two of a side")
     # Fault-free runs outside the hiccups suite (whose benign pauses are counted apart) and the random
-    # suite (judged apart) measure false alarms.
-    clean = [r for r in rows if r["suite"] == "clean" or (r.get("fault_free") and r["suite"] not in ("hiccups", "random"))]
+    # suites (judged apart) measure false alarms.
+    clean = [r for r in rows if r["suite"] == "clean" or (r.get("fault_free") and r["suite"] not in ("hiccups", *_DRAWN))]
     hiccups = [r for r in rows if r["suite"] == "hiccups"]
     if clean:
         # A non-hardware cause on a clean run pages too (its job-level alert): said beside the devices'.
@@ -71,10 +81,12 @@ def _summary(document: dict, rows: list[dict]) -> str:
         if slowdown.get("max_per_iteration_error") is not None:
             parts.append(f"per iteration, S off its truth by {slowdown['max_per_iteration_error']:.3f} at most "
                          "(a scenario's mean)")
-    drawn = document.get("random")
-    if drawn:
+    for suite in _DRAWN:
+        drawn = document.get(suite)
+        if not drawn:
+            continue
         parts.append(
-            f"random suite ({drawn['n']} drawn): of the {drawn['paid_faults']} faults the job paid the slowdown line for, "
+            f"{suite} suite ({drawn['n']} drawn): of the {drawn['paid_faults']} faults the job paid the slowdown line for, "
             f"{drawn['paid_right']} right by any suspect and {drawn['paid_right_top2']} by the top two"
             + (f" (missed: {', '.join(drawn['paid_missed'])})" if drawn["paid_missed"] else "")
             + f"; {drawn['unpaid_faults']} runs whose faults cost it less, {len(drawn['unpaid_other_device_blamed'])} of "

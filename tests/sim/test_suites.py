@@ -63,6 +63,15 @@ def test_the_random_suite_draws_shapes_faults_and_routings_from_the_seed() -> No
             assert fault.kind is not FaultKind.LAST_STAGE or sc.layout.pp > 1
 
 
+def test_the_noisy_random_suite_keeps_the_random_suites_scenarios_on_machines_drawn_from_the_seed() -> None:
+    plain, noisy = suite("random", seed=3), suite("random-noisy", seed=3)
+    assert [(sc.layout, sc.faults, sc.routing) for sc in noisy] == [(sc.layout, sc.faults, sc.routing) for sc in plain]
+    assert all(sc.name == p.name.replace("random-", "noisy-") and sc.job != p.job for sc, p in zip(noisy, plain))
+    assert len({sc.timing for sc in noisy}) == len(noisy) and all(0.0 <= sc.drift <= 0.05 for sc in noisy)
+    assert [sc.timing for sc in noisy] == [sc.timing for sc in suite("random-noisy", seed=3)]
+    assert [sc.timing for sc in noisy] != [sc.timing for sc in suite("random-noisy", seed=4)]
+
+
 @pytest.mark.parametrize("world", [1024, 4096])  # pp4 and pp8, the two shapes of the suite
 def test_the_scale_suites_slow_gpu_makes_iterations_irregular(world: int) -> None:
     from sleuth.sim import Emulation
