@@ -174,7 +174,8 @@ def _cut(episode: Episode, level: dict[int, float], *, slowdown: float, sustain:
     if stretch is None:
         return (episode,)
     i, j = _partial_steps(log, over, *stretch, slowdown=slowdown, sustain=sustain)
-    return tuple(piece for a, b in ((0, i), (i, j), (j, len(its))) if b > a for piece in _cut(
+    # A piece with fewer than ``sustain`` iterations over the line (the lower level's) is no sustained episode.
+    return tuple(piece for a, b in ((0, i), (i, j), (j, len(its))) if b > a and over[a:b].sum() >= sustain for piece in _cut(
         Episode(tuple(its[a:b].tolist()), float(np.exp(log[a:b].max())), tuple(its[a:b][over[a:b]].tolist()), cut=True),
         level, slowdown=slowdown, sustain=sustain))
 
@@ -210,7 +211,7 @@ def _partial_steps(log: np.ndarray, over: np.ndarray, i: int, j: int, *, slowdow
     ended in: one on the lower side of an edge that pays more than every other iteration of its
     piece by the slowdown line is partly at the higher level (the cause came or went within it), and
     goes with the higher side, which the least squares fit may not do for an iteration between the
-    two levels. Each piece keeps ``sustain`` iterations over the line, as ``_levels`` asks."""
+    two levels. The higher level's pieces keep ``sustain`` iterations over the line, as ``_levels`` asks."""
     n = len(log)
     inside = np.zeros(n, dtype=bool)
     inside[i:j] = True
@@ -224,7 +225,7 @@ def _partial_steps(log: np.ndarray, over: np.ndarray, i: int, j: int, *, slowdow
         moved = inside.copy()
         moved[k] = higher
         if side.any() and moved.any() and not moved.all() and log[k] - float(log[side].max()) >= math.log(slowdown) \
-                and all(int(over[a:b].sum()) >= sustain for a, b in _pieces(moved) if b > a):
+                and all(int(over[a:b].sum()) >= sustain for a, b in _pieces(moved) if b > a and moved[a] == higher):
             inside = moved
     edges = np.flatnonzero(inside)
     return int(edges[0]), int(edges[-1]) + 1
@@ -243,11 +244,14 @@ def _levels(log: np.ndarray, over: np.ndarray, *, sustain: int) -> tuple[tuple[n
     total, square, paid = (np.r_[0.0, np.cumsum(v)] for v in (log, log * log, over.astype(np.float64)))
     edges = np.unique(np.r_[np.arange(0, n + 1, -(-(n + 1) // _STEP_EDGES)), n])
     i, j = (v.ravel() for v in np.meshgrid(edges, edges, indexing="ij"))
-    valid = (j > i) & ((i > 0) | (j < n)) & (paid[j] - paid[i] >= sustain)
-    valid &= ((i == 0) | (paid[i] >= sustain)) & ((j == n) | (paid[n] - paid[j] >= sustain))
-    i, j = i[valid], j[valid]
     inside = np.maximum(j - i, 1)
     rest = np.maximum(n - (j - i), 1)
+    # The higher level's pieces are sustained; a lower one may not be, and then leaves the episodes (``_cut``).
+    higher = (total[j] - total[i]) / inside > (total[n] - total[j] + total[i]) / rest
+    valid = (j > i) & ((i > 0) | (j < n))
+    valid &= np.where(higher, paid[j] - paid[i] >= sustain,
+                      ((i == 0) | (paid[i] >= sustain)) & ((j == n) | (paid[n] - paid[j] >= sustain)))
+    i, j, inside, rest = i[valid], j[valid], inside[valid], rest[valid]
     # Sum of squares about the stretch's mean plus about the rest's mean (both sides of it together).
     within = square[j] - square[i] - (total[j] - total[i]) ** 2 / inside
     outside = (square[n] - square[j] + square[i]) - (total[n] - total[j] + total[i]) ** 2 / rest

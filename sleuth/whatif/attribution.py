@@ -6,7 +6,8 @@ From a job's records (every rank, many iterations) the replay (``timeline``) run
   own error cancels out of the ratio);
 * with every operator at the length its peers show: ``T_ideal``. A compute gap (the time between
   a rank's clock and its next operator's start) that lies beyond the spread of that gap over the
-  ranks running the same program in the same iteration (``programs``) takes their median; a
+  ranks running the same program in the same iteration (``programs``) takes their median (where
+  they sit on two hosts, the faster host's for the slower's: ``_faster_host``); a
   transfer beyond the spread of that slot, of its type and volume on every program (``_volume_put_back``),
   or of its own operator identity's other iterations
   (those at its lower level where they step from one level to another and stay:
@@ -707,7 +708,8 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     stage, replica = _stage_replica(spec)
     nbytes = records["nbytes"][order]
     # The gaps' peers (program slots) beside the transfers' groups and the replay's levels: neither needs the other.
-    gaps = beside(_gap_peers, op, nbytes, rank, it, first, gap, stage, replica, history)
+    _, host = np.unique(np.array([p.host for p in spec.placements]), return_inverse=True)
+    gaps = beside(_gap_peers, op, nbytes, rank, it, first, gap, stage, replica, host.astype(np.int64), history)
 
     group = member_groups(comm, records["seq"][order], rank, records["peer"][order], op)
     groups = int(group.max()) + 1
@@ -815,15 +817,16 @@ def _previous_end(steps: np.ndarray, history: Sequence[PeerHistory]) -> int:
 
 
 def _gap_peers(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, it: np.ndarray, first: np.ndarray,
-               gap: np.ndarray, stage: np.ndarray | None, replica: np.ndarray | None, history: Sequence[PeerHistory]
+               gap: np.ndarray, stage: np.ndarray | None, replica: np.ndarray | None, host: np.ndarray,
+               history: Sequence[PeerHistory]
                ) -> tuple[ProgramSlots, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
     """``_prepare``'s gaps measured against their peers: the program slots, whether each gap has
     enough peers, its hardware length, its hardware ideal and ideal lengths (the latter returned
-    last), its side of its peers' median, and each stage's work."""
+    last), its side of its peers' median, and each stage's work. ``host``: each rank's (dense ids)."""
     slots = program_slots(op, nbytes.astype(np.int64), rank, it, first, None if stage is None else stage[rank])
     enough = slots.peers >= _RULES.min_peers
     gap_median, gap_spread = group_spread(slots.slot, gap)
-    hardware_gap = _beyond_spread(gap, gap_median, gap_spread, enough)
+    hardware_gap = _beyond_spread(gap, *_faster_host(slots.slot, host[rank], gap, gap_median, gap_spread), enough)
     gap_side = np.where(enough, np.sign(gap - gap_median), 0).astype(np.int8)
     work = _stage_work(hardware_gap, first, rank, it, stage, replica)
     earlier = [h.stage_work for h in history if h.stage_work is not None]
@@ -835,6 +838,36 @@ def _gap_peers(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, it: np.ndar
     if data is not None:  # the stages' evening, where there was one, on top of the data's
         ideal_gap = hardware_ideal_gap if ideal_gap is hardware_gap else ideal_gap * data
     return slots, enough, hardware_gap, hardware_ideal_gap, gap_side, work, ideal_gap
+
+
+def _faster_host(slot: np.ndarray, host: np.ndarray, gap: np.ndarray, median: np.ndarray,
+                 spread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each gap's reference (median, spread): its slot's, but where the slot's ranks sit on two hosts,
+    ``_RULES.min_peers`` or more on each, the faster host's (the median and spread of its own ranks'
+    gaps) for the slower host's, where the slower's median lies beyond the faster's by ``spread_k``
+    times the larger of their spreads. A contended host slows every rank on it, and where it holds
+    half of a stage's ranks (several replicas a host, two hosts a stage), the slot's median is half
+    slowed with them: a fault only adds time, so the faster host shows what the work takes."""
+    cell = dense_ids(slot, host)
+    cell_median, cell_spread = group_spread(cell, gap)
+    one = first_of_each(cell)
+    sized = np.bincount(cell)[cell[one]] >= _RULES.min_peers
+    slots = int(slot.max()) + 1
+    hosts = np.bincount(slot[one], minlength=slots)
+    judged = np.bincount(slot[one], sized, minlength=slots) == 2
+    pair = (hosts == 2) & judged
+    if not pair.any():
+        return median, spread
+    fast, slow, noise = np.full(slots, np.inf), np.full(slots, -np.inf), np.zeros(slots)
+    np.minimum.at(fast, slot[one], cell_median[one])
+    np.maximum.at(slow, slot[one], cell_median[one])
+    np.maximum.at(noise, slot[one], cell_spread[one])
+    fast_spread = np.zeros(slots)
+    faster = cell_median[one] == fast[slot[one]]
+    fast_spread[slot[one][faster]] = cell_spread[one][faster]
+    apart = pair & (noise > 0) & (slow > fast + _RULES.spread_k * noise)
+    slower = apart[slot] & (cell_median > fast[slot])
+    return np.where(slower, fast[slot], median), np.where(slower, fast_spread[slot], spread)
 
 
 def _identity_keys(rank: np.ndarray, position: np.ndarray, comm: np.ndarray, op: np.ndarray, nbytes: np.ndarray,

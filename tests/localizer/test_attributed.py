@@ -106,6 +106,13 @@ def test_the_iteration_a_step_began_in_goes_with_the_step_regression_loaded_torc
     assert [e.iterations for e in sustained] == [tuple(range(8)), tuple(range(8, 17))], sustained
 
 
+def test_the_iteration_a_step_began_in_goes_with_the_step_where_the_level_before_pays_at_the_line() -> None:
+    # A layout's uneven split costs 5% from the start (at the line, dips under it); a host slows from 3 on.
+    per = (1.061, 1.049, 1.051) + (1.217,) * 20
+    sustained, _ = episodes(attribution(per), slowdown=1.05, sustain=3)
+    assert [e.iterations for e in sustained] == [tuple(range(3, 23))], sustained
+
+
 def test_a_step_smaller_than_the_slowdown_line_is_no_cut() -> None:
     per = (1.2,) * 15 + (1.23,) * 15
     sustained, _ = episodes(attribution(per), slowdown=1.05, sustain=3)

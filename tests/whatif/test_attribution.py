@@ -404,3 +404,14 @@ def test_sequence_length_skew_is_spread_over_the_replicas_as_its_balanced_twin_s
     assert np.abs(np.asarray(result.per_iteration) - truth)[skewed].mean() < 0.012
     # Before the skew, only the stage split pays: jitter is not rebalanced.
     assert np.abs(np.asarray(result.per_iteration) - truth)[: scenario.faults[0].start].mean() < 0.006
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_contended_host_holding_half_of_a_stage_is_measured_against_the_stage_s_other_host(seed) -> None:
+    # tp2 dp8 pp4 on hosts of 8 GPUs: each stage's 16 ranks on two hosts, four replicas each. The
+    # slot's median is half slowed with h0001, so only the other host shows what the work takes.
+    layout = ParallelLayout(64, 2, 4, 8)
+    em = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=8,pod=4,spines=4"), layout=layout, iterations=24,
+                            faults=(parse_fault("host:h0001,slow=1.5,start=8"),), seed=seed, job="half-stage"))
+    result = attribute(em.records(), em.job_spec(), iterations=em.iterations())
+    assert result.slowdown == pytest.approx(truth_slowdown(em), rel=0.02)
