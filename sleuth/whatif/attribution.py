@@ -708,8 +708,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     stage, replica = _stage_replica(spec)
     nbytes = records["nbytes"][order]
     # The gaps' peers (program slots) beside the transfers' groups and the replay's levels: neither needs the other.
-    _, host = np.unique(np.array([p.host for p in spec.placements]), return_inverse=True)
-    gaps = beside(_gap_peers, op, nbytes, rank, it, first, gap, stage, replica, host.astype(np.int64), history)
+    gaps = beside(_gap_peers, op, nbytes, rank, it, first, gap, stage, replica, _hosts_of_pairs(spec, stage), history)
 
     group = member_groups(comm, records["seq"][order], rank, records["peer"][order], op)
     groups = int(group.max()) + 1
@@ -817,16 +816,18 @@ def _previous_end(steps: np.ndarray, history: Sequence[PeerHistory]) -> int:
 
 
 def _gap_peers(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, it: np.ndarray, first: np.ndarray,
-               gap: np.ndarray, stage: np.ndarray | None, replica: np.ndarray | None, host: np.ndarray,
+               gap: np.ndarray, stage: np.ndarray | None, replica: np.ndarray | None, host: np.ndarray | None,
                history: Sequence[PeerHistory]
                ) -> tuple[ProgramSlots, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
     """``_prepare``'s gaps measured against their peers: the program slots, whether each gap has
     enough peers, its hardware length, its hardware ideal and ideal lengths (the latter returned
-    last), its side of its peers' median, and each stage's work. ``host``: each rank's (dense ids)."""
+    last), its side of its peers' median, and each stage's work. ``host``: each rank's (dense ids;
+    None: no stage on two hosts, ``_hosts_of_pairs``)."""
     slots = program_slots(op, nbytes.astype(np.int64), rank, it, first, None if stage is None else stage[rank])
     enough = slots.peers >= _RULES.min_peers
     gap_median, gap_spread = group_spread(slots.slot, gap)
-    hardware_gap = _beyond_spread(gap, *_faster_host(slots.slot, host[rank], gap, gap_median, gap_spread), enough)
+    reference = (gap_median, gap_spread) if host is None else _faster_host(slots.slot, host[rank], gap, gap_median, gap_spread)
+    hardware_gap = _beyond_spread(gap, *reference, enough)
     gap_side = np.where(enough, np.sign(gap - gap_median), 0).astype(np.int8)
     work = _stage_work(hardware_gap, first, rank, it, stage, replica)
     earlier = [h.stage_work for h in history if h.stage_work is not None]
@@ -838,6 +839,17 @@ def _gap_peers(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, it: np.ndar
     if data is not None:  # the stages' evening, where there was one, on top of the data's
         ideal_gap = hardware_ideal_gap if ideal_gap is hardware_gap else ideal_gap * data
     return slots, enough, hardware_gap, hardware_ideal_gap, gap_side, work, ideal_gap
+
+
+def _hosts_of_pairs(spec: JobSpec, stage: np.ndarray | None) -> np.ndarray | None:
+    """Each rank's host (dense ids) for ``_faster_host``, or None where no pipeline stage's ranks sit
+    on exactly two hosts (a large job's stages span many: nothing to pair, nothing to spend)."""
+    _, host = np.unique(np.array([p.host for p in spec.placements]), return_inverse=True)
+    if stage is not None:
+        hosts_per_stage = np.bincount(np.unique(np.c_[stage, host], axis=0)[:, 0])
+        if not (hosts_per_stage == 2).any():
+            return None
+    return host.astype(np.int64)
 
 
 def _faster_host(slot: np.ndarray, host: np.ndarray, gap: np.ndarray, median: np.ndarray,
