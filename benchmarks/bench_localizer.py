@@ -291,12 +291,12 @@ _DRAWN = ("random", "random-noisy")
 
 
 def _random_summary(rows: list[dict], *, line: float) -> dict:
-    """The ``random`` suite's runs, judged apart, each fault by what it costs the job where in force
-    (``Emulation.fault_costs``): a drawn fault may cost nothing (a NIC none of the job's cross-host transfers
-    use, a NIC beside a slower GPU), and the job's own uneven pipeline split is not its cost. A
-    fault that paid the ``line`` is right when its device is named (``paid_right``; in the top two
-    of its side: ``paid_right_top2``); a run whose faults did not may go unnamed, and is right when
-    no other device is blamed; a fault-free run is right with no device blamed (the
+    """A drawn suite's runs (``_DRAWN``), judged apart, each fault by what it costs the job where in
+    force (``Emulation.fault_costs``): a drawn fault may cost nothing (a NIC none of the job's
+    cross-host transfers use, a NIC beside a slower GPU), and the job's own uneven pipeline split is
+    not its cost. A fault that paid the ``line`` is right when its device is named (``paid_right``;
+    in the top two of its side: ``paid_right_top2``); a run whose faults did not may go unnamed, and
+    is right when no other device is blamed; a fault-free run is right with no device blamed (the
     layout's own uneven split is a cause the job pays for, and may be named); a non-hardware cause
     that paid, when named and no device blamed."""
     def paid(row: dict) -> list[dict]:
@@ -380,7 +380,7 @@ def main() -> None:
             }
         return out
 
-    # The random suite's drawn faults may cost nothing: judged apart (``_random_summary``).
+    # The drawn suites' faults may cost nothing: judged apart (``_random_summary``).
     drawn = {name: [r for r in rows if r["suite"] == name] for name in _DRAWN}
     rows_designed = [r for r in rows if r["suite"] not in _DRAWN]
     faulty = [r for r in rows_designed if r["devices"]]
