@@ -864,22 +864,26 @@ def _faster_host(slot: np.ndarray, host: np.ndarray, gap: np.ndarray, median: np
     cell_median, cell_spread = group_spread(cell, gap)
     one = first_of_each(cell)
     sized = np.bincount(cell)[cell[one]] >= _RULES.min_peers
-    slots = int(slot.max()) + 1
-    hosts = np.bincount(slot[one], minlength=slots)
-    judged = np.bincount(slot[one], sized, minlength=slots) == 2
-    pair = (hosts == 2) & judged
-    if not pair.any():
+    pair = np.bincount(slot[one], sized, minlength=int(slot.max()) + 1) == 2  # two hosts, each sized
+    fast, fast_spread, noise = _faster_of_two(slot[one], cell_median[one], cell_spread[one])
+    if not (pair & np.isfinite(fast)).any():
         return median, spread
-    fast, slow, noise = np.full(slots, np.inf), np.full(slots, -np.inf), np.zeros(slots)
-    np.minimum.at(fast, slot[one], cell_median[one])
-    np.maximum.at(slow, slot[one], cell_median[one])
-    np.maximum.at(noise, slot[one], cell_spread[one])
-    fast_spread = np.zeros(slots)
-    faster = cell_median[one] == fast[slot[one]]
-    fast_spread[slot[one][faster]] = cell_spread[one][faster]
-    apart = pair & (noise > 0) & (slow > fast + _RULES.spread_k * noise)
-    slower = apart[slot] & (cell_median > fast[slot])
+    slower = (pair & (noise > 0))[slot] & (cell_median > fast[slot] + _RULES.spread_k * noise[slot])
     return np.where(slower, fast[slot], median), np.where(slower, fast_spread[slot], spread)
+
+
+def _faster_of_two(group: np.ndarray, value: np.ndarray, spread: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group (dense ids) of exactly two (value, spread) members, the faster's value and spread and
+    the larger spread (inf, 0, 0 for any other group): of two that should run alike, a fault only
+    adds time, so the faster shows what the work takes (``_faster_host``, ``_volume_put_back``)."""
+    size = int(group.max()) + 1
+    fast, noise, fast_spread = np.full(size, np.inf), np.zeros(size), np.zeros(size)
+    np.minimum.at(fast, group, value)
+    np.maximum.at(noise, group, spread)
+    at = value == fast[group]
+    fast_spread[group[at]] = spread[at]
+    two = np.bincount(group, minlength=size) == 2
+    return np.where(two, fast, np.inf), np.where(two, fast_spread, 0.0), np.where(two, noise, 0.0)
 
 
 def _identity_keys(rank: np.ndarray, position: np.ndarray, comm: np.ndarray, op: np.ndarray, nbytes: np.ndarray,
@@ -925,13 +929,9 @@ def _volume_put_back(transfer: np.ndarray, complete: np.ndarray, group: np.ndarr
     judged = count >= _VOLUME_PEERS
     medians, spreads = np.full(len(head), np.inf), np.zeros(len(head))
     medians[used[judged]], spreads[used[judged]] = median[judged], spread[judged]
-    pair = count == 2
-    if pair.any():
-        faster = np.full(int(peers.max()) + 1, np.inf)
-        np.minimum.at(faster, peers[pair], transfer[rows][pair])
-        noise = np.zeros(len(faster))
-        np.maximum.at(noise, peers[pair], jitter[rows][pair])
-        known = pair & (noise[peers] > 0)
+    if (count == 2).any():
+        faster, _, noise = _faster_of_two(peers, transfer[rows], jitter[rows])
+        known = (count == 2) & (noise[peers] > 0)
         medians[used[known]], spreads[used[known]] = faster[peers[known]], noise[peers[known]]
     return _beyond_spread(transfer, medians[group], spreads[group], complete)
 
