@@ -33,7 +33,10 @@ that the stage's data-parallel group is contiguous as Megatron lays them out. Ea
 tensor-parallel group. Hosts and GPUs come from the trace's global ``rank``: host
 ``h{rank // gpus_per_host}``, GPU ``rank % gpus_per_host`` (assumption: ranks fill hosts in order).
 
-Times: ``start_ts`` and ``duration`` in seconds (``time_unit``), the start of a record its issue.
+Times: ``start_ts`` and ``duration`` in seconds (``time_unit``), the start of a record its issue;
+floating-point times are exact to twice the spacing of doubles at their largest value (the job
+spec's ``time_resolution_ns``; 477 ns for seconds since 1970), and an operator that ends within it
+after its worker's next one starts ended back to back with it.
 Iterations: the trace's own steps, kept as numbered (sampled steps stay apart). Volumes are not in
 the trace: every record's ``nbytes`` is 0, so the transfers of one type on one kind of group are
 one volume's peers.
@@ -110,15 +113,21 @@ def read_whatif_trace(trace: str | Path, *, meta: str | Path | None = None, job:
     ranks = _ranks(rows, worker, world, gpus_per_host, path)
     comms = _communicators(n_dp, n_pp)
     keep = _launched(rows, worker, stage, start, end, n_pp, notes)
-    ops = _operators(rows, worker, stage, dp_index, start, end, keep, n_dp, n_pp, notes)
+    # The float times' resolution: the spacing of doubles at the trace's largest time, at least a nanosecond.
+    resolution_ns = max(1, int(np.ceil(2 * np.spacing(float(np.max(rows["start_ts"] + rows["duration"]))) * scale)))
+    ops = _operators(rows, worker, stage, dp_index, start, end, keep, n_dp, n_pp, resolution_ns, notes)
     left_in_gaps = int(np.isin(rows["optype"], [_TENSOR_PARALLEL]).sum())
     if left_in_gaps:
         notes.append(f"{left_in_gaps} {_TENSOR_PARALLEL} operations run within tensor-parallel groups the trace "
                      "holds one rank of: their time counts as the worker's computation")
+    replicas = int(sizes.get("dp_size", n_dp)) * int(sizes.get("dsp_size", 1))
+    if replicas != n_dp:
+        notes.append(f"the trace holds {n_dp} data-parallel ranks, the meta's dp_size x dsp_size is {replicas}")
     if sizes and int(sizes.get("tp_size", 1)) > 1:
         notes.append(f"each worker stands for its tensor-parallel group of {sizes['tp_size']} (one rank of it traced)")
     notes.append("the trace gives no volumes: every record's nbytes is 0")
-    return assemble(job or str(sizes.get("trial_name") or path.stem), ranks, comms, ops, {}, notes=notes)
+    return assemble(job or str(sizes.get("trial_name") or path.stem), ranks, comms, ops, {}, notes=notes,
+                    time_resolution_ns=resolution_ns)
 
 
 def _meta(path: Path) -> dict[str, Any]:
@@ -230,7 +239,7 @@ def _launched(rows: dict[str, np.ndarray], worker: np.ndarray, stage: np.ndarray
 
 
 def _operators(rows: dict[str, np.ndarray], worker: np.ndarray, stage: np.ndarray, dp_index: np.ndarray,
-               start: np.ndarray, end: np.ndarray, keep: np.ndarray, n_dp: int, n_pp: int,
+               start: np.ndarray, end: np.ndarray, keep: np.ndarray, n_dp: int, n_pp: int, resolution_ns: int,
                notes: list[str]) -> list[SourceOp]:
     optype, step, seq_id = rows["optype"], rows["step"].astype(np.int64), rows["seq_id"].astype(np.int64)
     comm = np.full(len(optype), "", dtype=object)
@@ -265,6 +274,7 @@ def _operators(rows: dict[str, np.ndarray], worker: np.ndarray, stage: np.ndarra
     key: dict[int, tuple] = {int(row): (int(step[row]), int(earliest[g]), str(optype[row]), int(seq_id[row]))
                              for row, g in zip(collective, group)}
     order = kept[np.lexsort((start[kept], step[kept], worker[kept]))]
+    end = _back_to_back(order, worker, start, end, resolution_ns)
     position = Counter[int]()
     ops = []
     for row in order.tolist():
@@ -273,6 +283,19 @@ def _operators(rows: dict[str, np.ndarray], worker: np.ndarray, stage: np.ndarra
                             position[w], int(start[row]), int(start[row]), int(end[row]), int(step[row])))
         position[w] += 1
     return ops
+
+
+def _back_to_back(order: np.ndarray, worker: np.ndarray, start: np.ndarray, end: np.ndarray,
+                  resolution_ns: int) -> np.ndarray:
+    """``end``, where an operator (rows ``order``, each worker's in start order) ends within the
+    times' resolution after the next one of its worker starts, set to that start: a start plus a
+    duration in floating point lands a rounding off the next start it met, and an operator that
+    outlasts its successor's start reads as one that did not hold its worker."""
+    end = end.copy()
+    this, after = order[:-1], order[1:]
+    touching = (worker[this] == worker[after]) & (end[this] > start[after]) & (end[this] - start[after] <= resolution_ns)
+    end[this[touching]] = start[after[touching]]
+    return end
 
 
 def _paired(rows: np.ndarray, kind: np.ndarray, worker: np.ndarray, peer: np.ndarray, step: np.ndarray,

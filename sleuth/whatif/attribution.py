@@ -832,7 +832,7 @@ def _gap_peers(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, it: np.ndar
     work = _stage_work(hardware_gap, first, rank, it, stage, replica)
     earlier = [h.stage_work for h in history if h.stage_work is not None]
     ideal_gap = _rebalanced(hardware_gap, first, rank, stage, None if work is None else np.vstack([*earlier, work]))
-    data = _data_rebalanced(hardware_gap, gap_spread, op, rank, first, enough, slots, replica)
+    data = _data_rebalanced(hardware_gap, gap_spread, op, rank, it, first, enough, slots, stage, replica)
     # Both ideals even out the data: unlike a stage split it moves between replicas each iteration, so
     # it is read on the stragglers' side (``localizer.attributed.work_moves``), not as the pipeline's split.
     hardware_ideal_gap = hardware_gap if data is None else hardware_gap * data
@@ -1004,9 +1004,9 @@ def _rebalanced(gap: np.ndarray, first: np.ndarray, rank: np.ndarray, stage: np.
     return np.where(interior, gap * factor[run_stage][run], gap)
 
 
-def _data_rebalanced(hardware_gap: np.ndarray, spread: np.ndarray, op: np.ndarray,
-                     rank: np.ndarray, first: np.ndarray, enough: np.ndarray, slots: ProgramSlots,
-                     replica: np.ndarray | None) -> np.ndarray | None:
+def _data_rebalanced(hardware_gap: np.ndarray, spread: np.ndarray, op: np.ndarray, rank: np.ndarray,
+                     it: np.ndarray, first: np.ndarray, enough: np.ndarray, slots: ProgramSlots,
+                     stage: np.ndarray | None, replica: np.ndarray | None) -> np.ndarray | None:
     """Per gap, the factor that leaves the compute gaps with each micro-batch's work spread evenly over the data-parallel replicas
     (What-if §3.2, §5.3): replicas run the same program on as many micro-batches, so the paper's
     average over them amounts to rebalancing the data (sequence lengths) between them.
@@ -1022,7 +1022,11 @@ def _data_rebalanced(hardware_gap: np.ndarray, spread: np.ndarray, op: np.ndarra
     micro-batch's forward or backward) of each replica is moved toward the segment's mean over the
     replicas by the share of its deviation that is not jitter (the replicas' variance less the
     jitter's, over theirs: what its data, not its jitter, costs), every rank of the replica alike,
-    so that each keeps its own jitter and its own excess over its peers. None: nothing moves."""
+    so that each keeps its own jitter and its own excess over its peers. None: nothing moves.
+
+    Where a replica has one rank a stage, a slot's peers are the other replicas, whose spread holds
+    their data too: the jitter is read instead from what a replica's stages do not share
+    (``_stages_unshared``), since a micro-batch's data lengthens it on every stage it passes."""
     if replica is None or replica.max() == 0 or not len(hardware_gap):
         return None
     interior = ~first & enough
@@ -1042,6 +1046,11 @@ def _data_rebalanced(hardware_gap: np.ndarray, spread: np.ndarray, op: np.ndarra
     # The gate, on whole runs: the replicas' work in each program against its jitter's standard error.
     run_work, run_variance = np.bincount(cell_run, cell_work), np.bincount(cell_run, cell_variance)
     run_replica = replica[rank[heads]]
+    unshared = None if stage is None else _stages_unshared(run_work, it[heads], stage[rank[heads]], run_replica)
+    if unshared is not None:
+        # A run's jitter is its segments' together: a segment's relative variance is the run's times their count.
+        run_variance = np.multiply(run_work ** 2, unshared, dtype=np.float64)
+        cell_variance = np.multiply(cell_work ** 2, unshared * np.bincount(cell_run)[cell_run], dtype=np.float64)
     fired = _data_skewed(program, run_replica, run_work, run_variance)
     if not fired.any():
         return None
@@ -1052,6 +1061,31 @@ def _data_rebalanced(hardware_gap: np.ndarray, spread: np.ndarray, op: np.ndarra
     place = dense_ids(program[cell_run[sub]], segment[at[sub]])
     factor[sub] = _toward_mean(place, run_replica[cell_run[sub]], cell_work[sub], cell_variance[sub])
     return np.where(interior, factor[cell], 1.0)
+
+
+def _stages_unshared(run_work: np.ndarray, run_it: np.ndarray, run_stage: np.ndarray,
+                     run_replica: np.ndarray) -> float | None:
+    """The relative variance of a run's work that its replica's other stages do not share: the
+    two-way residual of its log over each iteration's replicas and stages, pooled over the
+    iterations whose table is whole; None unless every replica has one rank a stage and some
+    iteration shows two stages and two replicas or more."""
+    cell = dense_ids(run_it, run_replica, run_stage)
+    if np.bincount(cell).max(initial=0) != 1 or run_stage.max(initial=0) < 1 or (run_work <= 0).any():
+        return None
+    log = np.log(run_work)
+    means = []
+    for keys in ((run_it, run_replica), (run_it, run_stage), (run_it,)):
+        group = dense_ids(*keys)
+        means.append((np.bincount(group, log) / np.bincount(group))[group])
+    residual = log - means[0] - means[1] + means[2]
+    per_it = dense_ids(run_it)
+    replicas = np.bincount(per_it[first_of_each(per_it, run_replica)])
+    stages = np.bincount(per_it[first_of_each(per_it, run_stage)])
+    whole = np.bincount(per_it) == replicas * stages
+    freedom = int(((replicas - 1) * (stages - 1))[whole].sum())
+    if freedom < 1:
+        return None
+    return float((residual[whole[per_it]] ** 2).sum() / freedom)
 
 
 def _replica_work(place: np.ndarray, member: np.ndarray, work: np.ndarray,

@@ -37,6 +37,29 @@ def test_a_worker_slow_from_the_first_step_is_named_by_its_gpu_with_what_the_job
     assert incidents[0]["impact"]["slowdown"] == pytest.approx(truth, rel=0.05)
 
 
+def test_a_trace_timed_in_seconds_since_1970_reads_as_one_timed_from_zero(tmp_path, capsys) -> None:
+    rows, lengths = play(dp=DP, pp=PP, slow={(2, 1): 2.0}, first_rank_stride=TP, seed=3)
+    _, clean = play(dp=DP, pp=PP, first_rank_stride=TP, seed=3)
+    for row in rows:  # doubles 2.4e-7 s apart there: a start plus a duration misses the next start
+        row["start_ts"] += 1.7e9
+    incidents = _localized(tmp_path, rows, capsys)
+    assert [i["suspects"][0]["device"] for i in incidents] == ["gpu:h0003/0"]
+    assert incidents[0]["impact"]["slowdown"] == pytest.approx(float(lengths.mean() / clean.mean()), rel=0.05)
+
+
+def test_uneven_batches_over_replicas_of_one_rank_a_stage_are_sequence_lengths_with_what_they_cost(tmp_path, capsys) -> None:
+    data = np.random.default_rng(5).uniform(0.8, 1.8, size=(12, DP))  # per step and data-parallel rank
+    rows, lengths = play(dp=DP, pp=PP, data_factor=data, first_rank_stride=TP, seed=1)
+    # What-if's ideal: the same work, each step's data spread evenly over the replicas.
+    _, even = play(dp=DP, pp=PP, data_factor=np.repeat(data.mean(axis=1, keepdims=True), DP, axis=1),
+                   first_rank_stride=TP, seed=1)
+    incidents = _localized(tmp_path, rows, capsys)
+    assert [i["cause"] for i in incidents] == ["seqlen_imbalance"], incidents
+    assert not incidents[0]["suspects"]
+    measured = [int(i) for i in incidents[0]["iterations"]]
+    assert incidents[0]["impact"]["slowdown"] == pytest.approx(float(lengths[measured].mean() / even[measured].mean()), rel=0.05)
+
+
 def test_an_uneven_pipeline_split_is_named_as_such_and_blames_no_device(tmp_path, capsys) -> None:
     rows, _ = play(dp=DP, pp=PP, stage_factor={PP - 1: 1.6}, first_rank_stride=TP, seed=4)
     incidents = _localized(tmp_path, rows, capsys)
