@@ -47,6 +47,18 @@ def test_a_trace_timed_in_seconds_since_1970_reads_as_one_timed_from_zero(tmp_pa
     assert incidents[0]["impact"]["slowdown"] == pytest.approx(float(lengths.mean() / clean.mean()), rel=0.05)
 
 
+def test_sampled_steps_as_the_paper_s_traces_keep_them_each_read_on_their_own(tmp_path, capsys) -> None:
+    kept = [16, 21, 27, 29, 34, 35, 39, 404, 408, 413, 414, 415]  # trace AR's first twelve
+    rows, lengths = play(dp=DP, pp=PP, slow={(0, 0): 2.0}, first_rank_stride=TP, seed=3)
+    _, clean = play(dp=DP, pp=PP, first_rank_stride=TP, seed=3)
+    for row in rows:
+        row["step"] = kept[row["step"]]
+    incidents = _localized(tmp_path, rows, capsys)
+    assert [i["suspects"][0]["device"] for i in incidents] == ["gpu:h0000/0"]
+    assert incidents[0]["iterations"] == kept  # none is a warm-up's: the warm-up counts from step 0
+    assert incidents[0]["impact"]["slowdown"] == pytest.approx(float(lengths.mean() / clean.mean()), rel=0.05)
+
+
 def test_uneven_batches_over_replicas_of_one_rank_a_stage_are_sequence_lengths_with_what_they_cost(tmp_path, capsys) -> None:
     data = np.random.default_rng(5).uniform(0.8, 1.8, size=(12, DP))  # per step and data-parallel rank
     rows, lengths = play(dp=DP, pp=PP, data_factor=data, first_rank_stride=TP, seed=1)
