@@ -24,7 +24,7 @@ Which rows become which records (the paper's dependency model, ``analyzer/depend
   and receives that were never launched: those at the pipeline's ends (a first stage's forward
   receive, a last stage's forward send, and the backward ones alike), a receive that starts after
   the worker's last computation of its direction started, and a send that ends before its first
-  computation of that direction ended (the paper's rule, with its 0.5 ms allowance for clocks).
+  computation of that direction ended (the paper's rule, with its 50 µs allowance for clocks).
   They are left out (counted in a note). The rest pair in order, step by step; a step whose
   sends and receives between two workers still disagree in number loses those pairs (a note).
 
@@ -73,7 +73,7 @@ _PIPELINE = {"forward-send": (OpKind.SEND, 1, "forward"), "forward-recv": (OpKin
 _KNOWN = (*_COMPUTE, *_DATA_PARALLEL, _EMBEDDING, _CLIP, _TENSOR_PARALLEL, *_PIPELINE)
 _COLUMNS = ("dp_rank", "stage", "step", "optype", "start_ts", "duration", "seq_id")
 #: How far the paper's rule lets a send or receive lie past a computation's bounds (clocks), in seconds.
-_CLOCK_ALLOWANCE_S = 5e-4
+_CLOCK_ALLOWANCE_S = 5e-5
 
 
 def read_whatif_trace(trace: str | Path, *, meta: str | Path | None = None, job: str | None = None,
