@@ -57,6 +57,7 @@ from sleuth.importers.model import Imported, SourceComm, SourceOp, SourceRank
 from sleuth.records import OpKind
 from sleuth.topology.ids import host_name
 from sleuth.validation import positive_int
+from sleuth.whatif.keys import dense_ids, first_of_each
 
 __all__ = ["TIME_UNITS", "read_whatif_trace"]
 
@@ -180,17 +181,18 @@ def _rows(path: Path) -> dict[str, np.ndarray]:
 
 def _ranks(rows: dict[str, np.ndarray], worker: np.ndarray, world: int, gpus_per_host: int, path: Path) -> list[SourceRank]:
     """Each worker's place: its global rank's host and GPU (its worker number without a ``rank`` column)."""
-    global_rank = np.full(world, -1, np.int64)
+    global_rank = np.arange(world)
     if "rank" in rows:
-        for w in range(world):
-            seen = np.unique(rows["rank"][worker == w])
-            if len(seen) != 1:
-                raise ImportFileError(f"{path}: worker {w} (one dp_rank and stage) has global ranks {seen.tolist()}")
-            global_rank[w] = int(seen[0])
+        rank = rows["rank"].astype(np.int64)
+        pairs = first_of_each(worker, rank)
+        named = np.bincount(worker[pairs], minlength=world)
+        if (named != 1).any():
+            w = int(np.flatnonzero(named != 1)[0])
+            raise ImportFileError(f"{path}: worker {w} (one dp_rank and stage) has global ranks "
+                                  f"{sorted(set(rank[pairs][worker[pairs] == w].tolist()))}")
+        global_rank[worker[pairs]] = rank[pairs]
         if len(np.unique(global_rank)) != world:
             raise ImportFileError(f"{path}: two (dp_rank, stage) workers share a global rank")
-    else:
-        global_rank = np.arange(world)
     return [SourceRank(w, host_name(int(g) // gpus_per_host), int(g) % gpus_per_host, str(path))
             for w, g in enumerate(global_rank)]
 
@@ -211,8 +213,7 @@ def _launched(rows: dict[str, np.ndarray], worker: np.ndarray, stage: np.ndarray
     """Which rows are operations that ran: the pipeline's never-launched sends and receives left out."""
     optype = rows["optype"]
     keep = np.ones(len(optype), bool)
-    _, cell = np.unique(np.stack([worker, rows["step"].astype(np.int64)], axis=1), axis=0, return_inverse=True)
-    cell = cell.reshape(-1)
+    cell = dense_ids(worker, rows["step"].astype(np.int64))
     allowance = int(_CLOCK_ALLOWANCE_S * 1e9)
     dropped = 0
     for name, (kind, toward, direction) in _PIPELINE.items():
@@ -265,10 +266,7 @@ def _operators(rows: dict[str, np.ndarray], worker: np.ndarray, stage: np.ndarra
     # A collective's key on its communicator, equal on every member: its step, then its members'
     # earliest start, so that a communicator's collectives are numbered in the order they ran.
     collective = kept[peer[kept] < 0]
-    _, group = np.unique(np.stack([np.unique(comm[collective].astype(str), return_inverse=True)[1].reshape(-1),
-                                   step[collective], np.unique(optype[collective], return_inverse=True)[1].reshape(-1),
-                                   seq_id[collective]], axis=1), axis=0, return_inverse=True)
-    group = group.reshape(-1)
+    group = dense_ids(_codes(comm[collective].astype(str)), step[collective], _codes(optype[collective]), seq_id[collective])
     earliest = np.full(group.max() + 1 if len(group) else 0, np.iinfo(np.int64).max)
     np.minimum.at(earliest, group, start[collective])
     key: dict[int, tuple] = {int(row): (int(step[row]), int(earliest[g]), str(optype[row]), int(seq_id[row]))
@@ -298,6 +296,11 @@ def _back_to_back(order: np.ndarray, worker: np.ndarray, start: np.ndarray, end:
     return end
 
 
+def _codes(labels: np.ndarray) -> np.ndarray:
+    """Each string's dense id, for ``dense_ids``."""
+    return np.unique(labels, return_inverse=True)[1].reshape(-1)
+
+
 def _paired(rows: np.ndarray, kind: np.ndarray, worker: np.ndarray, peer: np.ndarray, step: np.ndarray,
             notes: list[str]) -> np.ndarray:
     """Which of ``rows`` to keep: every collective, and the sends and receives of the (step, sender,
@@ -306,11 +309,9 @@ def _paired(rows: np.ndarray, kind: np.ndarray, worker: np.ndarray, peer: np.nda
     sends = kind[rows] == int(OpKind.SEND)
     sender = np.where(sends, worker[rows], peer[rows])
     receiver = np.where(sends, peer[rows], worker[rows])
-    channel = np.stack([step[rows], sender, receiver], axis=1)[p2p]
-    if not len(channel):
+    if not p2p.any():
         return np.ones(len(rows), bool)
-    _, of = np.unique(channel, axis=0, return_inverse=True)
-    of = of.reshape(-1)
+    of = dense_ids(step[rows][p2p], sender[p2p], receiver[p2p])
     balance = np.bincount(of, weights=np.where(sends[p2p], 1, -1))
     agree = balance[of] == 0
     if not agree.all():

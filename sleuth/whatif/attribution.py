@@ -1073,12 +1073,11 @@ def _stages_unshared(run_work: np.ndarray, run_it: np.ndarray, run_stage: np.nda
     if np.bincount(cell).max(initial=0) != 1 or run_stage.max(initial=0) < 1 or (run_work <= 0).any():
         return None
     log = np.log(run_work)
+    per_it = dense_ids(run_it)
     means = []
-    for keys in ((run_it, run_replica), (run_it, run_stage), (run_it,)):
-        group = dense_ids(*keys)
+    for group in (dense_ids(per_it, run_replica), dense_ids(per_it, run_stage), per_it):
         means.append((np.bincount(group, log) / np.bincount(group))[group])
     residual = log - means[0] - means[1] + means[2]
-    per_it = dense_ids(run_it)
     replicas = np.bincount(per_it[first_of_each(per_it, run_replica)])
     stages = np.bincount(per_it[first_of_each(per_it, run_stage)])
     whole = np.bincount(per_it) == replicas * stages
