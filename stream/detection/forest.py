@@ -7,6 +7,7 @@ only compares it with ``threshold``, so deciding stays apart from scoring.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Self
 
 import numpy as np
@@ -17,9 +18,10 @@ from sklearn.utils.validation import check_is_fitted
 from sleuth.errors import ConfigError
 from sleuth.stream.detection.features import DRIFT_PRONE, FEATURE_NAMES
 from sleuth.stream.detection.tree_votes import class1_votes
+from sleuth.stream.detection.vote_screen import VoteScreen
 from sleuth.validation import fraction
 
-__all__ = ["AbnormalOperatorForest", "check_features"]
+__all__ = ["AbnormalOperatorForest", "Votes", "check_features"]
 
 _PEER_FEATURES = tuple(FEATURE_NAMES.index(n) for n in ("blocking_rel", "transfer_ratio"))
 #: Features whose values depend on the job's size and model (nanoseconds, rank ids, bytes): a forest
@@ -34,6 +36,18 @@ SCALE_DEPENDENT = DRIFT_PRONE + ("win_std_ns", "win_iqr_ns", "rank", "nbytes")
 #: stays out of its window and is flagged again: a false alarm that feeds itself, from a job's cold
 #: start on, wherever the first vote went wrong.
 FEEDBACK = ("win_count",)
+#: Features holding codes, not quantities: a split between two op codes says nothing of the ops between.
+CATEGORICAL = ("op", "comm_kind")
+
+
+@dataclass(frozen=True)
+class Votes:
+    """One scoring pass: ``abnormal`` (vote share >= threshold), ``enter_window`` (< window_threshold)
+    and ``score``, the vote share, NaN for a row a ``VoteScreen`` showed below both without walking."""
+
+    abnormal: np.ndarray
+    enter_window: np.ndarray
+    score: np.ndarray
 
 
 def check_features(X: Any, *, what: str = "X") -> np.ndarray:
@@ -131,5 +145,34 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
 
     def decide(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """(abnormal, normal enough to enter the windows) from one scoring pass."""
-        score = self.score_samples(X)
-        return score >= self.threshold, score < self.window_threshold
+        votes = self.votes(X)
+        return votes.abnormal, votes.enter_window
+
+    def screen(self) -> VoteScreen:
+        """A screen for this forest's splits and thresholds (``votes``): a tuned copy needs its own."""
+        check_is_fitted(self, "forest_")
+        return VoteScreen(self.forest_, min(self.threshold, self.window_threshold),
+                          categorical=tuple(FEATURE_NAMES.index(n) for n in CATEGORICAL))
+
+    def votes(self, X: Any, screen: VoteScreen | None = None) -> Votes:
+        """The decisions of one scoring pass; rows ``screen`` covers are not walked (the same decisions),
+        and the rows walked teach it (``VoteScreen.learn``)."""
+        check_is_fitted(self, "forest_")
+        X = check_features(X)
+        if screen is not None and (screen.forest is not self.forest_
+                                   or screen.below > min(self.threshold, self.window_threshold)):
+            raise ConfigError("the vote screen was made for another forest or higher thresholds (make it with screen())")
+        visible = self._visible(X, np.float32)
+        score = np.full(len(X), np.nan)
+        if screen is None:
+            walk = np.ones(len(X), bool)
+            score[:] = class1_votes(self.forest_, visible)
+        else:
+            kinds = screen.kinds(visible)
+            walk = ~screen.screened(visible, kinds)
+            if walk.any():
+                walked = visible if walk.all() else visible[walk]
+                score[walk] = class1_votes(self.forest_, walked)
+                screen.learn(walked, kinds[walk])
+        with np.errstate(invalid="ignore"):
+            return Votes(score >= self.threshold, ~walk | (score < self.window_threshold), score)

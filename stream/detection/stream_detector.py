@@ -40,6 +40,7 @@ from sleuth.stream.detection.iteration_monitor import IterationMonitor
 from sleuth.stream.detection.model_file import DetectorModel, load_default_model
 from sleuth.stream.detection.rules import DETECTION_RULES
 from sleuth.stream.detection.rank_state import RankState
+from sleuth.stream.detection.vote_screen import VoteScreen
 
 __all__ = ["StreamDetector"]
 
@@ -61,6 +62,7 @@ class StreamDetector:
         self.clock = clock
         self.scored = 0
         self.flagged = 0
+        self._screen: VoteScreen | None = None  # rows the forest certainly votes normal, for the tuner's current model
         self._irregularities: list[Irregularity] = []
 
     def update(self, records: RecordBatch, iterations: IterationBatch, state: RankState) -> list[tuple]:
@@ -71,15 +73,17 @@ class StreamDetector:
             return []
         chunk = self.windows.features(records, iterations)
         forest = self.tuner.model
-        scores = forest.score_samples(chunk.X)
-        abnormal = scores >= forest.threshold
+        if self._screen is None or self._screen.forest is not forest.forest_:
+            self._screen = forest.screen()  # a tuning moved the splits: boxes of the old ones no longer hold
+        votes = forest.votes(chunk.X, self._screen)
+        abnormal = votes.abnormal
         if self.counterfactual is not None:
             abnormal = self.counterfactual.abnormal(chunk, abnormal)
-        self.windows.push(chunk, scores < forest.window_threshold, iterations)
+        self.windows.push(chunk, votes.enter_window, iterations)
         self.tuner.update(chunk.X, int(records["t_end_ns"].max()))
-        self.scored += len(scores)
+        self.scored += len(chunk.X)
         self.flagged += int(abnormal.sum())
-        return self._rows(records, chunk.index[abnormal], scores[abnormal])
+        return self._rows(records, chunk.index[abnormal], votes.score[abnormal])
 
     def forget(self, jobs: set[str]) -> None:
         """Drop the windows and iteration state of ``jobs`` (idle ones; the ``Detector`` protocol)."""
