@@ -36,6 +36,8 @@ SCALE_DEPENDENT = DRIFT_PRONE + ("win_std_ns", "win_iqr_ns", "rank", "nbytes")
 #: stays out of its window and is flagged again: a false alarm that feeds itself, from a job's cold
 #: start on, wherever the first vote went wrong.
 FEEDBACK = ("win_count",)
+#: Rows scored at once with a screen: about an iteration of a 512-GPU job.
+_SCREEN_SLICE = 65_536
 #: Features holding codes, not quantities: a split between two op codes says nothing of the ops between.
 CATEGORICAL = ("op", "comm_kind")
 
@@ -168,11 +170,17 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
             walk = np.ones(len(X), bool)
             score[:] = class1_votes(self.forest_, visible)
         else:
-            kinds = screen.kinds(visible)
-            walk = ~screen.screened(visible, kinds)
-            if walk.any():
-                walked = visible if walk.all() else visible[walk]
-                score[walk] = class1_votes(self.forest_, walked)
-                screen.learn(walked, kinds[walk])
+            walk = np.ones(len(X), bool)
+            # A slice at a time: what the screen learns from a backlog's first iterations serves the rest of it.
+            for start in range(0, len(X), _SCREEN_SLICE):
+                part = slice(start, start + _SCREEN_SLICE)
+                rows = visible[part]
+                kinds = screen.kinds(rows)
+                walked = ~screen.screened(rows, kinds)
+                walk[part] = walked
+                if walked.any():
+                    some = rows if walked.all() else rows[walked]
+                    score[part][walked] = class1_votes(self.forest_, some)
+                    screen.learn(some, kinds[walked])
         with np.errstate(invalid="ignore"):
             return Votes(score >= self.threshold, ~walk | (score < self.window_threshold), score)

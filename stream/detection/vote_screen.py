@@ -58,7 +58,7 @@ _MAX_KINDS = 64
 
 class VoteScreen:
     """The rows of a feature matrix ``forest`` certainly votes below ``below`` (``screened``), with
-    boxes ``learn`` grows from rows the screen did not cover, one box a call at most.
+    boxes ``learn`` grows from rows the screen did not cover, one a kind a call at most.
 
     ``categorical``: columns holding codes (integers in [0, 2**15)); a kind's boxes fix them.
     ``min_rows``: the sampled rows of one kind a box is grown from (fewer: quantiles of too few to matter).
@@ -118,8 +118,8 @@ class VoteScreen:
         return inside
 
     def learn(self, X: np.ndarray, kinds: np.ndarray) -> bool:
-        """Sample the rows ``X`` (of the ``kinds`` given) the boxes missed; grow a box for the kind whose
-        sample spans enough chunks or rows, the largest first (one a call); whether one was grown."""
+        """Sample the rows ``X`` (of the ``kinds`` given) the boxes missed; grow a box for each kind whose
+        sample spans enough chunks or rows; whether one was grown."""
         for kind in np.unique(kinds[kinds >= 0]).tolist():
             if kind not in self._samples and len(self._samples) >= _MAX_KINDS:
                 continue
@@ -131,18 +131,15 @@ class VoteScreen:
             blocks.append(X[rows[::step][:_SAMPLE_ROWS]])
             while sum(len(b) for b in blocks[1:]) >= _SAMPLE_ROWS:
                 del blocks[0]
-        ready = []
-        for kind, blocks in self._samples.items():
+        grown = False
+        for kind, blocks in list(self._samples.items()):
             sampled = sum(len(b) for b in blocks)
             if sampled >= _SAMPLE_ROWS or (len(blocks) >= _SPAN and sampled >= self.min_rows):
-                ready.append((sampled, kind))
-        if not ready:
-            return False
-        _, kind = max(ready)
-        box = self._grow(np.concatenate(self._samples.pop(kind)))
-        if box is not None:
-            self._boxes.setdefault(kind, []).append(box)
-        return box is not None
+                box = self._grow(np.concatenate(self._samples.pop(kind)))
+                if box is not None:
+                    self._boxes.setdefault(kind, []).append(box)
+                    grown = True
+        return grown
 
     def bound(self, lo: np.ndarray, hi: np.ndarray, missing: np.ndarray) -> float:
         """The sum over trees of the largest class-1 fraction a row in the box can reach (full-width arrays)."""
