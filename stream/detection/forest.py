@@ -165,22 +165,20 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
                                    or screen.below > min(self.threshold, self.window_threshold)):
             raise ConfigError("the vote screen was made for another forest or higher thresholds (make it with screen())")
         visible = self._visible(X, np.float32)
-        score = np.full(len(X), np.nan)
         if screen is None:
-            walk = np.ones(len(X), bool)
-            score[:] = class1_votes(self.forest_, visible)
-        else:
-            walk = np.ones(len(X), bool)
-            # A slice at a time: what the screen learns from a backlog's first iterations serves the rest of it.
-            for start in range(0, len(X), _SCREEN_SLICE):
-                part = slice(start, start + _SCREEN_SLICE)
-                rows = visible[part]
-                kinds = screen.kinds(rows)
-                walked = ~screen.screened(rows, kinds)
-                walk[part] = walked
-                if walked.any():
-                    some = rows if walked.all() else rows[walked]
-                    score[part][walked] = class1_votes(self.forest_, some)
-                    screen.learn(some, kinds[walked])
-        with np.errstate(invalid="ignore"):
+            score = class1_votes(self.forest_, visible)
+            return Votes(score >= self.threshold, score < self.window_threshold, score)
+        score = np.full(len(X), np.nan)
+        walk = np.ones(len(X), bool)
+        # A slice at a time: what the screen learns from a backlog's first iterations serves the rest of it.
+        for start in range(0, len(X), _SCREEN_SLICE):
+            rows = visible[start:start + _SCREEN_SLICE]
+            kinds = screen.kinds(rows)
+            walked = ~screen.screened(rows, kinds)
+            walk[start:start + len(rows)] = walked
+            if walked.any():
+                some = rows if walked.all() else rows[walked]
+                score[start + np.flatnonzero(walked)] = class1_votes(self.forest_, some)
+                screen.learn(some, kinds[walked])
+        with np.errstate(invalid="ignore"):  # NaN: screened, certainly below both thresholds
             return Votes(score >= self.threshold, ~walk | (score < self.window_threshold), score)
