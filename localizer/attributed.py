@@ -37,7 +37,7 @@ from __future__ import annotations
 import enum
 import math
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -153,7 +153,8 @@ def at_steps(episode: Episode, level: dict[int, float], *, slowdown: float, sust
     ``step_significance`` of the run's shuffles explain it as well (noise steps too). Each piece is
     cut again the same way. A last piece that pays less than the one before it stays with that one:
     the cause left, and what the job still pays after it is its tail (a loaded machine's jitter),
-    which the few iterations left cannot read on their own; a step up is a second cause."""
+    which the few iterations left cannot read on their own; a step up is a second cause. A run that
+    climbs in two steps, which no two levels fit better than a line, is cut in three (``_staircase``)."""
     pieces = _cut(episode, level, slowdown=slowdown, sustain=sustain)
     if len(pieces) < 2 or np.median([level[i] for i in pieces[-1].iterations]) >= np.median(
             [level[i] for i in pieces[-2].iterations]):
@@ -171,9 +172,13 @@ def _cut(episode: Episode, level: dict[int, float], *, slowdown: float, sustain:
     log = np.log(np.maximum(np.array([level[int(i)] for i in its], dtype=np.float64), 1e-12))
     over = np.isin(its, np.asarray(episode.paid))
     stretch = _step(log, over, slowdown=slowdown, sustain=sustain)
-    if stretch is None:
-        return (episode,)
-    i, j = _partial_steps(log, over, *stretch, slowdown=slowdown, sustain=sustain)
+    if stretch is not None:
+        i, j = _partial_steps(log, over, *stretch, slowdown=slowdown, sustain=sustain)
+    else:
+        stairs = _staircase(log, over, slowdown=slowdown, sustain=sustain)
+        if stairs is None:
+            return (episode,)
+        i, j = stairs
     # A piece with fewer than ``sustain`` iterations over the line (the lower level's) is no sustained episode.
     return tuple(piece for a, b in ((0, i), (i, j), (j, len(its))) if b > a and over[a:b].sum() >= sustain for piece in _cut(
         Episode(tuple(its[a:b].tolist()), float(np.exp(log[a:b].max())), tuple(its[a:b][over[a:b]].tolist()), cut=True),
@@ -192,18 +197,97 @@ def _step(log: np.ndarray, over: np.ndarray, *, slowdown: float, sustain: int) -
             return None
         i, j = int(stretches[0][k]), int(stretches[1][k])
         if abs(float(np.median(log[i:j]) - np.median(np.r_[log[:i], log[j:]]))) >= math.log(slowdown):
-            # The run's shuffles keep its values and lose their order: how often noise fits as well
-            # (seeded by the run's length: the same run always gets the same answer).
-            shuffled = np.random.default_rng(n)
-            allowed = _RULES.step_significance * (_RULES.step_shuffles + 1) - 1
-            fits = 0
-            for _ in range(_RULES.step_shuffles):
-                order = shuffled.permutation(n)
-                fits += float(_levels(log[order], over[order], sustain=sustain)[1].min(initial=np.inf)) <= levels[k]
-                if fits > allowed:
-                    return None
+            if not _beats_shuffles(log, over, float(levels[k]),
+                                   lambda lg, ov: float(_levels(lg, ov, sustain=sustain)[1].min(initial=np.inf))):
+                return None
             return i, j
     return None
+
+
+def _beats_shuffles(log: np.ndarray, over: np.ndarray, fit: float, best: Callable[[np.ndarray, np.ndarray], float]) -> bool:
+    """Whether no more than ``step_significance`` of the run's shuffles fit as well as ``fit`` (the
+    ``best`` sum of squares a model finds for a run): the shuffles keep its values and lose their
+    order, so how often noise fits as well (seeded by the run's length: the same run always gets the same answer)."""
+    shuffled = np.random.default_rng(len(log))
+    allowed = _RULES.step_significance * (_RULES.step_shuffles + 1) - 1
+    as_well = 0
+    for _ in range(_RULES.step_shuffles):
+        order = shuffled.permutation(len(log))
+        as_well += best(log[order], over[order]) <= fit
+        if as_well > allowed:
+            return False
+    return True
+
+
+def _staircase(log: np.ndarray, over: np.ndarray, *, slowdown: float, sustain: int) -> tuple[int, int] | None:
+    """Where a run that ``_step`` reads as a ramp climbs (or falls) in two steps instead: a second
+    cause joining while the first lasts (a GPU, then a NIC), each level flat. The edges ``(a, b)``
+    of its middle level, when three levels ``[0, a)``, ``[a, b)``, ``[b, n)`` in order explain log S
+    better than a line and than a ramp that levels off or sets in (one cause growing: a hinge);
+    neighbouring levels' medians differ by the slowdown line; the two higher levels each have
+    ``sustain`` iterations over the line; and no more than ``step_significance`` of the run's
+    shuffles fit three levels as well. None otherwise."""
+    n = len(log)
+    if n < 3:
+        return None
+    fits, a, b, means = _three_levels(log, over, sustain=sustain)
+    x = np.arange(n, dtype=np.float64)
+    line = float(np.sum((log - np.polyval(np.polyfit(x, log, 1), x)) ** 2))
+    # In order, each level a step from the one before (their means: the medians are checked below).
+    gaps = np.diff(means, axis=0)
+    stairs = (((gaps > 0).all(axis=0)) | ((gaps < 0).all(axis=0))) & (np.abs(gaps).min(axis=0) >= math.log(slowdown))
+    fitting = np.flatnonzero((fits < line) & stairs)
+    if not len(fitting):
+        return None
+    bar = min(line, _hinge(log))
+    for k in fitting[np.argsort(fits[fitting], kind="stable")]:
+        if fits[k] >= bar:
+            return None
+        medians = np.array([np.median(p) for p in (log[:a[k]], log[a[k]:b[k]], log[b[k]:])])
+        steps = np.diff(medians)
+        if not ((steps > 0).all() or (steps < 0).all()) or np.abs(steps).min() < math.log(slowdown):
+            continue
+        if not _beats_shuffles(log, over, float(fits[k]),
+                               lambda lg, ov: float(_three_levels(lg, ov, sustain=sustain)[0].min(initial=np.inf))):
+            return None
+        return int(a[k]), int(b[k])
+    return None
+
+
+def _three_levels(log: np.ndarray, over: np.ndarray, *,
+                  sustain: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every ``(a, b)`` cutting ``log`` into three levels whose two higher ones (by mean) have
+    ``sustain`` iterations over the line: the sum of squares of log S about them, ``a``, ``b`` and
+    the levels' means (3 x cuts)."""
+    n = len(log)
+    total, square, paid = (np.r_[0.0, np.cumsum(v)] for v in (log, log * log, over.astype(np.float64)))
+    a, b = (v.ravel() for v in np.meshgrid(np.arange(1, n), np.arange(1, n), indexing="ij"))
+    keep = a < b
+    a, b = a[keep], b[keep]
+    bounds = ((np.zeros_like(a), a), (a, b), (b, np.full_like(b, n)))
+    size = [hi - lo for lo, hi in bounds]
+    sums = [total[hi] - total[lo] for lo, hi in bounds]
+    means = np.stack([s / m for s, m in zip(sums, size)])
+    counts = np.stack([paid[hi] - paid[lo] for lo, hi in bounds])
+    # The lowest level may lie under the line (the run's first or last iterations); the others are episodes of their own.
+    lowest = np.argmin(means, axis=0)
+    sustained = np.all((counts >= sustain) | (np.arange(3)[:, None] == lowest), axis=0)
+    ss = sum(square[hi] - square[lo] - s * s / m for (lo, hi), s, m in zip(bounds, sums, size))
+    return ss[sustained], a[sustained], b[sustained], means[:, sustained]
+
+
+def _hinge(log: np.ndarray) -> float:
+    """The least sum of squares of log S about two joined lines (one knot anywhere inside): a
+    ramp that levels off, or sets in after a flat start."""
+    n = len(log)
+    x = np.arange(n, dtype=np.float64)
+    best = np.inf
+    for knot in range(1, n - 1):
+        design = np.column_stack([np.ones(n), x, np.maximum(x - knot, 0.0)])
+        _, residual, rank, _ = np.linalg.lstsq(design, log, rcond=None)
+        if rank == 3 and len(residual):
+            best = min(best, float(residual[0]))
+    return best
 
 
 def _partial_steps(log: np.ndarray, over: np.ndarray, i: int, j: int, *, slowdown: float, sustain: int) -> tuple[int, int]:

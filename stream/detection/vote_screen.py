@@ -52,7 +52,7 @@ _SAMPLE_ROWS = 2048
 _SPAN = 8
 #: Boxes a kind may have: each further one grows from the rows the others missed.
 _MAX_BOXES = 8
-#: Kinds sampled at once: bounds the samples' memory (about 16 MB at most) where rows come in many kinds.
+#: Kinds sampled at once: bounds the samples' memory (under 4,096 rows a kind: about 32 MB at most).
 _MAX_KINDS = 64
 
 

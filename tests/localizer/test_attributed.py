@@ -97,6 +97,17 @@ def test_one_cause_at_one_level_or_growing_is_one_episode(seed) -> None:
         assert [(e.iterations, e.cut) for e in sustained] == [(tuple(range(30)), False)], per
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_a_second_cause_joining_while_the_first_lasts_is_cut_at_both_steps_regression_random_two_tp4_pp4(seed) -> None:
+    # The split costs 7% from the start, a GPU slows from iteration 10, a NIC from 25 while the GPU
+    # is still slow: a staircase over the line, which a line fits better than any two levels; each
+    # level is an episode of its own, so the NIC's is searched where it joined.
+    per = _noisy([1.07] * 10 + [1.55] * 15 + [2.0] * 15, seed=seed, jitter=0.01)
+    sustained, _ = episodes(attribution(per), slowdown=1.05, sustain=3)
+    assert [(e.iterations[0], e.iterations[-1]) for e in sustained] == [(0, 9), (10, 24), (25, 39)], sustained
+    assert all(e.cut for e in sustained), sustained
+
+
 @pytest.mark.parametrize("began", [2.0, 3.0])
 def test_the_iteration_a_step_began_in_goes_with_the_step_regression_loaded_torch_profiler_job(began) -> None:
     # A loaded machine's jitter (S 1.1-1.4), a rank sleeping in iterations 8-13 (S about 8) that
