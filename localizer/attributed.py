@@ -250,18 +250,30 @@ def _staircase(log: np.ndarray, over: np.ndarray, *, slowdown: float, sustain: i
         if not _beats_shuffles(log, over, float(fits[k]),
                                lambda lg, ov: float(_three_levels(lg, ov, sustain=sustain)[0].min(initial=np.inf))):
             return None
-        return int(a[k]), int(b[k])
+        if _edges(n)[1] == 1:  # every iteration's edge was tried
+            return int(a[k]), int(b[k])
+        # A long run's edges are spaced: the cuts move to the iterations between that fit best.
+        close, first, second, _ = _three_levels(log, over, sustain=sustain, near=(int(a[k]), int(b[k])))
+        best = int(np.argmin(close))
+        return int(first[best]), int(second[best])
     return None
 
 
-def _three_levels(log: np.ndarray, over: np.ndarray, *,
-                  sustain: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _three_levels(log: np.ndarray, over: np.ndarray, *, sustain: int,
+                  near: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every ``(a, b)`` cutting ``log`` into three levels whose two higher ones (by mean) have
     ``sustain`` iterations over the line: the sum of squares of log S about them, ``a``, ``b`` and
-    the levels' means (3 x cuts)."""
+    the levels' means (3 x cuts). The cuts lie on ``_edges``, or, ``near`` a pair of them, at
+    every iteration within an edge's spacing of it."""
     n = len(log)
     total, square, paid = (np.r_[0.0, np.cumsum(v)] for v in (log, log * log, over.astype(np.float64)))
-    a, b = (v.ravel() for v in np.meshgrid(np.arange(1, n), np.arange(1, n), indexing="ij"))
+    edges = _edges(n)
+    if near is None:
+        firsts = seconds = edges[1:-1]
+    else:
+        spacing = int(edges[1] - edges[0])
+        firsts, seconds = (np.arange(max(1, e - spacing), min(n - 1, e + spacing) + 1) for e in near)
+    a, b = (v.ravel() for v in np.meshgrid(firsts, seconds, indexing="ij"))
     keep = a < b
     a, b = a[keep], b[keep]
     bounds = ((np.zeros_like(a), a), (a, b), (b, np.full_like(b, n)))
@@ -276,13 +288,19 @@ def _three_levels(log: np.ndarray, over: np.ndarray, *,
     return ss[sustained], a[sustained], b[sustained], means[:, sustained]
 
 
+def _edges(n: int) -> np.ndarray:
+    """Where a run of ``n`` iterations may be cut, 0 and ``n`` included: every iteration's edge up to
+    ``_STEP_EDGES``, evenly spaced ones beyond (a long run's cuts cost its length squared)."""
+    return np.unique(np.r_[np.arange(0, n + 1, -(-(n + 1) // _STEP_EDGES)), n])
+
+
 def _hinge(log: np.ndarray) -> float:
-    """The least sum of squares of log S about two joined lines (one knot anywhere inside): a
+    """The least sum of squares of log S about two joined lines (one knot at an edge inside): a
     ramp that levels off, or sets in after a flat start."""
     n = len(log)
     x = np.arange(n, dtype=np.float64)
     best = np.inf
-    for knot in range(1, n - 1):
+    for knot in _edges(n)[1:-1]:
         design = np.column_stack([np.ones(n), x, np.maximum(x - knot, 0.0)])
         _, residual, rank, _ = np.linalg.lstsq(design, log, rcond=None)
         if rank == 3 and len(residual):
@@ -326,7 +344,7 @@ def _levels(log: np.ndarray, over: np.ndarray, *, sustain: int) -> tuple[tuple[n
     over the line), and the sum of squares of log S about the levels it leaves (its own, the rest's)."""
     n = len(log)
     total, square, paid = (np.r_[0.0, np.cumsum(v)] for v in (log, log * log, over.astype(np.float64)))
-    edges = np.unique(np.r_[np.arange(0, n + 1, -(-(n + 1) // _STEP_EDGES)), n])
+    edges = _edges(n)
     i, j = (v.ravel() for v in np.meshgrid(edges, edges, indexing="ij"))
     inside = np.maximum(j - i, 1)
     rest = np.maximum(n - (j - i), 1)
