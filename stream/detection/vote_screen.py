@@ -58,7 +58,7 @@ _MAX_KINDS = 64
 
 class VoteScreen:
     """The rows of a feature matrix ``forest`` certainly votes below ``below`` (``screened``), with
-    boxes ``learn`` grows from rows the screen did not cover, one a kind a call at most.
+    boxes ``learn`` grows from rows the screen did not cover, at most one a kind each call.
 
     ``categorical``: columns holding codes (integers in [0, 2**15)); a kind's boxes fix them.
     ``min_rows``: the sampled rows of one kind a box is grown from (fewer: quantiles of too few to matter).
@@ -66,8 +66,6 @@ class VoteScreen:
 
     def __init__(self, forest: RandomForestClassifier, below: float, *, categorical: tuple[int, ...] = (),
                  min_rows: int = 256) -> None:
-        if len(categorical) > 2:
-            raise ValueError("at most two categorical columns fit a kind's key")
         self.forest = forest
         self.below = below
         self.categorical = tuple(categorical)
@@ -93,6 +91,8 @@ class VoteScreen:
         #: The features some tree splits on: a box constrains only these.
         self.split = np.unique(self._feature[self._left >= 0])
         self._continuous = np.array([f for f in self.split if f not in self.categorical], np.int64)
+        if len(self.split) + _CODE_BITS * len(self.categorical) > 62:
+            raise ValueError(f"{len(self.split)} split features and {len(self.categorical)} codes do not fit a kind's 63-bit key")
         self._boxes: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # kind -> its boxes' edges, every column
         self._samples: dict[int, list[np.ndarray]] = {}  # kind -> rows the boxes missed, a block a chunk
 

@@ -8,11 +8,10 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 
 from sleuth.errors import ConfigError
-from sleuth.stream.detection import vote_screen
+from sleuth.stream.detection import StreamDetector, vote_screen
 from sleuth.stream.detection.drift import shift_thresholds
 from sleuth.stream.detection.features import FEATURE_NAMES
 from sleuth.stream.detection.forest import CATEGORICAL
-from sleuth.stream.detection import StreamDetector
 from sleuth.stream.detection.model_file import load_default_model
 from sleuth.stream.detection.rank_state import RankState
 from sleuth.stream.detection.tree_votes import class1_votes
