@@ -189,8 +189,7 @@ def _step(log: np.ndarray, over: np.ndarray, *, slowdown: float, sustain: int) -
     """The stretch ``[i, j)`` of the run of log S ``log`` that ``at_steps`` cuts out (``over``: which
     iterations are over the line), or None."""
     n = len(log)
-    x = np.arange(n, dtype=np.float64)
-    trend = float(np.sum((log - np.polyval(np.polyfit(x, log, 1), x)) ** 2)) if n > 1 else 0.0
+    trend = _line_squares(log)
     stretches, levels = _levels(log, over, sustain=sustain)
     for k in np.argsort(levels, kind="stable"):
         if levels[k] >= trend:
@@ -202,6 +201,14 @@ def _step(log: np.ndarray, over: np.ndarray, *, slowdown: float, sustain: int) -
                 return None
             return i, j
     return None
+
+
+def _line_squares(log: np.ndarray) -> float:
+    """The sum of squares of log S about its least-squares line: one level and a slope (0 for one value)."""
+    if len(log) < 2:
+        return 0.0
+    x = np.arange(len(log), dtype=np.float64)
+    return float(np.sum((log - np.polyval(np.polyfit(x, log, 1), x)) ** 2))
 
 
 def _beats_shuffles(log: np.ndarray, over: np.ndarray, fit: float, best: Callable[[np.ndarray, np.ndarray], float]) -> bool:
@@ -231,8 +238,7 @@ def _staircase(log: np.ndarray, over: np.ndarray, *, slowdown: float, sustain: i
     if n < 3:
         return None
     fits, a, b, means = _three_levels(log, over, sustain=sustain)
-    x = np.arange(n, dtype=np.float64)
-    line = float(np.sum((log - np.polyval(np.polyfit(x, log, 1), x)) ** 2))
+    line = _line_squares(log)
     # In order, each level a step from the one before (their means: the medians are checked below).
     gaps = np.diff(means, axis=0)
     stairs = (((gaps > 0).all(axis=0)) | ((gaps < 0).all(axis=0))) & (np.abs(gaps).min(axis=0) >= math.log(slowdown))
