@@ -60,6 +60,8 @@ MAX_IDLE_S = 60.0
 @dataclass
 class _Progress:
     measured: int = -1  # the last landed iteration a round measured
+    landed: int | None = None  # the landed-through iteration its last progress query found
+    asked: bool = False  # whether its progress was queried before
     idle_s: float = 0.0  # the current wait between two progress queries of a job that stood still
     next_s: float = 0.0  # when its progress is asked next
     moved_s: float | None = None  # when its landed iteration last moved (None: not yet asked)
@@ -95,13 +97,17 @@ class SlowdownWatch:
         progress = self._jobs.setdefault(job, _Progress())
         if progress.moved_s is None:
             progress.moved_s = now
+        moved = progress.asked and landed is not None and landed != progress.landed
+        progress.landed, progress.asked = landed, True
+        if moved:
+            progress.idle_s = 0.0
+            progress.next_s = now + self.interval_s
+            progress.moved_s, progress.parked = now, False
         if landed is None or landed <= max(progress.measured, self.warmup - 1):
-            progress.idle_s = min(MAX_IDLE_S, max(self.interval_s, 2 * progress.idle_s))
-            progress.next_s = now + progress.idle_s
+            if not moved:  # it stood still: asked again after twice as long (a job still warming up moves)
+                progress.idle_s = min(MAX_IDLE_S, max(self.interval_s, 2 * progress.idle_s))
+                progress.next_s = now + progress.idle_s
             return None
-        progress.idle_s = 0.0
-        progress.next_s = now + self.interval_s
-        progress.moved_s, progress.parked = now, False
         return max(self.warmup, landed - self.window + 1), landed
 
     def done(self, job: str, through: int) -> None:

@@ -57,6 +57,19 @@ def test_a_jobs_warmup_iterations_are_never_measured() -> None:
     assert watch.window_of("a", 30, 4.0) == (19, 30)
 
 
+def test_a_job_still_warming_up_is_asked_each_interval_while_its_iterations_land() -> None:
+    watch = SlowdownWatch(interval_s=1.0, window=12, sustain=3, warmup=5)
+    now = 0.0
+    for landed in range(5):  # one iteration lands a second: it moves, however few have landed
+        assert watch.asks("a", now) and watch.window_of("a", landed, now) is None
+        now += 1.0
+    assert watch.asks("a", now) and watch.window_of("a", 5, now) == (5, 5)
+    watch.done("a", 5)
+    assert watch.window_of("a", 5, now + 1.0) is None and watch.asks("a", now + 2.0)
+    assert watch.window_of("a", 5, now + 2.0) is None  # it stood still twice: asked again after twice as long
+    assert not watch.asks("a", now + 3.9) and watch.asks("a", now + 4.0)
+
+
 def test_a_window_shorter_than_a_sustained_run_is_refused() -> None:
     with pytest.raises(ConfigError, match="attribution window \\(2 iterations\\) must hold a sustained run of 3"):
         SlowdownWatch(interval_s=1.0, window=2, sustain=3)
