@@ -1,4 +1,4 @@
-/* sleuth.whatif._levels: keys.lower_level row by row, compiled.
+/* sleuth.whatif._levels: keys.lower_level and keys.row_spread row by row, compiled.
  *
  * The same rules, in the same float operations, as the numpy reference in sleuth/whatif/keys.py
  * (used when this module is not built): per row of a table of values in time order (NaN where
@@ -8,7 +8,8 @@
  * each side's median; the robust standard deviation (interquartile range / 1.349) of the values
  * around their own side's median, over both sides and each alone; whether the sides' medians lie
  * more than k of each side's apart. numpy spends most of that on whole-table temporaries and
- * sorts; a row here is a few dozen values in scratch memory.
+ * sorts; a row here is a few dozen values in scratch memory. row_spread: each row's median and
+ * robust standard deviation, as the reference's sort of the whole table gives them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -142,9 +143,54 @@ done:
     return result;
 }
 
+static PyObject *row_spread(PyObject *self, PyObject *args) {
+    Py_buffer table, median, spread;
+    Py_ssize_t rows, width;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "nny*w*w*", &rows, &width, &table, &median, &spread)) return NULL;
+    PyObject *result = NULL;
+    double *values = NULL;
+    if (rows < 0 || width < 1 || table.len != rows * width * 8 || median.len != rows * 8 || spread.len != rows * 8) {
+        PyErr_SetString(PyExc_ValueError, "row_spread: buffers of the wrong size for the table");
+        goto done;
+    }
+    values = malloc(sizeof(double) * (size_t)width);
+    if (!values) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const double *in = table.buf;
+    double *out_median = median.buf, *out_spread = spread.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        const double *row = in + r * width;
+        Py_ssize_t c = 0;
+        for (Py_ssize_t j = 0; j < width; j++)
+            if (!isnan(row[j])) values[c++] = row[j];
+        if (c == 0) {  /* the reference's NaN: its sorted row holds NaN only */
+            out_median[r] = out_spread[r] = NAN;
+            continue;
+        }
+        sort_values(values, c);
+        out_median[r] = (values[(c - 1) / 2] + values[c / 2]) / 2;
+        out_spread[r] = (values[(3 * (c - 1)) / 4] - values[(c - 1) / 4]) / 1.349;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    free(values);
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&median);
+    PyBuffer_Release(&spread);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"lower_level", lower_level, METH_VARARGS,
      "lower_level(rows, width, k, least, table, level, jitter, stepped): keys.lower_level into the three outputs."},
+    {"row_spread", row_spread, METH_VARARGS,
+     "row_spread(rows, width, table, median, spread): keys.row_spread into the two outputs."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -21,7 +21,7 @@ except ImportError as error:  # not built on this machine: numpy sorts, several 
                                         "several times slower; reinstall sleuth with a C compiler", error)
 
 __all__ = ["dense_ids", "first_of_each", "group_median", "group_spread", "keyed_spread", "lexical_order", "lower_level",
-           "mix", "packed_key", "places_in_runs", "ranges", "unique_rows", "unique_small"]
+           "mix", "packed_key", "places_in_runs", "ranges", "row_spread", "unique_rows", "unique_small"]
 
 
 def dense_ids(*keys: np.ndarray) -> np.ndarray:
@@ -260,7 +260,7 @@ def keyed_spread(keys: np.ndarray, values: np.ndarray, earlier: Sequence[tuple[n
         table[at, column] = column_values
     if step is not None:
         level, jitter, stepped = lower_level(table, *step)
-    median, spread = _row_spread(table)
+    median, spread = row_spread(table)
     if step is not None:
         median, spread = np.where(stepped, level, median), np.where(stepped, jitter, spread)
     return median[row], spread[row]
@@ -281,8 +281,19 @@ def _key_rows(keys: np.ndarray, batch: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return key_of_row, row, bool(np.bincount(row * now + batch, minlength=len(key_of_row) * now).max() > 1)
 
 
+def row_spread(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's median and robust standard deviation, as ``group_spread``'s (NaN: no value);
+    compiled where built (``_levels``: a row is sorted alone, not the whole table)."""
+    if _levels is None or not table.size:
+        return _row_spread(table)
+    rows, width = table.shape
+    median, spread = np.empty(rows), np.empty(rows)
+    _levels.row_spread(rows, width, np.ascontiguousarray(table, np.float64), median, spread)
+    return median, spread
+
+
 def _row_spread(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's median and robust standard deviation, as ``group_spread``'s (NaN: no value)."""
+    """``row_spread`` in numpy: the reference the compiled one follows, and its stand-in where not built."""
     table = np.sort(table, axis=1)  # NaN sorts last
     counts = np.maximum((~np.isnan(table)).sum(axis=1), 1)
 

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sleuth.whatif import _groups, _levels, keys
-from sleuth.whatif.keys import _group_spread, _lower_level, dense_ids, group_spread, keyed_spread, lower_level, ranges
+from sleuth.whatif.keys import (_group_spread, _lower_level, _row_spread, dense_ids, group_spread, keyed_spread, lower_level,
+                               ranges, row_spread)
 
 
 def concatenated(keys, values, earlier):
@@ -100,9 +101,20 @@ def test_the_compiled_split_gives_what_numpy_gives_to_the_bit(data: st.DataObjec
         assert np.array_equal(compiled, reference, equal_nan=True)
 
 
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_the_compiled_row_statistics_give_what_numpy_gives_to_the_bit(data: st.DataObject) -> None:
+    rows, width = data.draw(st.integers(1, 60)), data.draw(st.integers(1, 30))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    table = rng.normal(100, 5, (rows, width)).round(data.draw(st.integers(0, 2)))  # rounding makes ties
+    table[rng.random((rows, width)) < data.draw(st.floats(0, 1))] = np.nan  # rows short of values, or empty
+    for compiled, reference in zip(row_spread(table), _row_spread(table)):
+        assert np.array_equal(compiled, reference, equal_nan=True)
+
+
 def test_the_compiled_split_is_built() -> None:
     # pyproject marks it optional for users without a compiler; the project's own install builds it.
-    assert keys._levels is _levels and callable(_levels.lower_level)
+    assert keys._levels is _levels and callable(_levels.lower_level) and callable(_levels.row_spread)
 
 
 @settings(max_examples=120, deadline=None)
