@@ -85,7 +85,8 @@ _NO_CLOCK = np.iinfo(np.int64).min
 _SUBSETS = threading.RLock()
 #: What a replay of a job's operators caches on the job (``_Job``'s cached properties) and on its
 #: graph (``Dependencies``'): ``_release`` drops them.
-_REPLAY_CACHES = ("leveled", "links", "leveled_lead", "iteration_bounds")
+_CARRY_CACHES = ("links", "leveled_lead")  # only the replays on the one timeline read these
+_REPLAY_CACHES = ("leveled", *_CARRY_CACHES, "iteration_bounds")
 _GRAPH_CACHES = ("order", "flat")
 
 
@@ -707,8 +708,12 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
 
     stage, replica = _stage_replica(spec)
     nbytes = records["nbytes"][order]
-    # The gaps' peers (program slots) beside the transfers' groups and the replay's levels: neither needs the other.
-    gaps = beside(_gap_peers, op, nbytes, rank, it, first, gap, stage, replica, _hosts_of_pairs(spec, stage), history)
+    # The program slots, then the gaps' peers, beside the transfers' groups and the replay's levels:
+    # neither needs the other, and the slots come first (the transfers' identities need them).
+    program = beside(program_slots, op, nbytes.astype(np.int64), rank, it, first,
+                     None if stage is None else stage[rank])
+    host = _hosts_of_pairs(spec, stage)
+    gaps = beside(lambda: _gap_peers(program.result(), rank, it, first, gap, op, stage, replica, host, history))
 
     group = member_groups(comm, records["seq"][order], rank, records["peer"][order], op)
     groups = int(group.max()) + 1
@@ -724,8 +729,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     np.maximum.at(latest, group, start)
     transfer = np.where(complete, end - latest[group], 0).astype(np.float64)
     own = (end - start).astype(np.float64)
-    deps = dependencies(first, holds, group, complete, _starts(it))
-    slots, enough, hardware_gap, hardware_ideal_gap, gap_side, work, ideal_gap = gaps.result()
+    slots = program.result()
 
     # An operator type: its communicator's kind (the name's prefix) and its op, send and receive together.
     prefixes = [c.split(".", 1)[0] if "." in c else "" for c in records.strings]
@@ -737,18 +741,16 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     identity = _identity_keys(rank, slots.position, comm, op, nbytes, records.strings)
     temporal = transfer.copy()
     jitter = np.zeros(len(transfer))  # each complete transfer's spread over its own iterations
-    if complete.any():
-        # Its other iterations at its level before (or after) a step: a fabric slowed from some
-        # iteration on slows most of its slot for the rest of the run, and then most of its history.
-        measured = np.flatnonzero(complete)
-        level, jitter[measured] = keyed_spread(
-            identity[measured], transfer[measured], [(h.keys, h.transfer) for h in history], it[measured],
-            step=(_RULES.spread_k, _RULES.level_iterations))
-        temporal[measured] = _beyond_spread(transfer[measured], level, jitter[measured], np.ones(len(measured), bool))
-    spatial = np.minimum(_put_back(transfer, slots.slot, enough & complete),
-                         _volume_put_back(transfer, complete, group, members, it, comm, records["seq"][order],
-                                          prefix_code[comm], op, nbytes, jitter))
-    ideal_transfer = np.where(complete, np.minimum(spatial, temporal), 0.0)
+    measured = np.flatnonzero(complete)
+    # Its other iterations at its level before (or after) a step: a fabric slowed from some
+    # iteration on slows most of its slot for the rest of the run, and then most of its history.
+    # Beside, after the gaps' peers: this thread meanwhile puts the transfers back among their slot's.
+    earlier = [(h.keys, h.transfer) for h in history]
+    history_spread = beside(lambda: keyed_spread(identity[measured], transfer[measured], earlier, it[measured],
+                                                 step=(_RULES.spread_k, _RULES.level_iterations)))
+    slot_spatial = _put_back(transfer, slots.slot, (slots.peers >= _RULES.min_peers) & complete)
+    deps = dependencies(first, holds, group, complete, _starts(it))
+    hardware_gap, hardware_ideal_gap, gap_side, work, ideal_gap = gaps.result()
     left: list[PeerHistory] = []
     # Copies of the complete transfers of the iterations ``leave`` picks: only the streaming rounds keep them.
     bounds = np.searchsorted(it, np.arange(len(steps) + 1))  # operators are in iteration order
@@ -780,6 +782,11 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     went_on[it[continues]] = True
     previous_end = np.r_[_previous_end(steps, history), span_end[:-1]]
     span_start = np.where(went_on & (previous_end != _NO_CLOCK), previous_end, span_start)
+    level, jitter[measured] = history_spread.result()
+    temporal[measured] = _beyond_spread(transfer[measured], level, jitter[measured], np.ones(len(measured), bool))
+    spatial = np.minimum(slot_spatial, _volume_put_back(transfer, complete, group, members, it, comm, records["seq"][order],
+                                                        prefix_code[comm], op, nbytes, jitter))
+    ideal_transfer = np.where(complete, np.minimum(spatial, temporal), 0.0)
     seq = records["seq"][order].astype(np.uint64)
     job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, hardware_gap, hardware_ideal_gap,
                gap_side, ideal_transfer, comm, tuple(records.strings), seq, steps, identity, continues, lead, spec.world)
@@ -815,15 +822,13 @@ def _previous_end(steps: np.ndarray, history: Sequence[PeerHistory]) -> int:
     return int(_NO_CLOCK) if newest is None or newest.end_ns is None else newest.end_ns
 
 
-def _gap_peers(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, it: np.ndarray, first: np.ndarray,
-               gap: np.ndarray, stage: np.ndarray | None, replica: np.ndarray | None, host: np.ndarray | None,
+def _gap_peers(slots: ProgramSlots, rank: np.ndarray, it: np.ndarray, first: np.ndarray, gap: np.ndarray, op: np.ndarray,
+               stage: np.ndarray | None, replica: np.ndarray | None, host: np.ndarray | None,
                history: Sequence[PeerHistory]
-               ) -> tuple[ProgramSlots, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
-    """``_prepare``'s gaps measured against their peers: the program slots, whether each gap has
-    enough peers, its hardware length, its hardware ideal and ideal lengths (the latter returned
-    last), its side of its peers' median, and each stage's work. ``host``: each rank's (dense ids;
-    None: no stage on two hosts, ``_hosts_of_pairs``)."""
-    slots = program_slots(op, nbytes.astype(np.int64), rank, it, first, None if stage is None else stage[rank])
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+    """``_prepare``'s gaps measured against their peers (the ``slots``' ranks): their hardware
+    lengths, hardware ideal lengths, side of their peers' median, each stage's work, and their
+    ideal lengths. ``host``: each rank's (dense ids; None: no stage on two hosts, ``_hosts_of_pairs``)."""
     enough = slots.peers >= _RULES.min_peers
     gap_median, gap_spread = group_spread(slots.slot, gap)
     reference = (gap_median, gap_spread) if host is None else _faster_host(slots.slot, host[rank], gap, gap_median, gap_spread)
@@ -838,7 +843,7 @@ def _gap_peers(op: np.ndarray, nbytes: np.ndarray, rank: np.ndarray, it: np.ndar
     hardware_ideal_gap = hardware_gap if data is None else hardware_gap * data
     if data is not None:  # the stages' evening, where there was one, on top of the data's
         ideal_gap = hardware_ideal_gap if ideal_gap is hardware_gap else ideal_gap * data
-    return slots, enough, hardware_gap, hardware_ideal_gap, gap_side, work, ideal_gap
+    return hardware_gap, hardware_ideal_gap, gap_side, work, ideal_gap
 
 
 def _hosts_of_pairs(spec: JobSpec, stage: np.ndarray | None) -> np.ndarray | None:
@@ -1195,7 +1200,11 @@ def _release(prepared: _Prepared, at: np.ndarray, chosen: np.ndarray) -> None:
     key, kept = tuple(int(c) for c in at), tuple(int(c) for c in chosen)
     with _SUBSETS:
         for job in {id(j): j for j in (prepared.job, prepared.hardware)}.values():
-            if len(at) == int(job.iteration.max()) + 1:
+            whole = len(at) == int(job.iteration.max()) + 1
+            if whole and key == kept:  # the chosen are every iteration: only what carries clocks goes
+                for name in _CARRY_CACHES:
+                    job.__dict__.pop(name, None)
+            elif whole:
                 for name in _REPLAY_CACHES:
                     job.__dict__.pop(name, None)
                 for name in _GRAPH_CACHES:
