@@ -465,19 +465,20 @@ def _measured(prepared: _Prepared, at: np.ndarray, *, wall_ns: float,
     recorded_or_ideal, none_kept = _every_operator(job, [True, False]), _every_operator(job, [False])
     hardware_replay = (beside(_run_variants, hardware, none_kept, none_kept, at, _carry(prepared, at, [1]))
                        if hardware is not job else None)
-    carry = _carry(prepared, at, [0, 1])
-    replayed = _run_variants(job, recorded_or_ideal, recorded_or_ideal, at, carry)
-    original[at], ideal[at] = replayed[:, 0], replayed[:, 1]
     # Each iteration on its own from a common start, as recorded, ideal, and S_t's: everything fixed
     # but one type (compute gaps, or one communicator kind's op's transfers); one sweep replays them
-    # all. What a type or a worker costs is charged to the iteration it was paid in, not to the ones
-    # a stagger it left carries into; these are the workers' baselines too.
+    # all, beside the one timeline's. What a type or a worker costs is charged to the iteration it
+    # was paid in, not to the ones a stagger it left carries into; these are the workers' baselines too.
     types = (COMPUTE, *job.kinds)
     keep_gap = _every_operator(job, [True, False, True] + [False] * (len(types) - 1))
     keep_transfer = np.empty((len(job.gap), 2 + len(types)), bool)
     keep_transfer[:, 0], keep_transfer[:, 1] = True, False
     np.equal(job.kind[:, None], np.arange(-1, len(job.kinds))[None, :], out=keep_transfer[:, 2:])
-    alone = _run_variants(job, keep_gap, keep_transfer, at)
+    alone_replay = beside(_run_variants, job, keep_gap, keep_transfer, at)
+    carry = _carry(prepared, at, [0, 1])
+    replayed = _run_variants(job, recorded_or_ideal, recorded_or_ideal, at, carry)
+    original[at], ideal[at] = replayed[:, 0], replayed[:, 1]
+    alone = alone_replay.result()
     alone_original, alone_ideal = (np.zeros(len(steps)) for _ in range(2))
     alone_original[at], alone_ideal[at] = alone[:, 0], alone[:, 1]
     # Each iteration's S_t laid on its ideal length on the one timeline, so that they add up as S does.
@@ -650,7 +651,8 @@ def _one_jobs(records: RecordBatch, spec: JobSpec) -> RecordBatch:
         records = records.take(np.flatnonzero(known))
     if not len(records):
         raise RecordError("attribute: no records with a known iteration")
-    if len(np.unique(records["job"])) > 1:
+    job = records["job"]
+    if job.min() != job.max():  # a sort only where it fails
         raise RecordError(f"attribute: records of {len(np.unique(records['job']))} jobs; give it one job's")
     if int(records["rank"].max()) >= spec.world:
         raise RecordError(f"attribute: rank {int(records['rank'].max())} is outside the job's world of {spec.world}")
@@ -767,7 +769,7 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     labels = [_op_label(code) for code in range(256)]
     label_names, label_code = np.unique(np.array(labels), return_inverse=True)
     type_key = prefix_code[comm] * len(label_names) + label_code[op]
-    present, kind = np.unique(type_key, return_inverse=True)
+    present, kind = unique_small(type_key)
     kinds = [f"{prefix_names[k // len(label_names)]}.{label_names[k % len(label_names)]}".lstrip(".") for k in present.tolist()]
     if not deps.acyclic:
         raise RecordError(f"attribute: {int((~deps.settled).sum())} operators' start order contradicts their groups' "
@@ -1221,7 +1223,7 @@ def _columns(job: _Job) -> tuple[np.ndarray, ...]:
 def _new_subset(job: _Job, chosen: np.ndarray) -> tuple[_Subset, np.ndarray]:
     keep = np.flatnonzero(np.isin(job.iteration, chosen))
     group = dense_ids(job.deps.group[keep])
-    _, iteration = np.unique(job.iteration[keep], return_inverse=True)
+    _, iteration = unique_small(job.iteration[keep])
     bounds = _starts(iteration)
     deps = dependencies(job.deps.first[keep], job.deps.holds[keep], group, job.deps.complete[keep], bounds)
     return _Subset(deps, keep, bounds, _columns(job)), keep
@@ -1271,10 +1273,10 @@ def _workers(job: _Job, spec: JobSpec, stage: np.ndarray | None, replica: np.nda
         return "", np.ones(spec.world), ()
     if stage is not None and replica is not None and (stage.max() > 0 or replica.max() > 0):
         stages = np.unique(stage)
-        per_stage = _run_variants(job, *(2 * (stage[job.rank][:, None] == stages[None, :],)), chosen)
-        by_stage = np.ones(int(stage.max()) + 1)
-        by_stage[stages] = np.median(per_stage / base[:, None], axis=0)
+        per_stage = beside(_run_variants, job, *(2 * (stage[job.rank][:, None] == stages[None, :],)), chosen)
         by_replica, slowest = _replicas(job, replica, chosen, base, original[chosen], top_workers)
+        by_stage = np.ones(int(stage.max()) + 1)
+        by_stage[stages] = np.median(per_stage.result() / base[:, None], axis=0)
         return "replica x stage", np.minimum(by_replica[replica], by_stage[stage]), slowest
     if spec.world > _RULES.max_rank_variants:
         return "", np.ones(spec.world), ()
