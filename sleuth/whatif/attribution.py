@@ -1197,8 +1197,8 @@ def _subset(job: _Job, chosen: np.ndarray) -> tuple[_Job | _Subset, np.ndarray |
 def _release(prepared: _Prepared, at: np.ndarray, chosen: np.ndarray) -> None:
     """Drops what the replays of ``at`` cached (their subset, or the whole job's level order) once
     ``_measured`` is done with them: at scale they are the size of the job again, and a later
-    replay of those iterations builds them anew. The ``chosen`` iterations' subset stays: the
-    finer variants (``contributors``) replay those."""
+    replay of those iterations builds them anew. The ``chosen`` iterations' subset stays (the whole
+    job's, where they are every iteration): the finer variants (``contributors``) replay those."""
     key, kept = tuple(int(c) for c in at), tuple(int(c) for c in chosen)
     with _SUBSETS:
         for job in {id(j): j for j in (prepared.job, prepared.hardware)}.values():
