@@ -13,6 +13,7 @@ __all__ = ["free_port", "free_ports"]
 _EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
 #: Above the services' default ports (18080-19193: ClickHouse, Kafka, Alertmanager, sleuth serve), which a stack may bind later.
 _LOWEST = 20_000
+_DRAW = random.SystemRandom()
 
 
 def free_ports(count: int) -> list[int]:
@@ -21,7 +22,8 @@ def free_ports(count: int) -> list[int]:
     out may go meanwhile to any outgoing connection."""
     low = int(_EPHEMERAL.read_text().split()[0]) if _EPHEMERAL.exists() else 32_768
     found: list[int] = []
-    for port in random.sample(range(_LOWEST, low), min(low - _LOWEST, 200 + count)):
+    # The OS's randomness: processes whose ``random`` is seeded alike (forked, or under hypothesis) draw apart.
+    for port in _DRAW.sample(range(_LOWEST, low), min(low - _LOWEST, 200 + count)):
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))

@@ -3,6 +3,7 @@ environment variable set, to a records folder and to a collector that is down at
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -136,10 +137,14 @@ def test_records_are_timed_on_the_host_clock(logged):
 def test_with_the_gateway_down_for_the_first_half_training_finishes_and_nothing_is_lost(logged, tmp_path):
     port = free_port()
     started = {}
+    # Bound, not listening: the logger's connections are refused, and no other test's server takes the port.
+    held = socket.socket()
+    held.bind(("127.0.0.1", port))
 
     def on_line(line):
         # The collector comes up once half of the iterations are done.
         if line.startswith(f"iteration {ITERS // 2 - 1} done") and "server" not in started:
+            held.close()
             started["server"], started["servicer"], _ = collector.start(port)
             started["at_ns"] = time.time_ns()
 
@@ -164,6 +169,7 @@ def test_with_the_gateway_down_for_the_first_half_training_finishes_and_nothing_
         assert len(servicer.all_iterations()) == WORLD * ITERS
         assert servicer.specs and servicer.specs[-1] == JobSpec.read(tmp_path / "records")
     finally:
+        held.close()
         if "server" in started:
             started["server"].stop(0)
 
