@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sleuth.errors import BatchRejected, NotRegistered, RecordError
-from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
+from sleuth.proto import wire as columnar
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
 from sleuth.stream.ingest.job_registry import JobRegistry
@@ -57,7 +57,9 @@ def check_message(
     wire = message.records if kind == "records" else message.iterations
     _check_sizes(wire, kind, limits)
     try:
-        batch = codec.records_from_proto(wire) if kind == "records" else codec.iterations_from_proto(wire)
+        # Its bytes decoded by numpy (``proto.wire``): the parsed fields would be copied value by value.
+        data = wire.SerializeToString()
+        batch = columnar.records_from_bytes(data) if kind == "records" else columnar.iterations_from_bytes(data)
     except RecordError as error:
         raise BatchRejected(f"{kind}.{error}") from None
     found = batch.problems() if isinstance(batch, RecordBatch) else iteration_problems(batch)
