@@ -4,6 +4,8 @@ protobuf's parser fills repeated fields that Python then copies value by value (
 about 2 M records/s). A packed column is one length-delimited run of varints or of 8-byte
 little-endian values, so numpy decodes it whole: the fixed-width times are views of the bytes
 (zero-copy), the varints are found by their stop bits and assembled in a few array passes.
+The encoders write what protobuf's serializer writes of slices of one batch, each with its own
+string table (``ColumnBatch.compact``), every column encoded once for all of them.
 
 Only the canonical encoding (what protobuf and sleuth's gateway write: packed columns, no unknown
 fields) takes this path; anything else (unpacked repeated fields, unknown fields, an op number
@@ -13,6 +15,7 @@ the error exactly as before.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -34,6 +37,16 @@ _DROPPED = 13  # RecordBatch.dropped, a plain varint
 
 class _NotCanonical(Exception):
     """The bytes need protobuf's general parser."""
+
+
+def records_slices_to_bytes(batch: RecordBatch, bounds: Sequence[tuple[int, int]]) -> list[bytes]:
+    """For each (a, b) of ``bounds``: ``codec.records_to_proto(batch.take(slice(a, b)).compact()).SerializeToString()``."""
+    return _slices_to_bytes(batch, _RECORDS, bounds)
+
+
+def iterations_slices_to_bytes(batch: IterationBatch, bounds: Sequence[tuple[int, int]]) -> list[bytes]:
+    """For each (a, b) of ``bounds``: ``codec.iterations_to_proto(batch.take(slice(a, b)).compact()).SerializeToString()``."""
+    return _slices_to_bytes(batch, _ITERATIONS, bounds)
 
 
 def records_from_bytes(data: bytes) -> RecordBatch:
@@ -62,6 +75,87 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         if byte < 0x80:
             return value, pos
         shift += 7
+
+
+def _slices_to_bytes(batch: ColumnBatch, layout: dict[int, tuple[str, str]],
+                     bounds: Sequence[tuple[int, int]]) -> list[bytes]:
+    named = [f.name for f in batch.FIELDS if f.is_string]
+    # Each numeric column's bytes, once, with where each record's begin (a slice is then a slice of them).
+    encoded = {name: _column_bytes(batch[name], encoding) for name, encoding in layout.values() if name not in named}
+    out = []
+    for a, b in bounds:
+        codes = np.concatenate([batch[name][a:b] for name in named])
+        used, inverse = np.unique(codes, return_inverse=True)
+        whole = len(used) == len(batch.strings)  # compact keeps the table and the codes as they are
+        strings = batch.strings if whole else [batch.strings[code] for code in used.tolist()]
+        remapped = codes if whole else inverse
+        parts: list[bytes] = []
+        for text in strings:
+            data = text.encode("utf-8")
+            parts += [b"\x0a", _uvarint(len(data)), data]
+        for number, (name, _) in layout.items():
+            if b <= a:
+                continue  # an empty column is left out
+            if name in named:
+                k = named.index(name)
+                payload = _varint_bytes(remapped[k * (b - a):(k + 1) * (b - a)].astype(np.uint64))
+            else:
+                data, offsets = encoded[name]
+                payload = data[offsets[a]:offsets[b]].tobytes()
+            parts += [_uvarint(number << 3 | 2), _uvarint(len(payload)), payload]
+        out.append(b"".join(parts))
+    return out
+
+
+def _column_bytes(column: np.ndarray, encoding: str) -> tuple[np.ndarray, np.ndarray]:
+    """A column's packed bytes (``encoding`` as in the layouts) and each record's first byte, then the end."""
+    if encoding == "f64":
+        return np.ascontiguousarray(column, "<i8").view(np.uint8), np.arange(len(column) + 1) * 8
+    if encoding == "s64":  # zigzag
+        values = column.astype(np.int64)
+        unsigned = (values << np.int64(1)).view(np.uint64) ^ (values >> np.int64(63)).view(np.uint64)
+    elif encoding == "s32":
+        values = column.astype(np.int32)
+        unsigned = ((values << np.int32(1)) ^ (values >> np.int32(31))).view(np.uint32).astype(np.uint64)
+    else:  # u32, u64 and the enum: their values as they are
+        unsigned = column.astype(np.uint64)
+    data, sizes = _varints_of(unsigned)
+    return data, np.r_[0, np.cumsum(sizes)]
+
+
+def _varint_bytes(values: np.ndarray) -> bytes:
+    return _varints_of(values)[0].tobytes()
+
+
+def _uvarint(value: int) -> bytes:
+    """One varint (a tag, a length): plain Python, where an array's passes cost more than its bytes."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _varints_of(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The packed varints of uint64 ``values`` (7 bits a byte, low first, the high bit set on all
+    but a value's last byte), and each value's size in bytes."""
+    sizes = np.ones(len(values), np.int64)
+    widest = int(values.max()) if len(values) else 0
+    k = 1
+    while k < 10 and widest >= 1 << (7 * k):
+        sizes += values >= np.uint64(1 << (7 * k))
+        k += 1
+    if k == 1:  # every value one byte
+        return values.astype(np.uint8), sizes
+    ends = np.cumsum(sizes)
+    out = np.empty(int(ends[-1]), np.uint8)
+    starts = ends - sizes
+    for byte in range(k):
+        more = np.flatnonzero(sizes > byte)
+        chunk = ((values[more] >> np.uint64(7 * byte)) & np.uint64(0x7F)).astype(np.uint8)
+        out[starts[more] + byte] = chunk | ((sizes[more] > byte + 1) * np.uint8(0x80)).astype(np.uint8)
+    return out, sizes
 
 
 def _decode(data: bytes, layout: dict[int, tuple[str, str]], kind: type[_Batch]) -> _Batch:

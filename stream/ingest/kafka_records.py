@@ -51,9 +51,9 @@ def _units(batch: RecordBatch | IterationBatch, layout_of: LayoutOf | None) -> n
 
 
 def _keyed_messages(batch: RecordBatch | IterationBatch, max_records: int, layout_of: LayoutOf | None,
-                    encode: Callable[[Any], Any]) -> list[tuple[bytes, bytes]]:
+                    encode: Callable[[Any, list[tuple[int, int]]], list[bytes]]) -> list[tuple[bytes, bytes]]:
     """(key, value) pairs: ``batch`` split by (job, unit), each slice at most ``max_records`` in
-    batch order, keyed by the unit (module docstring), encoded by ``encode``."""
+    batch order, keyed by the unit (module docstring), encoded by ``encode`` (the slices' bytes)."""
     positive_int("max_records", max_records, error=ValueError)
     if not len(batch):
         return []
@@ -63,13 +63,13 @@ def _keyed_messages(batch: RecordBatch | IterationBatch, max_records: int, layou
     group = group[order]
     starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
     ends = np.r_[starts[1:], len(group)]
-    messages = []
+    keys, bounds = [], []
     for first, end in zip(starts.tolist(), ends.tolist()):
         key = message_key(ordered.strings[int(ordered["job"][first])], int(group[first] & np.uint64(0xFFFFFFFF)))
         for start in range(first, end, max_records):
-            part = ordered.take(slice(start, min(start + max_records, end))).compact()
-            messages.append((key, encode(part).SerializeToString()))
-    return messages
+            keys.append(key)
+            bounds.append((start, min(start + max_records, end)))
+    return list(zip(keys, encode(ordered, bounds)))
 
 
 def to_messages(batch: RecordBatch, *, max_records: int = 10_000,
@@ -80,7 +80,7 @@ def to_messages(batch: RecordBatch, *, max_records: int = 10_000,
     per message); each rank's records keep their order in ``batch``. ``layout_of``: the jobs' layouts,
     for the replica keys (module docstring); a rank outside its layout's world raises ``LayoutError``.
     """
-    return _keyed_messages(batch, max_records, layout_of, codec.records_to_proto)
+    return _keyed_messages(batch, max_records, layout_of, wire.records_slices_to_bytes)
 
 
 def from_message(value: bytes) -> RecordBatch:
@@ -100,7 +100,7 @@ RECORDS, ITERATIONS, JOB, DROPS = b"records", b"iterations", b"job", b"drops"
 def iteration_messages(batch: IterationBatch, *, max_records: int = 10_000,
                        layout_of: LayoutOf | None = None) -> list[tuple[bytes, bytes]]:
     """(key, value) pairs for an iteration batch, split and keyed like ``to_messages``."""
-    return _keyed_messages(batch, max_records, layout_of, codec.iterations_to_proto)
+    return _keyed_messages(batch, max_records, layout_of, wire.iterations_slices_to_bytes)
 
 
 def job_message(spec: JobSpec, rendezvous: str = "") -> tuple[bytes, bytes]:

@@ -71,3 +71,26 @@ def test_unequal_columns_are_refused_naming_the_column():
     message.seq.append(5)
     with pytest.raises(RecordError, match="'seq' has 11 values"):
         wire.records_from_bytes(message.SerializeToString())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_slices_encode_as_protobuf_serializes_each_compacted_slice(seed):
+    batch = random_records(5_000, seed=seed)
+    cuts = np.unique(np.r_[0, np.random.default_rng(seed).integers(0, len(batch), 6), len(batch)])
+    bounds = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
+    assert wire.records_slices_to_bytes(batch, bounds) == [
+        codec.records_to_proto(batch.take(slice(a, b)).compact()).SerializeToString() for a, b in bounds]
+
+
+def test_slices_of_extreme_values_and_of_iterations_encode_as_protobuf_does():
+    batch = RecordBatch.from_columns(
+        job="j", rank=[0, 2**32 - 1, 5], comm=["a", "b", "a"], seq=[0, 2**64 - 1, 127], op=[1, 11, 7],
+        peer=[-1, 2**31 - 1, -(2**31)], nbytes=[128, 2**63, 0], iteration=[-1, 2**63 - 1, -(2**63)],
+        t_issue_ns=[-(2**63), 0, 2**63 - 1], t_start_ns=[1, 2, 3], t_end_ns=[4, 5, 6])
+    its = IterationBatch.from_columns(job=["a", "b", "a"], rank=[0, 4_000_000_000, 3], iteration=[-1, 2**62, 5],
+                                      t_start_ns=[-(2**63), 0, 1], t_end_ns=[2**63 - 1, 1, 2])
+    for bounds in ([(0, 3)], [(0, 1), (1, 3)], [(2, 3)]):
+        assert wire.records_slices_to_bytes(batch, bounds) == [
+            codec.records_to_proto(batch.take(slice(a, b)).compact()).SerializeToString() for a, b in bounds]
+        assert wire.iterations_slices_to_bytes(its, bounds) == [
+            codec.iterations_to_proto(its.take(slice(a, b)).compact()).SerializeToString() for a, b in bounds]
