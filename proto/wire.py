@@ -80,10 +80,13 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 def _slices_to_bytes(batch: ColumnBatch, layout: dict[int, tuple[str, str]],
                      bounds: Sequence[tuple[int, int]]) -> list[bytes]:
     named = [f.name for f in batch.FIELDS if f.is_string]
-    # Each numeric column's bytes, once, with where each record's begin (a slice is then a slice of them).
+    # Each numeric column encoded once, with each record's first byte: a slice's bytes are a slice of them.
     encoded = {name: _column_bytes(batch[name], encoding) for name, encoding in layout.values() if name not in named}
     out = []
     for a, b in bounds:
+        if b <= a:  # no records: every column left out, and no string used
+            out.append(b"")
+            continue
         codes = np.concatenate([batch[name][a:b] for name in named])
         used, inverse = np.unique(codes, return_inverse=True)
         whole = len(used) == len(batch.strings)  # compact keeps the table and the codes as they are
@@ -94,8 +97,6 @@ def _slices_to_bytes(batch: ColumnBatch, layout: dict[int, tuple[str, str]],
             data = text.encode("utf-8")
             parts += [b"\x0a", _uvarint(len(data)), data]
         for number, (name, _) in layout.items():
-            if b <= a:
-                continue  # an empty column is left out
             if name in named:
                 k = named.index(name)
                 payload = _varint_bytes(remapped[k * (b - a):(k + 1) * (b - a)].astype(np.uint64))
