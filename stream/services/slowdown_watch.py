@@ -93,21 +93,24 @@ class SlowdownWatch:
 
     def window_of(self, job: str, landed: int | None, now: float) -> tuple[int, int] | None:
         """The iterations (first, last) to measure now that ``landed`` is the job's landed-through
-        iteration (None: not every rank has records yet), or None when it has not moved."""
+        iteration (None: not every rank has records yet), or None when none past its warm-up landed
+        since the last one measured."""
         progress = self._jobs.setdefault(job, _Progress())
         if progress.moved_s is None:
             progress.moved_s = now
+        # A job whose landed iteration moved since it was last asked is moving, even within its warm-up.
         moved = progress.asked and landed is not None and landed != progress.landed
         progress.landed, progress.asked = landed, True
-        if moved:
-            progress.idle_s = 0.0
-            progress.next_s = now + self.interval_s
-            progress.moved_s, progress.parked = now, False
-        if landed is None or landed <= max(progress.measured, self.warmup - 1):
-            if not moved:  # it stood still: asked again after twice as long (a job still warming up moves)
-                progress.idle_s = min(MAX_IDLE_S, max(self.interval_s, 2 * progress.idle_s))
-                progress.next_s = now + progress.idle_s
+        due = landed is not None and landed > max(progress.measured, self.warmup - 1)
+        if not moved and not due:  # it stood still: asked again after twice as long
+            progress.idle_s = min(MAX_IDLE_S, max(self.interval_s, 2 * progress.idle_s))
+            progress.next_s = now + progress.idle_s
             return None
+        progress.idle_s = 0.0
+        progress.next_s = now + self.interval_s
+        progress.moved_s, progress.parked = now, False
+        if landed is None or not due:
+            return None  # it moved, but what landed is still its warm-up
         return max(self.warmup, landed - self.window + 1), landed
 
     def done(self, job: str, through: int) -> None:
