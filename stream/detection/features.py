@@ -32,6 +32,7 @@ value; scoring a chunk is a gather plus a few vectorized ufuncs, never a loop ov
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,13 @@ from sleuth.whatif.keys import packed_key, places_in_runs
 # A program slot needs this many ranks in the chunk before its median stands in for a cold identity's window.
 from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.timeline import member_groups
+
+try:  # the compiled window statistics (stream/detection/_window_stats.c); OperatorWindows._numpy_refresh is their reference
+    from sleuth.stream.detection import _window_stats
+except ImportError as error:  # not built on this machine: numpy, a few times slower
+    _window_stats = None  # type: ignore[assignment]
+    logging.getLogger(__name__).warning("the detectors' compiled window statistics are not built (%s): numpy, a few "
+                                        "times slower; reinstall sleuth with a C compiler", error)
 
 __all__ = ["COMM_KINDS", "DRIFT_PRONE", "FEATURE_NAMES", "Chunk", "OperatorWindows"]
 
@@ -454,6 +462,15 @@ class OperatorWindows:
         self._tfilled[trows] += 1
 
     def _refresh(self, rows: np.ndarray) -> None:
+        """The statistics of the identities at ``rows`` (distinct) from their windows; compiled where built."""
+        if _window_stats is None:
+            self._numpy_refresh(rows)
+            return
+        _window_stats.refresh(self.window, np.ascontiguousarray(rows, np.int64), self._ring, self._filled,
+                              self._transfer_ring, self._tfilled, self._stats)
+
+    def _numpy_refresh(self, rows: np.ndarray) -> None:
+        """``_refresh`` in numpy: the reference the compiled one follows, and its stand-in where not built."""
         ring = self._ring[rows]  # a copy (fancy index): sorted in place, NaN (empty slots) last
         ring.sort(axis=1)
         n = np.minimum(self._filled[rows], self.window)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sleuth.stream.detection.features import _nan_mean_std, _sorted_quantile
 
@@ -43,3 +45,41 @@ def test_sorted_groups_give_each_groups_quantiles_and_a_member() -> None:
     for q in (0.25, 0.5, 0.75):
         expected = [np.quantile(values[rows == r], q) for r in distinct]
         assert np.allclose(groups.quantile(q), expected, rtol=0, atol=1e-6)
+
+
+def _windows_of(rng: np.random.Generator, rows: int, window: int, decimals: int):
+    """Operator windows holding ``rows`` identities' rings, each filled some number of times."""
+    from sleuth.stream.detection.features import OperatorWindows
+
+    windows = OperatorWindows(window=window, min_history=1)
+    rings = []
+    for _ in range(2):  # the durations' and the transfers' (which may hold none)
+        filled = rng.integers(0, 3 * window, rows)
+        ring = rng.lognormal(10, 2, (rows, window)).round(decimals)  # rounding makes ties
+        ring[np.arange(window)[None, :] >= np.minimum(filled, window)[:, None]] = np.nan
+        rings.append((ring, filled.astype(np.int64)))
+    (windows._ring, windows._filled), (windows._transfer_ring, windows._tfilled) = rings
+    windows._stats = np.full((rows, 8), np.nan)
+    return windows
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_the_compiled_window_statistics_give_what_numpy_gives_to_the_bit(data: st.DataObject) -> None:
+    import copy
+
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    rows, window = data.draw(st.integers(1, 60)), data.draw(st.sampled_from([2, 5, 8, 20, 33, 150]))
+    compiled = _windows_of(rng, rows, window, data.draw(st.integers(-4, 0)))
+    reference = copy.deepcopy(compiled)
+    picked = rng.permutation(rows)[:data.draw(st.integers(1, rows))]
+    compiled._refresh(picked)
+    reference._numpy_refresh(picked)
+    assert np.array_equal(compiled._stats, reference._stats, equal_nan=True)
+
+
+def test_the_compiled_window_statistics_are_built() -> None:
+    # pyproject marks them optional for users without a compiler; the project's own install builds them.
+    from sleuth.stream.detection import _window_stats, features
+
+    assert features._window_stats is _window_stats and callable(_window_stats.refresh)
