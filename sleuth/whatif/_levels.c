@@ -40,6 +40,14 @@ static double spread_of(double *v, Py_ssize_t n) {
     return (v[(3 * (n - 1)) / 4] - v[(n - 1) / 4]) / 1.349;
 }
 
+/* A row's values in time order, its NaN (no value) left out; returns how many. */
+static Py_ssize_t values_of(const double *row, Py_ssize_t width, double *out) {
+    Py_ssize_t c = 0;
+    for (Py_ssize_t j = 0; j < width; j++)
+        if (!isnan(row[j])) out[c++] = row[j];
+    return c;
+}
+
 static PyObject *lower_level(PyObject *self, PyObject *args) {
     Py_buffer table, level, jitter, stepped;
     Py_ssize_t rows, width, least;
@@ -67,10 +75,7 @@ static PyObject *lower_level(PyObject *self, PyObject *args) {
     double *series = scratch, *work = scratch + width;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < rows; r++) {
-        const double *row = in + r * width;
-        Py_ssize_t c = 0;
-        for (Py_ssize_t j = 0; j < width; j++)
-            if (!isnan(row[j])) series[c++] = row[j];
+        const Py_ssize_t c = values_of(in + r * width, width, series);
         /* Ranks from 1 in value order, ties by time: an insertion sort of positions is stable. */
         for (Py_ssize_t i = 0; i < c; i++) {
             Py_ssize_t j = i;
@@ -163,17 +168,9 @@ static PyObject *row_spread(PyObject *self, PyObject *args) {
     double *out_median = median.buf, *out_spread = spread.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < rows; r++) {
-        const double *row = in + r * width;
-        Py_ssize_t c = 0;
-        for (Py_ssize_t j = 0; j < width; j++)
-            if (!isnan(row[j])) values[c++] = row[j];
-        if (c == 0) {  /* the reference's NaN: its sorted row holds NaN only */
-            out_median[r] = out_spread[r] = NAN;
-            continue;
-        }
-        sort_values(values, c);
-        out_median[r] = (values[(c - 1) / 2] + values[c / 2]) / 2;
-        out_spread[r] = (values[(3 * (c - 1)) / 4] - values[(c - 1) / 4]) / 1.349;
+        const Py_ssize_t c = values_of(in + r * width, width, values);
+        out_median[r] = median_of(values, c);  /* NaN where none: the reference's row of NaN */
+        out_spread[r] = spread_of(values, c);  /* its values already sorted: one pass */
     }
     Py_END_ALLOW_THREADS
     result = Py_None;

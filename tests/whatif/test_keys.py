@@ -86,13 +86,20 @@ def test_jitter_and_a_steady_drift_are_no_step() -> None:
     assert not lower_level(drift, 3.0, 4)[2].any()
 
 
-@settings(max_examples=120, deadline=None)
-@given(st.data())
-def test_the_compiled_split_gives_what_numpy_gives_to_the_bit(data: st.DataObject) -> None:
+def _drawn_table(data: st.DataObject, *, empty: float) -> tuple[np.ndarray, np.random.Generator]:
+    """A table of up to 60 rows of up to 30 values, ties among them, up to ``empty`` of its cells NaN."""
     rows, width = data.draw(st.integers(1, 60)), data.draw(st.integers(1, 30))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     table = rng.normal(100, 5, (rows, width)).round(data.draw(st.integers(0, 2)))  # rounding makes ties
-    table[rng.random((rows, width)) < data.draw(st.floats(0, 0.6))] = np.nan  # rows short of values, or empty
+    table[rng.random((rows, width)) < data.draw(st.floats(0, empty))] = np.nan  # rows short of values, or empty
+    return table, rng
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.data())
+def test_the_compiled_split_gives_what_numpy_gives_to_the_bit(data: st.DataObject) -> None:
+    table, rng = _drawn_table(data, empty=0.6)
+    rows, width = table.shape
     stepping = rng.random(rows) < 0.3
     cut = rng.integers(0, width, rows)
     table[stepping] += np.where(np.arange(width)[None, :] >= cut[stepping, None], rng.normal(30, 20), 0.0)
@@ -104,10 +111,7 @@ def test_the_compiled_split_gives_what_numpy_gives_to_the_bit(data: st.DataObjec
 @settings(max_examples=120, deadline=None)
 @given(st.data())
 def test_the_compiled_row_statistics_give_what_numpy_gives_to_the_bit(data: st.DataObject) -> None:
-    rows, width = data.draw(st.integers(1, 60)), data.draw(st.integers(1, 30))
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    table = rng.normal(100, 5, (rows, width)).round(data.draw(st.integers(0, 2)))  # rounding makes ties
-    table[rng.random((rows, width)) < data.draw(st.floats(0, 1))] = np.nan  # rows short of values, or empty
+    table, _ = _drawn_table(data, empty=1.0)
     for compiled, reference in zip(row_spread(table), _row_spread(table)):
         assert np.array_equal(compiled, reference, equal_nan=True)
 
