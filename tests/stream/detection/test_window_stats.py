@@ -83,3 +83,30 @@ def test_the_compiled_window_statistics_are_built() -> None:
     from sleuth.stream.detection import _window_stats, features
 
     assert features._window_stats is _window_stats and callable(_window_stats.refresh)
+
+
+def test_the_default_window_sorts_by_the_compiled_network_as_numpy_sorts() -> None:
+    import copy
+
+    from sleuth.stream.detection import _window_stats
+    from sleuth.stream.detection.rules import DetectionRules
+
+    window = DetectionRules().operator_window
+    assert _window_stats.UNROLLED == window  # the default's rings take the network, not the insertion sort
+    rng = np.random.default_rng(8)
+    compiled = _windows_of(rng, 4000, window, -2)
+    # Signs, zeros of both signs, infinities and empty slots anywhere in a ring: the network's integer keys order them all.
+    odd = rng.random(compiled._ring.shape)
+    compiled._ring[odd < 0.05] *= -1
+    compiled._ring[(odd >= 0.05) & (odd < 0.07)] = 0.0
+    compiled._ring[(odd >= 0.07) & (odd < 0.08)] = -0.0
+    compiled._ring[(odd >= 0.08) & (odd < 0.09)] = np.inf
+    compiled._ring[(odd >= 0.09) & (odd < 0.10)] = -np.inf
+    compiled._ring[(odd >= 0.10) & (odd < 0.12)] = np.nan
+    compiled._filled = np.maximum(compiled._filled, window)  # full rings: their NaN slots count too
+    reference = copy.deepcopy(compiled)
+    rows = np.arange(4000)
+    compiled._refresh(rows)
+    with np.errstate(invalid="ignore"):  # infinities of both signs in one ring: numpy's inf - inf
+        reference._numpy_refresh(rows)
+    assert np.array_equal(compiled._stats, reference._stats, equal_nan=True)
