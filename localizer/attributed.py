@@ -51,6 +51,7 @@ from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.contributors import compute_put_back, rank_compute_slowdowns, slow_groups, transfer_groups
 
 from sleuth.localizer.carried import weighed
+from sleuth.localizer.explain import with_own_cables
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.impact import Impact
 from sleuth.localizer.incident import AttributionSummary, Incident, IncidentCause, RootOperator, Suspect
@@ -883,7 +884,7 @@ def whatif_search(
         if cause is Cause.NETWORK:
             ranking = weighed(ranking, lambda ranks: transfer_groups(attribution, paid, ranks=ranks), topology=topology,
                               gpus=graph.gpus, routing=routing)
-        suspects += [Suspect(s.device, s.kind, float(s.score)) for s in leading(ranking, top_k)]
+        suspects += [Suspect(s.device, s.kind, float(s.score)) for s in with_own_cables(leading(ranking, top_k), ranking, top_k)]
     return rated, tuple(suspects)
 
 
