@@ -16,10 +16,17 @@ forest: a forest whose splits moved (drift tuning) needs a screen of its own.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
+try:  # the compiled membership test (stream/detection/_screen.c); VoteScreen._numpy_screened is its reference
+    from sleuth.stream.detection import _screen
+except ImportError as error:  # not built on this machine: numpy gathers each kind's rows, a few times slower
+    _screen = None  # type: ignore[assignment]
+    logging.getLogger(__name__).warning("the vote screen's compiled membership test is not built (%s): numpy checks "
+                                        "the boxes, a few times slower; reinstall sleuth with a C compiler", error)
 try:  # the compiled bound (stream/detection/_vote_bound.c); _walk_bound below is its reference
     from sleuth.stream.detection import _vote_bound
 except ImportError as error:  # not built on this machine: Python walks, a box takes about a second to grow
@@ -95,6 +102,7 @@ class VoteScreen:
             raise ValueError(f"{len(self.split)} split features and {len(self.categorical)} codes do not fit a kind's 63-bit key")
         self._boxes: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # kind -> its boxes' edges, every column
         self._samples: dict[int, list[np.ndarray]] = {}  # kind -> rows the boxes missed, a block a chunk
+        self._packed: _PackedBoxes | None = None  # the boxes as the compiled test reads them; None: pack anew
 
     @property
     def boxes(self) -> int:
@@ -102,6 +110,20 @@ class VoteScreen:
 
     def screened(self, X: np.ndarray, kinds: np.ndarray) -> np.ndarray:
         """Per row of ``X`` (the matrix the trees walk) of the ``kinds`` given, whether it lies in one of the boxes."""
+        if _screen is None or X.dtype != np.float32 or not X.flags.c_contiguous or X.shape[1] != self.n_features:
+            return self._numpy_screened(X, kinds)
+        inside = np.zeros(len(X), bool)
+        if not self._boxes or not len(X):
+            return inside
+        if self._packed is None:
+            self._packed = _PackedBoxes.of(self._boxes)
+        packed = self._packed
+        _screen.screened(X.shape[1], X, np.ascontiguousarray(kinds, np.int64), packed.keys, packed.first_box, packed.lo,
+                         packed.hi, packed.columns, packed.first_column, inside.view(np.uint8))
+        return inside
+
+    def _numpy_screened(self, X: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+        """``screened`` in numpy: the reference the compiled one follows, and its stand-in where not built."""
         inside = np.zeros(len(X), bool)
         if not self._boxes or not len(X):
             return inside
@@ -138,6 +160,7 @@ class VoteScreen:
                 box = self._grow(np.concatenate(self._samples.pop(kind)))
                 if box is not None:
                     self._boxes.setdefault(kind, []).append(box)
+                    self._packed = None
                     grown = True
         return grown
 
@@ -206,6 +229,31 @@ class VoteScreen:
                     self._widen(lo, hi, missing, column, lo[column] - width, hi[column] + width)
         # Edges moved inwards to float32, what the rows hold: a smaller box holds too, and compares without conversion.
         return _float32_at_least(lo), _float32_at_most(hi)
+
+
+@dataclass(frozen=True)
+class _PackedBoxes:
+    """Every kind's boxes in flat arrays (``_screen.screened``): the kinds ascending, where each one's
+    boxes begin, the boxes' float32 edges a row each, and the columns each box bounds."""
+
+    keys: np.ndarray  # int64, ascending
+    first_box: np.ndarray  # int64, len(keys) + 1
+    lo: np.ndarray  # float32 (boxes, features)
+    hi: np.ndarray
+    columns: np.ndarray  # int64: each box's bounded columns, box after box
+    first_column: np.ndarray  # int64, boxes + 1
+
+    @classmethod
+    def of(cls, boxes: dict[int, list[tuple[np.ndarray, np.ndarray]]]) -> _PackedBoxes:
+        keys = sorted(boxes)
+        edges = [edge for kind in keys for edge in boxes[kind]]
+        lo = np.ascontiguousarray(np.stack([low for low, _ in edges]), np.float32)
+        hi = np.ascontiguousarray(np.stack([high for _, high in edges]), np.float32)
+        # An infinite edge excludes nothing (a missing value compares false, as with any edge): skipped.
+        bounded = [np.flatnonzero(np.isfinite(low) | np.isfinite(high)) for low, high in zip(lo, hi)]
+        return cls(np.array(keys, np.int64), np.cumsum([0] + [len(boxes[k]) for k in keys]).astype(np.int64), lo, hi,
+                   np.concatenate(bounded).astype(np.int64),
+                   np.cumsum([0] + [len(b) for b in bounded]).astype(np.int64))
 
 
 def _float32_at_least(x: np.ndarray) -> np.ndarray:

@@ -137,3 +137,25 @@ def test_a_stream_detector_makes_a_new_screen_when_the_tuner_moves_the_splits() 
     detector.tuner.model, _ = shift_thresholds(detector.tuner.original, {"duration_ns": 1.0})
     detector.update(em.records(iterations=[6]), em.iterations(iterations=[6]), state)
     assert detector._screen is not first and detector._screen.forest is detector.tuner.model.forest_
+
+
+def test_the_compiled_membership_test_is_numpy_s_on_every_row(forest) -> None:
+    if vote_screen._screen is None:
+        pytest.fail("the compiled screen is not built (pip install -e . with a C compiler)")
+    screen = VoteScreen(forest, 0.5, categorical=(2,), min_rows=16)
+    rng = np.random.default_rng(7)
+    checked = 0
+    for chunk in range(25):  # boxes grow between checks: the packed copy must follow them
+        X = np.ascontiguousarray(rows_of_kinds(rng, 600, shift=0.3 * np.sin(chunk)), np.float32)
+        X[rng.random(600) < 0.05, 1] = np.nan  # missing values compare false both ways: never outside
+        X[rng.random(600) < 0.02, 0] = np.inf
+        kinds = screen.kinds(X)
+        kinds[rng.random(600) < 0.03] = 12345  # kinds with no box
+        compiled, reference = screen.screened(X, kinds), screen._numpy_screened(X, kinds)
+        assert np.array_equal(compiled, reference)
+        checked += compiled.sum()
+        screen.learn(np.ascontiguousarray(X[~compiled]), kinds[~compiled])
+    assert screen.boxes >= 3 and checked > 1000
+    # Rows other than the C-contiguous float32 matrix the trees walk take numpy's path, with the same answer.
+    X64 = rows_of_kinds(rng, 300)
+    assert np.array_equal(screen.screened(X64, screen.kinds(X64)), screen._numpy_screened(X64, screen.kinds(X64)))
