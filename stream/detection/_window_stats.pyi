@@ -6,3 +6,6 @@ def refresh(
     width: int, rows: np.ndarray, ring: np.ndarray, filled: np.ndarray, transfer_ring: np.ndarray,
     transfer_filled: np.ndarray, stats: np.ndarray, /,
 ) -> None: ...
+
+#: The ring width sorted by the compiled network (the default ``DetectionRules.operator_window``).
+UNROLLED: int
