@@ -51,13 +51,13 @@ from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.contributors import compute_put_back, rank_compute_slowdowns, slow_groups, transfer_groups
 
 from sleuth.localizer.carried import weighed
-from sleuth.localizer.explain import with_own_cables
+from sleuth.localizer.explain import leading_with_own_cables
 from sleuth.localizer.graph import OperatorGraph
 from sleuth.localizer.impact import Impact
 from sleuth.localizer.incident import AttributionSummary, Incident, IncidentCause, RootOperator, Suspect
 from sleuth.localizer.nonhardware import ADVICE, Straggler
 from sleuth.localizer.rules import LOCALIZER_RULES
-from sleuth.localizer.scoring import Priors, accumulate, leading, map_scores, tied_advice
+from sleuth.localizer.scoring import Priors, accumulate, map_scores, tied_advice
 from sleuth.localizer.search import Cause, Root
 
 __all__ = ["Episode", "Part", "at_steps", "complement", "diagnose", "diagnose_episode", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
@@ -884,7 +884,7 @@ def whatif_search(
         if cause is Cause.NETWORK:
             ranking = weighed(ranking, lambda ranks: transfer_groups(attribution, paid, ranks=ranks), topology=topology,
                               gpus=graph.gpus, routing=routing)
-        suspects += [Suspect(s.device, s.kind, float(s.score)) for s in with_own_cables(leading(ranking, top_k), ranking, top_k)]
+        suspects += [Suspect(s.device, s.kind, float(s.score)) for s in leading_with_own_cables(ranking, top_k)]
     return rated, tuple(suspects)
 
 

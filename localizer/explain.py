@@ -36,7 +36,7 @@ from sleuth.localizer.scoring import Score, leading
 from sleuth.localizer.search import Root
 from sleuth.validation import fraction, integer
 
-__all__ = ["nic_beside_its_cable", "separate", "with_own_cables"]
+__all__ = ["leading_with_own_cables", "nic_beside_its_cable", "separate"]
 
 Rated = Sequence[tuple[Root, float]]
 _Named = TypeVar("_Named")
@@ -64,19 +64,20 @@ def nic_beside_its_cable(suspects: Sequence[_Named], device: Callable[[_Named], 
     return tuple(out)
 
 
-def with_own_cables(head: Sequence[Score], ranking: Sequence[Score], top_k: int) -> tuple[Score, ...]:
-    """``head`` (``scoring.leading``'s of ``ranking``) with the own cable of each NIC among its first
-    ``top_k``, and the NIC of each such cable, where ``ranking`` has it and ``head`` does not: the two
-    carry the same transfers, so only their kinds' priors part their scores, and another NIC tied
-    with the first must not push the first's cable out of the top. A longer tie than ``top_k`` (a
-    ring's NICs, which no record can part) stays as it is: its top names none."""
+def leading_with_own_cables(ranking: Sequence[Score], top_k: int) -> tuple[Score, ...]:
+    """``scoring.leading(ranking, top_k)`` with the own cable of each NIC among its first ``top_k``,
+    and the NIC of each such cable, where ``ranking`` has it: the two carry the same transfers, so
+    only their kinds' priors part their scores, and another NIC tied with the first must not push the
+    first's cable out of the top. A longer tie than ``top_k`` (a ring's NICs, which no record can
+    part) stays as it is: its top names none."""
+    head = leading(ranking, top_k)
     if len(head) > top_k:  # ``leading`` goes past the top k only for devices tied with the first
-        return tuple(head)
+        return head
     held = {s.device for s in head}
     partners = []
-    for score in head[:top_k]:
-        nic = _nic_of(score.device)
-        partner = next((s for s in ranking if s.device not in held and nic is not None and _nic_of(s.device) == nic), None)
+    for nic in (_nic_of(s.device) for s in head):
+        partner = None if nic is None else next(
+            (s for s in ranking if s.device not in held and _nic_of(s.device) == nic), None)
         if partner is not None:
             partners.append(partner)
             held.add(partner.device)
@@ -127,8 +128,7 @@ def separate(
         # The top device first, then its neighbours on the roots it explains, and all that tie with it.
         on_its_roots = ranked(explained)
         first = next((s for s in on_its_roots if s.device == top.device), top)
-        ordered = [first, *(s for s in on_its_roots if s.device != top.device)]
-        faults.append(with_own_cables(leading(ordered, top_k), ordered, top_k))
+        faults.append(leading_with_own_cables([first, *(s for s in on_its_roots if s.device != top.device)], top_k))
         remaining = [(root, rate) for root, rate in remaining if top.device not in devices_of(root)]
     return faults
 

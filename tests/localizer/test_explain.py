@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sleuth.errors import ConfigError
-from sleuth.localizer.explain import nic_beside_its_cable, separate, with_own_cables
+from sleuth.localizer.explain import leading_with_own_cables, nic_beside_its_cable, separate
 from sleuth.localizer.scoring import Score, leading, tied_advice
 from sleuth.localizer.search import Cause, Root
 from sleuth.topology import DeviceKind
@@ -139,16 +141,17 @@ def test_a_cable_under_its_nics_prior_joins_its_nic_that_ties_another_nic_first(
     # A pipeline pair's two NICs carry only its transfers: they tie, and each one's cable scores just
     # under them (a cable's prior is lower), so the top two alone would name two NICs and no cable.
     cable_a, cable_b = "link:leaf:p0r4~nic:h0/4", "link:leaf:p2r4~nic:h8/4"
-    ranking = [Score("nic:h0/4", DeviceKind.NIC, 0.1, 1.0, 3), Score("nic:h8/4", DeviceKind.NIC, 0.1, 1.0, 3),
-               Score(cable_a, DeviceKind.LINK, 0.099, 1.0, 3), Score(cable_b, DeviceKind.LINK, 0.099, 1.0, 3),
-               Score("leaf:p0r4", DeviceKind.LEAF, 0.05, 0.5, 3)]
-    head = leading(ranking, 2)
-    assert [s.device for s in with_own_cables(head, ranking, 2)] == ["nic:h0/4", "nic:h8/4", cable_a, cable_b]
+    nic_a, nic_b = Score("nic:h0/4", DeviceKind.NIC, 0.1, 1.0, 3), Score("nic:h8/4", DeviceKind.NIC, 0.1, 1.0, 3)
+    link_a, link_b = Score(cable_a, DeviceKind.LINK, 0.099, 1.0, 3), Score(cable_b, DeviceKind.LINK, 0.099, 1.0, 3)
+    leaf = Score("leaf:p0r4", DeviceKind.LEAF, 0.05, 0.5, 3)
+    ranking = [nic_a, nic_b, link_a, link_b, leaf]
+    assert [s.device for s in leading_with_own_cables(ranking, 2)] == ["nic:h0/4", "nic:h8/4", cable_a, cable_b]
     # A cable in the top finds its NIC; a device with no NIC (a leaf) finds none; beyond the top k none join.
-    assert [s.device for s in with_own_cables(leading(ranking[2:], 2), ranking, 2)] == [cable_a, cable_b, "nic:h0/4", "nic:h8/4"]
-    assert [s.device for s in with_own_cables(leading(ranking[4:], 2), ranking, 2)] == ["leaf:p0r4"]
+    cables_first = [replace(link_a, score=0.2), replace(link_b, score=0.2), nic_a, nic_b, leaf]
+    assert [s.device for s in leading_with_own_cables(cables_first, 2)] == [cable_a, cable_b, "nic:h0/4", "nic:h8/4"]
+    assert [s.device for s in leading_with_own_cables([leaf, nic_a, link_a], 1)] == ["leaf:p0r4"]
     # A tie longer than the top k (a ring's NICs) names none in its top: listed as it is.
-    assert [s.device for s in with_own_cables(leading(ranking, 1), ranking, 1)] == ["nic:h0/4", "nic:h8/4"]
+    assert [s.device for s in leading_with_own_cables(ranking, 1)] == ["nic:h0/4", "nic:h8/4"]
 
 
 def test_devices_tied_with_the_first_are_all_kept_beyond_the_top_k():
