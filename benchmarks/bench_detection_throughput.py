@@ -1,15 +1,16 @@
-"""Detection alone, as a deployed worker runs it: records/s of ``Worker.detect`` with
-``worker_detectors`` (the shipped forest and the iteration monitor) over an emulated job.
+"""Detection alone, as a deployed worker runs it: records/s of ``Worker.prepare`` (decoding, then
+``worker_detectors``, the shipped forest and the iteration monitor, a slice of
+``DetectionRules.slice_records`` at a time) over an emulated job.
 
 The records are ``ingest_job``'s (tp 8, pp 4, data-parallel the rest), cut as the loggers send
-them, turned into the gateway's Kafka messages and decoded ``SLEUTH_WORKER_MAX_MESSAGES`` at a
+them, turned into the gateway's Kafka messages and taken ``SLEUTH_WORKER_MAX_MESSAGES`` at a
 time, as ``bench_ingest.py``'s detection stage does; no services needed. Prints one JSON object:
 ``detection_rps`` (wall clock) and ``detection_cpu_rps`` (the process's CPU time: on a shared
 machine the steadier of the two), the same run's protobuf encoding of the records
 (``baseline_encode_rps``, likewise both) and their ratios, the best of ``--repeat`` runs each, and what was found (abnormal rows, irregularities), so that a faster run can be seen
 to find the same. ``--profile N`` prints the N costliest functions (cProfile) to stderr.
 
-    python benchmarks/bench_detection_throughput.py [--world 512] [--iterations 24] [--repeat 3]
+    python benchmarks/bench_detection_throughput.py [--world 512] [--iterations 24] [--repeat 3] [--slice-records N]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from sleuth.progress import progress
 from sleuth.proto import codec
 from sleuth.settings import Settings
 from sleuth.stream.detection.deployed import worker_detectors
+from sleuth.stream.detection.rules import DETECTION_RULES
 from sleuth.stream.services.worker import Worker
 
 
@@ -37,6 +39,8 @@ def main() -> None:
     parser.add_argument("--ranks-per-batch", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3, help="runs over fresh detectors; the best is reported")
     parser.add_argument("--profile", type=int, default=0, help="print this many cProfile rows to stderr")
+    parser.add_argument("--slice-records", type=int, default=DETECTION_RULES.slice_records,
+                        help="records judged at a time (whole iterations); a batch's size or more: each batch whole")
     args = parser.parse_args()
 
     settings = Settings.from_env()
@@ -45,14 +49,14 @@ def main() -> None:
                   total=1 + 2 * args.repeat + (1 if args.profile else 0), redraw_on_timer=False) as steps:
         records, iterations = ingest_job.emulate(args.world, args.iterations)
         batches = ingest_job.batches(records, iterations, ranks_per_batch=args.ranks_per_batch)
-        decoded = worker_batches(batches, settings, args.world)
-        total = sum(len(d.records) for d in decoded)
+        taken = worker_batches(batches, settings, args.world)
+        total = sum(len(b.records) for b in batches)
         steps.advance(description="detection throughput: timed runs (detection, then the encoding baseline)")
 
         def run() -> tuple[float, float, int, int]:
-            worker = Worker(settings, client=None, detectors=worker_detectors(settings))
+            worker = Worker(settings, client=None, detectors=worker_detectors(settings), slice_records=args.slice_records)
             start, cpu = time.perf_counter(), time.process_time()
-            found = [worker.detect(d) for d in decoded]
+            found = [worker.prepare(messages)[1] for messages in taken]
             cpu, seconds = time.process_time() - cpu, time.perf_counter() - start
             return cpu, seconds, sum(len(f.abnormal) for f in found), sum(len(f.irregularities) for f in found)
 
@@ -80,7 +84,7 @@ def main() -> None:
         pstats.Stats(profile, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
     print(json.dumps({
         "world": args.world, "iterations": args.iterations, "records": total,
-        "max_messages": settings.worker_max_records, "worker_batches": len(decoded),
+        "max_messages": settings.worker_max_records, "worker_batches": len(taken), "slice_records": args.slice_records,
         "detection_rps": round(total / seconds, 1), "detection_cpu_rps": round(total / cpu, 1),
         "cpu_us_per_record": round(1e6 * cpu / total, 3),
         "baseline_encode_rps": round(total / base_seconds, 1), "baseline_encode_cpu_rps": round(total / base_cpu, 1),

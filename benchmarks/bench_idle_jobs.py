@@ -66,7 +66,7 @@ def run(idle_s: float, steps: Steps, *, jobs: int, ranks: int, iterations: int, 
         for it in range(iterations):
             messages = _batch(f"job-{j}", ranks, it, int(now[0] * 1e9))
             began = time.perf_counter()
-            worker._prepare(messages)
+            worker.prepare(messages)
             spent += time.perf_counter() - began
             batches += 1
             now[0] += step_s

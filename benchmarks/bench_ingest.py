@@ -10,7 +10,8 @@ Prints one JSON object:
   gateway (``sleuth gateway``, its own process) into Kafka, acknowledged; a worker's Kafka consume
   and decode (its faust app, inserts discarded); the deployed detectors
   (``stream.detection.deployed.worker_detectors``, what ``sleuth worker`` runs) on worker-sized
-  batches; the ClickHouse inserts of those batches.
+  batches, decoded and judged as the worker does (``Worker.prepare``); the ClickHouse inserts of
+  those batches.
 * ``end_to_end``, per ``--workers`` count: ``sleuth gateway`` and N ``sleuth worker`` processes
   sharing ``--partitions`` partitions; records/s from the first send until ClickHouse answers
   every record; then p50/p99 seconds from a batch's send to when a query sees all of it, sent at
@@ -46,7 +47,7 @@ from sleuth.stream import connect
 from sleuth.stream.ingest import gateway, kafka_records, validate
 from sleuth.stream.detection.deployed import worker_detectors
 from sleuth.stream.ingest.job_registry import JobRegistry
-from sleuth.stream.services.worker import Decoded, Worker, decode
+from sleuth.stream.services.worker import Worker
 
 
 def rate(n: int, seconds: float) -> float:
@@ -77,8 +78,8 @@ class _Discard:
         pass
 
 
-def worker_batches(batches: list[ingest_job.Batch], settings: Settings, world: int) -> list[Decoded]:
-    """What a worker takes from Kafka: the gateway's messages, ``worker_max_records`` messages at a time, decoded."""
+def worker_batches(batches: list[ingest_job.Batch], settings: Settings, world: int) -> list[list[_Message]]:
+    """What a worker takes from Kafka: the gateway's messages, ``worker_max_records`` messages at a time."""
     layout = ingest_job.layout_for(world)
     messages = []
     for b in batches:
@@ -87,7 +88,7 @@ def worker_batches(batches: list[ingest_job.Batch], settings: Settings, world: i
         messages += [_Message(v, [(kafka_records.KIND_HEADER, kafka_records.ITERATIONS)])
                      for _, v in kafka_records.iteration_messages(b.iterations, layout_of=lambda _: layout)]
     size = settings.worker_max_records
-    return [decode(messages[i:i + size]) for i in range(0, len(messages), size)]
+    return [messages[i:i + size] for i in range(0, len(messages), size)]
 
 
 class Clients:
@@ -191,14 +192,14 @@ def detect_and_insert(settings: Settings, batches: list[ingest_job.Batch], world
     """The deployed detectors on worker-sized batches, then the ClickHouse inserts of those batches, each alone."""
     total = sum(len(b.records) for b in batches)
     out: dict = {}
-    decoded = worker_batches(batches, settings, world)
+    taken = worker_batches(batches, settings, world)
     worker = Worker(settings, client=None, detectors=worker_detectors(settings))
-    found = []
-    out["detection_rps"] = timed(total, lambda: found.extend(worker.detect(d) for d in decoded))
+    prepared = []
+    out["detection_rps"] = timed(total, lambda: prepared.extend(worker.prepare(messages) for messages in taken))
     client = connect.clickhouse_client(settings)
     sink = ClickHouseSink(client, settings.clickhouse_database)
     out["clickhouse_insert_rps"] = timed(total, lambda: [
-        sink.write(d.records, d.iterations, [], f.abnormal) for d, f in zip(decoded, found)])
+        sink.write(d.records, d.iterations, [], f.abnormal) for d, f in prepared])
     client.disconnect()
     return out
 

@@ -94,10 +94,18 @@ def throughput_section(documents: list[dict]) -> str:
     require(documents, "bench_detection_throughput.py", "detection_cpu_rps", "max_messages")
     lines = ["| batches | records | records/s of CPU | CPU ratio to the baseline | baseline records/s of CPU | found (abnormal rows, irregularities) |",
              "|---|---|---|---|---|---|"]
-    lines += [f"| M = {d['max_messages']:,}, {d['worker_batches']:,} batches | {d['records']:,} | {d['detection_cpu_rps']:,.0f} "
+    lines += [f"| M = {d['max_messages']:,}, {d['worker_batches']:,} batches{_slices(d)} | {d['records']:,} | {d['detection_cpu_rps']:,.0f} "
               f"| {d['cpu_ratio_to_baseline']:.4f} | {d['baseline_encode_cpu_rps']:,.0f} | {d['abnormal_rows']:,}, {d['irregularities']:,} |"
               for d in documents]
     return "\n".join(lines) + "\n"
+
+
+def _slices(document: dict) -> str:
+    """How a run's batches were judged: in slices of whole iterations, or whole (runs before slicing name none)."""
+    size = document.get("slice_records")
+    if size is None:
+        return ""
+    return ", each whole" if size >= document["records"] else f", judged in slices of whole iterations up to {size:,} records"
 
 
 def keys_section(document: dict) -> str:

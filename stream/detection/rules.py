@@ -83,6 +83,10 @@ class DetectionRules:
     #: the iteration: under the labels' 5% line, so compute that makes an operator abnormal is put
     #: back, and above the jitter of a median over the iteration's gaps.
     compute_cut: float = 1.03
+    #: Records the detectors judge at a time (whole iterations; one larger iteration alone): a batch
+    #: a worker took from a backlog is judged a slice at a time, each against windows that hold the
+    #: iterations before it, as if the worker had kept up, its sorts and matrices a live batch's size.
+    slice_records: int = 32_768
 
     def __post_init__(self) -> None:
         checked(
@@ -97,7 +101,7 @@ class DetectionRules:
             periodic_cv=partial(number_above, low=0), periodic_max_gap=positive_int,
             change_hazard=partial(fraction, one=False), change_mass=partial(fraction, one=False), change_lag=positive_int,
             operator_window=partial(integer, low=2), transfer_cut=partial(number_above, low=1),
-            compute_cut=partial(number_above, low=1),
+            compute_cut=partial(number_above, low=1), slice_records=positive_int,
         )
         integer("rules.change_max_run", self.change_max_run, low=self.change_lag + 1,
                 low_shown=f"change_lag + 1 ({self.change_lag + 1})")

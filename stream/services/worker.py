@@ -35,6 +35,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from sleuth import metrics
 from sleuth.jobspec import JobSpec
 from sleuth.records import IterationBatch, RecordBatch
@@ -43,10 +45,12 @@ from sleuth.storage.sink import ClickHouseSink
 from sleuth.stream.ingest import kafka_records
 from sleuth.stream.services.at_least_once import acknowledged_when_finished, until_done
 from sleuth.stream.detection.detect import Detector
+from sleuth.stream.detection.rules import DETECTION_RULES
 from sleuth.stream.services.faust_app import create_app, run_in_own_loop, serve_until
 from sleuth.stream.idle_jobs import IdleJobs
 from sleuth.stream.detection.rank_state import RankState
 from sleuth.stream.ingest.validate import batch_jobs
+from sleuth.validation import positive_int
 
 if TYPE_CHECKING:
     from clickhouse_driver import Client
@@ -95,6 +99,35 @@ def decode(messages: Sequence[Any]) -> Decoded:
     return Decoded(RecordBatch.concat(records), IterationBatch.concat(iterations), jobs, drops)
 
 
+def iteration_slices(decoded: Decoded, *, max_records: int) -> list[Decoded]:
+    """``decoded`` cut between iterations into slices of at most ``max_records`` records (one
+    iteration's more alone), in iteration order, each with its iterations' rows: what a worker that
+    kept up would have judged at a time. An iteration's records stay together, as its operators'
+    ordinals, groups and context are read within a slice. The jobs and drops go with the first."""
+    records, iterations = decoded.records, decoded.iterations
+    if len(records) <= max_records:
+        return [decoded]
+    order = np.argsort(records["iteration"], kind="stable")  # arrival order within an iteration
+    steps, first, counts = np.unique(records["iteration"][order], return_index=True, return_counts=True)
+    cuts, held = [], 0
+    for k, count in enumerate(counts.tolist()):
+        if held and held + count > max_records:
+            cuts.append(k)
+            held = 0
+        held += count
+    bounds = [0, *cuts, len(steps)]
+    # An iteration row joins the slice of its iteration, else the first slice after it (the last).
+    last_step = steps[np.array(bounds[1:]) - 1]
+    row_slice = np.minimum(np.searchsorted(last_step, iterations["iteration"]), len(bounds) - 2)
+    out = []
+    for k in range(len(bounds) - 1):
+        start = first[bounds[k]]
+        stop = first[bounds[k + 1]] if bounds[k + 1] < len(steps) else len(order)
+        out.append(Decoded(records.take(order[start:stop]), iterations.take(np.flatnonzero(row_slice == k)),
+                           decoded.jobs if k == 0 else [], decoded.drops if k == 0 else []))
+    return out
+
+
 class Worker:
     """One member of the workers' faust app; ``run`` until ``stop`` is set.
 
@@ -104,8 +137,9 @@ class Worker:
 
     def __init__(self, settings: Settings, *, client: Client, detectors: Sequence[Detector] = (),
                  publish: Callable[[list[Irregularity]], None] | None = None, retry_max_s: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, slice_records: int = DETECTION_RULES.slice_records) -> None:
         self.settings = settings
+        self.slice_records = positive_int("slice_records", slice_records)
         self.clock = clock
         self.idle = IdleJobs(idle_s=settings.job_idle_s)
         self.sink = ClickHouseSink(client, settings.clickhouse_database)
@@ -147,10 +181,17 @@ class Worker:
         app.agent(topic, name=f"{settings.worker_group}.ingest")(ingest)
         return app
 
-    def _prepare(self, messages: list[Any]) -> tuple[Decoded, Detected]:
+    def prepare(self, messages: Sequence[Any]) -> tuple[Decoded, Detected]:
+        """Decode a batch of messages for one insert, and detect on it a slice of whole iterations at
+        a time (``iteration_slices``, ``DetectionRules.slice_records``)."""
         decoded = decode(messages)
         self._forget_idle(decoded)
-        return decoded, self.detect(decoded)
+        detected = Detected([], [])
+        for part in iteration_slices(decoded, max_records=self.slice_records):
+            found = self.detect(part)
+            detected.abnormal += found.abnormal
+            detected.irregularities += found.irregularities
+        return decoded, detected
 
     def detect(self, decoded: Decoded) -> Detected:
         """Fold a decoded batch into the per-rank state and run every detector on it."""
@@ -204,7 +245,7 @@ class Worker:
     async def _prepare_off_loop(self, events: Sequence[Any]) -> tuple[Decoded, Detected]:
         """Decode and detect one batch in a thread: CPU work the event loop must not wait on, as it
         keeps heartbeating the group meanwhile (aiokafka heartbeats from the loop)."""
-        return await asyncio.get_running_loop().run_in_executor(None, self._prepare,
+        return await asyncio.get_running_loop().run_in_executor(None, self.prepare,
                                                                 [event.message for event in events])
 
     async def _finish(self, events: Sequence[Any], prepared: tuple[Decoded, Detected], stop: threading.Event) -> bool:

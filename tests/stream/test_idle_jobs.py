@@ -122,15 +122,15 @@ def test_the_worker_drops_the_state_of_jobs_idle_for_the_setting_on_its_clock() 
     def batch(job: str, iteration: int) -> list:
         return [Message(value) for _, value in kafka_records.to_messages(records(job, [0, 1], iteration))]
 
-    worker._prepare(batch("idle", 0) + batch("busy", 0))
+    worker.prepare(batch("idle", 0) + batch("busy", 0))
     for it, clock.now in enumerate((40.0, 70.0), 1):
-        worker._prepare(batch("busy", it))
+        worker.prepare(batch("busy", it))
     assert detector.forgotten == [{"idle"}]
     assert worker.state.row("idle", 0) is None and worker.state.row("busy", 1) is not None
-    worker._prepare(batch("idle", 5))  # it comes back
+    worker.prepare(batch("idle", 5))  # it comes back
     assert worker.state.iteration[worker.state.row("idle", 1)] == 5
     clock.now = 200.0
-    worker._prepare([])
+    worker.prepare([])
     assert detector.forgotten[1:] == [{"busy", "idle"}] and len(worker.state) == 0
 
 

@@ -27,7 +27,7 @@ def test_the_monitor_defaults_to_the_rules() -> None:
 @pytest.mark.parametrize(("rule", "value"), [
     ("min_change", 1.0), ("verify_iterations", 0), ("periodic_cv", 0), ("periodic_max_gap", 0),
     ("change_hazard", 0), ("change_mass", 1.0), ("change_lag", 0), ("change_max_run", 5), ("operator_window", 1),
-    ("min_history", 21), ("transfer_cut", 1.0), ("compute_cut", True),
+    ("min_history", 21), ("transfer_cut", 1.0), ("compute_cut", True), ("slice_records", 0),
 ])
 def test_a_bad_moved_rule_fails_naming_itself(rule, value) -> None:
     with pytest.raises(ConfigError, match=f"^rules.{rule} must be"):
