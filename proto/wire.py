@@ -15,6 +15,7 @@ the error exactly as before.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -23,6 +24,13 @@ import numpy as np
 from sleuth.proto import codec
 from sleuth.proto import commops_pb2 as pb
 from sleuth.records import ColumnBatch, IterationBatch, RecordBatch
+
+try:  # the compiled varint runs (proto/_varints.c); the numpy ones below are their reference
+    from sleuth.proto import _varints as _compiled
+except ImportError as error:  # not built on this machine: numpy, a few times slower
+    _compiled = None  # type: ignore[assignment]
+    logging.getLogger(__name__).warning("the wire's compiled varints are not built (%s): numpy decodes and encodes "
+                                        "them, a few times slower; reinstall sleuth with a C compiler", error)
 
 _Batch = TypeVar("_Batch", bound=ColumnBatch)
 
@@ -141,6 +149,14 @@ def _uvarint(value: int) -> bytes:
 def _varints_of(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The packed varints of uint64 ``values`` (7 bits a byte, low first, the high bit set on all
     but a value's last byte), and each value's size in bytes."""
+    if _compiled is None:
+        return _numpy_varints_of(values)
+    sizes = np.empty(len(values), np.int64)
+    return np.frombuffer(_compiled.encode(np.ascontiguousarray(values, np.uint64), sizes), np.uint8), sizes
+
+
+def _numpy_varints_of(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_varints_of`` in numpy: one pass a byte of the widest value."""
     sizes = np.ones(len(values), np.int64)
     widest = int(values.max()) if len(values) else 0
     k = 1
@@ -214,6 +230,18 @@ def _column(buffer: np.ndarray, spans: list[tuple[int, int]], encoding: str) -> 
 
 def _varints(raw: np.ndarray) -> np.ndarray:
     """The uint64 values of a run of packed varints."""
+    if _compiled is None or not len(raw):
+        return _numpy_varints(raw)
+    values = np.empty(int(np.count_nonzero(raw < 0x80)), np.uint64)
+    try:
+        _compiled.decode(raw, values)
+    except ValueError:  # a value cut off, or longer than 10 bytes
+        raise _NotCanonical from None
+    return values
+
+
+def _numpy_varints(raw: np.ndarray) -> np.ndarray:
+    """``_varints`` in numpy: the values found by their stop bits, assembled in a few array passes."""
     if not len(raw):
         return np.zeros(0, np.uint64)
     if raw[-1] >= 0x80:

@@ -94,3 +94,31 @@ def test_slices_of_extreme_values_and_of_iterations_encode_as_protobuf_does():
             codec.records_to_proto(batch.take(slice(a, b)).compact()).SerializeToString() for a, b in bounds]
         assert wire.iterations_slices_to_bytes(its, bounds) == [
             codec.iterations_to_proto(its.take(slice(a, b)).compact()).SerializeToString() for a, b in bounds]
+
+
+def _edge_values(seed: int) -> np.ndarray:
+    """Every varint width from 1 to 10 bytes at both of its ends, and random values of every width."""
+    rng = np.random.default_rng(seed)
+    bounds = [0, 1, 127, 128, 2**14 - 1, 2**14, *[2**(7 * k) + d for k in range(3, 10) for d in (-1, 0)], 2**63, 2**64 - 1]
+    widths = rng.integers(0, 64, 20_000)
+    random = rng.integers(0, 2**63, 20_000, dtype=np.uint64, endpoint=True) >> (63 - widths.astype(np.uint64))
+    return np.concatenate([np.array(bounds, np.uint64), random])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_compiled_varints_are_numpy_s_bit_for_bit(seed):
+    if wire._compiled is None:
+        pytest.fail("proto/_varints.c is not built (reinstall with a C compiler)")
+    values = _edge_values(seed)
+    data, sizes = wire._varints_of(values)
+    reference, reference_sizes = wire._numpy_varints_of(values)
+    assert data.tobytes() == reference.tobytes() and np.array_equal(sizes, reference_sizes)
+    assert np.array_equal(wire._varints(data), values) and np.array_equal(wire._numpy_varints(data), values)
+    # An 11th byte keeps no bits: both drop a value's bits past the 64th the same way, or refuse it alike.
+    overlong = np.concatenate([np.full(9, 0xFF, np.uint8), np.array([0x7F], np.uint8)])
+    assert np.array_equal(wire._varints(overlong), wire._numpy_varints(overlong))
+    cut_off = np.concatenate([data, np.array([0x80], np.uint8)])  # a last value begun and never ended
+    for bad in (cut_off, np.concatenate([np.full(10, 0x80, np.uint8), np.array([1], np.uint8)])):
+        for decode in (wire._varints, wire._numpy_varints):
+            with pytest.raises(wire._NotCanonical):
+                decode(bad)

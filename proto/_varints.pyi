@@ -1,0 +1,6 @@
+"""Type stub of the compiled varint runs (proto/_varints.c); proto.wire calls them."""
+
+import numpy as np
+
+def decode(raw: np.ndarray, out: np.ndarray, /) -> None: ...
+def encode(values: np.ndarray, sizes: np.ndarray, /) -> bytes: ...
