@@ -16,7 +16,7 @@ from sleuth.stream.services.worker import Worker, decode, iteration_slices
 
 from .conftest import emulation, small_model
 
-FAULT = "gpu:h0001/2,slow=1.5,start=15"
+JOBS = (("gpu:h0001/2,slow=1.5,start=15", 0), ("nic:h0002/0,slow=4,profile=fluctuation,start=10", 4))
 
 
 class Message:  # what ``decode`` reads of a Kafka message
@@ -24,14 +24,18 @@ class Message:  # what ``decode`` reads of a Kafka message
         self.value, self.headers, self.partition, self.offset = value, [(kafka_records.KIND_HEADER, kind)], 0, 0
 
 
-def iteration_messages(iterations: range) -> list[list[Message]]:
-    """Per iteration, the gateway's messages of every rank's records, then of its iteration rows."""
-    em = emulation(FAULT, seed=0, iterations=30)
+def iteration_messages(iterations: range, jobs: int = 1) -> list[list[Message]]:
+    """Per iteration, the gateway's messages of every rank's records, then of its iteration rows, of
+    the first ``jobs`` of ``JOBS``, one job after the other."""
+    ems = [emulation(fault, seed=seed, iterations=30) for fault, seed in JOBS[:jobs]]
     out = []
     for it in iterations:
-        records, rows = em.records(iterations=[it]), em.iterations(iterations=[it])
-        out.append([Message(v, kafka_records.RECORDS) for _, v in kafka_records.to_messages(records)]
-                   + [Message(v, kafka_records.ITERATIONS) for _, v in kafka_records.iteration_messages(rows)])
+        taken = []
+        for em in ems:
+            records, rows = em.records(iterations=[it]), em.iterations(iterations=[it])
+            taken += [Message(v, kafka_records.RECORDS) for _, v in kafka_records.to_messages(records)]
+            taken += [Message(v, kafka_records.ITERATIONS) for _, v in kafka_records.iteration_messages(rows)]
+        out.append(taken)
     return out
 
 
@@ -39,8 +43,9 @@ def worker(**options) -> Worker:
     return Worker(Settings.from_env({}), client=None, detectors=[StreamDetector(small_model(), clock=lambda: 0)], **options)
 
 
-def test_a_backlog_judged_a_slice_at_a_time_finds_what_a_worker_that_kept_up_finds() -> None:
-    taken = iteration_messages(range(30))
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_backlog_judged_a_slice_at_a_time_finds_what_a_worker_that_kept_up_finds(jobs) -> None:
+    taken = iteration_messages(range(30), jobs)
     live, behind = worker(), worker(slice_records=1)  # one iteration a slice: any more records than one
     kept_up = [live.prepare(messages)[1] for messages in taken]
     backlog, found = behind.prepare([m for messages in taken for m in messages])
