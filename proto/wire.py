@@ -96,10 +96,14 @@ def _slices_to_bytes(batch: ColumnBatch, layout: dict[int, tuple[str, str]],
             out.append(b"")
             continue
         codes = np.concatenate([batch[name][a:b] for name in named])
-        used, inverse = np.unique(codes, return_inverse=True)
+        # The strings the slice uses, in the table's order, and each code's place among them: a
+        # table as long as the batch's strings (few), not a sort of the slice's codes.
+        present = np.zeros(len(batch.strings), bool)
+        present[codes] = True
+        used = np.flatnonzero(present)
         whole = len(used) == len(batch.strings)  # compact keeps the table and the codes as they are
         strings = batch.strings if whole else [batch.strings[code] for code in used.tolist()]
-        remapped = codes if whole else inverse
+        remapped = codes if whole else (np.cumsum(present) - 1)[codes]
         parts: list[bytes] = []
         for text in strings:
             data = text.encode("utf-8")
