@@ -388,10 +388,16 @@ class Emulation:
         """Records of ``ranks``, ordered by rank, then iteration, then the rank's program order;
         only those on the communicators ``comms`` when it is given."""
         index = self._iteration_index(iterations)
-        parts = [self._emit(stage, chunk, index) for stage, chunk in self._rank_runs(ranks)]
-        if not parts:
+        runs = self._rank_runs(ranks)
+        if not runs:
             return RecordBatch.empty()
-        columns = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+        # Each run's records written in place into columns sized for all of them: one write a value.
+        sizes = [len(chunk) * len(index) * len(self.plan.stages[stage].slots) for stage, chunk in runs]
+        columns = {f.name: np.empty(sum(sizes), f.dtype) for f in RecordBatch.FIELDS}
+        at = 0
+        for (stage, chunk), size in zip(runs, sizes):
+            self._emit(stage, chunk, index, {name: column[at:at + size] for name, column in columns.items()})
+            at += size
         batch = RecordBatch(columns, self._strings)
         return batch if comms is None else batch.take(batch.isin("comm", comms))
 
@@ -447,7 +453,9 @@ class Emulation:
             starts, ends = timeline.starts[stage][grid], timeline.ends[stage][grid]
         return starts.transpose(2, 0, 1), ends.transpose(2, 0, 1)
 
-    def _emit(self, stage: int, ranks: np.ndarray, index: np.ndarray) -> dict[str, np.ndarray]:
+    def _emit(self, stage: int, ranks: np.ndarray, index: np.ndarray, out: dict[str, np.ndarray]) -> None:
+        """Write the records of ``ranks`` (one stage's, ascending) in ``index``'s iterations into the
+        columns ``out`` (each as long as they are), rank, then iteration, then slot."""
         plan = self.plan
         st = plan.stages[stage]
         positions = plan.position[ranks]
@@ -467,19 +475,18 @@ class Emulation:
         if self.scenario.host_clocks_ns:
             clock = self._clock_of_rank[ranks][:, None, None]
             starts, ends, issue = starts + clock, ends + clock, issue + clock
-        return {
-            "job": np.zeros(n_r * n_i * n_s, np.uint32),
-            "rank": np.repeat(ranks.astype(np.uint32), n_i * n_s),
-            "comm": np.broadcast_to(comm[:, None, :], shape).reshape(-1),
-            "seq": np.broadcast_to(seq[None].astype(np.uint64), shape).reshape(-1),
-            "op": np.broadcast_to(meta["op"], shape).reshape(-1),
-            "peer": np.broadcast_to(peer[:, None, :], shape).reshape(-1),
-            "nbytes": np.broadcast_to(meta["nbytes"], shape).reshape(-1),
-            "iteration": np.broadcast_to(self._ids[index][None, :, None], shape).reshape(-1),
-            "t_issue_ns": issue.reshape(-1),
-            "t_start_ns": starts.reshape(-1),
-            "t_end_ns": ends.reshape(-1),
-        }
+        grid = {name: column.reshape(shape) for name, column in out.items()}
+        grid["job"][...] = 0
+        grid["rank"][...] = ranks.astype(np.uint32)[:, None, None]
+        grid["comm"][...] = comm[:, None, :]
+        grid["seq"][...] = seq[None].astype(np.uint64)
+        grid["op"][...] = meta["op"]
+        grid["peer"][...] = peer[:, None, :]
+        grid["nbytes"][...] = meta["nbytes"]
+        grid["iteration"][...] = self._ids[index][None, :, None]
+        grid["t_issue_ns"][...] = issue
+        grid["t_start_ns"][...] = starts
+        grid["t_end_ns"][...] = ends
 
     @cached_property
     def _meta(self) -> list[dict]:
