@@ -85,7 +85,7 @@ class DetectionRules:
     compute_cut: float = 1.03
     #: Records the detectors judge at a time (whole iterations; one larger iteration alone): a batch
     #: a worker took from a backlog is judged a slice at a time, each against windows that hold the
-    #: iterations before it, as if the worker had kept up, its sorts and matrices a live batch's size.
+    #: iterations before it, as if the worker had kept up, and its sorts and matrices stay that small.
     slice_records: int = 32_768
 
     def __post_init__(self) -> None:
