@@ -108,6 +108,30 @@ def _rint(values: np.ndarray) -> np.ndarray:
     return np.rint(values).astype(np.int64)
 
 
+class _Factors:
+    """``exp(sigma * z)`` for one iteration's float32 standard normals ``z``, in the order they are
+    asked for, under each of ``sigmas``: drawn and exponentiated a block at a time, the same numbers
+    as one draw per use (the generator hands out its normals one after the other)."""
+
+    _BLOCK = 4096
+
+    def __init__(self, rng: np.random.Generator, sigmas: tuple[float, ...]) -> None:
+        self._rng, self._sigmas = rng, sigmas
+        self._z = np.zeros(0, np.float32)  # the normals drawn; those from ``_at`` on not yet used
+        self._blocks = [self._z for _ in sigmas]
+        self._at = 0
+
+    def take(self, which: int, n: int) -> np.ndarray:
+        """The next ``n`` factors under ``sigmas[which]``."""
+        if self._at + n > len(self._z):
+            more = self._rng.standard_normal(max(n, self._BLOCK), dtype=np.float32)
+            self._z, self._at = np.concatenate([self._z[self._at:], more]), 0
+            self._blocks = [np.exp(sigma * self._z) for sigma in self._sigmas]
+        found = self._blocks[which][self._at:self._at + n]
+        self._at += n
+        return found
+
+
 def run(plan: Plan, effects: Effects, timing: Timing, *, seed: int, iterations: int, gap: int = 1) -> Timeline:
     """Emulate ``iterations`` iterations; ``gap`` > 1 idles the job between recorded iterations
     for ``gap - 1`` iteration times (sampled iterations of a long run)."""
@@ -189,9 +213,11 @@ def run(plan: Plan, effects: Effects, timing: Timing, *, seed: int, iterations: 
             if comm_drift != 1.0:
                 values = values * comm_drift
             if sigma_x > 0:
-                values = values * np.exp(sigma_x * rng.standard_normal(len(values), dtype=np.float32))
+                values = values * factors.take(1, len(values))
             return _rint(values)
 
+        # The jitters' normals, drawn after the pauses' (which use the same generator).
+        factors = _Factors(rng, (sigma_c, sigma_x))
         local = [
             (launch[st.ranks], mult[st.ranks], replica[st.ranks] if seqlen is not None else None) for st in stages
         ]
@@ -213,7 +239,7 @@ def run(plan: Plan, effects: Effects, timing: Timing, *, seed: int, iterations: 
                     else:
                         cost = base * mult_s
                     if sigma_c > 0:
-                        cost = cost * np.exp(sigma_c * rng.standard_normal(len(c), dtype=np.float32))
+                        cost = cost * factors.take(0, len(c))
                     c = c + launch_s + _rint(cost)
                     pauses = hiccups.get((s, index))
                     if pauses:
