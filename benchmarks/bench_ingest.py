@@ -195,7 +195,7 @@ def detect_and_insert(settings: Settings, batches: list[ingest_job.Batch], world
     taken = worker_batches(batches, settings, world)
     worker = Worker(settings, client=None, detectors=worker_detectors(settings))
     prepared = []
-    out["detection_rps"] = timed(total, lambda: prepared.extend(worker.prepare(messages) for messages in taken))
+    out["decode_detection_rps"] = timed(total, lambda: prepared.extend(worker.prepare(messages) for messages in taken))
     client = connect.clickhouse_client(settings)
     sink = ClickHouseSink(client, settings.clickhouse_database)
     out["clickhouse_insert_rps"] = timed(total, lambda: [

@@ -13,6 +13,7 @@ _INGEST_STAGES = (
     ("gateway_to_kafka_rps", "gateway process: gRPC in, Kafka out (lz4, acks=all)"),
     ("kafka_consume_decode_rps", "worker: Kafka consume and decode (faust, inserts discarded)"),
     ("detection_rps", "worker: detection (the deployed detectors)"),
+    ("decode_detection_rps", "worker: decode and detection (the deployed detectors, a slice of whole iterations at a time)"),
     ("clickhouse_insert_rps", "worker: ClickHouse inserts of the same batches"),
 )
 
