@@ -27,7 +27,7 @@ RECORDS_REJECTED = Counter("sleuth_gateway_rejected_batches", "batches the gatew
 WORKER_RECORDS = Counter("sleuth_worker_records", "CommOps records a worker inserted into ClickHouse")
 CONSUMER_LAG = Gauge("sleuth_consumer_lag", "messages of a partition not yet consumed (end offset - position)",
                      ["topic", "partition"])
-DETECTION_SECONDS = Histogram("sleuth_detection_seconds", "time to run the detectors on one consumed batch",
+DETECTION_SECONDS = Histogram("sleuth_detection_seconds", "time to run the detectors on one slice of a consumed batch (whole iterations)",
                               buckets=_SECONDS)
 DETECTION_FAILURES = Counter("sleuth_detection_failures",
                              "detector runs that raised on a consumed batch (the batch was inserted all the same)")
