@@ -106,8 +106,8 @@ def _slices_to_bytes(batch: ColumnBatch, layout: dict[int, tuple[str, str]],
         remapped = codes if whole else (np.cumsum(present) - 1)[codes]
         parts: list[bytes] = []
         for text in strings:
-            data = text.encode("utf-8")
-            parts += [b"\x0a", _uvarint(len(data)), data]
+            utf8 = text.encode("utf-8")
+            parts += [b"\x0a", _uvarint(len(utf8)), utf8]
         for number, (name, _) in layout.items():
             if name in named:
                 k = named.index(name)
