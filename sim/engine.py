@@ -118,7 +118,7 @@ class _Factors:
     def __init__(self, rng: np.random.Generator, sigmas: tuple[float, ...]) -> None:
         self._rng, self._sigmas = rng, sigmas
         self._z = np.zeros(0, np.float32)  # the normals drawn; those from ``_at`` on not yet used
-        self._blocks = [self._z for _ in sigmas]
+        self._blocks: list[np.ndarray | None] = [None for _ in sigmas]  # each sigma's, once asked for
         self._at = 0
 
     def take(self, which: int, n: int) -> np.ndarray:
@@ -126,8 +126,11 @@ class _Factors:
         if self._at + n > len(self._z):
             more = self._rng.standard_normal(max(n, self._BLOCK), dtype=np.float32)
             self._z, self._at = np.concatenate([self._z[self._at:], more]), 0
-            self._blocks = [np.exp(sigma * self._z) for sigma in self._sigmas]
-        found = self._blocks[which][self._at:self._at + n]
+            self._blocks = [None for _ in self._sigmas]
+        block = self._blocks[which]
+        if block is None:
+            block = self._blocks[which] = np.exp(self._sigmas[which] * self._z)
+        found = block[self._at:self._at + n]
         self._at += n
         return found
 

@@ -100,8 +100,8 @@ def decode(messages: Sequence[Any]) -> Decoded:
 
 
 def iteration_slices(decoded: Decoded, *, max_records: int) -> list[Decoded]:
-    """``decoded`` cut between iterations into slices of at most ``max_records`` records (one
-    iteration's more alone), in iteration order, each with its iterations' rows: what a worker that
+    """``decoded`` cut between iterations into slices of at most ``max_records`` records (an iteration
+    holding more, alone), in iteration order, each with its iterations' rows: what a worker that
     kept up would have judged at a time. An iteration's records stay together, as its operators'
     ordinals, groups and context are read within a slice. The jobs and drops go with the first."""
     records, iterations = decoded.records, decoded.iterations
