@@ -39,6 +39,7 @@ the scores a probability distribution over the candidates.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,7 +54,7 @@ from sleuth.localizer.search import Cause, Root
 from sleuth.validation import fraction, non_negative_number, positive_int
 
 __all__ = ["DEFAULT_PRIORS", "Evidence", "Priors", "Score", "accumulate", "decay", "device_kind", "leading", "map_scores",
-           "root_devices", "tied_advice", "tied_runs"]
+           "root_devices", "through_ties", "tied_advice", "tied_runs"]
 
 EPSILON = 1e-6
 #: Scores this close are one (``leading``): the same evidence summed in another order.
@@ -279,6 +280,16 @@ def tied_runs(suspects: Sequence[tuple[str, float]]) -> list[tuple[str, ...]]:
             runs.append([device])
         previous = score
     return [tuple(run) for run in runs if len(run) > _PAIR]
+
+
+def through_ties(ranking: Sequence[Score], count: int) -> tuple[Score, ...]:
+    """The first ``count`` of ``ranking`` (best first) and every further device tied with the last
+    of them: a cut inside a tie would keep some of the devices the evidence cannot part by the
+    sort's order alone."""
+    if len(ranking) <= count or count < 1:
+        return tuple(ranking[:max(count, 0)])
+    last = ranking[count - 1].score
+    return (*ranking[:count], *itertools.takewhile(lambda s: _tie(s.score, last), ranking[count:]))
 
 
 def leading(ranking: Sequence[Score], top_k: int) -> tuple[Score, ...]:

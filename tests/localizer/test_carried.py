@@ -61,6 +61,18 @@ def test_a_tie_longer_than_the_head_is_weighed_whole():
     assert set(_weighed(ranking, groups, head_size=2)) == set(nics)
 
 
+def test_a_tie_the_head_s_cut_falls_in_is_weighed_whole_so_a_switch_sorted_below_the_cut_can_lead_regression_seed_5940():
+    # Each host's NVSwitch sits on every data-parallel ring a slow spine slows, so they tie with the
+    # spine (the first a hair ahead); the sort put the spine below the head's cut. Its transfers all
+    # ran slow, the NVSwitches' own tensor-parallel ones did not: read whole, the spine leads.
+    ranking = [Score("nvswitch:h0000", DeviceKind.NVSWITCH, 0.2501, 1.0, 3),
+               Score("nvswitch:h0001", DeviceKind.NVSWITCH, 0.25, 1.0, 3), Score("spine:s0", DeviceKind.SPINE, 0.25, 1.0, 3)]
+    groups = [TransferGroup("dp.0", "all_reduce", (0, 2), instances=10, slow=10),  # across hosts: the spine
+              TransferGroup("tp.0", "all_reduce", (0, 1), instances=30, slow=1),  # inside host 0
+              TransferGroup("tp.1", "all_reduce", (2, 3), instances=30, slow=1)]  # inside host 1
+    assert list(_weighed(ranking, groups, head_size=2))[0] == "spine:s0"
+
+
 def _between_pods(instances: tuple[int, int, int, int], slow: tuple[int, int, int, int]) -> list[TransferGroup]:
     """Four transfers from pod 0 to pod 1, the first from rank 0 (behind nic:h0000/0)."""
     pairs = ((0, 4), (2, 6), (1, 5), (3, 7))
