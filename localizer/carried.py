@@ -29,9 +29,9 @@ _RULES = LOCALIZER_RULES
 
 def weighed(ranking: Sequence[Score], carried: Callable[[Sequence[int]], Sequence[TransferGroup]], *,
             topology: Topology, gpus: Sequence[str], routing: Routing, head_size: int = _RULES.carried_head) -> list[Score]:
-    """The head of a network ranking (its first ``head_size`` and any tied with the first) with
-    each score times the device's slow share (``_slow_share``), scaled back to the head's total and
-    sorted again; the rest dropped.
+    """The head of a network ranking (its first ``head_size``, any tied with the first, and any tied
+    with the last of them: ``scoring.through_ties``) with each score times the device's slow share
+    (``_slow_share``), scaled back to the head's total and sorted again; the rest dropped.
     ``carried(ranks)``: the transfer groups with a member among ``ranks``."""
     # A tie longer than the head is read whole, and so is one the head's cut falls in: a device the
     # sort happened to put below the cut may be the one that carried the slow transfers.
