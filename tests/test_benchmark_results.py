@@ -191,7 +191,7 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
      r"line 1: the block of live.json is not closed: .* before line 3"),
     ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
      r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded, import, follow, "
-     r"hotpath, outage, cuda, nccl, detection, keys, idle, spec, chaos, lost, baselines, suite, progress, overhead, hooks, "
+     r"hotpath, outage, cuda, nccl, nccl_gpu, detection, keys, idle, spec, chaos, lost, baselines, suite, progress, overhead, hooks, "
      r"throughput, gateway, clickhouse, reach\)"),
     ("<!-- results.py live live.json live.json -->\n<!-- end results.py -->\n",
      r"line 1: live.json live.json: not what live renders .*live renders one JSON file, not 2"),
@@ -522,6 +522,26 @@ def test_the_cuda_section_puts_the_recorder_and_hooks_against_cuda_s_own_calls(s
     assert "| 510 logged operators | 1,021 plain kernel launches |" in section
     with pytest.raises(ValueError, match="not bench_logger_cuda.py's output"):
         sections.cuda_section({"benchmark": "logger_hotpath", "hot_path": {}})
+
+
+def test_the_nccl_gpu_section_puts_the_plugin_against_nccl_without_it_and_records_against_torch_s_count(sections) -> None:
+    document = {"environment": {"gpu": "NVIDIA H200", "nccl": "2.28.9", "torch": "2.11.0+cu130"},
+                "op_loop": {"world": 2, "bytes": 4096, "ops_per_block": 5000, "blocks": 5, "ns_per_op_on": [46288.7, 58291.7],
+                            "median_off": 46506.7, "median_on": 52290.2, "ratio": 1.1244},
+                "ddp_steps": {"world": 4, "iters": 300, "step_ms_on": [5.02, 5.22], "median_off": 5.1008, "median_on": 5.1171,
+                              "ratio": 1.0032},
+                "ddp_fault": {"c10d_ops_counted": {"0": 1502, "1": 1502}, "records_per_rank": {"1": 1502, "0": 1502}},
+                "coverage": {"fsdp": {"c10d_ops_counted": {"0": {"c10d::_allgather_base_": 240, "c10d::barrier": 1}},
+                                      "records_per_rank": {"0": 240}}, "seconds": 12.5}}
+    lines = sections.nccl_gpu_section(document).splitlines()
+    assert lines[0] == "| on one NVIDIA H200 (NCCL 2.28.9, torch 2.11.0+cu130) | with the plugin | same-run baseline |"
+    assert lines[2].endswith("2 rounds) | 52,290 | 46,507 without it (ratio 1.12) |")
+    assert lines[3] == "| DDP step, ms (4 ranks, 2 rounds of 300 steps) | 5.12 | 5.10 without it (ratio 1.003) |"
+    assert lines[4] == "| ddp fault: records per rank | 1,502, 1,502 | torch's c10d operators counted: 1,502, 1,502 |"
+    # A rank whose records fall short of torch's count is marked.
+    assert lines[5] == "| fsdp: records per rank | 240 | torch's c10d operators counted: 241 (differ) |"
+    with pytest.raises(ValueError, match="not bench_nccl_gpu.py's output"):
+        sections.nccl_gpu_section({"op_loop": {}})
 
 
 def test_the_nccl_section_puts_sleuth_s_plugin_against_a_plugin_that_only_allocates(sections) -> None:

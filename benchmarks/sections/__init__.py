@@ -13,7 +13,8 @@ from .importers import follow_section, import_section
 from .ingest import ingest_section
 from .loaded import loaded_section
 from .localizer import baselines_section, localizer_figure, localizer_section, reach_section
-from .logger import cuda_section, hooks_section, hotpath_section, nccl_section, outage_section, overhead_section
+from .logger import (cuda_section, hooks_section, hotpath_section, nccl_gpu_section, nccl_section, outage_section,
+                     overhead_section)
 from .progress import progress_section
 from .ranks import gateway_section, idle_section, spec_section
 from .storage import clickhouse_section
@@ -23,7 +24,7 @@ from .whatif import attribution_section, live_section, lost_section, streaming_s
 __all__ = ["RUN_SECTIONS", "SECTIONS", "attribution_section", "baselines_section", "chaos_section", "clickhouse_section",
            "cuda_section", "detection_section", "follow_section", "gateway_section", "hooks_section", "hotpath_section",
            "idle_section", "import_section", "ingest_section", "keys_section", "live_section", "loaded_section",
-           "localizer_figure", "localizer_section", "lost_section", "nccl_section", "outage_section", "overhead_section",
+           "localizer_figure", "localizer_section", "lost_section", "nccl_gpu_section", "nccl_section", "outage_section", "overhead_section",
            "progress_section", "reach_section", "spec_section", "streaming_section", "suite_section", "throughput_section"]
 
 #: Each kind of block, and the function that renders it from its JSON.
@@ -32,7 +33,7 @@ SECTIONS: dict[str, Callable[[dict], str]] = {"localizer": localizer_section, "a
                                                "ingest": ingest_section, "loaded": loaded_section,
                                                "import": import_section, "follow": follow_section,
                                                "hotpath": hotpath_section, "outage": outage_section, "cuda": cuda_section,
-                                               "nccl": nccl_section,
+                                               "nccl": nccl_section, "nccl_gpu": nccl_gpu_section,
                                                "detection": detection_section, "keys": keys_section,
                                                "idle": idle_section, "spec": spec_section, "chaos": chaos_section,
                                                "lost": lost_section,

@@ -1,7 +1,8 @@
 """The logger's sections: ``bench_logger_hotpath.py`` (ns per operator), ``bench_logger_overhead.py``
 (the job's step, a row per capture), ``bench_logger_outage.py`` (memory while the collector is away),
 ``bench_logger_hooks.py`` (the hooks' own CPU, a row per capture), ``bench_logger_cuda.py`` (the
-CUDA-event path on a GPU) and ``bench_nccl_profiler.py`` (the NCCL profiler plugin's CPU)."""
+CUDA-event path on a GPU), ``bench_nccl_profiler.py`` (the NCCL profiler plugin's CPU) and
+``bench_nccl_gpu.py`` (the plugin under real NCCL on a GPU)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from statistics import median
 
 from .cells import require, table
 
-__all__ = ["cuda_section", "hooks_section", "hotpath_section", "nccl_section", "outage_section", "overhead_section"]
+__all__ = ["cuda_section", "hooks_section", "hotpath_section", "nccl_gpu_section", "nccl_section", "outage_section",
+           "overhead_section"]
 
 
 def hotpath_section(document: dict) -> str:
@@ -105,3 +107,29 @@ def nccl_section(document: dict) -> str:
                  [[f"{d['repeats']} × {d['iters']:,} iterations", f"{d['ns_per_op_sleuth']:,.0f}",
                    f"{d['ns_per_op_baseline_plugin']:,.0f}", f"+{d['ns_per_op_added']:,.0f}", f"{d['ratio']:.2f}",
                    f"{d['records_written_per_run']:,}"]])
+
+
+def nccl_gpu_section(document: dict) -> str:
+    """``bench_nccl_gpu.py``'s plugin under real NCCL: a small all-reduce and a DDP step with the
+    plugin against without it (the same-run baselines), and each job's records per rank against
+    torch's own count of the c10d operators it ran, as markdown."""
+    require(document, "bench_nccl_gpu.py", "environment", "op_loop", "ddp_steps")
+    env, loop, steps = document["environment"], document["op_loop"], document["ddp_steps"]
+    lines = [f"| on one {env['gpu']} (NCCL {env['nccl']}, torch {env['torch']}) | with the plugin | same-run baseline |",
+             "|---|---|---|",
+             f"| {loop['bytes']:,}-byte all-reduce, wall ns per operator ({loop['world']} ranks; each round the median "
+             f"over {loop['blocks']} blocks of {loop['ops_per_block']:,}, off and on alternately in "
+             f"{len(loop['ns_per_op_on'])} rounds) | {loop['median_on']:,.0f} | {loop['median_off']:,.0f} without it "
+             f"(ratio {loop['ratio']:.2f}) |",
+             f"| DDP step, ms ({steps['world']} ranks, {len(steps['step_ms_on'])} rounds of {steps['iters']} steps) "
+             f"| {steps['median_on']:.2f} | {steps['median_off']:.2f} without it (ratio {steps['ratio']:.3f}) |"]
+    jobs = [(name.replace("_", " "), document[name]) for name in ("ddp_fault", "ddp_fault_from_start") if name in document]
+    jobs += [(name, job) for name, job in (document.get("coverage") or {}).items() if isinstance(job, dict)]
+    for name, job in jobs:
+        counted = {rank: sum(ops.values()) if isinstance(ops, dict) else ops for rank, ops in job["c10d_ops_counted"].items()}
+        recorded = job["records_per_rank"]
+        same = all(recorded.get(rank) == count for rank, count in counted.items())
+        lines.append(f"| {name}: records per rank | {', '.join(f'{recorded[r]:,}' for r in sorted(recorded))} "
+                     f"| torch's c10d operators counted: {', '.join(f'{counted[r]:,}' for r in sorted(counted))}"
+                     f"{'' if same else ' (differ)'} |")
+    return "\n".join(lines) + "\n"
