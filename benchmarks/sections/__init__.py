@@ -24,8 +24,9 @@ from .whatif import attribution_section, live_section, lost_section, streaming_s
 __all__ = ["RUN_SECTIONS", "SECTIONS", "attribution_section", "baselines_section", "chaos_section", "clickhouse_section",
            "cuda_section", "detection_section", "follow_section", "gateway_section", "hooks_section", "hotpath_section",
            "idle_section", "import_section", "ingest_section", "keys_section", "live_section", "loaded_section",
-           "localizer_figure", "localizer_section", "lost_section", "nccl_gpu_section", "nccl_section", "outage_section", "overhead_section",
-           "progress_section", "reach_section", "spec_section", "streaming_section", "suite_section", "throughput_section"]
+           "localizer_figure", "localizer_section", "lost_section", "nccl_gpu_section", "nccl_section", "outage_section",
+           "overhead_section", "progress_section", "reach_section", "spec_section", "streaming_section", "suite_section",
+           "throughput_section"]
 
 #: Each kind of block, and the function that renders it from its JSON.
 SECTIONS: dict[str, Callable[[dict], str]] = {"localizer": localizer_section, "attribution": attribution_section,
