@@ -19,7 +19,7 @@ from sleuth.topology import DeviceKind, Routing, Topology, spine_set_members
 from sleuth.whatif.contributors import TransferGroup
 
 from sleuth.localizer.rules import LOCALIZER_RULES
-from sleuth.localizer.scoring import Score, layer_crossings, leading, root_devices, through_ties
+from sleuth.localizer.scoring import Score, layer_crossings, root_devices, through_ties
 from sleuth.localizer.search import Cause, Root
 
 __all__ = ["weighed"]
@@ -29,13 +29,13 @@ _RULES = LOCALIZER_RULES
 
 def weighed(ranking: Sequence[Score], carried: Callable[[Sequence[int]], Sequence[TransferGroup]], *,
             topology: Topology, gpus: Sequence[str], routing: Routing, head_size: int = _RULES.carried_head) -> list[Score]:
-    """The head of a network ranking (its first ``head_size``, any tied with the first, and any tied
-    with the last of them: ``scoring.through_ties``) with each score times the device's slow share
-    (``_slow_share``), scaled back to the head's total and sorted again; the rest dropped.
+    """The head of a network ranking (its first ``head_size`` and any tied with the last of them:
+    ``scoring.through_ties``) with each score times the device's slow share (``_slow_share``),
+    scaled back to the head's total and sorted again; the rest dropped.
     ``carried(ranks)``: the transfer groups with a member among ``ranks``."""
-    # A tie longer than the head is read whole, and so is one the head's cut falls in: a device the
-    # sort happened to put below the cut may be the one that carried the slow transfers.
-    head = list(through_ties(ranking, len(leading(ranking, head_size))))
+    # A tie the head's cut falls in is read whole (a tie with the first longer than the head among
+    # them): a device the sort happened to put below the cut may be the one that carried the slow transfers.
+    head = list(through_ties(ranking, head_size))
     if not head:
         return list(ranking)
     near = _ranks_near(topology, gpus)
