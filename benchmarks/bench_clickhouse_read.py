@@ -12,6 +12,9 @@ localized from there as ``sleuth localize`` does. Its reads are recorded, then e
 * ``read_s``: those reads again as ``select_records`` makes them (no ``FINAL``, a key's repeated
   rows dropped in numpy), and the same-run baseline ``final_read_s``: the same reads with ``FINAL``
   (what ClickHouse offers to read a ReplacingMergeTree exactly), and ``ratio`` = read_s / final_read_s;
+* ``read_cpu_s``: this process's CPU over those reads, and the same-run baseline ``default_blocks_read_cpu_s``
+  (with ``default_blocks_read_s``): the same reads with the server's default read steps (1 MiB, 65,536
+  rows), as ``select_batch`` read before it asked for larger ones; ``blocks_cpu_ratio`` = the first / the second;
 * ``same_rows``: whether the two gave the same records, read for read.
 
 The database is dropped at the end. Times are wall seconds on a shared 2-core machine: compare
@@ -65,6 +68,17 @@ def final_read(client, table: str, where: str, params: dict) -> RecordBatch:
     return records_table.select_batch(client, RecordBatch, query, params)
 
 
+@contextmanager
+def default_read_steps() -> Iterator[None]:
+    """``select_batch`` with the server's default read steps (the baseline of ``read_cpu_s``)."""
+    ours = records_table._READ
+    records_table._READ = records_table._NUMPY
+    try:
+        yield
+    finally:
+        records_table._READ = ours
+
+
 def run(seed: int, iterations: int, settings: Settings) -> dict:
     case = SpineJob(seed=seed, iterations=iterations)
     scenario = dataclasses.replace(case.scenario(), job=f"{case.job}-{seed}")
@@ -87,23 +101,32 @@ def run(seed: int, iterations: int, settings: Settings) -> dict:
                                  topology=scenario.topology, routing=case.routing)
             localize_s = time.perf_counter() - started
         table = f"{database}.records"
-        read_s = final_s = 0.0
+        read_s = final_s = default_s = read_cpu_s = default_cpu_s = 0.0
         rows = 0
         same = True
         for where, params in reads:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             ours = records_table.select_records(client, table, where=where, params=params)
             read_s += time.perf_counter() - started
+            read_cpu_s += time.process_time() - cpu
+            with default_read_steps():
+                started, cpu = time.perf_counter(), time.process_time()
+                default = records_table.select_records(client, table, where=where, params=params)
+                default_s += time.perf_counter() - started
+                default_cpu_s += time.process_time() - cpu
             started = time.perf_counter()
             final = final_read(client, table, where, params)
             final_s += time.perf_counter() - started
             rows += len(ours)
-            same &= ours.equals(final)
+            same &= ours.equals(final) and ours.equals(default)
         return {"world": spec.world, "seed": seed, "iterations": iterations, "incidents": len(incidents),
                 "top_suspect": incidents[0].suspects[0].device if incidents and incidents[0].suspects else None,
                 "localize_s": round(localize_s, 2), "reads": len(reads), "rows": rows,
                 "read_s": round(read_s, 2), "final_read_s": round(final_s, 2),
-                "ratio": round(read_s / final_s, 3) if final_s else None, "same_rows": bool(same)}
+                "ratio": round(read_s / final_s, 3) if final_s else None, "read_cpu_s": round(read_cpu_s, 2),
+                "default_blocks_read_s": round(default_s, 2), "default_blocks_read_cpu_s": round(default_cpu_s, 2),
+                "blocks_cpu_ratio": round(read_cpu_s / default_cpu_s, 3) if default_cpu_s else None,
+                "same_rows": bool(same)}
     finally:
         client.execute(f"DROP DATABASE IF EXISTS {database}")
         client.disconnect()

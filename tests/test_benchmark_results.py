@@ -571,11 +571,16 @@ def test_the_clickhouse_section_puts_each_benchmark_s_runs_in_one_row(sections) 
                 "ratios_to_baseline": {"stage_clickhouse_insert_rps": ratio}}
     big = {"benchmark": "clickhouse_big_read", "rows": 1228800, "select_records_s": 0.25, "ratio": 0.216}
     reads = {"benchmark": "clickhouse_read", "rows": [{"world": 4096, "reads": 92, "rows": 196800, "read_s": 9.17, "ratio": 0.252}]}
-    lines = sections.clickhouse_section([insert(1074981.9, 0.3782), big, insert(1152846.1, 0.6059), reads]).splitlines()
+    stepped = {"benchmark": "clickhouse_read", "rows": [{"world": 4096, "reads": 170, "rows": 532880, "read_s": 36.39,
+                                                         "ratio": 0.174, "read_cpu_s": 2.11, "blocks_cpu_ratio": 0.184}]}
+    lines = sections.clickhouse_section([insert(1074981.9, 0.3782), big, insert(1152846.1, 0.6059), reads,
+                                         stepped]).splitlines()
     assert lines[2:] == [
         "| inserts, 512 GPUs, 192 batches (protobuf encoding) | 1,074,982 and 1,152,846 records/s (0.378, 0.606) |",
         "| one 1,228,800-row read (the driver's plain columnar read) | 0.250 s (0.22) |",
-        "| 4,096 GPUs, 92 localizer reads, 196,800 rows (the same reads with `FINAL`) | 9.17 s (0.252) |"]
+        "| 4,096 GPUs, the localizer's reads (the same reads with `FINAL`) | 92 reads, 196,800 rows: 9.17 s (0.252); "
+        "170 reads, 532,880 rows: 36.39 s (0.174) |",
+        "| the same reads' CPU in the localizer's process (the server's default read steps) | 2.11 s (0.184) |"]
     with pytest.raises(ValueError, match="not bench_ingest.py --insert-only's, .* output: no 'stages' with"):
         sections.clickhouse_section([big, {"benchmark": "follow"}])
 

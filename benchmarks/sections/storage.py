@@ -11,7 +11,7 @@ __all__ = ["clickhouse_section"]
 def clickhouse_section(documents: list[dict]) -> str:
     """Each measure against its same-run baseline, the runs of one benchmark in one row: inserts
     against protobuf encoding, one big read against the driver's plain read, the localizer's reads
-    against the same reads with ``FINAL``, as markdown."""
+    against the same reads with ``FINAL`` and their CPU against the server's default read steps, as markdown."""
     inserts, big, reads = [], [], []
     for document in documents:
         if "clickhouse_insert_rps" in document.get("stages", {}) and "baseline_encode_rps" in document:
@@ -36,6 +36,11 @@ def clickhouse_section(documents: list[dict]) -> str:
                      + ", ".join(f"{d['ratio']:.2f}" for d in big) + ")"])
     if reads:
         first = reads[0]
-        rows.append([f"{first['world']:,} GPUs, {first['reads']} localizer reads, {first['rows']:,} rows (the same reads with `FINAL`)",
-                     " and ".join(f"{r['read_s']:.2f}" for r in reads) + " s (" + ", ".join(f"{r['ratio']:.3f}" for r in reads) + ")"])
+        rows.append([f"{first['world']:,} GPUs, the localizer's reads (the same reads with `FINAL`)",
+                     "; ".join(f"{r['reads']} reads, {r['rows']:,} rows: {r['read_s']:.2f} s ({r['ratio']:.3f})" for r in reads)])
+        stepped = [r for r in reads if "blocks_cpu_ratio" in r]
+        if stepped:
+            rows.append(["the same reads' CPU in the localizer's process (the server's default read steps)",
+                         " and ".join(f"{r['read_cpu_s']:.2f}" for r in stepped) + " s ("
+                         + ", ".join(f"{r['blocks_cpu_ratio']:.3f}" for r in stepped) + ")"])
     return table(["measure (same-run baseline)", "figure (ratio to the baseline)"], rows)

@@ -40,6 +40,11 @@ RECORD_COLUMN_TYPES = {
 #: Per-query driver settings: columns go in and come out as numpy arrays, not a Python object per value.
 _NUMPY = {"use_numpy": True}
 
+#: Per-select settings: a filtered read returns a block per read step whatever its rows, and the driver
+#: decodes every block's columns in Python, so the steps are large (a few rows of each of many granules
+#: come back in a few blocks, not a thousand): the server's defaults are 1 MiB and 65,536 rows a step.
+_READ = _NUMPY | {"preferred_block_size_bytes": 64 << 20, "max_block_size": 1 << 18}
+
 #: The records table's sorting key, which is also the record's identity (ReplacingMergeTree).
 RECORD_KEY = ("job", "iteration", "rank", "comm", "seq", "op", "peer")
 
@@ -97,7 +102,7 @@ def select_batch(client: Client, kind: type[B], query: str, params: dict | None 
     Read with ``use_numpy`` as Arrow columns (``query_arrow``): each number column arrives as one array
     and each string column as one buffer, dictionary-encoded into the batch's codes, so no value
     becomes a Python object (a numpy ``execute`` on a client without ``use_numpy`` gives tuples)."""
-    table = client.query_arrow(query, params or {}, settings=_NUMPY)
+    table = client.query_arrow(query, params or {}, settings=_READ)
     if not table.num_rows:
         return kind.empty()
     arrays: dict[str, np.ndarray] = {}
