@@ -22,6 +22,11 @@ _log = logging.getLogger(__name__)
 
 KINDS = ("broker_kill", "broker_pause", "clickhouse_kill", "gateway_kill", "worker_kill", "job_restart")
 # What a SIGKILL hits: the service or stack process of each kind.
+#: Seconds between two faults, uniform in (low, high).
+GAP_S = (5.0, 20.0)
+#: Seconds a killed process stays down (its supervisor's restart delay) or a paused broker stays paused.
+DOWN_S = (1.0, 8.0)
+
 _KILLED = {"broker_kill": "kafka", "clickhouse_kill": "clickhouse", "gateway_kill": "gateway", "worker_kill": "worker"}
 
 
@@ -32,8 +37,8 @@ class FaultInjector:
     down (its supervisor's restart delay) or a paused broker stays paused.
     """
 
-    def __init__(self, stack: PrivateStack, fleet: Fleet, *, seed: int, gap_s: tuple[float, float] = (5.0, 20.0),
-                 down_s: tuple[float, float] = (1.0, 8.0)) -> None:
+    def __init__(self, stack: PrivateStack, fleet: Fleet, *, seed: int, gap_s: tuple[float, float] = GAP_S,
+                 down_s: tuple[float, float] = DOWN_S) -> None:
         self.stack = stack
         self.fleet = fleet
         self.random = random.Random(seed)

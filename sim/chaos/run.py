@@ -14,7 +14,7 @@ from typing import Any
 
 from sleuth.progress import progress
 from sleuth.sim.chaos import check
-from sleuth.sim.chaos.faults import FaultInjector
+from sleuth.sim.chaos.faults import DOWN_S, GAP_S, FaultInjector
 from sleuth.sim.chaos.jobs import Fleet, Ledger
 from sleuth.sim.chaos.receiver import WebhookReceiver
 from sleuth.sim.chaos.stack import PROCESSES, SERVICES, PrivateStack
@@ -25,8 +25,8 @@ _log = logging.getLogger(__name__)
 
 
 def run_chaos(repo_root: Path, state_dir: Path, *, seconds: float, seed: int = 0, concurrent: int = 2,
-              iterations: int = 40, iteration_s: float = 1.0, gap_s: tuple[float, float] = (5.0, 20.0),
-              settle_s: float = 240.0, quiet_s: float = 20.0) -> dict[str, Any]:
+              iterations: int = 40, iteration_s: float = 1.0, gap_s: tuple[float, float] = GAP_S,
+              down_s: tuple[float, float] = DOWN_S, settle_s: float = 240.0, quiet_s: float = 20.0) -> dict[str, Any]:
     receiver = WebhookReceiver()
     stack = PrivateStack.create(repo_root, state_dir, alert_webhooks=receiver.url, alert_resend_s=10.0,
                                 alert_backoff_s=0.2)
@@ -40,7 +40,7 @@ def run_chaos(repo_root: Path, state_dir: Path, *, seconds: float, seed: int = 0
             ledger = Ledger()
             fleet = Fleet(target=stack.gateway, ledger=ledger, spill_root=state_dir / "spill", concurrent=concurrent,
                           iterations=iterations, iteration_s=iteration_s, seed=seed)
-            injector = FaultInjector(stack, fleet, seed=seed, gap_s=gap_s)
+            injector = FaultInjector(stack, fleet, seed=seed, gap_s=gap_s, down_s=down_s)
             injector.start()
             # Past ``seconds`` until every kind came once (a run that asks for all of them gets all of them), within reason.
             while time.monotonic() - started < seconds or not all(injector.counts.values()) and \
