@@ -421,12 +421,14 @@ def tied_devices(incidents: Iterable[Incident]) -> set[str]:
 
 
 def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequence[int] | None = None,
-             sustained: Episode | None = None) -> Straggler:
+             sustained: Episode | None = None, whole: Attribution | None = None) -> Straggler:
     """Hardware, or a non-hardware cause the paper names, from the attribution alone (``split``
     False: of what the stragglers cost beside the pipeline's split), for the episode of
     ``iterations`` (default: every iteration attributed). ``sustained``: the sustained episode they
     are the paying iterations of, enough to ask a compute-led device's rank to stand apart from
-    chance over them, and its transfers to have paid more than the job's outside it."""
+    chance over them, and its transfers to have paid more than the job's outside it. ``whole``: the
+    job's attribution where ``attribution`` is a cut piece's (``Attribution.over``), on which a rank
+    is followed through the iterations next to the episode (``_a_run``)."""
     if split and split_led(attribution):
         return Straggler.STAGE_IMBALANCE
     # Sequence lengths are compute's: transfers carrying most of it put a device on a path in play, and
@@ -441,19 +443,19 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
         # compute paying a side with no rank apart: a loaded host's jitter, delaying one process's
         # compute and transfers, then another's.
         if (sustained is not None and compute >= _RULES.minor and not _a_path_device_in_play(attribution, sustained)
-                and not _a_rank_stands_apart(attribution, episode)):
+                and not _a_rank_stands_apart(attribution, episode, whole=whole)):
             return Straggler.SCATTERED_PAUSES
         return Straggler.HARDWARE
     # Work that moves is the data's even where one worker explains each of the worst iterations (M_W,
     # measured on those alone): the slow batch is on some replica in each.
     if work_moves(attribution, episode):
         return Straggler.SEQLEN_IMBALANCE
-    if pauses_move(attribution, episode):
+    if pauses_move(attribution, episode, whole=whole):
         return Straggler.SCATTERED_PAUSES
     # A slow GPU is the costliest of the iterations it slows (§4.2): where no rank stands apart from
     # chance over them, what the job paid is data that moved, costly wherever its replica ran, or else
     # pauses striking one process, then another (a loaded host's jitter).
-    if sustained is not None and not _a_rank_stands_apart(attribution, episode):
+    if sustained is not None and not _a_rank_stands_apart(attribution, episode, whole=whole):
         return Straggler.SEQLEN_IMBALANCE if _costly_data_moved(attribution, episode) else Straggler.SCATTERED_PAUSES
     return Straggler.HARDWARE
 
@@ -474,12 +476,13 @@ def _a_path_device_in_play(attribution: Attribution, sustained: Episode) -> bool
         sustained.paid, most=_RULES.majority) >= _RULES.majority
 
 
-def diagnose_episode(attribution: Attribution, episode: Episode, *, part: Part) -> Straggler:
+def diagnose_episode(attribution: Attribution, episode: Episode, *, part: Part,
+                     whole: Attribution | None = None) -> Straggler:
     """``diagnose`` of the ``part`` of what sustained ``episode`` costs, over the iterations it paid in,
-    with what ``diagnose``'s ``sustained`` asks of a device there."""
+    with what ``diagnose``'s ``sustained`` asks of a device there (``whole``: ``diagnose``'s)."""
     if part is Part.SPLIT:
         return Straggler.STAGE_IMBALANCE
-    return diagnose(attribution, split=part is Part.WHOLE, iterations=episode.paid, sustained=episode)
+    return diagnose(attribution, split=part is Part.WHOLE, iterations=episode.paid, sustained=episode, whole=whole)
 
 
 def work_moves(attribution: Attribution, iterations: Sequence[int]) -> bool:
@@ -593,7 +596,7 @@ def _above_by_chance(sides: np.ndarray, world: int) -> np.ndarray:
     return np.clip(max(world, 2) * binom.sf(above - 1, compared, 0.5), np.finfo(np.float64).tiny, 1.0)
 
 
-def pauses_move(attribution: Attribution, iterations: Sequence[int]) -> bool:
+def pauses_move(attribution: Attribution, iterations: Sequence[int], *, whole: Attribution | None = None) -> bool:
     """Whether what the job pays in ``iterations`` is pauses that strike one worker at a time, another
     each time (What-if §5.4: a garbage-collection pause stops one process, and every other waits for
     it): the rank that computed longest in the iterations that paid at least half the mean is at
@@ -603,25 +606,27 @@ def pauses_move(attribution: Attribution, iterations: Sequence[int]) -> bool:
     from the others over all of ``iterations`` (a slow device is the costliest of more of them than
     chance, whatever the pauses between cost, or of costlier ones: ``_often``, ``_pays_more``; and
     it computes longer in most of them: ``steady_straggler``), and where the job has several hosts,
-    they are not one host's ranks taking turns (that host's CPU)."""
+    they are not one host's ranks taking turns (that host's CPU). ``whole``: ``diagnose``'s."""
     turns = _Turns.of(attribution, iterations)
     if turns is None or (len(set(turns.rank[turns.pays].tolist())) < _RULES.moves and not turns.brief):
         return False
     if not np.isnan(turns.breadth[turns.pays]).all() and turns.everywhere or turns.one_host(attribution):
         return False
-    return not _stands_apart(attribution, iterations, turns)
+    return not _stands_apart(attribution, iterations, turns, whole=whole)
 
 
-def _a_rank_stands_apart(attribution: Attribution, iterations: Sequence[int]) -> bool:
+def _a_rank_stands_apart(attribution: Attribution, iterations: Sequence[int], *, whole: Attribution | None = None) -> bool:
     """``_stands_apart`` over ``iterations``; True where they paid nothing (nothing to tell)."""
     turns = _Turns.of(attribution, iterations)
-    return turns is None or _stands_apart(attribution, iterations, turns)
+    return turns is None or _stands_apart(attribution, iterations, turns, whole=whole)
 
 
-def _stands_apart(attribution: Attribution, iterations: Sequence[int], turns: _Turns) -> bool:
+def _stands_apart(attribution: Attribution, iterations: Sequence[int], turns: _Turns, *,
+                  whole: Attribution | None = None) -> bool:
     """Whether a rank stands apart from the others over ``iterations``, whatever jitter between:
     a steady straggler, or the costliest of more of them than chance makes one of the world's
-    ranks, or of costlier ones (``_often``, ``_pays_more``); True where no costliest rank is known."""
+    ranks, or of costlier ones (``_often``, ``_pays_more``), or of a run through them (``_a_run``,
+    on ``whole`` where given); True where no costliest rank is known."""
     if turns.rank.min(initial=0) < 0:
         return True
     world = max(attribution.world, 2)
@@ -629,7 +634,33 @@ def _stands_apart(attribution: Attribution, iterations: Sequence[int], turns: _T
     # One rank the costliest of every paying iteration is only as telling as their number (binomial alone).
     pays_more = (_pays_more(paying, turns.excess[turns.pays], world) if len(set(paying.tolist())) > 1
                  else _often(paying, world))
-    return steady_straggler(attribution, iterations) or _often(turns.rank, world) or pays_more
+    return steady_straggler(attribution, iterations) or _often(turns.rank, world) or pays_more or _a_run(
+        whole or attribution, iterations, turns)
+
+
+def _a_run(attribution: Attribution, iterations: Sequence[int], turns: _Turns) -> bool:
+    """Whether the one rank costliest of every paying iteration of ``iterations`` stays the costliest
+    of the attributed iterations next to them that pay as much (at least half their mean), over
+    more of that stretch than chance makes one of the world's ranks (``_beyond_chance``): a pause
+    strikes another worker each time, a device the same one step after step, and a cut where the
+    job's cost steps (``at_steps``) or a cluster's edge divides such a run, not what it says."""
+    paying = set(turns.rank[turns.pays].tolist())
+    if len(paying) != 1 or min(paying) < 0:
+        return False
+    rank = paying.pop()
+    n = min(len(attribution.iterations), len(attribution.costliest_rank))
+    its = np.asarray(attribution.iterations[:n])
+    member = ((np.asarray(attribution.costliest_rank[:n]) == rank)
+              & (np.asarray(attribution.per_iteration[:n]) - 1.0 >= _RULES.majority * turns.excess.mean()))
+    at = np.flatnonzero(np.isin(its, np.asarray(list(iterations))) & member)
+    if not len(at):
+        return False
+    first, last = int(at.min()), int(at.max())
+    while first > 0 and member[first - 1]:
+        first -= 1
+    while last + 1 < n and member[last + 1]:
+        last += 1
+    return bool(_beyond_chance(int(member[first:last + 1].sum()), last - first + 1, max(attribution.world, 2)))
 
 
 def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> bool:
@@ -789,9 +820,11 @@ def summary(attribution: Attribution, trigger: str) -> AttributionSummary:
 def slowdown_incident(
     source: RecordSource, attribution: Attribution, episode: Episode, *, graph: OperatorGraph, topology: Topology,
     routing: Routing, priors: Priors, top_k: int, min_support: int, started: float, part: Part = Part.WHOLE,
+    whole: Attribution | None = None,
 ) -> Incident:
-    """The incident of one sustained episode, or of one ``part`` of what it costs (see the module docstring)."""
-    diagnosis = diagnose_episode(attribution, episode, part=part)
+    """The incident of one sustained episode, or of one ``part`` of what it costs (see the module
+    docstring; ``whole``: ``diagnose``'s)."""
+    diagnosis = diagnose_episode(attribution, episode, part=part, whole=whole)
     candidates = _candidates(attribution, graph)
     rated: list[tuple[Root, float]] = []
     suspects: tuple[Suspect, ...] = ()

@@ -181,10 +181,10 @@ def _with_attribution(
                 # cluster's incident stays beside it.
                 kept.append(slowdown_incident(
                     source, own, episode, graph=graph, topology=topology, routing=routing, priors=priors,
-                    top_k=top_k, min_support=min_support, started=started, part=part,
+                    top_k=top_k, min_support=min_support, started=started, part=part, whole=attribution,
                 ))
                 continue
-            hardware = diagnose_episode(own, episode, part=part) is Straggler.HARDWARE
+            hardware = diagnose_episode(own, episode, part=part, whole=attribution) is Straggler.HARDWARE
             # Stragglers under the line beside a split over it: the split's incident tells what the job
             # pays; theirs stands only where a device is found (not a loaded host's jitter).
             beside_split = part is Part.STRAGGLERS and part.slowdown(own, episode.iterations) < slowdown
@@ -209,7 +209,7 @@ def _with_attribution(
             # which saw every rank and iteration, does not (or the reverse): the episode's own incident.
             incident = slowdown_incident(
                 source, own, episode, graph=graph, topology=topology, routing=routing, priors=priors,
-                top_k=top_k, min_support=min_support, started=started, part=part,
+                top_k=top_k, min_support=min_support, started=started, part=part, whole=attribution,
             )
             if beside_split and not incident.suspects:
                 continue
