@@ -21,12 +21,12 @@ from sleuth.sim.chaos.stack import PrivateStack
 _log = logging.getLogger(__name__)
 
 KINDS = ("broker_kill", "broker_pause", "clickhouse_kill", "gateway_kill", "worker_kill", "job_restart")
-# What a SIGKILL hits: the service or stack process of each kind.
 #: Seconds between two faults, uniform in (low, high).
 GAP_S = (5.0, 20.0)
 #: Seconds a killed process stays down (its supervisor's restart delay) or a paused broker stays paused.
 DOWN_S = (1.0, 8.0)
 
+# What a SIGKILL hits: the service or stack process of each kind.
 _KILLED = {"broker_kill": "kafka", "clickhouse_kill": "clickhouse", "gateway_kill": "gateway", "worker_kill": "worker"}
 
 
