@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.stats import binom, combine_pvalues, mannwhitneyu, median_abs_deviation, norm
 
+from sleuth.jobspec import JobSpec
 from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
 from sleuth.topology.ids import parse_device
@@ -367,17 +368,18 @@ def _levels(log: np.ndarray, over: np.ndarray, *, sustain: int) -> tuple[tuple[n
     return (i, j), within + outside
 
 
-def hiccup(incident: Incident, named_elsewhere: Collection[str], attribution: Attribution, *, slowdown: float,
-           sustain: int, horizon: int | None = None) -> bool:
+def hiccup(incident: Incident, named_elsewhere: Collection[str], attribution: Attribution, *, spec: JobSpec,
+           slowdown: float, sustain: int, horizon: int | None = None) -> bool:
     """Whether an irregular iteration's ``incident`` is a benign pause: recorded, never paged.
 
     One iteration (spilling into its neighbours), not recurring, small cost: every iteration its
     search found evidence in (``evidence_iterations``) lies within one short run (fewer than
     ``sustain`` iterations over the slowdown line, nothing sustained beside it); its first suspect
     is not among the devices other incidents name first or tie with (``named_elsewhere``: a device
-    that pauses again is a fault, however brief); and what the run cost is under the slowdown
-    line's share of the whole window (the job does not pay for it), or of ``horizon`` iterations
-    of it where the attribution covers only those around the pause.
+    that pauses again is a fault, however brief), unless the replay saw another rank pay for the
+    run (``_paid_elsewhere``); and what the run cost is under the slowdown line's share of the whole
+    window (the job does not pay for it), or of ``horizon`` iterations of it where the attribution
+    covers only those around the pause.
     """
     # Read on the stragglers' part of S: an uneven split costs every iteration alike, so it explains
     # no irregular one, and its level lifting every iteration over the line makes no pause sustained.
@@ -387,12 +389,29 @@ def hiccup(incident: Incident, named_elsewhere: Collection[str], attribution: At
     near = [run for run in short if all(run.iterations[0] - 1 <= i <= run.iterations[-1] + 1 for i in seen)]
     if len(near) != 1 or any(abs(i - j) <= 1 for e in sustained for i in seen for j in (e.iterations[0], e.iterations[-1])):
         return False
-    if incident.suspects and incident.suspects[0].device in named_elsewhere:
+    if (incident.suspects and incident.suspects[0].device in named_elsewhere
+            and not _paid_elsewhere(incident.suspects[0].device, attribution, near[0].iterations, spec)):
         return False
     original, ideal = Part.STRAGGLERS.times(attribution, near[0].iterations)
     ideal_ns = np.asarray(attribution.hardware_ideal_ns, float)
     window = float(ideal_ns.sum()) if horizon is None else float(ideal_ns.mean()) * horizon
     return window > 0 and float(np.clip(original - ideal, 0, None).sum()) / window < slowdown - 1.0
+
+
+def _paid_elsewhere(device: str, attribution: Attribution, iterations: Sequence[int], spec: JobSpec) -> bool:
+    """Whether a GPU or host ``device`` ran none of the ranks the replay found costliest in any of
+    ``iterations``: the search, which saw a few ranks, named it by chance, so that it pauses again
+    elsewhere says nothing of this pause. False where the replay named no rank, or for a device
+    whose ranks the placements do not tell (a NIC, a switch: their cost is transfers)."""
+    ref = parse_device(device)
+    if ref.kind not in (DeviceKind.GPU, DeviceKind.HOST) or not attribution.costliest_rank:
+        return False
+    n = min(len(attribution.iterations), len(attribution.costliest_rank))
+    at = np.isin(np.asarray(attribution.iterations[:n]), np.asarray(list(iterations)))
+    paid = {int(r) for r in np.asarray(attribution.costliest_rank[:n])[at] if r >= 0}
+    ranks = {p.rank for p in spec.placements
+             if p.host == ref.name and (ref.kind is DeviceKind.HOST or p.gpu == ref.index)}
+    return bool(paid) and not paid & ranks
 
 
 #: The non-hardware causes read from what the stragglers cost (What-if §5.3-§5.4).
@@ -869,15 +888,34 @@ def impact_over(attribution: Attribution, iterations: Sequence[int], *, world: i
 
 
 def grown_to_episode(source: RecordSource, incident: Incident, attribution: Attribution, episode: Episode, *,
-                     graph: OperatorGraph) -> Incident:
+                     graph: OperatorGraph, slowdown: float, whole: Attribution | None = None) -> Incident:
     """``incident``, an irregular iteration's that the attribution agrees with, spanning the whole
     sustained ``episode`` it lies in: one fault is one incident, and what the job pays for it is
-    every iteration of the episode, not the few that tripped δ."""
-    iterations = tuple(sorted(set(incident.iterations) | set(episode.iterations)))
+    every iteration of the episode, not the few that tripped δ. Its irregular iterations apart from
+    the episode (not next to it) that are not its first suspect's are left out, and its id names the
+    first and last it keeps: where the stragglers cost the job under ``slowdown`` (``whole``'s
+    attribution, else ``attribution``), or another rank than the suspect's paid (``_paid_elsewhere``),
+    a pause in the window before a device's step is not that step's onset."""
+    job = whole or attribution
+    paid = _stragglers_paid(job, slowdown)
+    device = incident.suspects[0].device if incident.suspects else None
+    apart = {i for i in incident.iterations
+             if not episode.iterations[0] - 1 <= i <= episode.iterations[-1] + 1
+             and (not paid.get(i, True) or (device is not None and _paid_elsewhere(device, job, [i], source.job_spec())))}
+    own = [i for i in incident.iterations if i not in apart] or list(episode.iterations)
+    iterations = tuple(sorted(set(own) | set(episode.iterations)))
     t_from, t_to = _span(source, _candidates(attribution, graph), iterations)
+    if apart:  # the search's span began at an iteration left out
+        incident = replace(incident, incident=f"{graph.job}-{own[0]}-{own[-1]}", t_from_ns=t_from)
     return replace(incident, iterations=iterations, impact=impact_over(attribution, iterations, world=graph.world),
                    t_from_ns=min((t for t in (t_from, incident.t_from_ns) if t), default=0),
                    t_to_ns=max(t_to, incident.t_to_ns))
+
+
+def _stragglers_paid(attribution: Attribution, slowdown: float) -> dict[int, bool]:
+    """Per attributed iteration, whether its stragglers cost it ``slowdown`` or more (``Part.STRAGGLERS``)."""
+    slower, faster = Part.STRAGGLERS.times(attribution, attribution.iterations)
+    return {int(i): bool(f > 0 and s >= slowdown * f) for i, s, f in zip(attribution.iterations, slower, faster)}
 
 
 def _span(source: RecordSource, candidates: Sequence[int], iterations: Sequence[int]) -> tuple[int, int]:

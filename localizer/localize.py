@@ -168,8 +168,8 @@ def _with_attribution(
     kept = [
         _data_not_device(replace(incident, attribution=summary(attribution, "irregular")), attribution)
         for incident in incidents
-        if not hiccup(incident, tied_devices(o for o in incidents if o is not incident), attribution, slowdown=slowdown,
-                      sustain=sustain)
+        if not hiccup(incident, tied_devices(o for o in incidents if o is not incident), attribution,
+                      spec=source.job_spec(), slowdown=slowdown, sustain=sustain)
     ]
     kept = [k for k in kept if not unpaid_straggler_cause(k, attribution, slowdown=slowdown)]
     for episode in sustained:
@@ -203,7 +203,8 @@ def _with_attribution(
                             kept[k] = jitter_transfers_dropped(lead(complement(kept[k], suspects), own, order), own,
                                                                episodes=[s.device for s in suspects])
                 first = _naming(kept, covering, suspects)
-                kept[first] = grown_to_episode(source, kept[first], own, episode, graph=graph)
+                kept[first] = grown_to_episode(source, kept[first], own, episode, graph=graph, slowdown=slowdown,
+                                               whole=attribution)
                 continue
             # No cluster covers the episode, or the one that does reads hardware where the attribution,
             # which saw every rank and iteration, does not (or the reverse): the episode's own incident.

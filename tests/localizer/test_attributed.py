@@ -477,22 +477,55 @@ def test_a_pause_is_a_hiccup_when_brief_cheap_and_not_recurring_on_its_device() 
     per = [1.0] * 60
     per[10] = per[30] = per[50] = 1.4  # three pauses, far apart: 0.4 of one iteration each, 2% of the window
     found = attribution(tuple(per))
+    spec = _pause_spec()
     at = {k: replace(_incident("compute", (f"gpu:h{k}/1", "gpu")), iterations=(k,)) for k in (10, 30, 50)}
-    assert all(hiccup(at[k], tied_devices(o for j, o in at.items() if j != k), found, slowdown=1.05, sustain=3) for k in at)
+    assert all(hiccup(at[k], tied_devices(o for j, o in at.items() if j != k), found, spec=spec, slowdown=1.05, sustain=3) for k in at)
     # The same device pausing again is a fault, however brief.
     again = replace(at[50], suspects=at[10].suspects)
-    assert not hiccup(at[10], tied_devices([at[30], again]), found, slowdown=1.05, sustain=3)
+    assert not hiccup(at[10], tied_devices([at[30], again]), found, spec=spec, slowdown=1.05, sustain=3)
     # Evidence found beyond the pause's run (a probed step) is not a pause's.
     probed = replace(at[30], roots=(RootOperator(36, Cause.COMPUTE, 1, "", -1, "compute", (1,), 1.0, 36),))
-    assert not hiccup(probed, set(), found, slowdown=1.05, sustain=3)
+    assert not hiccup(probed, set(), found, spec=spec, slowdown=1.05, sustain=3)
     # A pause the job pays for (a third of the window's time in one iteration) pages.
     costly = list(per)
     costly[30] = 21.0
-    assert not hiccup(at[30], set(), attribution(tuple(costly)), slowdown=1.05, sustain=3)
+    assert not hiccup(at[30], set(), attribution(tuple(costly)), spec=spec, slowdown=1.05, sustain=3)
     # Beside a sustained episode it is that episode's.
     stepped = list(per)
     stepped[31:40] = [1.2] * 9
-    assert not hiccup(at[30], set(), attribution(tuple(stepped)), slowdown=1.05, sustain=3)
+    assert not hiccup(at[30], set(), attribution(tuple(stepped)), spec=spec, slowdown=1.05, sustain=3)
+
+
+def _pause_spec():
+    """Eight ranks, one GPU each on hosts h0 to h70 (``h<10 r>``, GPU 1): rank r on ``gpu:h<10 r>/1``."""
+    from sleuth.jobspec import JobSpec, RankPlacement
+
+    return JobSpec("j", 8, None, tuple(RankPlacement(r, f"h{10 * r}", 1) for r in range(8)), ())
+
+
+def test_a_pause_the_replay_saw_another_rank_pay_for_is_a_hiccup_though_its_device_pauses_again() -> None:
+    from dataclasses import replace
+
+    from sleuth.localizer.attributed import hiccup, tied_devices
+
+    per = [1.0] * 60
+    per[10] = per[30] = 1.4
+    # The search of the pause at 10 named gpu:h30/1 (rank 3), which pauses again at 30; the replay,
+    # which saw every rank, found rank 5 the costliest at 10 and rank 3 at 30.
+    costliest = [0] * 60
+    costliest[10], costliest[30] = 5, 3
+    found = replace(attribution(tuple(per)), costliest_rank=tuple(costliest))
+    chance = replace(_incident("compute", ("gpu:h30/1", "gpu")), iterations=(10,))
+    again = replace(_incident("compute", ("gpu:h30/1", "gpu")), iterations=(30,))
+    spec = _pause_spec()
+    assert hiccup(chance, tied_devices([again]), found, spec=spec, slowdown=1.05, sustain=3)
+    # The pause at 30, the replay's own rank 3 paying for it, pauses again on its device: a fault.
+    assert not hiccup(again, tied_devices([chance]), found, spec=spec, slowdown=1.05, sustain=3)
+    # Its host named, the same; a NIC's ranks are not the placements': named again, it pages.
+    host = replace(chance, suspects=(replace(chance.suspects[0], device="host:h30"),))
+    assert hiccup(host, {"host:h30"}, found, spec=spec, slowdown=1.05, sustain=3)
+    nic = replace(chance, suspects=(replace(chance.suspects[0], device="nic:h30/0"),))
+    assert not hiccup(nic, {"nic:h30/0"}, found, spec=spec, slowdown=1.05, sustain=3)
 
 
 def test_a_slow_gpu_runs_long_in_most_of_its_work_and_a_pause_in_one_step_of_it() -> None:

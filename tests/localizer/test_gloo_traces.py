@@ -1,4 +1,5 @@
-"""``sleuth localize`` on real gloo jobs' records traced on this kind of machine (``gloo_profiler/README.md``)."""
+"""``sleuth localize`` on real gloo jobs' records traced on this kind of machine (``gloo_profiler/README.md``,
+``gloo_logger/README.md``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from sleuth.cli import main
 
 RUNS = Path(__file__).parent / "gloo_profiler"
+LOGGED = Path(__file__).parent / "gloo_logger"
 
 
 def test_a_rank_costliest_through_both_levels_of_a_cut_episode_is_its_gpu_not_scattered_pauses(capsys):
@@ -18,3 +20,11 @@ def test_a_rank_costliest_through_both_levels_of_a_cut_episode_is_its_gpu_not_sc
     slowed = [i for i in found if set(range(13, 19)) <= set(i["iterations"])]
     assert len(slowed) == 1, found
     assert slowed[0]["cause"] == "compute" and slowed[0]["suspects"][0]["device"] == "gpu:vm/1", found
+
+
+def test_a_step_every_rank_took_long_before_a_gpu_s_step_is_not_its_onset(capsys):
+    # Steps 13 and 20-28 were searched as one cluster: the GPU's incident began at 13.
+    assert main(["localize", "--records", str(LOGGED / "ddp-late"), "--json"]) == 0
+    [incident] = json.loads(capsys.readouterr().out)
+    assert incident["suspects"][0]["device"] == "gpu:vm/3", incident
+    assert incident["iterations"] == list(range(20, 40)) and incident["incident"] == "ddp4-late-20-28", incident

@@ -61,6 +61,41 @@ def test_a_nic_step_after_a_lone_early_hiccup_is_measured_from_the_level_before_
     assert _NIC in {s.device for s in incident.suspects[:2]}
 
 
+def _gpu_step_after(earlier: tuple[Fault, ...], hiccups_at: tuple[int, ...]):
+    """128 GPUs (tp 4, pp 2, dp 16): ``gpu:h0005/3`` 1.5x slower from iteration 20 of 40, after
+    ``earlier`` faults and one 80 ms hiccup at each of ``hiccups_at`` (no random ones); seed 101.
+    Returns its irregular iterations and its one incident."""
+    from sleuth.whatif.attribution import attribute
+
+    scenario = Scenario(
+        topology=generate("fattree:hosts=16,gpus=8,pod=4,spines=4"),
+        layout=ParallelLayout(128, 4, 2, 16),
+        faults=(*earlier, Fault(kind=FaultKind.GPU, device="gpu:h0005/3", slow=1.5, start=20)),
+        iterations=40,
+        timing=Timing(hiccup_rate=0.0, hiccup_ms=80.0, hiccups_at=hiccups_at),
+        seed=101,
+    )
+    emulation = Emulation(scenario)
+    irregular = list(emulation.irregular_iterations())
+    attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
+    [incident] = localize(emulation, irregular_iterations=irregular, topology=scenario.topology, window=40,
+                          attribution=attribution)
+    assert incident.suspects[0].device == "gpu:h0005/3"
+    return irregular, incident
+
+
+def test_a_hiccup_twelve_iterations_before_a_gpu_s_step_is_not_its_onset():
+    """A pause and a GPU's step, both δ-irregular within one window, are searched as one cluster;
+    the GPU's incident began at the pause (the real job's case: ``test_gloo_traces.py``). Here the
+    pause is another rank's hiccup at 8. The GPU's own earlier turn at 8 stays in its incident."""
+    irregular, incident = _gpu_step_after((), (8,))
+    assert irregular[0] == 8 and 20 in irregular
+    assert min(incident.iterations) == 20 and incident.incident == "sim-20-25", incident
+    its_own = (Fault(kind=FaultKind.GPU, device="gpu:h0005/3", slow=3.0, start=8, end=9),)
+    irregular, incident = _gpu_step_after(its_own, ())
+    assert irregular[0] == 8 and min(incident.iterations) == 8, incident.iterations
+
+
 def test_a_lone_onset_persists_on_a_pivot_noisier_than_the_job_regression_seed_318():
     """A 3% step against a pivot's noise of over a third of it reaches t of about 6 over 10
     columns each side: under ``level_shifts``' bar of 8, over the lower bar of a step at a known column."""
