@@ -634,6 +634,19 @@ def pauses_move(attribution: Attribution, iterations: Sequence[int], *, whole: A
     return not _stands_apart(attribution, iterations, turns, whole=whole)
 
 
+def too_few_to_tell(attribution: Attribution, iterations: Sequence[int]) -> bool:
+    """Whether one rank was the costliest of every iteration of ``iterations`` that paid (``_Turns.pays``),
+    too few of them for even that to stand apart from chance at the world's size (``_beyond_chance``):
+    until more land, a slow device and pauses that struck its rank by chance read alike."""
+    turns = _Turns.of(attribution, iterations)
+    if turns is None:
+        return False
+    paying = turns.rank[turns.pays]
+    if not len(paying) or paying.min() < 0 or len(set(paying.tolist())) != 1:
+        return False
+    return not bool(_beyond_chance(len(paying), len(paying), max(attribution.world, 2)))
+
+
 def _a_rank_stands_apart(attribution: Attribution, iterations: Sequence[int], *, whole: Attribution | None = None) -> bool:
     """``_stands_apart`` over ``iterations``; True where they paid nothing (nothing to tell)."""
     turns = _Turns.of(attribution, iterations)

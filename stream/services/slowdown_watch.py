@@ -11,6 +11,8 @@ job). Only when a run of
 window does the full attribution (S_t, S_w) and the device search run, over that run's iterations
 and those after it (the earlier ones join as peers through their history): the two replays that
 decide cost a fraction of the many that explain, and the incident's S is what its episode pays.
+Scattered pauses read on a run still going on whose one rank paid every iteration, too few yet to
+set it apart from chance (``too_few_to_tell``), are analysed again the next round instead of raised.
 
 The window's records are kept between rounds (``WindowCache``), so each round reads from
 ClickHouse only the iterations that landed since the last one, and replays only those: what the
@@ -39,8 +41,8 @@ import numpy as np
 
 from sleuth.errors import ConfigError
 from sleuth.jobspec import JobSpec
-from sleuth.localizer import Incident, localize
-from sleuth.localizer.attributed import runs
+from sleuth.localizer import Incident, IncidentCause, localize
+from sleuth.localizer.attributed import runs, too_few_to_tell
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.settings import Settings
 from sleuth.sources import MemorySource
@@ -231,6 +233,7 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
     plan = _plan(cache, cache.slowdowns, first, last, settings)
     if plan is None:
         return []
+    analysed = cache.analysed_through, cache.analysed_level, cache.analysed_since, cache.eased_at
     cache.analysed_through, cache.analysed_level = last, plan.level
     cache.analysed_since, cache.eased_at = plan.since, plan.eased_at
     since, until = plan.span
@@ -239,9 +242,16 @@ def slowdown_incidents(cache: WindowCache, spec: JobSpec, first: int, last: int,
         span = cache.held(first, last, range(since, until + 1))
         ready = attribute(span[0], spec, iterations=span[1], history=_history(cache, first, since))
     span_records, span_iterations = span
-    return localize(MemorySource(spec, span_records, span_iterations), irregular_iterations=[], topology=topology,
-                    window=settings.localizer_window, attribution=ready,
-                    slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain)
+    found = localize(MemorySource(spec, span_records, span_iterations), irregular_iterations=[], topology=topology,
+                     window=settings.localizer_window, attribution=ready,
+                     slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain)
+    # Pauses read on an episode still going on whose one rank paid every iteration, too few yet to
+    # tell from a device: analysed again next round, with one more iteration's evidence.
+    waiting = [i for i in found if i.cause is IncidentCause.SCATTERED_PAUSES and max(i.iterations) == last
+               and ready is not None and too_few_to_tell(ready, i.iterations)]
+    if waiting:
+        cache.analysed_through, cache.analysed_level, cache.analysed_since, cache.eased_at = analysed
+    return [i for i in found if i not in waiting]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The 4-rank DDP job whose records ``ddp-late`` holds: an MLP on gloo, each step's compute a sleep
+"""The 4-rank DDP job whose records ``ddp-late`` and ``ddp-late-streamed`` hold: an MLP on gloo, each step's compute a sleep
 of 50 ms (rank 3's three times as long from step ``--from``), the rest of the step real.
 
     SLEUTH_LOG_DIR=/tmp/ddp-late SLEUTH_JOB=ddp4-late .venv/bin/python -m torch.distributed.run \\
