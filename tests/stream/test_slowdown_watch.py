@@ -269,11 +269,11 @@ class _Recorded:
 
 
 def test_a_real_jobs_gpu_the_costliest_of_its_first_three_slow_steps_opens_its_incident_not_pauses() -> None:
-    """A real 4-rank DDP job streamed through the stack, rank 3 three times slower from iteration 19:
-    three iterations cannot set one of four ranks apart from chance (4 x (1/4)^3 > 5%), and each
-    paid in one gap of its work, so the round that saw them read scattered pauses, and the GPU's
-    incident opened a window later beside it. Pauses resting on one rank, too few to tell, wait
-    for the next round: the fourth iteration tells."""
+    """A real 4-rank DDP job streamed through the stack, rank 3 three times slower from iteration 20,
+    19 costing 9% by the machine: the round that saw 19-21 found rank 3 the costliest of both paying
+    iterations, too few to set one of four ranks apart from chance, each paying in one gap of its
+    work, and read scattered pauses; the GPU's incident opened a window later beside it. Pauses
+    resting on one rank, too few to tell, wait for the next round, which names the GPU."""
     job = _Recorded(Path(__file__).parents[1] / "localizer" / "gloo_logger" / "ddp-late-streamed")
     [incident], opened = rounds(job, through=59)
     assert str(incident.cause) == "compute" and incident.suspects[0].device == "gpu:vm/3", incident
