@@ -909,12 +909,12 @@ def grown_to_episode(source: RecordSource, incident: Incident, attribution: Attr
     first and last it keeps: where the stragglers cost the job under ``slowdown`` (``whole``'s
     attribution, else ``attribution``), or another rank than the suspect's paid (``_paid_elsewhere``),
     a pause in the window before a device's step is not that step's onset."""
-    job = whole or attribution
+    job, spec = whole or attribution, source.job_spec()
     paid = _stragglers_paid(job, slowdown)
     device = incident.suspects[0].device if incident.suspects else None
     apart = {i for i in incident.iterations
              if not episode.iterations[0] - 1 <= i <= episode.iterations[-1] + 1
-             and (not paid.get(i, True) or (device is not None and _paid_elsewhere(device, job, [i], source.job_spec())))}
+             and (not paid.get(i, True) or (device is not None and _paid_elsewhere(device, job, [i], spec)))}
     own = [i for i in incident.iterations if i not in apart] or list(episode.iterations)
     iterations = tuple(sorted(set(own) | set(episode.iterations)))
     t_from, t_to = _span(source, _candidates(attribution, graph), iterations)

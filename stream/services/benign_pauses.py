@@ -51,8 +51,9 @@ def benign_pauses(incidents: Sequence[Incident], source: RecordSource, settings:
     pauses = [False] * len(incidents)
     for i in judged:
         others = tied_devices(o for o in incidents if o is not incidents[i]) | named_elsewhere
-        pauses[i] = hiccup(incidents[i], others, attribution, spec=source.job_spec(), slowdown=settings.attribution_slowdown,
-                           sustain=settings.attribution_sustain, horizon=max(len(wanted), settings.localizer_window)) \
+        pauses[i] = hiccup(incidents[i], others, attribution, spec=source.job_spec(),
+                           slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain,
+                           horizon=max(len(wanted), settings.localizer_window)) \
             or unpaid_straggler_cause(incidents[i], attribution, slowdown=settings.attribution_slowdown)
     return pauses
 

@@ -479,7 +479,8 @@ def test_a_pause_is_a_hiccup_when_brief_cheap_and_not_recurring_on_its_device() 
     found = attribution(tuple(per))
     spec = _pause_spec()
     at = {k: replace(_incident("compute", (f"gpu:h{k}/1", "gpu")), iterations=(k,)) for k in (10, 30, 50)}
-    assert all(hiccup(at[k], tied_devices(o for j, o in at.items() if j != k), found, spec=spec, slowdown=1.05, sustain=3) for k in at)
+    assert all(hiccup(at[k], tied_devices(o for j, o in at.items() if j != k), found, spec=spec, slowdown=1.05,
+                      sustain=3) for k in at)
     # The same device pausing again is a fault, however brief.
     again = replace(at[50], suspects=at[10].suspects)
     assert not hiccup(at[10], tied_devices([at[30], again]), found, spec=spec, slowdown=1.05, sustain=3)
