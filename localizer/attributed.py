@@ -705,9 +705,12 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
     work ran long in most of them (``Attribution.persistent_compute``: a rank that paused in two of
     three iterations has a raised median too, but in one step of its work each time). Over so few
     iterations that the ranks' order alone could not set one apart at ``significance`` (among ranks
-    alike, one is the highest of all n with probability ranks^(1-n)), a median is a draw or two and
-    the medians' spread no yardstick: its compute there must also stand above the other ranks' in
-    the same iterations (Mann-Whitney U, one-sided, corrected for picking one of the ranks)."""
+    alike, one is the highest of all n with probability ranks^(1-n)), or where it ran at its peers'
+    pace in an iteration between two it ran long in (a device slows every step from its onset to its
+    end; costly batches that one rank of a few drew in most of them leave it a step at its peers'
+    pace), a median is a draw or two and the medians' spread no yardstick: its compute there must
+    also stand above the other ranks' in the same iterations (Mann-Whitney U, one-sided, corrected for
+    picking one of the ranks)."""
     relative = attribution.relative_compute
     if relative is None:
         return False
@@ -725,7 +728,9 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
     if not float(medians[top]) > center + max(z * sigma, ATTRIBUTION_RULES.worker_floor):
         return False
     ranks = relative.shape[1]
-    if (1 - int(rows.sum())) * math.log(ranks) < math.log(_RULES.significance):
+    ran_long = np.flatnonzero(relative[rows][:, top] > 1.0 + ATTRIBUTION_RULES.worker_floor)
+    unbroken = len(ran_long) > 0 and len(ran_long) == int(ran_long[-1] - ran_long[0]) + 1
+    if unbroken and (1 - int(rows.sum())) * math.log(ranks) < math.log(_RULES.significance):
         return True
     others = np.delete(relative[rows], top, axis=1).ravel()
     return ranks * float(mannwhitneyu(relative[rows][:, top], others, alternative="greater").pvalue) < _RULES.significance

@@ -28,3 +28,10 @@ def test_a_step_every_rank_took_long_before_a_gpu_s_step_is_not_its_onset(capsys
     [incident] = json.loads(capsys.readouterr().out)
     assert incident["suspects"][0]["device"] == "gpu:vm/3", incident
     assert incident["iterations"] == list(range(20, 40)) and incident["incident"] == "ddp4-late-20-28", incident
+
+
+def test_costly_batches_moving_between_a_single_hosts_ranks_are_the_data(capsys):
+    # Offline, the whole job's iterations show the costly batches moving; streamed: test_slowdown_watch.py.
+    assert main(["localize", "--records", str(LOGGED / "ddp-seqlen-streamed"), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert [i["cause"] for i in found] == ["seqlen_imbalance"] and not found[0]["suspects"], found

@@ -280,6 +280,18 @@ def test_a_real_jobs_gpu_the_costliest_of_its_first_three_slow_steps_opens_its_i
     assert opened == [22] and incident.iterations[0] == 19
 
 
+@pytest.mark.parametrize("landing", [3, 4, 5])
+def test_a_real_jobs_costly_batches_that_one_rank_drew_in_three_of_four_steps_blame_no_gpu(landing) -> None:
+    """A real 4-rank DDP job streamed through the stack whose costly batches move between the ranks
+    (``ddp_job.py --mode seqlen``): over 53-58 rank 3 drew three of the four, so its median there
+    stood far above the others' (which, each a run of cheap batches, barely spread), and the rounds
+    blamed its GPU. It ran at its peers' pace in 56, between two it ran long in, as no slow device
+    does: its compute must stand above the others' in those iterations too."""
+    job = _Recorded(Path(__file__).parents[1] / "localizer" / "gloo_logger" / "ddp-seqlen-streamed")
+    raised, _ = rounds(job, through=59, landing=landing)
+    assert raised and not [i for i in raised if i.suspects], [(i.incident, i.suspects) for i in raised]
+
+
 def test_a_clean_job_raises_nothing() -> None:
     incidents, _ = rounds(emulation(iterations=20), through=19)
     assert incidents == []
