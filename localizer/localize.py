@@ -64,7 +64,7 @@ from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, 
 from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
 from sleuth.localizer.shifts import level_shifts, persists
 
-__all__ = ["localize"]
+__all__ = ["data_not_device", "localize"]
 
 _COMPUTE_KINDS = (DeviceKind.GPU, DeviceKind.HOST)
 _SETTINGS = Settings()  # defaults only: entry points read the environment
@@ -166,7 +166,7 @@ def _with_attribution(
     the one naming the episode it lies in grown to that episode, plus one incident per
     ``sustained`` episode (``episodes``) no cluster covers."""
     kept = [
-        _data_not_device(replace(incident, attribution=summary(attribution, "irregular")), attribution)
+        data_not_device(replace(incident, attribution=summary(attribution, "irregular")), attribution)
         for incident in incidents
         if not hiccup(incident, tied_devices(o for o in incidents if o is not incident), attribution,
                       spec=source.job_spec(), slowdown=slowdown, sustain=sustain)
@@ -231,7 +231,7 @@ def _attribution_of(attribution: Attribution, episode: Episode, *, only: bool) -
     return attribution.over(episode.iterations)
 
 
-def _data_not_device(incident: Incident, attribution: Attribution) -> Incident:
+def data_not_device(incident: Incident, attribution: Attribution) -> Incident:
     """A cluster's compute incident as sequence-length imbalance when, over its iterations, the work
     moves between replicas (``attributed.work_moves``, What-if §5.3), or as scattered pauses when one
     rank at a time is the slow one, another each time (``attributed.pauses_move``, §5.4): its search

@@ -1,4 +1,5 @@
-"""Which of the streaming localizer's δ-irregular incidents are benign pauses: recorded, never paged.
+"""Which of the streaming localizer's δ-irregular incidents are benign pauses (recorded, never paged),
+and which the data's: as ``sleuth localize`` reads them offline.
 
 ``sleuth localize`` drops an irregular cluster's incident that the job's what-if attribution shows
 to be a hiccup (``sleuth.localizer.attributed.hiccup``: one short run, not recurring, cheap). Live,
@@ -11,7 +12,9 @@ iterations still in the warmup, or the iterations after it never landed) pages: 
 held back for want of data. One naming a straggler cause the stragglers did not cost the job is
 recorded as a pause too (``unpaid_straggler_cause``: its iterations were long on every rank alike).
 A pause judged benign is recorded (``sleuth.stores.PauseStore``), and a device that paused before
-pages the second time, as offline.
+pages the second time, as offline. A compute incident whose iterations the same attribution reads
+as work or pauses moving between the ranks (``localize.data_not_device``: pauses striking one rank,
+then another, every few steps) names that cause and no GPU, as offline.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sleuth.localizer import Incident
+from sleuth.localizer.localize import data_not_device
 from sleuth.localizer.attributed import evidence_iterations, hiccup, tied_devices, unpaid_straggler_cause
 from sleuth.settings import Settings
 from sleuth.sources import RecordSource
 from sleuth.whatif.attribution import attribute
 
-__all__ = ["benign_pauses", "settled_through"]
+__all__ = ["judge", "settled_through"]
 
 
 def settled_through(last: int, settings: Settings) -> int:
@@ -32,30 +36,32 @@ def settled_through(last: int, settings: Settings) -> int:
     return last + settings.attribution_sustain
 
 
-def benign_pauses(incidents: Sequence[Incident], source: RecordSource, settings: Settings, *, through: int | None,
-                  named_elsewhere: set[str]) -> list[bool]:
-    """For each of one gathering's ``incidents``, whether it is a benign pause, judged on ``source``'s
-    records landed ``through`` an iteration for every rank (None: none yet); ``named_elsewhere``:
+def judge(incidents: Sequence[Incident], source: RecordSource, settings: Settings, *, through: int | None,
+          named_elsewhere: set[str]) -> list[Incident | None]:
+    """Each of one gathering's ``incidents`` as judged on ``source``'s records landed ``through`` an
+    iteration for every rank (None: none yet): None where it is a benign pause, else the incident,
+    read as the data's (``data_not_device``) where the attribution says so; ``named_elsewhere``:
     devices the job's raised incidents name first or tie with, and its recorded pauses' first suspects."""
     if through is None:
-        return [False] * len(incidents)
-    judged = [i for i, incident in enumerate(incidents) if _judgeable(incident, settings, through=through)]
-    if not judged:
-        return [False] * len(incidents)
-    seen = set().union(*(evidence_iterations(incidents[i]) for i in judged))
+        return list(incidents)
+    judgeable = [i for i, incident in enumerate(incidents) if _judgeable(incident, settings, through=through)]
+    if not judgeable:
+        return list(incidents)
+    seen = set().union(*(evidence_iterations(incidents[i]) for i in judgeable))
     first = max(settings.attribution_warmup, min(seen) - settings.attribution_window)
     last = min(through, settled_through(max(seen), settings))
     wanted = list(range(first, last + 1))
-    attribution = attribute(source.ranks_records(None, iterations=wanted), source.job_spec(),
+    spec = source.job_spec()
+    attribution = attribute(source.ranks_records(None, iterations=wanted), spec,
                             iterations=source.iterations(iterations=wanted))
-    pauses = [False] * len(incidents)
-    for i in judged:
+    found: list[Incident | None] = list(incidents)
+    for i in judgeable:
         others = tied_devices(o for o in incidents if o is not incidents[i]) | named_elsewhere
-        pauses[i] = hiccup(incidents[i], others, attribution, spec=source.job_spec(),
-                           slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain,
-                           horizon=max(len(wanted), settings.localizer_window)) \
+        pause = hiccup(incidents[i], others, attribution, spec=spec, slowdown=settings.attribution_slowdown,
+                       sustain=settings.attribution_sustain, horizon=max(len(wanted), settings.localizer_window)) \
             or unpaid_straggler_cause(incidents[i], attribution, slowdown=settings.attribution_slowdown)
-    return pauses
+        found[i] = None if pause else data_not_device(incidents[i], attribution)
+    return found
 
 
 def _judgeable(incident: Incident, settings: Settings, *, through: int) -> bool:

@@ -14,8 +14,9 @@ job's gathering is due, the agent
    else as the first gathered iteration's records tell: ``sleuth.whatif.clocks``), on the
    ``SLEUTH_LOCALIZER_TOPOLOGY`` fabric (without one, the job's hosts behind one leaf, as
    ``sleuth localize`` does);
-4. keeps back the benign pauses (``benign_pauses``: brief, cheap, not recurring, which the
-   iterations after them show) and raises each other incident that does not merely continue a
+4. keeps back the benign pauses (``benign_pauses.judge``: brief, cheap, not recurring, which the
+   iterations after them show), reads as the data's a compute incident whose work or pauses move
+   between the ranks, as offline, and raises each other incident that does not merely continue a
    raised one (``episodes``) through the ``IncidentSink``: ``SLEUTH_INCIDENTS_TOPIC``, then ClickHouse;
 5. acknowledges the gathered Kafka events, so that faust commits their offsets only now: a crash
    before replays them, and step 1 and the continuation rule keep the replay from raising twice.
@@ -59,7 +60,7 @@ from sleuth.storage.progress import active_jobs
 from sleuth.storage.source import ClickHouseSource, landed_through
 from sleuth.stores import Bus, PauseStore
 from sleuth.stream import connect
-from sleuth.stream.services.benign_pauses import benign_pauses, settled_through
+from sleuth.stream.services.benign_pauses import judge, settled_through
 from sleuth.stream.detection.publish import decode
 from sleuth.stream.services.episodes import Gatherer, Pending, not_localized
 from sleuth.stream.services.faust_app import assigned_partitions, create_app, run_in_own_loop, serve_until
@@ -208,7 +209,7 @@ class LocalizerAgent:
             _log.error("dropping %d irregular iterations: %s", len(fresh), error)
             return True
         through = landed_through(self.client, db, job, world=stored.job_spec().world, since=fresh[0])
-        # The iterations after the last show whether a pause recurs or goes on (benign_pauses).
+        # The iterations after the last show whether a pause recurs or goes on (benign_pauses.judge).
         if through is None or through < settled_through(fresh[-1], settings):
             waited = self.clock() - pending.first_arrival - settings.localizer_debounce_s
             if waited < settings.localizer_land_timeout_s:
@@ -230,19 +231,19 @@ class LocalizerAgent:
             return True
         try:
             named = {device for r in raised for device in r.tops} | {p.top for p in paused if p.top}
-            pauses = benign_pauses(incidents, source, settings, through=through, named_elsewhere=named)
+            readings = judge(incidents, source, settings, through=through, named_elsewhere=named)
         except SleuthError as error:  # records the replay cannot order: the incidents page unjudged
             _log.warning("job %s: cannot judge iterations %s..%s for benign pauses: %s", job, fresh[0], fresh[-1], error)
-            pauses = [False] * len(incidents)
-        for incident, pause in zip(incidents, pauses):
-            if pause:
+            readings = list(incidents)
+        for incident, reading in zip(incidents, readings):
+            if reading is None:
                 self.paused.record(incident)
                 self.pauses.append(incident)
                 metrics.BENIGN_PAUSES.inc()
                 _log.info("job %s: iterations %s are a benign pause (top suspect %s); recorded, not paged", job,
                           list(incident.iterations), incident.suspects[0].device if incident.suspects else "-")
                 continue
-            self._raise(incident, raised, since=min(pending.arrivals[i] for i in incident.iterations))
+            self._raise(reading, raised, since=min(pending.arrivals[i] for i in reading.iterations))
         return True
 
     def _clocks(self, job: str, source: ClickHouseSource, iteration: int) -> ClockOffsets:

@@ -10,11 +10,16 @@ from sleuth.localizer import localize
 from sleuth.settings import Settings
 from sleuth.sim import Emulation, Timing
 from sleuth.storage.memory import MemoryPauseStore
-from sleuth.stream.services.benign_pauses import benign_pauses, settled_through
+from sleuth.stream.services.benign_pauses import judge, settled_through
 
 from .detection.conftest import scenario
 
 SETTINGS = Settings()
+
+
+def benign_pauses(incidents, source, settings, **judging) -> list[bool]:
+    """Which of ``incidents`` ``judge`` holds back as benign pauses."""
+    return [reading is None for reading in judge(incidents, source, settings, **judging)]
 
 
 @cache
@@ -74,3 +79,24 @@ def test_a_straggler_cause_the_stragglers_did_not_pay_for_is_recorded_not_paged(
     # Judged with no warmup: one of its roots ran in the iteration before its first.
     assert benign_pauses([incident], em, replace(SETTINGS, attribution_warmup=0), through=39,
                          named_elsewhere=set()) == [True]
+
+
+def test_pauses_striking_one_rank_then_another_every_few_steps_blame_no_gpu_as_offline() -> None:
+    """A real 4-rank DDP job streamed through the stack whose ranks pause in turn every seventh step
+    (``gloo_logger/ddp-gc-streamed``): its irregular steps' search named rank 0's GPU, which paused
+    twice of six, and the streaming localizer raised it; offline, the attribution reads the pauses
+    moving and names no GPU. Judged live on the same attribution, the same."""
+    from pathlib import Path
+
+    from sleuth.jobspec import JobSpec
+    from sleuth.records_folder import read_records
+    from sleuth.sources import MemorySource
+    from sleuth.topology.job_fabric import single_leaf
+
+    folder = Path(__file__).parents[1] / "localizer" / "gloo_logger" / "ddp-gc-streamed"
+    spec = JobSpec.read(folder)
+    source = MemorySource(spec, *read_records(folder))
+    [incident] = localize(source, irregular_iterations=[17, 24, 31, 38, 45, 52], topology=single_leaf(spec), window=100)
+    assert incident.suspects and incident.suspects[0].device.startswith("gpu:")  # the search alone blames one
+    [reading] = judge([incident], source, SETTINGS, through=59, named_elsewhere=set())
+    assert reading is not None and not reading.cause.hardware and not reading.suspects, reading

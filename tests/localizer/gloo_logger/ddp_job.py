@@ -1,7 +1,8 @@
 """The 4-rank DDP job whose records this folder holds: an MLP on gloo, each step's compute a sleep
 of 50 ms, the rest of the step real. ``--mode late``: rank 3's three times as long from step
 ``--from``; ``--mode seqlen``: each step, each rank's batch four times as costly with probability
-1/4 (the same draws on every rank, seed 1234), so the costly work moves between the replicas.
+1/4 (the same draws on every rank, seed 1234), so the costly work moves between the replicas;
+``--mode gc``: every seventh step (3, 10, ...) one rank, the step's number modulo four, pauses 60 ms.
 
     SLEUTH_LOG_DIR=/tmp/ddp-late SLEUTH_JOB=ddp4-late .venv/bin/python -m torch.distributed.run \\
         --nproc-per-node 4 tests/localizer/gloo_logger/ddp_job.py --mode late --from 20
@@ -16,7 +17,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--mode", choices=("late", "seqlen"), default="late")
+parser.add_argument("--mode", choices=("late", "seqlen", "gc"), default="late")
 parser.add_argument("--steps", type=int, default=40)
 parser.add_argument("--from", dest="start", type=int, default=20)
 args = parser.parse_args()
@@ -33,6 +34,8 @@ for step in range(args.steps):
     x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
     if args.mode == "seqlen":
         compute_s = 0.05 * costs[rank]
+    elif args.mode == "gc":
+        compute_s = 0.05 + (0.06 if step % 7 == 3 and rank == step % world else 0.0)
     else:
         compute_s = 0.15 if rank == 3 and step >= args.start else 0.05
     time.sleep(compute_s)  # the device's compute for this step's batch
