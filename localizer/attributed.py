@@ -425,8 +425,8 @@ def unpaid_straggler_cause(incident: Incident, attribution: Attribution, *, slow
     rank alike: there is no straggler to name."""
     if incident.cause not in STRAGGLER_CAUSES:
         return False
-    slower, faster = Part.STRAGGLERS.times(attribution, incident.iterations)
-    return not np.any((faster > 0) & (slower >= slowdown * faster))
+    paid = _stragglers_paid(attribution, slowdown)
+    return not any(paid.get(i, False) for i in incident.iterations)
 
 
 def evidence_iterations(incident: Incident) -> set[int]:
@@ -564,6 +564,12 @@ class _Turns:
         return cls(rank, np.asarray(attribution.costliest_replica[:n])[at], host.ravel(), breadth, excess,
                    excess >= _RULES.majority * excess.mean(), persistence, above_by_chance)
 
+    @property
+    def sole(self) -> int | None:
+        """The one rank the costliest of every paying iteration (None: several, or none known)."""
+        paying = set(self.rank[self.pays].tolist())
+        return paying.pop() if len(paying) == 1 and min(paying) >= 0 else None
+
     def most(self, of: np.ndarray) -> float:
         """The largest share of what was paid one value of ``of`` (a replica, a host) carries."""
         return float((np.bincount(of, weights=self.excess) / self.excess.sum()).max())
@@ -639,12 +645,10 @@ def too_few_to_tell(attribution: Attribution, iterations: Sequence[int]) -> bool
     too few of them for even that to stand apart from chance at the world's size (``_beyond_chance``):
     until more land, a slow device and pauses that struck its rank by chance read alike."""
     turns = _Turns.of(attribution, iterations)
-    if turns is None:
+    if turns is None or turns.sole is None:
         return False
-    paying = turns.rank[turns.pays]
-    if not len(paying) or paying.min() < 0 or len(set(paying.tolist())) != 1:
-        return False
-    return not bool(_beyond_chance(len(paying), len(paying), max(attribution.world, 2)))
+    paying = int(turns.pays.sum())
+    return not bool(_beyond_chance(paying, paying, max(attribution.world, 2)))
 
 
 def _a_rank_stands_apart(attribution: Attribution, iterations: Sequence[int], *, whole: Attribution | None = None) -> bool:
@@ -676,10 +680,9 @@ def _a_run(attribution: Attribution, iterations: Sequence[int], turns: _Turns) -
     more of that stretch than chance makes one of the world's ranks (``_beyond_chance``): a pause
     strikes another worker each time, a device the same one step after step, and a cut where the
     job's cost steps (``at_steps``) or a cluster's edge divides such a run, not what it says."""
-    paying = set(turns.rank[turns.pays].tolist())
-    if len(paying) != 1 or min(paying) < 0:
+    rank = turns.sole
+    if rank is None:
         return False
-    rank = paying.pop()
     n = min(len(attribution.iterations), len(attribution.costliest_rank))
     its = np.asarray(attribution.iterations[:n])
     member = ((np.asarray(attribution.costliest_rank[:n]) == rank)
