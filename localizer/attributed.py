@@ -390,7 +390,7 @@ def hiccup(incident: Incident, named_elsewhere: Collection[str], attribution: At
     if len(near) != 1 or any(abs(i - j) <= 1 for e in sustained for i in seen for j in (e.iterations[0], e.iterations[-1])):
         return False
     if (incident.suspects and incident.suspects[0].device in named_elsewhere
-            and not _paid_elsewhere(incident.suspects[0].device, attribution, near[0].iterations, spec)):
+            and not _paid_elsewhere(incident.suspects[0], attribution, near[0].iterations, spec)):
         return False
     original, ideal = Part.STRAGGLERS.times(attribution, near[0].iterations)
     ideal_ns = np.asarray(attribution.hardware_ideal_ns, float)
@@ -398,14 +398,14 @@ def hiccup(incident: Incident, named_elsewhere: Collection[str], attribution: At
     return window > 0 and float(np.clip(original - ideal, 0, None).sum()) / window < slowdown - 1.0
 
 
-def _paid_elsewhere(device: str, attribution: Attribution, iterations: Sequence[int], spec: JobSpec) -> bool:
-    """Whether a GPU or host ``device`` ran none of the ranks the replay found costliest in any of
+def _paid_elsewhere(suspect: Suspect, attribution: Attribution, iterations: Sequence[int], spec: JobSpec) -> bool:
+    """Whether a GPU or host ``suspect`` ran none of the ranks the replay found costliest in any of
     ``iterations``: the search, which saw a few ranks, named it by chance, so that it pauses again
     elsewhere says nothing of this pause. False where the replay named no rank, or for a device
-    whose ranks the placements do not tell (a NIC, a switch: their cost is transfers)."""
-    ref = parse_device(device)
-    if ref.kind not in (DeviceKind.GPU, DeviceKind.HOST) or not attribution.costliest_rank:
+    whose ranks the placements do not tell (a NIC, a switch or a set of spines: their cost is transfers)."""
+    if not _is_compute(suspect) or not attribution.costliest_rank:
         return False
+    ref = parse_device(suspect.device)
     n = min(len(attribution.iterations), len(attribution.costliest_rank))
     at = np.isin(np.asarray(attribution.iterations[:n]), np.asarray(list(iterations)))
     paid = {int(r) for r in np.asarray(attribution.costliest_rank[:n])[at] if r >= 0}
@@ -919,10 +919,10 @@ def grown_to_episode(source: RecordSource, incident: Incident, attribution: Attr
     a pause in the window before a device's step is not that step's onset."""
     job, spec = whole or attribution, source.job_spec()
     paid = _stragglers_paid(job, slowdown)
-    device = incident.suspects[0].device if incident.suspects else None
+    first = incident.suspects[0] if incident.suspects else None
     apart = {i for i in incident.iterations
              if not episode.iterations[0] - 1 <= i <= episode.iterations[-1] + 1
-             and (not paid.get(i, True) or (device is not None and _paid_elsewhere(device, job, [i], spec)))}
+             and (not paid.get(i, True) or (first is not None and _paid_elsewhere(first, job, [i], spec)))}
     own = [i for i in incident.iterations if i not in apart] or list(episode.iterations)
     iterations = tuple(sorted(set(own) | set(episode.iterations)))
     t_from, t_to = _span(source, _candidates(attribution, graph), iterations)

@@ -508,6 +508,8 @@ def test_a_pause_the_replay_saw_another_rank_pay_for_is_a_hiccup_though_its_devi
     from dataclasses import replace
 
     from sleuth.localizer.attributed import hiccup, tied_devices
+    from sleuth.localizer.incident import Suspect
+    from sleuth.topology import DeviceKind
 
     per = [1.0] * 60
     per[10] = per[30] = 1.4
@@ -522,11 +524,13 @@ def test_a_pause_the_replay_saw_another_rank_pay_for_is_a_hiccup_though_its_devi
     assert hiccup(chance, tied_devices([again]), found, spec=spec, slowdown=1.05, sustain=3)
     # The pause at 30, the replay's own rank 3 paying for it, pauses again on its device: a fault.
     assert not hiccup(again, tied_devices([chance]), found, spec=spec, slowdown=1.05, sustain=3)
-    # Its host named, the same; a NIC's ranks are not the placements': named again, it pages.
-    host = replace(chance, suspects=(replace(chance.suspects[0], device="host:h30"),))
+    # Its host named, the same; a NIC's ranks are not the placements', nor a set of equal-cost
+    # spines' (an id no single device parses as): named again, each pages.
+    host = replace(chance, suspects=(Suspect("host:h30", DeviceKind.HOST, 0.5),))
     assert hiccup(host, {"host:h30"}, found, spec=spec, slowdown=1.05, sustain=3)
-    nic = replace(chance, suspects=(replace(chance.suspects[0], device="nic:h30/0"),))
-    assert not hiccup(nic, {"nic:h30/0"}, found, spec=spec, slowdown=1.05, sustain=3)
+    for device, kind in (("nic:h30/0", DeviceKind.NIC), ("spines:s0,s1", DeviceKind.SPINE)):
+        fabric = replace(chance, suspects=(Suspect(device, kind, 0.5),))
+        assert not hiccup(fabric, {device}, found, spec=spec, slowdown=1.05, sustain=3)
 
 
 def test_a_slow_gpu_runs_long_in_most_of_its_work_and_a_pause_in_one_step_of_it() -> None:
