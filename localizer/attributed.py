@@ -63,7 +63,7 @@ from sleuth.localizer.search import Cause, Root
 
 __all__ = ["Episode", "Part", "at_steps", "complement", "diagnose", "diagnose_episode", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
            "jitter_transfers_dropped", "lead", "paid_sides", "parts", "pauses_move", "runs", "slowdown_incident", "split_led", "steady_straggler",
-           "summary", "tied_devices", "unpaid_straggler_cause", "whatif_search", "work_moves"]
+           "summary", "tied_devices", "unpaid_compute", "unpaid_straggler_cause", "whatif_search", "work_moves"]
 
 _RULES = LOCALIZER_RULES
 _NS_PER_HOUR = 3_600e9
@@ -427,6 +427,19 @@ def unpaid_straggler_cause(incident: Incident, attribution: Attribution, *, slow
         return False
     paid = _stragglers_paid(attribution, slowdown)
     return not any(paid.get(i, False) for i in incident.iterations)
+
+
+def unpaid_compute(incident: Incident, attribution: Attribution, *, slowdown: float, spec: JobSpec) -> bool:
+    """Whether a compute ``incident``'s iterations were paid for by no straggler (as
+    ``unpaid_straggler_cause``: each replayed, none ``slowdown`` times its replay) where the replay
+    saw stragglers pay in other iterations: every rank ran long alike in its own, where a slow GPU or
+    host makes its ranks' work the long part, which the replay puts back. A replay that put nothing
+    back in any iteration may be blind to the job's compute (records without the ranks' arrival
+    times, a coarse clock: ``JobSpec.time_resolution_ns``), and says nothing."""
+    if incident.cause is not IncidentCause.COMPUTE or spec.time_resolution_ns:
+        return False
+    paid = _stragglers_paid(attribution, slowdown)
+    return all(i in paid and not paid[i] for i in incident.iterations) and any(paid.values())
 
 
 def evidence_iterations(incident: Incident) -> set[int]:

@@ -46,8 +46,9 @@ from sleuth.validation import integer, is_int, number_above
 from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import (
-    Episode, Part, complement, diagnose, diagnose_episode, episodes, grown_to_episode, hiccup, jitter_transfers_dropped,
-    lead, paid_sides, parts, slowdown_incident, summary, tied_devices, unpaid_straggler_cause, whatif_search,
+    Episode, Part, complement, diagnose, diagnose_episode, episodes, evidence_iterations, grown_to_episode, hiccup,
+    jitter_transfers_dropped, lead, paid_sides, parts, slowdown_incident, summary, tied_devices, unpaid_compute,
+    unpaid_straggler_cause, whatif_search,
 )
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.episodes import one_per_episode
@@ -64,7 +65,7 @@ from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, 
 from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
 from sleuth.localizer.shifts import level_shifts, persists
 
-__all__ = ["data_not_device", "localize"]
+__all__ = ["data_not_device", "localize", "searched_across_episodes"]
 
 _COMPUTE_KINDS = (DeviceKind.GPU, DeviceKind.HOST)
 _SETTINGS = Settings()  # defaults only: entry points read the environment
@@ -89,6 +90,7 @@ def localize(
     attribution: Attribution | None = None,
     slowdown: float = _SETTINGS.attribution_slowdown,
     sustain: int = _SETTINGS.attribution_sustain,
+    between: Sequence[Episode] = (),
 ) -> list[Incident]:
     """Incidents for the irregular iterations of the job behind ``source``.
 
@@ -109,6 +111,10 @@ def localize(
     that agrees spans the episode it lies in, and a cluster that is a benign pause (brief, cheap,
     its device pausing nowhere else: ``attributed.hiccup``) is not reported; no hardware incident
     names a side the job barely pays for over its iterations (``attributed.paid_sides``).
+
+    ``between``: without ``attribution``, sustained episodes of the job's (``attributed.episodes``)
+    that part clusters and bound their searches as ``attribution``'s do, adding no incident of their
+    own (the streaming localizer's slowdown watch raises those).
 
     Incidents of one episode (``episodes``: less than ``window`` iterations apart, naming the same
     device first or second) are returned as one, grown over both.
@@ -135,7 +141,7 @@ def localize(
         return []
     available = source.iteration_ids()
     incidents = []
-    sustained = () if attribution is None else episodes(attribution, slowdown=slowdown, sustain=sustain)[0]
+    sustained = tuple(between) if attribution is None else episodes(attribution, slowdown=slowdown, sustain=sustain)[0]
     for cluster in _apart_by_episode(_clusters(wanted, window), sustained):
         incident = _localize_cluster(
             source, graph, cluster, _between_other_episodes(available, cluster, sustained), topology=topology,
@@ -162,16 +168,18 @@ def _with_attribution(
     slowdown: float, sustain: int, sustained: Sequence[Episode],
 ) -> list[Incident]:
     """The irregular clusters' incidents with what the job pays, less the hiccups' (``hiccup``) and
-    those naming a straggler cause the stragglers did not cost the job (``unpaid_straggler_cause``),
-    the one naming the episode it lies in grown to that episode, plus one incident per
-    ``sustained`` episode (``episodes``) no cluster covers."""
+    those naming a straggler cause or a compute device where no straggler cost the job
+    (``unpaid_straggler_cause``, ``unpaid_compute``), the one naming the episode it lies in grown to
+    that episode, plus one incident per ``sustained`` episode (``episodes``) no cluster covers."""
+    spec = source.job_spec()
     kept = [
         data_not_device(replace(incident, attribution=summary(attribution, "irregular")), attribution)
         for incident in incidents
         if not hiccup(incident, tied_devices(o for o in incidents if o is not incident), attribution,
-                      spec=source.job_spec(), slowdown=slowdown, sustain=sustain)
+                      spec=spec, slowdown=slowdown, sustain=sustain)
     ]
-    kept = [k for k in kept if not unpaid_straggler_cause(k, attribution, slowdown=slowdown)]
+    kept = [k for k in kept if not unpaid_straggler_cause(k, attribution, slowdown=slowdown)
+            and not unpaid_compute(k, attribution, slowdown=slowdown, spec=spec)]
     for episode in sustained:
         own = _attribution_of(attribution, episode, only=len(sustained) == 1)
         covering = [k for k, incident in enumerate(kept) if set(episode.iterations) & set(incident.iterations)]
@@ -524,6 +532,16 @@ def _apart_by_episode(clusters: list[list[int]], sustained: Sequence[Episode]) -
             parted[-1].append(iteration)
             current = found if found is not None else current
     return parted
+
+
+def searched_across_episodes(incident: Incident, sustained: Sequence[Episode]) -> bool:
+    """Whether ``incident``'s cluster found evidence (``attributed.evidence_iterations``) where
+    ``localize`` given ``sustained`` episodes would not have searched it: in or past another episode,
+    or its iterations in two."""
+    cluster = sorted(incident.iterations)
+    seen = np.asarray(sorted(evidence_iterations(incident)), dtype=np.int64)
+    return (len(_between_other_episodes(seen, cluster, sustained)) < len(seen)
+            or len(_apart_by_episode([cluster], sustained)) > 1)
 
 
 def _between_other_episodes(available: np.ndarray, cluster: list[int], sustained: Sequence[Episode]) -> np.ndarray:

@@ -1,5 +1,6 @@
-"""Which of the streaming localizer's δ-irregular incidents are benign pauses (recorded, never paged),
-and which the data's: as ``sleuth localize`` reads them offline.
+"""The streaming localizer's reading of a gathering of δ-irregular iterations (``localized``), as
+``sleuth localize`` reads them offline: where each cluster's search stops, which incidents are benign
+pauses (recorded, never paged), and which the data's.
 
 ``sleuth localize`` drops an irregular cluster's incident that the job's what-if attribution shows
 to be a hiccup (``sleuth.localizer.attributed.hiccup``: one short run, not recurring, cheap). Live,
@@ -14,21 +15,32 @@ recorded as a pause too (``unpaid_straggler_cause``: its iterations were long on
 A pause judged benign is recorded (``sleuth.stores.PauseStore``), and a device that paused before
 pages the second time, as offline. A compute incident whose iterations the same attribution reads
 as work or pauses moving between the ranks (``localize.data_not_device``: pauses striking one rank,
-then another, every few steps) names that cause and no GPU, as offline.
+then another, every few steps) names that cause and no GPU, as offline. The sustained episodes of
+the same iterations (``Replayed.sustained``) bound each cluster's search, as offline: a step later in
+the window is its own episode's (the slowdown watch raises it), not evidence of the cluster's.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
 
-from sleuth.localizer import Incident
-from sleuth.localizer.localize import data_not_device
-from sleuth.localizer.attributed import evidence_iterations, hiccup, tied_devices, unpaid_straggler_cause
+from sleuth.errors import SleuthError
+from sleuth.localizer import Incident, localize
+from sleuth.localizer.localize import data_not_device, searched_across_episodes
+from sleuth.localizer.attributed import (
+    Episode, episodes, evidence_iterations, hiccup, tied_devices, unpaid_compute, unpaid_straggler_cause,
+)
 from sleuth.settings import Settings
 from sleuth.sources import RecordSource
-from sleuth.whatif.attribution import attribute
+from sleuth.topology import Topology
+from sleuth.whatif.attribution import Attribution, attribute
 
-__all__ = ["judge", "settled_through"]
+__all__ = ["Replayed", "judge", "localized", "replayed", "settled_through"]
+
+_log = logging.getLogger(__name__)
 
 
 def settled_through(last: int, settings: Settings) -> int:
@@ -36,32 +48,89 @@ def settled_through(last: int, settings: Settings) -> int:
     return last + settings.attribution_sustain
 
 
+@dataclass(frozen=True)
+class Replayed:
+    """The what-if attribution of the iterations read around a gathering's incidents (``replayed``)."""
+
+    iterations: tuple[int, ...]
+    attribution: Attribution
+
+    def sustained(self, settings: Settings) -> tuple[Episode, ...]:
+        """Its sustained episodes (``attributed.episodes``): what bounds each cluster's search, as offline."""
+        return episodes(self.attribution, slowdown=settings.attribution_slowdown, sustain=settings.attribution_sustain)[0]
+
+
+def replayed(incidents: Sequence[Incident], source: RecordSource, settings: Settings, *,
+             through: int | None) -> Replayed | None:
+    """The attribution of the ``SLEUTH_ATTRIBUTION_WINDOW`` iterations before the first that
+    ``incidents`` rest on (past the warmup) through ``SLEUTH_ATTRIBUTION_SUSTAIN`` past their last,
+    as far as ``through`` (None where none of those has landed for every rank)."""
+    wanted = _around(incidents, settings, through=through)
+    if not wanted:
+        return None
+    return Replayed(wanted, attribute(source.ranks_records(None, iterations=wanted), source.job_spec(),
+                                      iterations=source.iterations(iterations=wanted)))
+
+
 def judge(incidents: Sequence[Incident], source: RecordSource, settings: Settings, *, through: int | None,
-          named_elsewhere: set[str]) -> list[Incident | None]:
+          named_elsewhere: set[str], read: Replayed | None = None) -> list[Incident | None]:
     """Each of one gathering's ``incidents`` as judged on ``source``'s records landed ``through`` an
     iteration for every rank (None: none yet): None where it is a benign pause, else the incident,
     read as the data's (``data_not_device``) where the attribution says so; ``named_elsewhere``:
-    devices the job's raised incidents name first or tie with, and its recorded pauses' first suspects."""
+    devices the job's raised incidents name first or tie with, and its recorded pauses' first suspects;
+    ``read``: ``replayed``'s, used where it holds the iterations the judgeable incidents need."""
     if through is None:
         return list(incidents)
     judgeable = [i for i, incident in enumerate(incidents) if _judgeable(incident, settings, through=through)]
     if not judgeable:
         return list(incidents)
-    seen = set().union(*(evidence_iterations(incidents[i]) for i in judgeable))
-    first = max(settings.attribution_warmup, min(seen) - settings.attribution_window)
-    last = min(through, settled_through(max(seen), settings))
-    wanted = list(range(first, last + 1))
-    spec = source.job_spec()
-    attribution = attribute(source.ranks_records(None, iterations=wanted), spec,
-                            iterations=source.iterations(iterations=wanted))
+    wanted = _around([incidents[i] for i in judgeable], settings, through=through)
+    if read is None or read.iterations != wanted:
+        read = replayed([incidents[i] for i in judgeable], source, settings, through=through)
+    if read is None:
+        return list(incidents)
+    attribution, spec = read.attribution, source.job_spec()
     found: list[Incident | None] = list(incidents)
     for i in judgeable:
         others = tied_devices(o for o in incidents if o is not incidents[i]) | named_elsewhere
         pause = hiccup(incidents[i], others, attribution, spec=spec, slowdown=settings.attribution_slowdown,
                        sustain=settings.attribution_sustain, horizon=max(len(wanted), settings.localizer_window)) \
-            or unpaid_straggler_cause(incidents[i], attribution, slowdown=settings.attribution_slowdown)
+            or unpaid_straggler_cause(incidents[i], attribution, slowdown=settings.attribution_slowdown) \
+            or unpaid_compute(incidents[i], attribution, slowdown=settings.attribution_slowdown, spec=spec)
         found[i] = None if pause else data_not_device(incidents[i], attribution)
     return found
+
+
+def localized(source: RecordSource, irregular: Sequence[int], *, topology: Topology, settings: Settings,
+              through: int | None, named_elsewhere: set[str]) -> list[tuple[Incident, Incident | None]]:
+    """The incidents of a gathering of ``irregular`` iterations (``localize``, raising what it raises),
+    each with its reading (``judge``). Where a cluster's search reached into a sustained episode of
+    the iterations around (``replayed``) apart from its own, it is searched again kept between them,
+    as offline: a step later in the window is that episode's, which the slowdown watch raises. Records
+    the replay cannot order leave the incidents as first found, paged unjudged."""
+    search = partial(localize, source, irregular_iterations=irregular, topology=topology,
+                     window=settings.localizer_window)
+    incidents = search()
+    try:
+        read = replayed(incidents, source, settings, through=through)
+        sustained = read.sustained(settings) if read is not None else ()
+        if any(searched_across_episodes(incident, sustained) for incident in incidents):
+            incidents = search(between=sustained)
+        return list(zip(incidents, judge(incidents, source, settings, through=through,
+                                         named_elsewhere=named_elsewhere, read=read)))
+    except SleuthError as error:
+        _log.warning("job %s: cannot judge iterations %s..%s for benign pauses: %s", source.job_spec().job,
+                     irregular[0], irregular[-1], error)
+        return [(incident, incident) for incident in incidents]
+
+
+def _around(incidents: Sequence[Incident], settings: Settings, *, through: int | None) -> tuple[int, ...]:
+    """``replayed``'s iterations for ``incidents``."""
+    if through is None or not incidents:
+        return ()
+    seen = set().union(*(evidence_iterations(incident) for incident in incidents))
+    first = max(settings.attribution_warmup, min(seen) - settings.attribution_window)
+    return tuple(range(first, min(through, settled_through(max(seen), settings)) + 1))
 
 
 def _judgeable(incident: Incident, settings: Settings, *, through: int) -> bool:

@@ -13,7 +13,8 @@ job's gathering is due, the agent
    iterations, read on one clock (the hosts' clocks as the job's what-if rounds last read them,
    else as the first gathered iteration's records tell: ``sleuth.whatif.clocks``), on the
    ``SLEUTH_LOCALIZER_TOPOLOGY`` fabric (without one, the job's hosts behind one leaf, as
-   ``sleuth localize`` does);
+   ``sleuth localize`` does), each cluster's search kept between the sustained episodes around it,
+   as offline (``benign_pauses.localized``);
 4. keeps back the benign pauses (``benign_pauses.judge``: brief, cheap, not recurring, which the
    iterations after them show), reads as the data's a compute incident whose work or pauses move
    between the ranks, as offline, and raises each other incident that does not merely continue a
@@ -51,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from sleuth import metrics
 from sleuth.errors import ConfigError, SleuthError, UnknownJob
-from sleuth.localizer import Incident, localize
+from sleuth.localizer import Incident
 from sleuth.localizer.episodes import Raised, episode_of, grown
 from sleuth.settings import Settings
 from sleuth.storage.incidents import ClickHouseIncidentStore
@@ -60,7 +61,7 @@ from sleuth.storage.progress import active_jobs
 from sleuth.storage.source import ClickHouseSource, landed_through
 from sleuth.stores import Bus, PauseStore
 from sleuth.stream import connect
-from sleuth.stream.services.benign_pauses import judge, settled_through
+from sleuth.stream.services.benign_pauses import localized, settled_through
 from sleuth.stream.detection.publish import decode
 from sleuth.stream.services.episodes import Gatherer, Pending, not_localized
 from sleuth.stream.services.faust_app import assigned_partitions, create_app, run_in_own_loop, serve_until
@@ -223,19 +224,14 @@ class LocalizerAgent:
         if not fresh:
             return True
         source = OnOneClockSource(stored, self._clocks(job, stored, fresh[0]))
+        named = {device for r in raised for device in r.tops} | {p.top for p in paused if p.top}
         try:
-            incidents = localize(source, irregular_iterations=fresh, topology=self.topology or single_leaf(source.job_spec()),
-                                 window=settings.localizer_window)
+            judged = localized(source, fresh, topology=self.topology or single_leaf(source.job_spec()),
+                               settings=settings, through=through, named_elsewhere=named)
         except SleuthError as error:  # e.g. a job's GPU missing from the topology: retrying cannot help
             _log.error("job %s: cannot localize iterations %s..%s: %s", job, fresh[0], fresh[-1], error)
             return True
-        try:
-            named = {device for r in raised for device in r.tops} | {p.top for p in paused if p.top}
-            readings = judge(incidents, source, settings, through=through, named_elsewhere=named)
-        except SleuthError as error:  # records the replay cannot order: the incidents page unjudged
-            _log.warning("job %s: cannot judge iterations %s..%s for benign pauses: %s", job, fresh[0], fresh[-1], error)
-            readings = list(incidents)
-        for incident, reading in zip(incidents, readings):
+        for incident, reading in judged:
             if reading is None:
                 self.paused.record(incident)
                 self.pauses.append(incident)

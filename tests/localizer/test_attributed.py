@@ -340,6 +340,21 @@ def test_a_straggler_cause_is_unpaid_where_no_iteration_of_it_paid_the_slowdown_
         assert unpaid_straggler_cause(incident, found, slowdown=1.05) is unpaid, (cause, iterations)
 
 
+def test_a_compute_device_is_unpaid_where_its_iterations_ran_long_alike_and_the_replay_saw_stragglers_elsewhere() -> None:
+    from sleuth.localizer.attributed import unpaid_compute
+
+    spec = _pause_spec()
+    found = attribution((1.0, 1.02, 1.0, 1.06, 1.0))
+    for cause, iterations, unpaid in [("compute", (0, 1, 2), True), ("compute", (2, 3), False),
+                                      ("compute", (4, 5), False), ("network", (0, 1, 2), False)]:
+        incident = replace(_incident(cause), iterations=iterations)  # 5 was never replayed: nothing to tell
+        assert unpaid_compute(incident, found, slowdown=1.05, spec=spec) is unpaid, (cause, iterations)
+    incident = replace(_incident("compute"), iterations=(0, 1, 2))
+    # A replay that put nothing back anywhere may be blind to the job's compute; a coarse clock the same.
+    assert not unpaid_compute(incident, attribution((1.0,) * 5), slowdown=1.05, spec=spec)
+    assert not unpaid_compute(incident, found, slowdown=1.05, spec=replace(spec, time_resolution_ns=1_000_000))
+
+
 def test_the_slowest_iterations_of_a_clean_data_parallel_run_name_no_straggler_cause() -> None:
     # A change-point detector hands the search the slowest iterations of a fault-free run: its data
     # reading said sequence-length imbalance where the stragglers cost the job 0.2% (S 1.002).

@@ -10,7 +10,7 @@ from sleuth.localizer import localize
 from sleuth.settings import Settings
 from sleuth.sim import Emulation, Timing
 from sleuth.storage.memory import MemoryPauseStore
-from sleuth.stream.services.benign_pauses import judge, settled_through
+from sleuth.stream.services.benign_pauses import judge, localized, settled_through
 
 from .detection.conftest import scenario
 
@@ -100,3 +100,40 @@ def test_pauses_striking_one_rank_then_another_every_few_steps_blame_no_gpu_as_o
     assert incident.suspects and incident.suspects[0].device.startswith("gpu:")  # the search alone blames one
     [reading] = judge([incident], source, SETTINGS, through=59, named_elsewhere=set())
     assert reading is not None and not reading.cause.hardware and not reading.suspects, reading
+
+
+def test_steps_a_real_job_ran_long_on_every_rank_alike_page_no_gpu_though_a_later_episode_held_one() -> None:
+    """A real 4-rank DDP job streamed through the stack whose costly batches move between its ranks
+    (``gloo_logger/ddp-seqlen-streamed``): steps 43 and 44 ran long on every rank alike (the replay
+    puts nothing back), and the search from them took its evidence from 53-57, a sustained episode of
+    the batches' own, past the last landed step's settling (59), so it paged unjudged; 44 alone named
+    rank 2's GPU from 44 itself. Kept between the episodes around it, as offline, and read as no
+    straggler's, neither pages."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from sleuth.jobspec import JobSpec
+    from sleuth.records_folder import read_records
+    from sleuth.sources import MemorySource
+    from sleuth.topology.job_fabric import single_leaf
+
+    folder = Path(__file__).parents[1] / "localizer" / "gloo_logger" / "ddp-seqlen-streamed"
+    spec = JobSpec.read(folder)
+    records, rows = read_records(folder)
+    through = int(rows["iteration"].max())
+    source = MemorySource(spec, records, rows)
+    topology = single_leaf(spec)
+    # The search alone: the GPU paged as first found.
+    [found] = localize(source, irregular_iterations=[43, 44], topology=topology, window=SETTINGS.localizer_window)
+    assert found.suspects[0].device.startswith("gpu:")
+    assert judge([found], source, SETTINGS, through=through, named_elsewhere=set()) == [found]
+    for irregular in ([43, 44], [44]):
+        judged = localized(source, irregular, topology=topology, settings=SETTINGS, through=through,
+                           named_elsewhere=set())
+        assert all(reading is None for _, reading in judged), judged
+    # Before the later episode landed, its steps were none of the search's: the same.
+    landed = MemorySource(spec, records.take(np.flatnonzero(records["iteration"] <= 50)),
+                          rows.take(np.flatnonzero(rows["iteration"] <= 50)))
+    judged = localized(landed, [43, 44], topology=topology, settings=SETTINGS, through=50, named_elsewhere=set())
+    assert all(reading is None or not reading.cause.hardware for _, reading in judged), judged
