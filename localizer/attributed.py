@@ -712,10 +712,10 @@ def _a_run(attribution: Attribution, iterations: Sequence[int], turns: _Turns) -
 
 
 def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> bool:
-    """Whether a rank computes longer than its place's median in most of ``iterations``, by more than
-    chance makes the highest of the world's ranks (What-if §4.2: a device's slowdown persists from step
-    to step; a batch's or a pause's comes and goes, and leaves each rank's median alone): its median
-    over them stands above the ranks' medians by ``z`` robust standard deviations of theirs, ``z`` the
+    """Whether a rank computes longer than its place's median in most of the attributed iterations from
+    the first of ``iterations`` to the last, by more than chance makes the highest of the world's
+    ranks (What-if §4.2: a device's slowdown persists from step to step; a batch's or a pause's comes
+    and goes, and leaves each rank's median alone): its median over them stands above the ranks' medians by ``z`` robust standard deviations of theirs, ``z`` the
     normal quantile of ``significance`` shared among the ranks, and by more than
     ``AttributionRules.worker_floor`` (under it, no straggler is worth naming); and most of its
     work ran long in most of them (``Attribution.persistent_compute``: a rank that paused in two of
@@ -730,7 +730,10 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
     relative = attribution.relative_compute
     if relative is None:
         return False
-    rows = np.isin(np.asarray(attribution.iterations), np.asarray(list(iterations)))
+    # Every step from the first to the last, the dips too: a device slows each, where the steps the job
+    # paid for are those a batch or a pause struck, which alone set apart whoever drew most of them.
+    its = np.asarray(attribution.iterations)
+    rows = (its >= min(iterations)) & (its <= max(iterations)) if len(iterations) else np.zeros(len(its), bool)
     if rows.sum() < 2:
         return False
     medians = np.median(relative[rows], axis=0)
