@@ -8,9 +8,10 @@ only the iterations after a pause tell whether it recurs or goes on, so an incid
 ``SLEUTH_ATTRIBUTION_SUSTAIN`` iterations past the last one it rests on have landed for every rank:
 on the attribution of those and of the ``SLEUTH_ATTRIBUTION_WINDOW`` iterations before its first
 (past ``SLEUTH_ATTRIBUTION_WARMUP``), its cost a share of the ``SLEUTH_LOCALIZER_WINDOW`` iterations
-the localizer looks across, as offline it is of the records read. One that cannot be judged (its
-iterations still in the warmup, or the iterations after it never landed) pages: a fault is never
-held back for want of data. One naming a straggler cause the stragglers did not cost the job is
+the localizer looks across, as offline it is of the records read. One whose iterations are still in
+the warmup pages; one whose iterations after it have not landed within
+``SLEUTH_LOCALIZER_LAND_TIMEOUT_S`` (the job ended or stalls) is judged on those that did, as the
+finished job is offline: a stall that costs the job the line's share of the window still pages. One naming a straggler cause the stragglers did not cost the job is
 recorded as a pause too (``unpaid_straggler_cause``: its iterations were long on every rank alike).
 A pause judged benign is recorded (``sleuth.stores.PauseStore``), and a device that paused before
 pages the second time, as offline. A compute incident whose iterations the same attribution reads
@@ -73,15 +74,18 @@ def replayed(incidents: Sequence[Incident], source: RecordSource, settings: Sett
 
 
 def judge(incidents: Sequence[Incident], source: RecordSource, settings: Settings, *, through: int | None,
-          named_elsewhere: set[str], read: Replayed | None = None) -> list[Incident | None]:
+          named_elsewhere: set[str], read: Replayed | None = None, stopped: bool = False) -> list[Incident | None]:
     """Each of one gathering's ``incidents`` as judged on ``source``'s records landed ``through`` an
     iteration for every rank (None: none yet): None where it is a benign pause, else the incident,
     read as the data's (``data_not_device``) where the attribution says so; ``named_elsewhere``:
     devices the job's raised incidents name first or tie with, and its recorded pauses' first suspects;
-    ``read``: ``replayed``'s, used where it holds the iterations the judgeable incidents need."""
+    ``read``: ``replayed``'s, used where it holds the iterations the judgeable incidents need;
+    ``stopped``: the job's records stopped landing before the iterations that settle a pause
+    (``SLEUTH_LOCALIZER_LAND_TIMEOUT_S``): it is judged on those that landed, as offline."""
     if through is None:
         return list(incidents)
-    judgeable = [i for i, incident in enumerate(incidents) if _judgeable(incident, settings, through=through)]
+    judgeable = [i for i, incident in enumerate(incidents)
+                 if _judgeable(incident, settings, through=through, stopped=stopped)]
     if not judgeable:
         return list(incidents)
     wanted = _around([incidents[i] for i in judgeable], settings, through=through)
@@ -102,9 +106,9 @@ def judge(incidents: Sequence[Incident], source: RecordSource, settings: Setting
 
 
 def localized(source: RecordSource, irregular: Sequence[int], *, topology: Topology, settings: Settings,
-              through: int | None, named_elsewhere: set[str]) -> list[tuple[Incident, Incident | None]]:
+              through: int | None, named_elsewhere: set[str], stopped: bool = False) -> list[tuple[Incident, Incident | None]]:
     """The incidents of a gathering of ``irregular`` iterations (``localize``, raising what it raises),
-    each with its reading (``judge``). Where a cluster's search reached into a sustained episode of
+    each with its reading (``judge``, ``stopped`` its). Where a cluster's search reached into a sustained episode of
     the iterations around (``replayed``) apart from its own, it is searched again kept between them,
     as offline: a step later in the window is that episode's, which the slowdown watch raises. Records
     the replay cannot order leave the incidents as first found, paged unjudged."""
@@ -117,7 +121,7 @@ def localized(source: RecordSource, irregular: Sequence[int], *, topology: Topol
         if any(searched_across_episodes(incident, sustained) for incident in incidents):
             incidents = search(between=sustained)
         return list(zip(incidents, judge(incidents, source, settings, through=through,
-                                         named_elsewhere=named_elsewhere, read=read)))
+                                         named_elsewhere=named_elsewhere, read=read, stopped=stopped)))
     except SleuthError as error:
         _log.warning("job %s: cannot judge iterations %s..%s for benign pauses: %s", source.job_spec().job,
                      irregular[0], irregular[-1], error)
@@ -133,7 +137,7 @@ def _around(incidents: Sequence[Incident], settings: Settings, *, through: int |
     return tuple(range(first, min(through, settled_through(max(seen), settings)) + 1))
 
 
-def _judgeable(incident: Incident, settings: Settings, *, through: int) -> bool:
-    """Past the warmup, and the iterations that show whether it goes on have landed."""
+def _judgeable(incident: Incident, settings: Settings, *, through: int, stopped: bool) -> bool:
+    """Past the warmup, and the iterations that show whether it goes on have landed, or none will."""
     seen = evidence_iterations(incident)
-    return min(seen) >= settings.attribution_warmup and settled_through(max(seen), settings) <= through
+    return min(seen) >= settings.attribution_warmup and (stopped or settled_through(max(seen), settings) <= through)

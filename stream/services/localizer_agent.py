@@ -211,7 +211,8 @@ class LocalizerAgent:
             return True
         through = landed_through(self.client, db, job, world=stored.job_spec().world, since=fresh[0])
         # The iterations after the last show whether a pause recurs or goes on (benign_pauses.judge).
-        if through is None or through < settled_through(fresh[-1], settings):
+        stopped = through is None or through < settled_through(fresh[-1], settings)
+        if stopped:
             waited = self.clock() - pending.first_arrival - settings.localizer_debounce_s
             if waited < settings.localizer_land_timeout_s:
                 return False
@@ -227,7 +228,7 @@ class LocalizerAgent:
         named = {device for r in raised for device in r.tops} | {p.top for p in paused if p.top}
         try:
             judged = localized(source, fresh, topology=self.topology or single_leaf(source.job_spec()),
-                               settings=settings, through=through, named_elsewhere=named)
+                               settings=settings, through=through, named_elsewhere=named, stopped=stopped)
         except SleuthError as error:  # e.g. a job's GPU missing from the topology: retrying cannot help
             _log.error("job %s: cannot localize iterations %s..%s: %s", job, fresh[0], fresh[-1], error)
             return True

@@ -42,6 +42,18 @@ def test_a_pause_is_benign_once_the_iterations_after_it_landed_and_not_before() 
         assert benign_pauses(incidents, em, SETTINGS, through=through, named_elsewhere=set()) == [True]
 
 
+def test_a_pause_whose_job_stopped_landing_records_is_judged_on_those_that_landed() -> None:
+    """The iterations after a pause at the job's end never land: once the land timeout passed, it is
+    judged on those that did, as the finished job is offline; a stall costing the job more than the
+    slowdown line's share of the window (an iteration 14 times its length) still pages."""
+    em, incidents = judged(pause_at=(20,))
+    for through in (20, 21):
+        assert benign_pauses(incidents, em, SETTINGS, through=through, named_elsewhere=set(), stopped=True) == [True]
+    stalled, [stall] = judged("gpu:h0003/1,slow=30,start=20,end=21")
+    assert stall.iterations[0] == 20
+    assert benign_pauses([stall], stalled, SETTINGS, through=20, named_elsewhere=set(), stopped=True) == [False]
+
+
 def test_a_pause_on_a_device_named_before_pages() -> None:
     em, [incident] = judged(pause_at=(20,))
     store = MemoryPauseStore()
