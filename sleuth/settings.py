@@ -225,7 +225,8 @@ class Settings:
     )
     localizer_land_timeout_s: float = _setting(
         60.0, "SLEUTH_LOCALIZER_LAND_TIMEOUT_S",
-        "seconds the localizer then waits at most for every rank's records of those iterations", _seconds,
+        "seconds the localizer then waits at most for every rank's records of those iterations and the few "
+        "after them; then it localizes and judges what has landed (the job ended or stalls)", _seconds,
     )
     localizer_window: int = _setting(
         100, "SLEUTH_LOCALIZER_WINDOW", "iterations T of the streaming localizer's cross-iteration analysis",
