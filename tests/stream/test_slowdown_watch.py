@@ -294,13 +294,13 @@ def test_a_real_jobs_costly_batches_that_one_rank_drew_in_three_of_four_steps_bl
 
 
 @pytest.mark.parametrize("at", [(11, 28, 42, 59), (8, 11, 14, 17, 20, 23, 26, 29, 32, 35, 38, 41, 44, 47, 50, 53, 56, 59)])
-def test_a_real_jobs_costly_batches_read_on_its_own_step_rows_blame_no_gpu(at) -> None:
-    """The same job streamed again, read with the logger's own iteration rows (``ddp-seqlen-streamed-rows``),
-    the rounds landing as they did live (11, 28, 42, 59): over 53-58 rank 3 drew three of the four
+def test_a_real_jobs_costly_batches_streamed_again_blame_no_gpu(at) -> None:
+    """The same job streamed again (``ddp-seqlen-streamed-2``), the rounds landing as they did live
+    (11, 28, 42, 59), and every third iteration: over 53-58 rank 3 drew three of the four
     costly batches the job paid for and ran at its peers' pace in 54-56, and its compute in the
     paying steps alone stood above the others' by Mann-Whitney: its GPU was paged. A slow device
     slows every step from the first to the last; measured over all of them, no rank stands apart."""
-    job = _Recorded(Path(__file__).parents[1] / "localizer" / "gloo_logger" / "ddp-seqlen-streamed-rows")
+    job = _Recorded(Path(__file__).parents[1] / "localizer" / "gloo_logger" / "ddp-seqlen-streamed-2")
     raised, _ = rounds(job, through=59, at=at)
     assert raised and not [i for i in raised if i.suspects], [(i.incident, i.suspects) for i in raised]
 
