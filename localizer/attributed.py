@@ -63,7 +63,7 @@ from sleuth.localizer.search import Cause, Root
 
 __all__ = ["Episode", "Part", "at_steps", "complement", "diagnose", "diagnose_episode", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
            "jitter_transfers_dropped", "lead", "paid_sides", "parts", "pauses_move", "runs", "slowdown_incident", "split_led", "steady_straggler",
-           "summary", "tied_devices", "unpaid_compute", "unpaid_straggler_cause", "whatif_search", "work_moves"]
+           "summary", "tied_devices", "unpaid_compute", "unpaid_side", "unpaid_straggler_cause", "whatif_search", "work_moves"]
 
 _RULES = LOCALIZER_RULES
 _NS_PER_HOUR = 3_600e9
@@ -440,6 +440,21 @@ def unpaid_compute(incident: Incident, attribution: Attribution, *, slowdown: fl
         return False
     paid = _stragglers_paid(attribution, slowdown)
     return all(i in paid and not paid[i] for i in incident.iterations) and any(paid.values())
+
+
+def unpaid_side(incident: Incident, attribution: Attribution, *, slowdown: float) -> bool:
+    """Whether a hardware ``incident``'s suspects all lie on a side (compute, or transfers) that
+    carries under ``minor`` of what the operator types add up to over its iterations, where the
+    stragglers cost those iterations the ``slowdown`` line: what the job paid there is the other
+    side's. Offline the episode's what-if suspects complement such an incident and ``paid_sides``
+    drops this side; live the slowdown watch names the other side from every rank's records."""
+    sides = {_is_compute(s) for s in incident.suspects}
+    share = _paid_compute_share(attribution, incident.iterations)
+    if not incident.cause.hardware or len(sides) != 1 or share is None:
+        return False
+    if Part.STRAGGLERS.slowdown(attribution, incident.iterations) < slowdown:
+        return False
+    return (share if sides == {True} else 1.0 - share) < _RULES.minor
 
 
 def evidence_iterations(incident: Incident) -> set[int]:

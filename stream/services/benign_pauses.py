@@ -12,7 +12,10 @@ the localizer looks across, as offline it is of the records read. One whose iter
 the warmup pages; one whose iterations after it have not landed within
 ``SLEUTH_LOCALIZER_LAND_TIMEOUT_S`` (the job ended or stalls) is judged on those that did, as the
 finished job is offline: a stall that costs the job the line's share of the window still pages. One naming a straggler cause the stragglers did not cost the job is
-recorded as a pause too (``unpaid_straggler_cause``: its iterations were long on every rank alike).
+recorded as a pause too (``unpaid_straggler_cause``: its iterations were long on every rank alike),
+as is one naming a compute device there (``unpaid_compute``) or naming only a side that carried under
+a tenth of what the job paid in its iterations (``unpaid_side``: a transfer blip inside a slow GPU's
+episode, which the slowdown watch raises).
 A pause judged benign is recorded (``sleuth.stores.PauseStore``), and a device that paused before
 pages the second time, as offline. A compute incident whose iterations the same attribution reads
 as work or pauses moving between the ranks (``localize.data_not_device``: pauses striking one rank,
@@ -32,7 +35,7 @@ from sleuth.errors import SleuthError
 from sleuth.localizer import Incident, localize
 from sleuth.localizer.localize import data_not_device, searched_across_episodes
 from sleuth.localizer.attributed import (
-    Episode, episodes, evidence_iterations, hiccup, tied_devices, unpaid_compute, unpaid_straggler_cause,
+    Episode, episodes, evidence_iterations, hiccup, tied_devices, unpaid_compute, unpaid_side, unpaid_straggler_cause,
 )
 from sleuth.settings import Settings
 from sleuth.sources import RecordSource
@@ -100,7 +103,8 @@ def judge(incidents: Sequence[Incident], source: RecordSource, settings: Setting
         pause = hiccup(incidents[i], others, attribution, spec=spec, slowdown=settings.attribution_slowdown,
                        sustain=settings.attribution_sustain, horizon=max(len(wanted), settings.localizer_window)) \
             or unpaid_straggler_cause(incidents[i], attribution, slowdown=settings.attribution_slowdown) \
-            or unpaid_compute(incidents[i], attribution, slowdown=settings.attribution_slowdown, spec=spec)
+            or unpaid_compute(incidents[i], attribution, slowdown=settings.attribution_slowdown, spec=spec) \
+            or unpaid_side(incidents[i], attribution, slowdown=settings.attribution_slowdown)
         found[i] = None if pause else data_not_device(incidents[i], attribution)
     return found
 

@@ -355,6 +355,19 @@ def test_a_compute_device_is_unpaid_where_its_iterations_ran_long_alike_and_the_
     assert not unpaid_compute(incident, found, slowdown=1.05, spec=replace(spec, time_resolution_ns=1_000_000))
 
 
+def test_a_side_is_unpaid_where_the_stragglers_paid_the_line_and_it_carried_under_a_tenth() -> None:
+    from sleuth.localizer.attributed import unpaid_side
+
+    compute_paid = attribution((1.2, 1.2, 1.2), by_type={COMPUTE: 1.2, "dp.all_reduce": 1.01})
+    network, gpu = _incident("network", ("nvswitch:h0", "nvswitch")), _incident("compute", ("gpu:h0/1", "gpu"))
+    assert unpaid_side(network, compute_paid, slowdown=1.05)
+    assert not unpaid_side(gpu, compute_paid, slowdown=1.05)
+    # Both sides named, or the transfers carrying a tenth, or nothing paid: the side stays.
+    assert not unpaid_side(_incident("mixed", ("gpu:h0/1", "gpu"), ("nic:h0/1", "nic")), compute_paid, slowdown=1.05)
+    assert not unpaid_side(network, attribution((1.2,) * 3, by_type={COMPUTE: 1.2, "dp.all_reduce": 1.03}), slowdown=1.05)
+    assert not unpaid_side(network, attribution((1.0,) * 3, by_type={COMPUTE: 1.2, "dp.all_reduce": 1.01}), slowdown=1.05)
+
+
 def test_the_slowest_iterations_of_a_clean_data_parallel_run_name_no_straggler_cause() -> None:
     # A change-point detector hands the search the slowest iterations of a fault-free run: its data
     # reading said sequence-length imbalance where the stragglers cost the job 0.2% (S 1.002).

@@ -149,3 +149,26 @@ def test_steps_a_real_job_ran_long_on_every_rank_alike_page_no_gpu_though_a_late
                           rows.take(np.flatnonzero(rows["iteration"] <= 50)))
     judged = localized(landed, [43, 44], topology=topology, settings=SETTINGS, through=50, named_elsewhere=set())
     assert all(reading is None or not reading.cause.hardware for _, reading in judged), judged
+
+
+def test_a_transfer_blip_inside_a_slow_gpus_episode_pages_no_switch() -> None:
+    """A real 4-rank DDP job streamed through the stack whose rank 2 computed about three times as
+    long from its first step (``gloo_logger/ddp-from0-streamed``): iteration 15's all-reduce ran long
+    on every rank, and its search named the host's NVSwitch, which paged beside the slowdown watch's
+    GPU. Transfers carried under a tenth of what the job paid there, compute the rest: offline the
+    episode's GPU leads that cluster and its network side goes (``paid_sides``); live it is recorded,
+    not paged."""
+    from pathlib import Path
+
+    from sleuth.jobspec import JobSpec
+    from sleuth.records_folder import read_records
+    from sleuth.sources import MemorySource
+    from sleuth.topology.job_fabric import single_leaf
+
+    folder = Path(__file__).parents[1] / "localizer" / "gloo_logger" / "ddp-from0-streamed"
+    spec = JobSpec.read(folder)
+    source, topology = MemorySource(spec, *read_records(folder)), single_leaf(spec)
+    [found] = localize(source, irregular_iterations=[15], topology=topology, window=SETTINGS.localizer_window)
+    assert [s.device for s in found.suspects] == ["nvswitch:vm"]
+    judged = localized(source, [15], topology=topology, settings=SETTINGS, through=59, named_elsewhere=set())
+    assert [reading for _, reading in judged] == [None]
