@@ -730,7 +730,8 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
     """Whether a rank computes longer than its place's median in most of the attributed iterations from
     the first of ``iterations`` to the last, by more than chance makes the highest of the world's
     ranks (What-if §4.2: a device's slowdown persists from step to step; a batch's or a pause's comes
-    and goes, and leaves each rank's median alone): its median over them stands above the ranks' medians by ``z`` robust standard deviations of theirs, ``z`` the
+    and goes, and leaves each rank's median alone): its median over them stands above the ranks'
+    medians by ``z`` robust standard deviations of theirs, ``z`` the
     normal quantile of ``significance`` shared among the ranks, and by more than
     ``AttributionRules.worker_floor`` (under it, no straggler is worth naming); and most of its
     work ran long in most of them (``Attribution.persistent_compute``: a rank that paused in two of

@@ -11,12 +11,12 @@ on the attribution of those and of the ``SLEUTH_ATTRIBUTION_WINDOW`` iterations 
 the localizer looks across, as offline it is of the records read. One whose iterations are still in
 the warmup pages; one whose iterations after it have not landed within
 ``SLEUTH_LOCALIZER_LAND_TIMEOUT_S`` (the job ended or stalls) is judged on those that did, as the
-finished job is offline: a stall that costs the job the line's share of the window still pages. One naming a straggler cause the stragglers did not cost the job is
-recorded as a pause too (``unpaid_straggler_cause``: its iterations were long on every rank alike),
-as is one naming a compute device there (``unpaid_compute``) or naming only a side that carried under
-a tenth of what the job paid in its iterations (``unpaid_side``: a transfer blip inside a slow GPU's
-episode, which the slowdown watch raises).
-A pause judged benign is recorded (``sleuth.stores.PauseStore``), and a device that paused before
+finished job is offline: a stall that costs the job the line's share of the window still pages. One
+naming a straggler cause the stragglers did not cost the job is recorded as a pause too
+(``unpaid_straggler_cause``: its iterations were long on every rank alike), as is one naming a
+compute device there (``unpaid_compute``) or naming only a side that carried under a tenth of what
+the job paid in its iterations (``unpaid_side``: a transfer blip inside a slow GPU's episode, which
+the slowdown watch raises). A pause judged benign is recorded (``sleuth.stores.PauseStore``), and a device that paused before
 pages the second time, as offline. A compute incident whose iterations the same attribution reads
 as work or pauses moving between the ranks (``localize.data_not_device``: pauses striking one rank,
 then another, every few steps) names that cause and no GPU, as offline. The sustained episodes of
@@ -110,12 +110,13 @@ def judge(incidents: Sequence[Incident], source: RecordSource, settings: Setting
 
 
 def localized(source: RecordSource, irregular: Sequence[int], *, topology: Topology, settings: Settings,
-              through: int | None, named_elsewhere: set[str], stopped: bool = False) -> list[tuple[Incident, Incident | None]]:
+              through: int | None, named_elsewhere: set[str],
+              stopped: bool = False) -> list[tuple[Incident, Incident | None]]:
     """The incidents of a gathering of ``irregular`` iterations (``localize``, raising what it raises),
-    each with its reading (``judge``, ``stopped`` its). Where a cluster's search reached into a sustained episode of
-    the iterations around (``replayed``) apart from its own, it is searched again kept between them,
-    as offline: a step later in the window is that episode's, which the slowdown watch raises. Records
-    the replay cannot order leave the incidents as first found, paged unjudged."""
+    each with its reading (``judge``, ``stopped`` its). Where a cluster's search reached into a
+    sustained episode of the iterations around (``replayed``) apart from its own, it is searched again
+    kept between them, as offline: a step later in the window is that episode's, which the slowdown
+    watch raises. Records the replay cannot order leave the incidents as first found, paged unjudged."""
     search = partial(localize, source, irregular_iterations=irregular, topology=topology,
                      window=settings.localizer_window)
     incidents = search()
