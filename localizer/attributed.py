@@ -389,29 +389,29 @@ def hiccup(incident: Incident, named_elsewhere: Collection[str], attribution: At
     near = [run for run in short if all(run.iterations[0] - 1 <= i <= run.iterations[-1] + 1 for i in seen)]
     if len(near) != 1 or any(abs(i - j) <= 1 for e in sustained for i in seen for j in (e.iterations[0], e.iterations[-1])):
         return False
-    if (incident.suspects and incident.suspects[0].device in named_elsewhere
-            and not _paid_elsewhere(incident.suspects[0], attribution, near[0].iterations, spec)):
-        return False
+    if incident.suspects and incident.suspects[0].device in named_elsewhere:
+        elsewhere = _paid_elsewhere(incident.suspects[0], attribution, spec)
+        known = [elsewhere[i] for i in near[0].iterations if i in elsewhere]
+        if not known or not all(known):
+            return False
     original, ideal = Part.STRAGGLERS.times(attribution, near[0].iterations)
     ideal_ns = np.asarray(attribution.hardware_ideal_ns, float)
     window = float(ideal_ns.sum()) if horizon is None else float(ideal_ns.mean()) * horizon
     return window > 0 and float(np.clip(original - ideal, 0, None).sum()) / window < slowdown - 1.0
 
 
-def _paid_elsewhere(suspect: Suspect, attribution: Attribution, iterations: Sequence[int], spec: JobSpec) -> bool:
-    """Whether a GPU or host ``suspect`` ran none of the ranks the replay found costliest in any of
-    ``iterations``: the search, which saw a few ranks, named it by chance, so that it pauses again
-    elsewhere says nothing of this pause. False where the replay named no rank, or for a device
-    whose ranks the placements do not tell (a NIC, a switch or a set of spines: their cost is transfers)."""
+def _paid_elsewhere(suspect: Suspect, attribution: Attribution, spec: JobSpec) -> dict[int, bool]:
+    """Per attributed iteration whose costliest rank the replay found, whether a GPU or host
+    ``suspect`` ran none of it: where it did not, the search, which saw a few ranks, named it by
+    chance, so that it pauses again elsewhere says nothing of that iteration's pause. Empty for a
+    device whose ranks the placements do not tell (a NIC, a switch or a set of spines: their cost is
+    transfers)."""
     if not _is_compute(suspect) or not attribution.costliest_rank:
-        return False
+        return {}
     ref = parse_device(suspect.device)
-    n = min(len(attribution.iterations), len(attribution.costliest_rank))
-    at = np.isin(np.asarray(attribution.iterations[:n]), np.asarray(list(iterations)))
-    paid = {int(r) for r in np.asarray(attribution.costliest_rank[:n])[at] if r >= 0}
     ranks = {p.rank for p in spec.placements
              if p.host == ref.name and (ref.kind is DeviceKind.HOST or p.gpu == ref.index)}
-    return bool(paid) and not paid & ranks
+    return {int(i): int(r) not in ranks for i, r in zip(attribution.iterations, attribution.costliest_rank) if r >= 0}
 
 
 #: The non-hardware causes read from what the stragglers cost (What-if §5.3-§5.4).
@@ -731,11 +731,11 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
     the first of ``iterations`` to the last, by more than chance makes the highest of the world's
     ranks (What-if §4.2: a device's slowdown persists from step to step; a batch's or a pause's comes
     and goes, and leaves each rank's median alone): its median over them stands above the ranks'
-    medians by ``z`` robust standard deviations of theirs, ``z`` the
-    normal quantile of ``significance`` shared among the ranks, and by more than
-    ``AttributionRules.worker_floor`` (under it, no straggler is worth naming); and most of its
-    work ran long in most of them (``Attribution.persistent_compute``: a rank that paused in two of
-    three iterations has a raised median too, but in one step of its work each time). Over so few
+    medians by ``z`` robust standard deviations of theirs, ``z`` the normal quantile of
+    ``significance`` shared among the ranks, and by more than ``AttributionRules.worker_floor``
+    (under it, no straggler is worth naming); and most of its work ran long in most of them
+    (``Attribution.persistent_compute``: a rank that paused in two of three iterations has a raised
+    median too, but in one step of its work each time). Over so few
     iterations that the ranks' order alone could not set one apart at ``significance`` (among ranks
     alike, one is the highest of all n with probability ranks^(1-n)), or where it ran at its peers'
     pace in an iteration between two it ran long in (a device slows every step from its onset to its
@@ -951,10 +951,10 @@ def grown_to_episode(source: RecordSource, incident: Incident, attribution: Attr
     a pause in the window before a device's step is not that step's onset."""
     job, spec = whole or attribution, source.job_spec()
     paid = _stragglers_paid(job, slowdown)
-    first = incident.suspects[0] if incident.suspects else None
+    elsewhere = _paid_elsewhere(incident.suspects[0], job, spec) if incident.suspects else {}
     apart = {i for i in incident.iterations
              if not episode.iterations[0] - 1 <= i <= episode.iterations[-1] + 1
-             and (not paid.get(i, True) or (first is not None and _paid_elsewhere(first, job, [i], spec)))}
+             and (not paid.get(i, True) or elsewhere.get(i, False))}
     own = [i for i in incident.iterations if i not in apart] or list(episode.iterations)
     iterations = tuple(sorted(set(own) | set(episode.iterations)))
     t_from, t_to = _span(source, _candidates(attribution, graph), iterations)
