@@ -13,6 +13,9 @@ which arrive as soon as detection sees them, before any localization. How far th
 from ClickHouse ``iterations`` (``progress.completed_iterations``): the iteration every rank of the
 job's registered world has finished, so a rank that lags does not resolve an alert early. Only the
 iterations from the first that could resolve one of the job's alerts on are read (``resolvable_from``).
+A job that stops reporting (it ended, or died, while slow) never gets there: its alerts resolve once
+its newest iteration has not moved for ``stopped_after_s`` seconds of the alerter's clock
+(``resolve_stopped``), ending when that iteration was first seen, since the job paid nothing after it.
 
 Every change is saved (an ``AlertStore``: ClickHouse in service, ``MemoryAlertStore`` in unit tests)
 as unannounced before it is announced (``notify``), and saved again as announced after: a restart reloads the open alerts and the changes not yet announced, and
@@ -39,11 +42,14 @@ __all__ = ["Alerter"]
 
 class Alerter:
     def __init__(self, store: AlertStore, *, notify: Callable[[list[Alert]], None], resolve_after: int,
-                 critical_slowdown: float, critical_gpu_hours: float, clock: Callable[[], int] = time.time_ns,
-                 refresh: Callable[[list[Alert]], None] | None = None) -> None:
+                 stopped_after_s: float, critical_slowdown: float, critical_gpu_hours: float,
+                 clock: Callable[[], int] = time.time_ns, refresh: Callable[[list[Alert]], None] | None = None) -> None:
         self.store = store
         self.notify = notify
         self.resolve_after = positive_int("resolve_after", resolve_after, error=ValueError)
+        if not stopped_after_s > 0:
+            raise ValueError(f"stopped_after_s must be a positive number of seconds, got {stopped_after_s!r}")
+        self.stopped_after_ns = int(stopped_after_s * 1e9)
         self.critical_slowdown = critical_slowdown
         self.critical_gpu_hours = critical_gpu_hours
         self.clock = clock
@@ -51,6 +57,8 @@ class Alerter:
         self.open: dict[tuple[str, str], Alert] = {a.key: a for a in store.load(status=AlertStatus.FIRING)}
         # Saved but not announced yet, by the alert's identity (job, device, starts_ns): the latest version.
         self.unannounced: dict[tuple[str, str, int], Alert] = {_identity(a): a for a in store.load(announced=False)}
+        # job -> (its newest iteration, when this process first saw it there): what tells a job that stopped.
+        self.progress: dict[str, tuple[int, int]] = {}
         self._count_open()
 
     def _count_open(self) -> None:
@@ -91,8 +99,40 @@ class Alerter:
         ``completed``: job -> the last iteration every rank of it finished.
         """
         now = self.clock()
-        done = [a.replace(status=AlertStatus.RESOLVED, ends_ns=now) for a in self.open.values()
+        done = [a.replace(status=AlertStatus.RESOLVED, ends_ns=now,
+                          resolution=f"{completed[a.job] - a.last_irregular} regular iterations past the last "
+                                     f"irregular one ({a.last_irregular})")
+                for a in self.open.values()
                 if a.job in completed and completed[a.job] - a.last_irregular >= self.resolve_after]
+        return self._commit(done)
+
+    def reporting_from(self) -> dict[str, int]:
+        """job -> the least last irregular iteration of its open alerts: where its newest iteration is looked for."""
+        since: dict[str, int] = {}
+        for alert in self.open.values():
+            since[alert.job] = min(since.get(alert.job, alert.last_irregular), alert.last_irregular)
+        return since
+
+    def resolve_stopped(self, newest: Mapping[str, int]) -> list[Alert]:
+        """Resolve the open alerts of jobs whose newest iteration has not moved for ``stopped_after_s``.
+
+        ``newest``: job -> its newest iteration from ``reporting_from()`` on; a job left out has none there.
+        """
+        now = self.clock()
+        jobs = {a.job for a in self.open.values()}
+        self.progress = {job: seen for job, seen in self.progress.items() if job in jobs}
+        stopped: dict[str, tuple[int, int]] = {}
+        for job in jobs:
+            at = newest.get(job, -1)
+            if job not in self.progress or self.progress[job][0] != at:
+                self.progress[job] = (at, now)
+            elif now - self.progress[job][1] >= self.stopped_after_ns:
+                stopped[job] = self.progress[job]
+        done = [a.replace(status=AlertStatus.RESOLVED, ends_ns=stopped[a.job][1],
+                          resolution=_stopped_words(stopped[a.job][0], a.last_irregular, self.stopped_after_ns))
+                for a in self.open.values() if a.job in stopped]
+        for job in stopped:
+            del self.progress[job]
         return self._commit(done)
 
     def announce_pending(self) -> list[Alert]:
@@ -151,6 +191,11 @@ class Alerter:
         self.unannounced.update((_identity(a), a) for a in pending)
         self.store.save(pending, announced=False)
         self.store.save([a for a in alerts if _identity(a) not in self.unannounced])
+
+
+def _stopped_words(newest: int, last_irregular: int, after_ns: int) -> str:
+    where = f"iteration {newest}" if newest >= 0 else f"no iteration past the last irregular one ({last_irregular})"
+    return f"the job stopped reporting: {where}, then nothing for {after_ns / 1e9:g} s"
 
 
 def _identity(alert: Alert) -> tuple[str, str, int]:

@@ -117,6 +117,7 @@ class Alert:
     last_irregular: int
     ends_ns: int = 0
     advice: str = ""
+    resolution: str = ""  # why a resolved alert resolved, in words; empty while it fires
 
     @property
     def key(self) -> tuple[str, str]:
@@ -156,6 +157,8 @@ class Alert:
         }
         if self.advice:
             text["advice"] = self.advice
+        if self.resolution:
+            text["resolution"] = self.resolution
         return text
 
     def to_webhook_alert(self, *, generator_url: str = "") -> dict[str, Any]:

@@ -4,7 +4,8 @@ Two agents and a timer, in one consumer group (``SLEUTH_ALERTER_GROUP``):
 
 * incidents (``SLEUTH_INCIDENTS_TOPIC``, ``Incident.to_json()`` keyed by job) open and update alerts;
 * irregularities (``SLEUTH_IRREGULARITIES_TOPIC``) postpone the resolution of a job's alerts;
-* every ``check_s`` seconds, the open alerts' jobs' progress is read from ClickHouse and resolves them,
+* every ``check_s`` seconds, the open alerts' jobs' progress is read from ClickHouse and resolves them
+  (enough regular iterations, or none at all for ``SLEUTH_JOB_IDLE_S``: the job stopped reporting),
   and the open alerts are reannounced to Alertmanager when due (``SLEUTH_ALERT_RESEND_S``).
 
 All three hand their work to one thread (``Alerter`` is not thread-safe, and its ClickHouse and
@@ -38,7 +39,7 @@ from sleuth.oncall.notify import Notifier
 from sleuth.oncall.webhook import WebhookSender
 from sleuth.settings import Settings
 from sleuth.storage.alerts import ClickHouseAlertStore
-from sleuth.storage.progress import completed_iterations
+from sleuth.storage.progress import completed_iterations, newest_iterations
 from sleuth.stores import Bus
 from sleuth.stream.services.at_least_once import acknowledged_when_done, until_done
 from sleuth.stream.services.faust_app import create_app, serve_until
@@ -66,7 +67,8 @@ def build_alerter(settings: Settings, *, client: Client, producer: Bus | None = 
     notifier = Notifier(topic=settings.alerts_topic, producer=producer, webhooks=webhooks, alertmanager=alertmanager,
                         incident_url=link)
     return Alerter(ClickHouseAlertStore(client, settings.clickhouse_database), notify=notifier, refresh=notifier.refresh,
-                   resolve_after=settings.alert_resolve_iterations, critical_slowdown=settings.alert_critical_slowdown,
+                   resolve_after=settings.alert_resolve_iterations, stopped_after_s=settings.job_idle_s,
+                   critical_slowdown=settings.alert_critical_slowdown,
                    critical_gpu_hours=settings.alert_critical_gpu_hours)
 
 
@@ -128,9 +130,11 @@ class AlerterService:
         self.alerter.on_irregular(job, iteration)
 
     def check_resolutions(self) -> None:
+        database = self.settings.clickhouse_database
         since = self.alerter.resolvable_from()
         if since:
-            self.alerter.resolve(completed_iterations(self.client, self.settings.clickhouse_database, since))
+            self.alerter.resolve(completed_iterations(self.client, database, since))
+        self.alerter.resolve_stopped(newest_iterations(self.client, database, self.alerter.reporting_from()))
 
     def _build_app(self, loop: asyncio.AbstractEventLoop, datadir: str, stop: threading.Event) -> Any:
         settings = self.settings

@@ -264,7 +264,8 @@ class Settings:
     job_idle_s: float = _setting(
         3600.0, "SLEUTH_JOB_IDLE_S",
         "seconds without a record after which the gateway, workers and localizer drop a job's state (a job "
-        "that comes back is registered or read again): an hour outlasts checkpoint saves and evaluation pauses",
+        "that comes back is registered or read again) and the alerter resolves its alerts (it stopped "
+        "reporting): an hour outlasts checkpoint saves and evaluation pauses",
         _seconds,
     )
     detect_model: str = _setting(

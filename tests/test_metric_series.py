@@ -43,14 +43,16 @@ def value(name: str, **labels: str) -> float:
 
 def test_open_incidents_follow_the_firing_alerts() -> None:
     store = MemoryStore()
-    alerter = Alerter(store, notify=lambda alerts: None, resolve_after=3, critical_slowdown=2.0, critical_gpu_hours=10.0)
+    alerter = Alerter(store, notify=lambda alerts: None, resolve_after=3, stopped_after_s=3600.0, critical_slowdown=2.0,
+                      critical_gpu_hours=10.0)
     assert value("sleuth_open_incidents") == 0
     first = spine_incident(operators=2)
     alerter.on_incident(first)  # two suspects: two alerts citing one incident
     assert len(alerter.open) == 2 and value("sleuth_open_incidents") == 1
     alerter.on_incident(dataclasses.replace(first, incident="demo-spine-40-45", iterations=(40, 41)))
     assert value("sleuth_open_incidents") == 2
-    restarted = Alerter(store, notify=lambda alerts: None, resolve_after=3, critical_slowdown=2.0, critical_gpu_hours=10.0)
+    restarted = Alerter(store, notify=lambda alerts: None, resolve_after=3, stopped_after_s=3600.0,
+                        critical_slowdown=2.0, critical_gpu_hours=10.0)
     assert len(restarted.open) == 2 and value("sleuth_open_incidents") == 2  # reloaded, counted again
     resolved = restarted.resolve({"demo-spine": 50})
     assert {a.status for a in resolved} == {AlertStatus.RESOLVED} and value("sleuth_open_incidents") == 0

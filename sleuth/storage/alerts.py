@@ -1,4 +1,4 @@
-"""The alerter's state in ClickHouse (table ``alerts``, schema migrations 7, 9 and 10), so it survives a restart.
+"""The alerter's state in ClickHouse (table ``alerts``, schema migrations 7, 9, 10 and 14), so it survives a restart.
 
 Every change of an alert inserts a new row version; the ReplacingMergeTree keeps the latest per
 (job, device, starts_ns), and reads use ``FINAL`` so they are exact before the background merge.

@@ -12,7 +12,7 @@ from sleuth.storage.schema import check_database_name
 if TYPE_CHECKING:
     from clickhouse_driver import Client
 
-__all__ = ["active_jobs", "completed_iterations"]
+__all__ = ["active_jobs", "completed_iterations", "newest_iterations"]
 
 
 def completed_iterations(client: Client, database: str, since: Mapping[str, int]) -> dict[str, int]:
@@ -36,6 +36,25 @@ def completed_iterations(client: Client, database: str, since: Mapping[str, int]
         if rows and rows[0][1] and int(rows[0][1]) >= int(rows[0][2]):
             completed[job] = int(rows[0][0])
     return completed
+
+
+def newest_iterations(client: Client, database: str, since: Mapping[str, int]) -> dict[str, int]:
+    """job -> the newest iteration rank 0 of the job wrote, for each job of ``since`` with a row from
+    iteration ``since[job]`` on; the others are left out.
+
+    What tells a job that stopped reporting from one that goes on: rank 0's rows from ``since`` on
+    are a range of the table's sort key, and its ranks end a step together (``active_jobs``).
+    """
+    if not since:
+        return {}
+    db = check_database_name(database)
+    wanted = " OR ".join(f"(job = %(job{k})s AND iteration >= %(since{k})s)" for k in range(len(since)))
+    params: dict[str, object] = {}
+    for k, (job, first) in enumerate(sorted(since.items())):
+        params[f"job{k}"], params[f"since{k}"] = job, int(first)
+    rows = client.execute(f"SELECT job, max(iteration) FROM {db}.iterations WHERE rank = 0 AND ({wanted}) GROUP BY job",
+                          params)
+    return {str(job): int(newest) for job, newest in rows}
 
 
 def active_jobs(client: Client, database: str, *, idle_s: float, now_ns: int) -> dict[str, int]:

@@ -184,6 +184,11 @@ MIGRATIONS: tuple[Migration, ...] = (
             "DROP TABLE {db}.records_v12",
         ),
     ),
+    Migration(
+        14,
+        "alerts say why they resolved: regular iterations past the last irregular one, or the job stopped reporting",
+        (AddColumn("alerts", "resolution", "String DEFAULT ''"),),
+    ),
 )
 
 #: Every table the migrations create, for tools and tests.

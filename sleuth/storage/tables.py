@@ -27,8 +27,8 @@ ABNORMAL_COLUMNS = ("job", "rank", "comm", "seq", "iteration", "op", "peer", "t_
 DROP_COLUMNS = ("job", "rank", "before_ns", "dropped", "reported_ns")
 LABEL_COLUMNS = ("job", "rank", "comm", "seq", "iteration", "abnormal", "source", "labeled_ns")
 ALERT_COLUMNS = ("job", "device", "starts_ns", "status", "severity", "cause", "kind", "score", "incident", "incidents",
-                 "slowdown", "gpu_hours_lost", "first_irregular", "last_irregular", "ends_ns", "advice", "announced",
-                 "updated_ns")
+                 "slowdown", "gpu_hours_lost", "first_irregular", "last_irregular", "ends_ns", "advice", "resolution",
+                 "announced", "updated_ns")
 PAUSE_COLUMNS = ("job", "incident", "iterations", "tops", "document", "recorded_ns")
 #: The alert columns an ``Alert`` is made of.
 ALERT_FIELDS = ALERT_COLUMNS[:-2]
@@ -84,14 +84,14 @@ def alert_row(a: Alert, *, announced: bool, updated_ns: int) -> tuple:
     """An ``alerts`` row (``ALERT_COLUMNS``) of one version of an alert."""
     return (a.job, a.device, a.starts_ns, a.status.value, a.severity.value, a.cause, a.kind, a.score, a.incident,
             list(a.incidents), a.slowdown, a.gpu_hours_lost, a.first_irregular, a.last_irregular, a.ends_ns, a.advice,
-            int(announced), updated_ns)
+            a.resolution, int(announced), updated_ns)
 
 
 def alert_from_row(row: tuple) -> Alert:
     """The ``Alert`` of a row of ``ALERT_FIELDS``."""
     (job, device, starts_ns, status, severity, cause, kind, score, incident, incidents, slowdown, lost, first, last,
-     ends_ns, advice) = row
+     ends_ns, advice, resolution) = row
     return Alert(job=job, device=device, starts_ns=starts_ns, status=AlertStatus(status), severity=Severity(severity),
                  cause=cause, kind=kind, score=score, incident=incident, incidents=tuple(incidents), slowdown=slowdown,
                  gpu_hours_lost=lost, first_irregular=first, last_irregular=last, ends_ns=ends_ns,
-                 advice=advice)
+                 advice=advice, resolution=resolution)

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from sleuth.oncall.alerts import AlertStatus
+from sleuth.oncall.alerts import AlertStatus, rfc3339
 from sleuth.oncall.service import AlerterService, build_alerter
 from sleuth.records import IterationBatch, RecordBatch
 from sleuth.storage.alerts import ClickHouseAlertStore
@@ -134,6 +134,33 @@ def test_resolves_after_n_regular_iterations_and_survives_a_restart(oncall_setti
     bodies = receiver.wait_for(3)
     assert bodies[-1]["status"] == "firing"
     assert bodies[-1]["alerts"][0]["fingerprint"] != bodies[0]["alerts"][0]["fingerprint"]
+
+
+def test_a_job_that_stopped_reporting_while_slow_has_its_alerts_resolved_once_idle(oncall_settings, receiver,
+                                                                                   emulated_run) -> None:
+    settings, client = oncall_settings
+    db, world = settings.clickhouse_database, emulated_run.spec.world
+    settings = dataclasses.replace(settings, alert_webhooks=receiver.url, alert_resolve_iterations=5, job_idle_s=1.0)
+    incident = emulated_run.incidents[0]
+    last = incident.iterations[-1]
+    alerter = build_alerter(settings, client=client)
+    alerter.on_incident(incident)
+    register(client, db, incident.job, emulated_run.spec)
+    insert_iterations(client, db, incident.job, world, range(0, last + 3))  # the job ends 2 iterations later
+    service = AlerterService(settings, alerter=alerter, client=client)
+    service.check_resolutions()
+    seen_ns = alerter.progress[incident.job][1]
+    assert alerter.progress[incident.job][0] == last + 2 and alerter.open
+    time.sleep(1.1)
+    service.check_resolutions()
+    assert not alerter.open
+    body = receiver.wait_for(2)[-1]
+    assert body["status"] == "resolved" and {a["endsAt"] for a in body["alerts"]} == {rfc3339(seen_ns)}
+    assert {a["annotations"]["resolution"] for a in body["alerts"]} == {
+        f"the job stopped reporting: iteration {last + 2}, then nothing for 1 s"}
+    stored = ClickHouseAlertStore(client, db).load(job=incident.job)
+    assert {(a.status, a.ends_ns, a.resolution) for a in stored} == {
+        (AlertStatus.RESOLVED, seen_ns, f"the job stopped reporting: iteration {last + 2}, then nothing for 1 s")}
 
 
 def test_a_crash_between_saving_and_announcing_is_announced_after_the_restart(oncall_settings, receiver,

@@ -35,10 +35,11 @@ class Receiver:
         self.announced.append(list(alerts))
 
 
-def alerter(store: MemoryAlertStore, receiver: Receiver, *, resolve_after: int = 5) -> Alerter:
+def alerter(store: MemoryAlertStore, receiver: Receiver, *, resolve_after: int = 5, stopped_after_s: float = 3600.0,
+            clock=None) -> Alerter:
     ticks = iter(range(1_000, 1_000_000))
-    return Alerter(store, notify=receiver, resolve_after=resolve_after, critical_slowdown=1.5, critical_gpu_hours=10.0,
-                   clock=lambda: next(ticks))
+    return Alerter(store, notify=receiver, resolve_after=resolve_after, stopped_after_s=stopped_after_s,
+                   critical_slowdown=1.5, critical_gpu_hours=10.0, clock=clock or (lambda: next(ticks)))
 
 
 def test_an_incident_opens_one_alert_per_suspect_and_its_replay_changes_nothing() -> None:
@@ -80,6 +81,7 @@ def test_alerts_resolve_once_the_job_completed_enough_iterations_past_the_last_i
     assert decide.resolve({"j1": 18}) == []  # 4 past iteration 14
     resolved = decide.resolve({"j1": 19, "other": 1_000})
     assert {(a.device, a.status) for a in resolved} == {(GPU, AlertStatus.RESOLVED), (HOST, AlertStatus.RESOLVED)}
+    assert {a.resolution for a in resolved} == {"5 regular iterations past the last irregular one (14)"}
     assert all(a.ends_ns > a.starts_ns for a in resolved) and not decide.open and decide.resolvable_from() == {}
     assert [a.status for a in receiver.announced[-1]] == [AlertStatus.RESOLVED] * 2
     reopened = decide.on_incident(incident("j1-60-61", (60, 61)))
@@ -112,3 +114,45 @@ def test_a_non_hardware_incident_is_one_job_level_alert() -> None:
 def test_resolve_after_must_be_a_count_of_iterations(resolve_after) -> None:
     with pytest.raises(ValueError, match=f"^resolve_after must be a positive integer, got {resolve_after}$"):
         alerter(MemoryAlertStore(), Receiver(), resolve_after=resolve_after)
+
+
+def test_the_alerts_of_a_job_that_stopped_reporting_resolve_after_the_idle_time_ending_when_it_stopped() -> None:
+    store, receiver, now = MemoryAlertStore(), Receiver(), [0]
+    decide = alerter(store, receiver, stopped_after_s=60.0, clock=lambda: now[0])
+    decide.on_incident(incident())  # irregular 10-12
+    decide.on_incident(incident("j2-10-12", job="j2"))
+    assert decide.reporting_from() == {"j1": 12, "j2": 12}
+    assert decide.resolve_stopped({"j1": 12, "j2": 14}) == []
+    now[0] = 30 * 10**9
+    assert decide.resolve_stopped({"j1": 13, "j2": 15}) == []  # both go on
+    now[0] = 89 * 10**9
+    assert decide.resolve_stopped({"j1": 13, "j2": 16}) == []  # j1 at 13 for 59 s
+    now[0] = 90 * 10**9
+    resolved = decide.resolve_stopped({"j1": 13, "j2": 17})
+    assert {(a.job, a.device, a.status) for a in resolved} == {("j1", GPU, AlertStatus.RESOLVED),
+                                                                ("j1", HOST, AlertStatus.RESOLVED)}
+    assert {a.ends_ns for a in resolved} == {30 * 10**9}  # when 13 was first seen: the job paid nothing after it
+    assert {a.resolution for a in resolved} == {"the job stopped reporting: iteration 13, then nothing for 60 s"}
+    assert [a.status for a in receiver.announced[-1]] == [AlertStatus.RESOLVED] * 2
+    assert {a.job for a in decide.open.values()} == {"j2"} and set(decide.progress) == {"j2"}
+
+
+def test_a_job_with_no_iteration_past_its_alerts_resolves_once_idle_and_a_restart_waits_again() -> None:
+    store, receiver, now = MemoryAlertStore(), Receiver(), [5 * 10**9]
+    decide = alerter(store, receiver, stopped_after_s=60.0, clock=lambda: now[0])
+    decide.on_incident(incident())
+    assert decide.resolve_stopped({}) == []
+    now[0] = 64 * 10**9
+    restarted = alerter(store, receiver, stopped_after_s=60.0, clock=lambda: now[0])  # knows nothing of the wait
+    assert restarted.resolve_stopped({}) == []
+    now[0] = 124 * 10**9
+    resolved = restarted.resolve_stopped({})
+    assert {a.ends_ns for a in resolved} == {64 * 10**9} and {a.resolution for a in resolved} == {
+        "the job stopped reporting: no iteration past the last irregular one (12), then nothing for 60 s"}
+    assert not restarted.open and store.load(status=AlertStatus.FIRING) == []
+
+
+@pytest.mark.parametrize("stopped_after_s", [0, -1.0, float("nan")])
+def test_stopped_after_must_be_a_positive_time(stopped_after_s) -> None:
+    with pytest.raises(ValueError, match="^stopped_after_s must be a positive number of seconds"):
+        alerter(MemoryAlertStore(), Receiver(), stopped_after_s=stopped_after_s)
