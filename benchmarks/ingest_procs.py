@@ -31,6 +31,9 @@ class Service:
         status = Path(f"/proc/{self.process.pid}/status").read_text()
         return {key: int(re.search(rf"^{key}:\s+(\d+) kB", status, re.M).group(1)) for key in ("VmRSS", "VmHWM")}
 
+    def cpu_s(self) -> float:
+        return cpu_seconds(self.process.pid)
+
     def stop(self) -> None:
         self.process.terminate()
         try:
@@ -39,6 +42,25 @@ class Service:
             self.process.kill()
             self.process.wait()
         self.log.unlink(missing_ok=True)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds process ``pid`` (all its threads) has used, from /proc."""
+    # The fields after the parenthesised command name: utime and stime are the 12th and 13th.
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def service_pid(name: str) -> int | None:
+    """The pid of the local ``name`` service (``deploy/<name>.sh`` writes it), None when it is not ours to read."""
+    from sleuth import services
+
+    path = services.state_dir(Path(__file__).resolve().parents[1]) / name / "pid"
+    try:
+        pid = int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if Path(f"/proc/{pid}/stat").exists() else None
 
 
 def gateway(env: dict[str, str]) -> tuple[Service, int]:

@@ -270,6 +270,14 @@ def test_the_ingest_section_gives_each_stage_and_run_against_the_encoding_baseli
         section.index("| worker: detection (the deployed detectors) | 500,000 (0.25) |")
     assert "| **end to end, 2 workers** | **200,000 (0.100)** |" in section
     assert "| 2 | 0.30 / 0.50 (100,000) | 400,000 / 390,000 | gateway 150, worker0 2,048 |" in section
+    longer = sections.ingest_section({**document, "iterations": 96,
+                                      "stages": {"decode_detection_warm_rps": 900_000.0, "decode_detection_rps": 600_000.0}})
+    assert longer.index("| worker: decode and detection (the deployed") < longer.index(
+        "| worker: decode and detection, the run's second half (the vote screen learned from the first) | 900,000 (0.45) |")
+    assert "| **end to end, 2 workers, 96 iterations** | **200,000 (0.100)** |" in longer
+    assert "CPU µs" not in longer
+    runs = [{**document["end_to_end"][0], "cpu_us_per_record": {"gateway": 0.9, "worker0": 1.25, "clickhouse": 1.0}}]
+    assert "| 2 | gateway 0.90, worker0 1.25, clickhouse 1.00 (3.15) |" in sections.ingest_section({**document, "end_to_end": runs})
     with pytest.raises(ValueError, match="not bench_ingest.py's output"):
         sections.ingest_section({"rows": []})
 

@@ -14,6 +14,7 @@ _INGEST_STAGES = (
     ("kafka_consume_decode_rps", "worker: Kafka consume and decode (faust, inserts discarded)"),
     ("detection_rps", "worker: detection (the deployed detectors)"),
     ("decode_detection_rps", "worker: decode and detection (the deployed detectors, a slice of whole iterations at a time)"),
+    ("decode_detection_warm_rps", "worker: decode and detection, the run's second half (the vote screen learned from the first)"),
     ("clickhouse_insert_rps", "worker: ClickHouse inserts of the same batches"),
 )
 
@@ -28,7 +29,8 @@ def ingest_section(document: dict) -> str:
     lines = ["| measure | records/s (ratio) |", "|---|---|"]
     stages = document.get("stages") or {}
     lines += [f"| {what} | {stages[key]:,.0f} ({stages[key] / baseline:.2f}) |" for key, what in _INGEST_STAGES if key in stages]
-    lines += [f"| **end to end, {r['workers']} worker{'s' if r['workers'] > 1 else ''}** | **{r['rps']:,.0f} "
+    length = f", {document['iterations']} iterations" if "iterations" in document else ""
+    lines += [f"| **end to end, {r['workers']} worker{'s' if r['workers'] > 1 else ''}{length}** | **{r['rps']:,.0f} "
               f"({r['rps'] / baseline:.3f})** |" for r in runs]
     lines += ["", "| workers | p50 / p99 send to queryable s (at the latency run's load) | 2x overload offered / accepted "
               "records/s | peak RSS MiB |", "|---|---|---|---|"]
@@ -38,4 +40,9 @@ def ingest_section(document: dict) -> str:
         lines.append(f"| {r['workers']} | {number(r.get('latency_p50_s'), 2)} / {number(r.get('latency_p99_s'), 2)} "
                      f"({r.get('latency_load_rps', 0):,.0f}) | {overload.get('offered_rps', 0):,.0f} / "
                      f"{overload.get('accepted_rps', 0):,.0f} | {peaks} |")
+    cpu = [(r["workers"], r["cpu_us_per_record"]) for r in runs if r.get("cpu_us_per_record")]
+    if cpu:
+        lines += ["", "| workers | CPU µs a record over the timed run, by process (total) |", "|---|---|"]
+        lines += [f"| {n} | {', '.join(f'{name} {us:.2f}' for name, us in parts.items())} ({sum(parts.values()):.2f}) |"
+                  for n, parts in cpu]
     return "\n".join(lines) + "\n" + f"\nBaseline (protobuf encoding of the same records): {baseline:,.0f} records/s.\n"
