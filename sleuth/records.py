@@ -194,6 +194,15 @@ class ColumnBatch:
             return self._columns[name]
         return np.asarray(self._strings, dtype=object)[self._columns[name]] if len(self) else np.empty(0, object)
 
+    def utf8(self, name: str) -> np.ndarray:
+        """A string field as an object array of its UTF-8 bytes, each string of the table encoded once:
+        what a ClickHouse ``String`` holds, so that the driver sends them without encoding each record's."""
+        field = self._field(name)
+        if not field.is_string:
+            return self._columns[name]
+        table = np.asarray([s.encode() for s in self._strings], dtype=object)
+        return table[self._columns[name]] if len(self) else np.empty(0, object)
+
     def isin(self, name: str, values: Iterable[str]) -> np.ndarray:
         """Boolean mask of the records whose string field ``name`` is one of ``values``."""
         field = self._field(name)

@@ -34,6 +34,14 @@ def test_columns_keep_their_dtypes_and_strings_are_coded():
     assert sorted(batch.strings) == ["job-a", "tp.0", "tp.1"]
 
 
+def test_string_fields_as_utf8_bytes_are_the_decoded_strings_encoded_and_numbers_stay_numbers():
+    batch = make_records(job="jöb-ä")
+    assert batch.utf8("job").tolist() == ["jöb-ä".encode()] * 4
+    assert batch.utf8("comm").tolist() == [s.encode() for s in batch.decoded("comm")]
+    assert batch.utf8("rank") is batch["rank"]
+    assert batch.take(np.zeros(4, bool)).utf8("job").tolist() == []
+
+
 def test_columns_are_read_only_and_the_callers_array_is_not():
     ranks = np.arange(4, dtype=np.uint32)
     batch = RecordBatch.from_columns(**(_plain_columns(4) | {"rank": ranks}))

@@ -71,11 +71,11 @@ def insert_records(client: Client, table: str, batch: RecordBatch) -> int:
 
 def insert_batch(client: Client, query: str, batch: ColumnBatch, names: tuple[str, ...]) -> int:
     """Run ``query`` (``INSERT INTO t (names) VALUES``) with the ``names`` columns of ``batch`` as one
-    columnar block, string fields decoded; returns the number of rows (nothing is sent for none)."""
+    columnar block, string fields as their UTF-8 bytes; returns the number of rows (nothing is sent for none)."""
     if not len(batch):
         return 0
     # use_numpy: the driver writes each numeric column's bytes, not a Python int per value.
-    client.execute(query, [batch.decoded(name) for name in names], columnar=True, settings=_NUMPY)
+    client.execute(query, [batch.utf8(name) for name in names], columnar=True, settings=_NUMPY)
     return len(batch)
 
 
