@@ -447,7 +447,8 @@ def unpaid_side(incident: Incident, attribution: Attribution, *, slowdown: float
     carries under ``minor`` of what the operator types add up to over its iterations, where the
     stragglers cost those iterations the ``slowdown`` line: what the job paid there is the other
     side's. Offline the episode's what-if suspects complement such an incident and ``paid_sides``
-    drops this side; live the slowdown watch names the other side from every rank's records."""
+    drops this side, and one outside every episode is not reported; live the slowdown watch names
+    the other side from every rank's records."""
     sides = {_is_compute(s) for s in incident.suspects}
     share = _paid_compute_share(attribution, incident.iterations)
     if not incident.cause.hardware or len(sides) != 1 or share is None:

@@ -48,7 +48,7 @@ from sleuth.whatif.attribution import Attribution
 from sleuth.localizer.attributed import (
     Episode, Part, complement, diagnose, diagnose_episode, episodes, evidence_iterations, grown_to_episode, hiccup,
     jitter_transfers_dropped, lead, paid_sides, parts, slowdown_incident, summary, tied_devices, unpaid_compute,
-    unpaid_straggler_cause, whatif_search,
+    unpaid_side, unpaid_straggler_cause, whatif_search,
 )
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.episodes import one_per_episode
@@ -61,6 +61,7 @@ from sleuth.localizer.nonhardware import ADVICE, Diagnosis, Straggler, classify
 from sleuth.localizer.peers import host_share, peer_share, stands_out
 from sleuth.localizer.operators import Thresholds, Window, baseline, make_window, rebase
 from sleuth.localizer.rules import LOCALIZER_RULES
+from sleuth.localizer.periodic import on_the_beat
 from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, map_scores, root_devices, tied_advice
 from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
 from sleuth.localizer.shifts import level_shifts, persists
@@ -117,7 +118,9 @@ def localize(
     own (the streaming localizer's slowdown watch raises those).
 
     Incidents of one episode (``episodes``: less than ``window`` iterations apart, naming the same
-    device first or second) are returned as one, grown over both.
+    device first or second) are returned as one, grown over both. A compute incident whose
+    iterations are exactly one period apart says in its advice that a program's beat, not
+    hardware's, keeps that time (``periodic.on_the_beat``).
     """
     started = time.perf_counter()
     wanted = sorted({_iteration(item) for item in irregular_iterations})
@@ -158,7 +161,7 @@ def localize(
     incidents = one_per_episode(incidents, window=window)
     if attribution is not None:
         incidents = [paid_sides(incident, attribution) for incident in incidents]
-    return [replace(incident, suspects=nic_beside_its_cable(incident.suspects, lambda s: s.device))
+    return [on_the_beat(replace(incident, suspects=nic_beside_its_cable(incident.suspects, lambda s: s.device)))
             for incident in incidents]
 
 
@@ -167,10 +170,11 @@ def _with_attribution(
     topology: Topology, routing: Routing, priors: Priors, top_k: int, min_support: int, started: float,
     slowdown: float, sustain: int, sustained: Sequence[Episode],
 ) -> list[Incident]:
-    """The irregular clusters' incidents with what the job pays, less the hiccups' (``hiccup``) and
+    """The irregular clusters' incidents with what the job pays, less the hiccups' (``hiccup``),
     those naming a straggler cause or a compute device where no straggler cost the job
-    (``unpaid_straggler_cause``, ``unpaid_compute``), the one naming the episode it lies in grown to
-    that episode, plus one incident per ``sustained`` episode (``episodes``) no cluster covers."""
+    (``unpaid_straggler_cause``, ``unpaid_compute``) and those outside every episode naming only a
+    side their iterations barely paid for (``unpaid_side``), the one naming the episode it lies in
+    grown to that episode, plus one incident per ``sustained`` episode (``episodes``) no cluster covers."""
     spec = source.job_spec()
     kept = [
         data_not_device(replace(incident, attribution=summary(attribution, "irregular")), attribution)
@@ -226,7 +230,11 @@ def _with_attribution(
                 kept[covering[0]] = incident
             else:
                 kept.append(incident)
-    return kept
+    # A cluster no episode covers has no episode's suspects to complement it (``paid_sides`` then keeps
+    # its side): where its iterations barely paid for that side, a transfer blip beside a pause, no
+    # device it names cost the job what it paid, as the streaming judge reads it (``unpaid_side``).
+    covered = {i for episode in sustained for i in episode.iterations}
+    return [k for k in kept if covered & set(k.iterations) or not unpaid_side(k, attribution, slowdown=slowdown)]
 
 
 def _attribution_of(attribution: Attribution, episode: Episode, *, only: bool) -> Attribution:

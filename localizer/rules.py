@@ -100,6 +100,10 @@ class LocalizerRules:
     #: only its own rank's other transfers, so it is among these few even in a 64-rank ring.
     member_fanout: int = 4
 
+    #: Irregular iterations exactly one period apart that read as a program's beat (``periodic``):
+    #: three equal gaps, which a handful of spikes or a fluctuating device's drifting ones rarely make.
+    min_beats: int = 4
+
     # -- operators: the healthy iterations of a window -----------------------------------------
     #: Regular iterations an irregular one needs before it to close the window's reference: a lone
     #: early hiccup leaves fewer, and a later fault's caught-up iterations must not stand in as healthy.
@@ -171,7 +175,8 @@ class LocalizerRules:
             step_shuffles=positive_int, carried_head=positive_int, carried_sample=positive_int,
         )
         checked(
-            self, prefix="rules.", min_support=positive_int, pivot_ops=positive_int, member_rings=partial(integer, low=0),
+            self, prefix="rules.", min_support=positive_int, pivot_ops=positive_int, min_beats=partial(integer, low=3),
+            member_rings=partial(integer, low=0),
             member_fanout=positive_int, min_reference=positive_int, shift_min_len=positive_int,
             shift_t_min=partial(number_above, low=0), lasting_t_min=partial(number_above, low=0),
             shift_min_step=partial(fraction, zero=True, one=False), peer_sample=positive_int, peer_quantile=fraction,

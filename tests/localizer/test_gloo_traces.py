@@ -35,3 +35,20 @@ def test_costly_batches_moving_between_a_single_hosts_ranks_are_the_data(capsys)
     assert main(["localize", "--records", str(LOGGED / "ddp-seqlen-streamed"), "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert [i["cause"] for i in found] == ["seqlen_imbalance"] and not found[0]["suspects"], found
+
+
+def test_rank_0_saving_a_checkpoint_every_10_steps_is_named_with_the_program_s_beat(capsys):
+    # Neither the records nor an injected fault can tell a loop's work from a device: the GPU stays
+    # named, and the advice says the iterations keep the step count.
+    assert main(["localize", "--records", str(LOGGED / "ddp-ckpt"), "--json"]) == 0
+    [incident] = json.loads(capsys.readouterr().out)
+    assert incident["iterations"] == [10, 20, 30, 40, 50] and incident["suspects"][0]["device"] == "gpu:vm/0", incident
+    assert incident["advice"].startswith("Rank 0 was late in iterations 10, 20, 30, 40 and 50, one every 10: "), incident
+
+
+def test_transfer_blips_clustered_with_a_checkpoint_pause_outside_any_episode_name_no_device(capsys):
+    # Two all-reduces ran long on the 2-core machine near rank 0's checkpoint at 200: their cluster's
+    # network suspect (the host's NVSwitch) carried under a tenth of what the stragglers cost there.
+    assert main(["localize", "--records", str(LOGGED / "ddp-ckpt100"), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert not [i for i in found if i["suspects"]], found

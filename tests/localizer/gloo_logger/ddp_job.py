@@ -2,13 +2,16 @@
 of 50 ms, the rest of the step real. ``--mode late``: rank 3's three times as long from step
 ``--from``; ``--mode seqlen``: each step, each rank's batch four times as costly with probability
 1/4 (the same draws on every rank, seed 1234), so the costly work moves between the replicas;
-``--mode gc``: every seventh step (3, 10, ...) one rank, the step's number modulo four, pauses 60 ms.
+``--mode gc``: every seventh step (3, 10, ...) one rank, the step's number modulo four, pauses 60 ms;
+``--mode ckpt``: after every ``--every``-th step (10: 9, 19, ...) rank 0 alone saves a checkpoint
+(``torch.save`` and 250 ms), as a training loop's ``if step % 10 == 9 and rank == 0`` does.
 
     SLEUTH_LOG_DIR=/tmp/ddp-late SLEUTH_JOB=ddp4-late .venv/bin/python -m torch.distributed.run \\
         --nproc-per-node 4 tests/localizer/gloo_logger/ddp_job.py --mode late --from 20
 """
 
 import argparse
+import io
 import random
 import time
 
@@ -17,9 +20,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--mode", choices=("late", "seqlen", "gc"), default="late")
+parser.add_argument("--mode", choices=("late", "seqlen", "gc", "ckpt"), default="late")
 parser.add_argument("--steps", type=int, default=40)
 parser.add_argument("--from", dest="start", type=int, default=20)
+parser.add_argument("--every", type=int, default=10)
 args = parser.parse_args()
 torch.set_num_threads(1)
 dist.init_process_group("gloo")
@@ -36,11 +40,16 @@ for step in range(args.steps):
         compute_s = 0.05 * costs[rank]
     elif args.mode == "gc":
         compute_s = 0.05 + (0.06 if step % 7 == 3 and rank == step % world else 0.0)
-    else:
+    elif args.mode == "late":
         compute_s = 0.15 if rank == 3 and step >= args.start else 0.05
+    else:
+        compute_s = 0.05
     time.sleep(compute_s)  # the device's compute for this step's batch
     loss = torch.nn.functional.cross_entropy(model(x), y)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+    if args.mode == "ckpt" and step % args.every == args.every - 1 and rank == 0:
+        torch.save(model.state_dict(), io.BytesIO())
+        time.sleep(0.25)  # the checkpoint's write
 dist.destroy_process_group()
