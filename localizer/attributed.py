@@ -63,7 +63,8 @@ from sleuth.localizer.search import Cause, Root
 
 __all__ = ["Episode", "Part", "at_steps", "complement", "diagnose", "diagnose_episode", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
            "jitter_transfers_dropped", "lead", "paid_sides", "parts", "pauses_move", "runs", "slowdown_incident", "split_led", "steady_straggler",
-           "summary", "tied_devices", "unpaid_compute", "unpaid_side", "unpaid_straggler_cause", "whatif_search", "work_moves"]
+           "summary", "tied_devices", "uncharged_device", "unpaid_compute", "unpaid_side", "unpaid_straggler_cause",
+           "whatif_search", "work_moves"]
 
 _RULES = LOCALIZER_RULES
 _NS_PER_HOUR = 3_600e9
@@ -408,10 +409,37 @@ def _paid_elsewhere(suspect: Suspect, attribution: Attribution, spec: JobSpec) -
     transfers)."""
     if not _is_compute(suspect) or not attribution.costliest_rank:
         return {}
-    ref = parse_device(suspect.device)
-    ranks = {p.rank for p in spec.placements
-             if p.host == ref.name and (ref.kind is DeviceKind.HOST or p.gpu == ref.index)}
+    ranks = _ranks_of(suspect, spec)
     return {int(i): int(r) not in ranks for i, r in zip(attribution.iterations, attribution.costliest_rank) if r >= 0}
+
+
+def _ranks_of(suspect: Suspect, spec: JobSpec) -> set[int]:
+    """The ranks a GPU or host ``suspect`` runs."""
+    ref = parse_device(suspect.device)
+    return {p.rank for p in spec.placements if p.host == ref.name and (ref.kind is DeviceKind.HOST or p.gpu == ref.index)}
+
+
+def uncharged_device(incident: Incident, attribution: Attribution, *, slowdown: float, spec: JobSpec) -> bool:
+    """Whether a compute ``incident``'s suspects cost its iterations under the ``slowdown`` line: with
+    each iteration's straggler cost (recorded over the replay that keeps the split) charged to the
+    rank the replay found costliest there, their ranks were charged under ``slowdown`` - 1 of those
+    iterations' replayed time. Its search, which saw a few ranks, found them late where the job paid
+    little, or where another rank was the one it paid for (a rank 0's checkpoint pause). A replay
+    that may be blind to compute (``unpaid_compute``), or did not find the costliest rank of an
+    iteration that cost something, says nothing."""
+    if incident.cause is not IncidentCause.COMPUTE or spec.time_resolution_ns or not attribution.costliest_rank:
+        return False
+    if not any(_stragglers_paid(attribution, slowdown).values()):
+        return False
+    at = np.isin(np.asarray(attribution.iterations), np.asarray(incident.iterations))
+    original, ideal = Part.STRAGGLERS.times(attribution, incident.iterations)
+    costliest = np.asarray(attribution.costliest_rank)[at]
+    excess = np.clip(original - ideal, 0, None)
+    if not at.any() or np.any((costliest < 0) & (excess > 0)):
+        return False
+    ranks = set().union(*(_ranks_of(s, spec) for s in incident.suspects))
+    charged = float(excess[np.isin(costliest, np.asarray(sorted(ranks)))].sum())
+    return float(ideal.sum()) > 0 and charged / float(ideal.sum()) < slowdown - 1.0
 
 
 #: The non-hardware causes read from what the stragglers cost (What-if §5.3-§5.4).

@@ -47,8 +47,8 @@ from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import (
     Episode, Part, complement, diagnose, diagnose_episode, episodes, evidence_iterations, grown_to_episode, hiccup,
-    jitter_transfers_dropped, lead, paid_sides, parts, slowdown_incident, summary, tied_devices, unpaid_compute,
-    unpaid_side, unpaid_straggler_cause, whatif_search,
+    jitter_transfers_dropped, lead, paid_sides, parts, slowdown_incident, summary, tied_devices, uncharged_device,
+    unpaid_compute, unpaid_side, unpaid_straggler_cause, whatif_search,
 )
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.episodes import one_per_episode
@@ -111,7 +111,9 @@ def localize(
     non-hardware reading the attribution contradicts gives way to the episode's incident, one
     that agrees spans the episode it lies in, and a cluster that is a benign pause (brief, cheap,
     its device pausing nowhere else: ``attributed.hiccup``) is not reported; no hardware incident
-    names a side the job barely pays for over its iterations (``attributed.paid_sides``).
+    names a side the job barely pays for over its iterations (``attributed.paid_sides``), and one
+    outside every episode that names only such a side, or compute devices its iterations' straggler
+    cost was charged to under the line, is not reported (``unpaid_side``, ``uncharged_device``).
 
     ``between``: without ``attribution``, sustained episodes of the job's (``attributed.episodes``)
     that part clusters and bound their searches as ``attribution``'s do, adding no incident of their
@@ -161,6 +163,14 @@ def localize(
     incidents = one_per_episode(incidents, window=window)
     if attribution is not None:
         incidents = [paid_sides(incident, attribution) for incident in incidents]
+        # A cluster no episode covers has no episode's suspects to complement it (``paid_sides`` keeps
+        # its side): where its iterations barely paid for that side (a transfer blip beside a pause),
+        # or its compute suspects were charged under the line there, no device it names cost the job
+        # what it paid, as the streaming judge reads it (``unpaid_side``, ``uncharged_device``).
+        covered = {i for episode in sustained for i in episode.iterations}
+        incidents = [k for k in incidents if covered & set(k.iterations) or not (
+            unpaid_side(k, attribution, slowdown=slowdown)
+            or uncharged_device(k, attribution, slowdown=slowdown, spec=spec))]
     return [on_the_beat(replace(incident, suspects=nic_beside_its_cable(incident.suspects, lambda s: s.device)))
             for incident in incidents]
 
@@ -172,8 +182,7 @@ def _with_attribution(
 ) -> list[Incident]:
     """The irregular clusters' incidents with what the job pays, less the hiccups' (``hiccup``),
     those naming a straggler cause or a compute device where no straggler cost the job
-    (``unpaid_straggler_cause``, ``unpaid_compute``) and those outside every episode naming only a
-    side their iterations barely paid for (``unpaid_side``), the one naming the episode it lies in
+    (``unpaid_straggler_cause``, ``unpaid_compute``), the one naming the episode it lies in
     grown to that episode, plus one incident per ``sustained`` episode (``episodes``) no cluster covers."""
     spec = source.job_spec()
     kept = [
@@ -230,11 +239,7 @@ def _with_attribution(
                 kept[covering[0]] = incident
             else:
                 kept.append(incident)
-    # A cluster no episode covers has no episode's suspects to complement it (``paid_sides`` then keeps
-    # its side): where its iterations barely paid for that side, a transfer blip beside a pause, no
-    # device it names cost the job what it paid, as the streaming judge reads it (``unpaid_side``).
-    covered = {i for episode in sustained for i in episode.iterations}
-    return [k for k in kept if covered & set(k.iterations) or not unpaid_side(k, attribution, slowdown=slowdown)]
+    return kept
 
 
 def _attribution_of(attribution: Attribution, episode: Episode, *, only: bool) -> Attribution:

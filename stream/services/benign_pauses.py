@@ -16,7 +16,8 @@ naming a straggler cause the stragglers did not cost the job is recorded as a pa
 (``unpaid_straggler_cause``: its iterations were long on every rank alike), as is one naming a
 compute device there (``unpaid_compute``) or naming only a side that carried under a tenth of what
 the job paid in its iterations (``unpaid_side``: a transfer blip inside a slow GPU's episode, which
-the slowdown watch raises). A pause judged benign is recorded (``sleuth.stores.PauseStore``), and a device that paused before
+the slowdown watch raises), or, outside every sustained episode, compute devices its iterations'
+straggler cost was charged to under the line (``uncharged_device``), as offline. A pause judged benign is recorded (``sleuth.stores.PauseStore``), and a device that paused before
 pages the second time, as offline. A compute incident whose iterations the same attribution reads
 as work or pauses moving between the ranks (``localize.data_not_device``: pauses striking one rank,
 then another, every few steps) names that cause and no GPU, as offline. The sustained episodes of
@@ -35,7 +36,8 @@ from sleuth.errors import SleuthError
 from sleuth.localizer import Incident, localize
 from sleuth.localizer.localize import data_not_device, searched_across_episodes
 from sleuth.localizer.attributed import (
-    Episode, episodes, evidence_iterations, hiccup, tied_devices, unpaid_compute, unpaid_side, unpaid_straggler_cause,
+    Episode, episodes, evidence_iterations, hiccup, tied_devices, uncharged_device, unpaid_compute, unpaid_side,
+    unpaid_straggler_cause,
 )
 from sleuth.settings import Settings
 from sleuth.sources import RecordSource
@@ -97,6 +99,7 @@ def judge(incidents: Sequence[Incident], source: RecordSource, settings: Setting
     if read is None:
         return list(incidents)
     attribution, spec = read.attribution, source.job_spec()
+    covered = {i for episode in read.sustained(settings) for i in episode.iterations}
     found: list[Incident | None] = list(incidents)
     for i in judgeable:
         others = tied_devices(o for o in incidents if o is not incidents[i]) | named_elsewhere
@@ -104,7 +107,9 @@ def judge(incidents: Sequence[Incident], source: RecordSource, settings: Setting
                        sustain=settings.attribution_sustain, horizon=max(len(wanted), settings.localizer_window)) \
             or unpaid_straggler_cause(incidents[i], attribution, slowdown=settings.attribution_slowdown) \
             or unpaid_compute(incidents[i], attribution, slowdown=settings.attribution_slowdown, spec=spec) \
-            or unpaid_side(incidents[i], attribution, slowdown=settings.attribution_slowdown)
+            or unpaid_side(incidents[i], attribution, slowdown=settings.attribution_slowdown) \
+            or (not covered & set(incidents[i].iterations)
+                and uncharged_device(incidents[i], attribution, slowdown=settings.attribution_slowdown, spec=spec))
         found[i] = None if pause else data_not_device(incidents[i], attribution)
     return found
 
