@@ -128,7 +128,8 @@ class Alerter:
                 self.progress[job] = (at, now)
             elif now - self.progress[job][1] >= self.stopped_after_ns:
                 stopped[job] = self.progress[job]
-        done = [a.replace(status=AlertStatus.RESOLVED, ends_ns=stopped[a.job][1],
+        # An alert opened after its job was last seen to move (a late incident) ends when it started.
+        done = [a.replace(status=AlertStatus.RESOLVED, ends_ns=max(stopped[a.job][1], a.starts_ns),
                           resolution=_stopped_words(stopped[a.job][0], a.last_irregular, self.stopped_after_ns))
                 for a in self.open.values() if a.job in stopped]
         for job in stopped:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from sleuth.localizer.impact import Impact
-from sleuth.localizer.incident import Incident, IncidentCause
+from sleuth.localizer.incident import Incident, IncidentCause, Suspect
 from sleuth.oncall.alerter import Alerter
 from sleuth.oncall.alerts import Alert, AlertStatus, Severity
 from sleuth.storage.memory import MemoryAlertStore
+from sleuth.topology import DeviceKind
 
 from .test_alerts import incident as _incident
 
@@ -150,6 +151,20 @@ def test_a_job_with_no_iteration_past_its_alerts_resolves_once_idle_and_a_restar
     assert {a.ends_ns for a in resolved} == {64 * 10**9} and {a.resolution for a in resolved} == {
         "the job stopped reporting: no iteration past the last irregular one (12), then nothing for 60 s"}
     assert not restarted.open and store.load(status=AlertStatus.FIRING) == []
+
+
+def test_an_alert_opened_after_its_job_stopped_moving_ends_when_it_started() -> None:
+    store, receiver, now = MemoryAlertStore(), Receiver(), [0]
+    decide = alerter(store, receiver, stopped_after_s=60.0, clock=lambda: now[0])
+    decide.on_incident(incident())
+    decide.resolve_stopped({"j1": 13})  # seen at 13 at 0 s
+    now[0] = 30 * 10**9
+    decide.on_incident(incident("j1-12-13", (12, 13), suspects=(Suspect("nic:h0/1", DeviceKind.NIC, 0.9),),
+                                cause=IncidentCause.NETWORK))  # a late incident of the stopped job
+    now[0] = 60 * 10**9
+    resolved = decide.resolve_stopped({"j1": 13})
+    assert {(a.device, a.ends_ns) for a in resolved} == {(GPU, 0), (HOST, 0), ("nic:h0/1", 30 * 10**9)}
+    assert all(a.ends_ns >= a.starts_ns for a in resolved)
 
 
 @pytest.mark.parametrize("stopped_after_s", [0, -1.0, float("nan")])
