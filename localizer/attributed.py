@@ -420,16 +420,23 @@ def _ranks_of(suspect: Suspect, spec: JobSpec) -> set[int]:
 
 
 def uncharged_device(incident: Incident, attribution: Attribution, *, slowdown: float, spec: JobSpec) -> bool:
-    """Whether a compute ``incident``'s suspects cost its iterations under the ``slowdown`` line: with
-    each iteration's straggler cost (recorded over the replay that keeps the split) charged to the
-    rank the replay found costliest there, their ranks were charged under ``slowdown`` - 1 of those
-    iterations' replayed time. Its search, which saw a few ranks, found them late where the job paid
-    little, or where another rank was the one it paid for (a rank 0's checkpoint pause). A replay
-    that may be blind to compute (``unpaid_compute``), or did not find the costliest rank of an
-    iteration that cost something, says nothing."""
-    if incident.cause is not IncidentCause.COMPUTE or spec.time_resolution_ns or not attribution.costliest_rank:
-        return False
+    """Whether a compute or network ``incident``'s suspects cost its iterations under the ``slowdown``
+    line. Compute: with each iteration's straggler cost (recorded over the replay that keeps the
+    split) charged to the rank the replay found costliest there, their ranks were charged under
+    ``slowdown`` - 1 of those iterations' replayed time. Network: the transfer types' S_t - 1 over
+    those iterations add up to under it. Its search, which saw a few ranks, found them late where
+    the job paid little, or where another rank was the one it paid for (a rank 0's checkpoint
+    pause), or a loaded host's transfers long now and then. A replay that put nothing back in any
+    iteration may be blind to the job (``unpaid_compute``) and says nothing, as does one that did
+    not find the costliest rank of an iteration that cost something."""
     if not any(_stragglers_paid(attribution, slowdown).values()):
+        return False
+    if incident.cause is IncidentCause.NETWORK:
+        share = _paid_compute_share(attribution, incident.iterations)
+        if share is None:
+            return False
+        return (Part.STRAGGLERS.slowdown(attribution, incident.iterations) - 1.0) * (1.0 - share) < slowdown - 1.0
+    if incident.cause is not IncidentCause.COMPUTE or spec.time_resolution_ns or not attribution.costliest_rank:
         return False
     at = np.isin(np.asarray(attribution.iterations), np.asarray(incident.iterations))
     original, ideal = Part.STRAGGLERS.times(attribution, incident.iterations)
@@ -438,6 +445,8 @@ def uncharged_device(incident: Incident, attribution: Attribution, *, slowdown: 
     if not at.any() or np.any((costliest < 0) & (excess > 0)):
         return False
     ranks = set().union(*(_ranks_of(s, spec) for s in incident.suspects))
+    if not ranks:
+        return False
     charged = float(excess[np.isin(costliest, np.asarray(sorted(ranks)))].sum())
     return float(ideal.sum()) > 0 and charged / float(ideal.sum()) < slowdown - 1.0
 

@@ -112,16 +112,16 @@ def localize(
     that agrees spans the episode it lies in, and a cluster that is a benign pause (brief, cheap,
     its device pausing nowhere else: ``attributed.hiccup``) is not reported; no hardware incident
     names a side the job barely pays for over its iterations (``attributed.paid_sides``), and one
-    outside every episode that names only such a side, or compute devices its iterations' straggler
-    cost was charged to under the line, is not reported (``unpaid_side``, ``uncharged_device``).
+    outside every episode that names only such a side, or devices its iterations' straggler cost
+    was charged to under the line, is not reported (``unpaid_side``, ``uncharged_device``).
 
     ``between``: without ``attribution``, sustained episodes of the job's (``attributed.episodes``)
     that part clusters and bound their searches as ``attribution``'s do, adding no incident of their
     own (the streaming localizer's slowdown watch raises those).
 
     Incidents of one episode (``episodes``: less than ``window`` iterations apart, naming the same
-    device first or second) are returned as one, grown over both. A compute incident whose
-    iterations are exactly one period apart says in its advice that a program's beat, not
+    device first or second) are returned as one, grown over both. A compute incident whose late
+    rank was late exactly one period apart says in its advice that a program's beat, not
     hardware's, keeps that time (``periodic.on_the_beat``).
     """
     started = time.perf_counter()
@@ -165,8 +165,8 @@ def localize(
         incidents = [paid_sides(incident, attribution) for incident in incidents]
         # A cluster no episode covers has no episode's suspects to complement it (``paid_sides`` keeps
         # its side): where its iterations barely paid for that side (a transfer blip beside a pause),
-        # or its compute suspects were charged under the line there, no device it names cost the job
-        # what it paid, as the streaming judge reads it (``unpaid_side``, ``uncharged_device``).
+        # or its suspects were charged under the line there, no device it names cost the job what it
+        # paid, as the streaming judge reads it (``unpaid_side``, ``uncharged_device``).
         covered = {i for episode in sustained for i in episode.iterations}
         incidents = [k for k in incidents if covered & set(k.iterations) or not (
             unpaid_side(k, attribution, slowdown=slowdown)
@@ -180,10 +180,10 @@ def _with_attribution(
     topology: Topology, routing: Routing, priors: Priors, top_k: int, min_support: int, started: float,
     slowdown: float, sustain: int, sustained: Sequence[Episode],
 ) -> list[Incident]:
-    """The irregular clusters' incidents with what the job pays, less the hiccups' (``hiccup``),
+    """The irregular clusters' incidents with what the job pays, less the hiccups' (``hiccup``) and
     those naming a straggler cause or a compute device where no straggler cost the job
-    (``unpaid_straggler_cause``, ``unpaid_compute``), the one naming the episode it lies in
-    grown to that episode, plus one incident per ``sustained`` episode (``episodes``) no cluster covers."""
+    (``unpaid_straggler_cause``, ``unpaid_compute``), the one naming the episode it lies in grown to
+    that episode, plus one incident per ``sustained`` episode (``episodes``) no cluster covers."""
     spec = source.job_spec()
     kept = [
         data_not_device(replace(incident, attribution=summary(attribution, "irregular")), attribution)

@@ -17,7 +17,8 @@ naming a straggler cause the stragglers did not cost the job is recorded as a pa
 compute device there (``unpaid_compute``) or naming only a side that carried under a tenth of what
 the job paid in its iterations (``unpaid_side``: a transfer blip inside a slow GPU's episode, which
 the slowdown watch raises), or, outside every sustained episode, compute devices its iterations'
-straggler cost was charged to under the line (``uncharged_device``), as offline. A pause judged benign is recorded (``sleuth.stores.PauseStore``), and a device that paused before
+straggler cost was charged to under the line or network devices whose transfers cost them under it
+(``uncharged_device``), as offline. A pause judged benign is recorded (``sleuth.stores.PauseStore``), and a device that paused before
 pages the second time, as offline. A compute incident whose iterations the same attribution reads
 as work or pauses moving between the ranks (``localize.data_not_device``: pauses striking one rank,
 then another, every few steps) names that cause and no GPU, as offline. The sustained episodes of
