@@ -62,7 +62,7 @@ from sleuth.localizer.scoring import Priors, accumulate, map_scores, tied_advice
 from sleuth.localizer.search import Cause, Root
 
 __all__ = ["Episode", "Part", "at_steps", "complement", "diagnose", "diagnose_episode", "episodes", "evidence_iterations", "grown_to_episode", "hiccup", "impact_over",
-           "jitter_transfers_dropped", "lead", "paid_sides", "parts", "pauses_move", "runs", "slowdown_incident", "split_led", "steady_straggler",
+           "jitter_transfers_dropped", "lead", "outside_episodes", "paid_sides", "parts", "pauses_move", "runs", "slowdown_incident", "split_led", "steady_straggler",
            "summary", "tied_devices", "uncharged_device", "unpaid_compute", "unpaid_side", "unpaid_straggler_cause",
            "whatif_search", "work_moves"]
 
@@ -429,15 +429,17 @@ def uncharged_device(incident: Incident, attribution: Attribution, *, slowdown: 
     pause), or a loaded host's transfers long now and then. A replay that put nothing back in any
     iteration may be blind to the job (``unpaid_compute``) and says nothing, as does one that did
     not find the costliest rank of an iteration that cost something."""
+    network = incident.cause is IncidentCause.NETWORK
+    if not network and (incident.cause is not IncidentCause.COMPUTE or spec.time_resolution_ns
+                        or not attribution.costliest_rank):
+        return False
     if not any(_stragglers_paid(attribution, slowdown).values()):
         return False
-    if incident.cause is IncidentCause.NETWORK:
+    if network:
         share = _paid_compute_share(attribution, incident.iterations)
         if share is None:
             return False
         return (Part.STRAGGLERS.slowdown(attribution, incident.iterations) - 1.0) * (1.0 - share) < slowdown - 1.0
-    if incident.cause is not IncidentCause.COMPUTE or spec.time_resolution_ns or not attribution.costliest_rank:
-        return False
     at = np.isin(np.asarray(attribution.iterations), np.asarray(incident.iterations))
     original, ideal = Part.STRAGGLERS.times(attribution, incident.iterations)
     costliest = np.asarray(attribution.costliest_rank)[at]
@@ -493,6 +495,12 @@ def unpaid_side(incident: Incident, attribution: Attribution, *, slowdown: float
     if Part.STRAGGLERS.slowdown(attribution, incident.iterations) < slowdown:
         return False
     return (share if sides == {True} else 1.0 - share) < _RULES.minor
+
+
+def outside_episodes(incident: Incident, sustained: Iterable[Episode]) -> bool:
+    """Whether none of ``incident``'s iterations lies in a ``sustained`` episode: no episode's what-if
+    search complements it, so what its own iterations paid is all it rests on."""
+    return not any(set(incident.iterations) & set(episode.iterations) for episode in sustained)
 
 
 def evidence_iterations(incident: Incident) -> set[int]:

@@ -47,8 +47,8 @@ from sleuth.whatif.attribution import Attribution
 
 from sleuth.localizer.attributed import (
     Episode, Part, complement, diagnose, diagnose_episode, episodes, evidence_iterations, grown_to_episode, hiccup,
-    jitter_transfers_dropped, lead, paid_sides, parts, slowdown_incident, summary, tied_devices, uncharged_device,
-    unpaid_compute, unpaid_side, unpaid_straggler_cause, whatif_search,
+    jitter_transfers_dropped, lead, outside_episodes, paid_sides, parts, slowdown_incident, summary, tied_devices,
+    uncharged_device, unpaid_compute, unpaid_side, unpaid_straggler_cause, whatif_search,
 )
 from sleuth.localizer.cross_iteration import irregularity_rate, iteration_times, root_series
 from sleuth.localizer.episodes import one_per_episode
@@ -167,10 +167,9 @@ def localize(
         # its side): where its iterations barely paid for that side (a transfer blip beside a pause),
         # or its suspects were charged under the line there, no device it names cost the job what it
         # paid, as the streaming judge reads it (``unpaid_side``, ``uncharged_device``).
-        covered = {i for episode in sustained for i in episode.iterations}
-        incidents = [k for k in incidents if covered & set(k.iterations) or not (
+        incidents = [k for k in incidents if not (outside_episodes(k, sustained) and (
             unpaid_side(k, attribution, slowdown=slowdown)
-            or uncharged_device(k, attribution, slowdown=slowdown, spec=spec))]
+            or uncharged_device(k, attribution, slowdown=slowdown, spec=spec)))]
     return [on_the_beat(replace(incident, suspects=nic_beside_its_cable(incident.suspects, lambda s: s.device)))
             for incident in incidents]
 

@@ -68,11 +68,7 @@ class Alerter:
     def resolvable_from(self) -> dict[str, int]:
         """job -> the least iteration that, once every rank of the job finished it, resolves one of its
         open alerts (``resolve_after`` past the alert's last irregular one)."""
-        since: dict[str, int] = {}
-        for alert in self.open.values():
-            at = alert.last_irregular + self.resolve_after
-            since[alert.job] = min(since.get(alert.job, at), at)
-        return since
+        return {job: last + self.resolve_after for job, last in self.reporting_from().items()}
 
     def on_incident(self, incident: Incident) -> list[Alert]:
         """Open or update the alerts of an incident's suspects; the alerts that changed."""

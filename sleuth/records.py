@@ -13,7 +13,7 @@ JSON lines).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
@@ -189,19 +189,20 @@ class ColumnBatch:
 
     def decoded(self, name: str) -> np.ndarray:
         """A string field as an object array of Python strings (one per record)."""
-        field = self._field(name)
-        if not field.is_string:
-            return self._columns[name]
-        return np.asarray(self._strings, dtype=object)[self._columns[name]] if len(self) else np.empty(0, object)
+        return self._looked_up(name, lambda strings: strings)
 
     def utf8(self, name: str) -> np.ndarray:
         """A string field as an object array of its UTF-8 bytes, each string of the table encoded once:
         what a ClickHouse ``String`` holds, so that the driver sends them without encoding each record's."""
-        field = self._field(name)
-        if not field.is_string:
+        return self._looked_up(name, lambda strings: [s.encode() for s in strings])
+
+    def _looked_up(self, name: str, table_of: Callable[[tuple[str, ...]], Sequence[object]]) -> np.ndarray:
+        """A string field's codes looked up in ``table_of`` the string table, another field as it is."""
+        if not self._field(name).is_string:
             return self._columns[name]
-        table = np.asarray([s.encode() for s in self._strings], dtype=object)
-        return table[self._columns[name]] if len(self) else np.empty(0, object)
+        if not len(self):
+            return np.empty(0, object)
+        return np.asarray(table_of(self._strings), dtype=object)[self._columns[name]]
 
     def isin(self, name: str, values: Iterable[str]) -> np.ndarray:
         """Boolean mask of the records whose string field ``name`` is one of ``values``."""

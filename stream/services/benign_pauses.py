@@ -18,10 +18,11 @@ compute device there (``unpaid_compute``) or naming only a side that carried und
 the job paid in its iterations (``unpaid_side``: a transfer blip inside a slow GPU's episode, which
 the slowdown watch raises), or, outside every sustained episode, compute devices its iterations'
 straggler cost was charged to under the line or network devices whose transfers cost them under it
-(``uncharged_device``), as offline. A pause judged benign is recorded (``sleuth.stores.PauseStore``), and a device that paused before
-pages the second time, as offline. A compute incident whose iterations the same attribution reads
-as work or pauses moving between the ranks (``localize.data_not_device``: pauses striking one rank,
-then another, every few steps) names that cause and no GPU, as offline. The sustained episodes of
+(``uncharged_device``), as offline. A pause judged benign is recorded (``sleuth.stores.PauseStore``),
+and a device that paused before pages the second time, as offline. A compute incident whose
+iterations the same attribution reads as work or pauses moving between the ranks
+(``localize.data_not_device``: pauses striking one rank, then another, every few steps) names that
+cause and no GPU, as offline. The sustained episodes of
 the same iterations (``Replayed.sustained``) bound each cluster's search, as offline: a step later in
 the window is its own episode's (the slowdown watch raises it), not evidence of the cluster's.
 """
@@ -37,8 +38,8 @@ from sleuth.errors import SleuthError
 from sleuth.localizer import Incident, localize
 from sleuth.localizer.localize import data_not_device, searched_across_episodes
 from sleuth.localizer.attributed import (
-    Episode, episodes, evidence_iterations, hiccup, tied_devices, uncharged_device, unpaid_compute, unpaid_side,
-    unpaid_straggler_cause,
+    Episode, episodes, evidence_iterations, hiccup, outside_episodes, tied_devices, uncharged_device, unpaid_compute,
+    unpaid_side, unpaid_straggler_cause,
 )
 from sleuth.settings import Settings
 from sleuth.sources import RecordSource
@@ -100,7 +101,7 @@ def judge(incidents: Sequence[Incident], source: RecordSource, settings: Setting
     if read is None:
         return list(incidents)
     attribution, spec = read.attribution, source.job_spec()
-    covered = {i for episode in read.sustained(settings) for i in episode.iterations}
+    sustained = read.sustained(settings)
     found: list[Incident | None] = list(incidents)
     for i in judgeable:
         others = tied_devices(o for o in incidents if o is not incidents[i]) | named_elsewhere
@@ -109,7 +110,7 @@ def judge(incidents: Sequence[Incident], source: RecordSource, settings: Setting
             or unpaid_straggler_cause(incidents[i], attribution, slowdown=settings.attribution_slowdown) \
             or unpaid_compute(incidents[i], attribution, slowdown=settings.attribution_slowdown, spec=spec) \
             or unpaid_side(incidents[i], attribution, slowdown=settings.attribution_slowdown) \
-            or (not covered & set(incidents[i].iterations)
+            or (outside_episodes(incidents[i], sustained)
                 and uncharged_device(incidents[i], attribution, slowdown=settings.attribution_slowdown, spec=spec))
         found[i] = None if pause else data_not_device(incidents[i], attribution)
     return found
