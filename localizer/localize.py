@@ -66,7 +66,7 @@ from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, 
 from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
 from sleuth.localizer.shifts import level_shifts, persists
 
-__all__ = ["data_not_device", "localize", "searched_across_episodes"]
+__all__ = ["data_not_device", "localize", "read_as_its_episodes", "searched_across_episodes"]
 
 _COMPUTE_KINDS = (DeviceKind.GPU, DeviceKind.HOST)
 _SETTINGS = Settings()  # defaults only: entry points read the environment
@@ -204,10 +204,8 @@ def _with_attribution(
                     top_k=top_k, min_support=min_support, started=started, part=part, whole=attribution,
                 ))
                 continue
-            hardware = diagnose_episode(own, episode, part=part, whole=attribution) is Straggler.HARDWARE
-            # Stragglers under the line beside a split over it: the split's incident tells what the job
-            # pays; theirs stands only where a device is found (not a loaded host's jitter).
-            beside_split = part is Part.STRAGGLERS and part.slowdown(own, episode.iterations) < slowdown
+            reading, beside_split = _stragglers_read(own, episode, part, whole=attribution, slowdown=slowdown)
+            hardware = reading is Straggler.HARDWARE
             if beside_split and not hardware:
                 continue
             if covering and kept[covering[0]].cause.hardware == hardware:
@@ -239,6 +237,45 @@ def _with_attribution(
             else:
                 kept.append(incident)
     return kept
+
+
+def _stragglers_read(own: Attribution, episode: Episode, part: Part, *, whole: Attribution,
+                     slowdown: float) -> tuple[Straggler, bool]:
+    """(``diagnose_episode`` of ``part`` of ``episode``, whether it is the stragglers' part under the
+    line beside a split over it): the split's incident tells what the job pays there, and the
+    stragglers' stands only where a device is found (not a loaded host's jitter)."""
+    beside_split = part is Part.STRAGGLERS and part.slowdown(own, episode.iterations) < slowdown
+    return diagnose_episode(own, episode, part=part, whole=whole), beside_split
+
+
+def read_as_its_episodes(incident: Incident, attribution: Attribution, sustained: Sequence[Episode], *,
+                         slowdown: float) -> Incident:
+    """A cluster's hardware ``incident`` as the non-hardware cause of the ``sustained`` episodes it
+    lies in (of ``attribution``'s), where none of them reads hardware: offline such a cluster gives
+    way to the episode's own incident (``_with_attribution``), which live the slowdown watch raises,
+    and the two are one episode's (``episodes.episode_of``). A part that raises no incident of the
+    stragglers' (the split; stragglers under the line beside it, no device found) says nothing; of
+    several readings, the episode sharing most of the incident's iterations names the cause."""
+    if not incident.cause.hardware:
+        return incident
+    readings: list[tuple[int, Straggler]] = []
+    for episode in sustained:
+        shared = len(set(episode.iterations) & set(incident.iterations))
+        if not shared:
+            continue
+        own = _attribution_of(attribution, episode, only=len(sustained) == 1)
+        for part in parts(own, episode.iterations, slowdown=slowdown):
+            if part is Part.SPLIT:
+                continue
+            reading, beside_split = _stragglers_read(own, episode, part, whole=attribution, slowdown=slowdown)
+            if reading is Straggler.HARDWARE:
+                return incident
+            if not beside_split:
+                readings.append((shared, reading))
+    if not readings:
+        return incident
+    found = max(readings, key=lambda r: r[0])[1]
+    return replace(incident, cause=IncidentCause(found.value), suspects=(), advice=ADVICE[found])
 
 
 def _attribution_of(attribution: Attribution, episode: Episode, *, only: bool) -> Attribution:

@@ -22,7 +22,11 @@ straggler cost was charged to under the line or network devices whose transfers 
 and a device that paused before pages the second time, as offline. A compute incident whose
 iterations the same attribution reads as work or pauses moving between the ranks
 (``localize.data_not_device``: pauses striking one rank, then another, every few steps) names that
-cause and no GPU, as offline. The sustained episodes of
+cause and no GPU, as offline. Each is judged without a side its iterations barely paid for, as
+offline reports it (``attributed.paid_sides``: a GPU's incident keeps no NVSwitch beside it for a
+transfer blip), and a hardware incident whose sustained episodes all read a non-hardware cause is
+read as that cause (``localize.read_as_its_episodes``): offline it gives way to the episode's own
+incident, which the slowdown watch raises live, the two then one. The sustained episodes of
 the same iterations (``Replayed.sustained``) bound each cluster's search, as offline: a step later in
 the window is its own episode's (the slowdown watch raises it), not evidence of the cluster's.
 """
@@ -36,17 +40,17 @@ from functools import partial
 
 from sleuth.errors import SleuthError
 from sleuth.localizer import Incident, localize
-from sleuth.localizer.localize import data_not_device, searched_across_episodes
+from sleuth.localizer.localize import data_not_device, read_as_its_episodes, searched_across_episodes
 from sleuth.localizer.attributed import (
-    Episode, episodes, evidence_iterations, hiccup, outside_episodes, tied_devices, uncharged_device, unpaid_compute,
-    unpaid_side, unpaid_straggler_cause,
+    Episode, episodes, evidence_iterations, hiccup, outside_episodes, paid_sides, tied_devices, uncharged_device,
+    unpaid_compute, unpaid_side, unpaid_straggler_cause,
 )
 from sleuth.settings import Settings
 from sleuth.sources import RecordSource
 from sleuth.topology import Topology
 from sleuth.whatif.attribution import Attribution, attribute
 
-__all__ = ["Replayed", "judge", "localized", "replayed", "settled_through"]
+__all__ = ["Replayed", "judge", "localized", "replayed", "settled_through", "settling"]
 
 _log = logging.getLogger(__name__)
 
@@ -103,16 +107,19 @@ def judge(incidents: Sequence[Incident], source: RecordSource, settings: Setting
     attribution, spec = read.attribution, source.job_spec()
     sustained = read.sustained(settings)
     found: list[Incident | None] = list(incidents)
+    line = settings.attribution_slowdown
     for i in judgeable:
         others = tied_devices(o for o in incidents if o is not incidents[i]) | named_elsewhere
-        pause = hiccup(incidents[i], others, attribution, spec=spec, slowdown=settings.attribution_slowdown,
+        # Without a side its iterations barely paid for, as offline reports it (``paid_sides``).
+        paid = paid_sides(incidents[i], attribution)
+        pause = hiccup(incidents[i], others, attribution, spec=spec, slowdown=line,
                        sustain=settings.attribution_sustain, horizon=max(len(wanted), settings.localizer_window)) \
-            or unpaid_straggler_cause(incidents[i], attribution, slowdown=settings.attribution_slowdown) \
-            or unpaid_compute(incidents[i], attribution, slowdown=settings.attribution_slowdown, spec=spec) \
-            or unpaid_side(incidents[i], attribution, slowdown=settings.attribution_slowdown) \
-            or (outside_episodes(incidents[i], sustained)
-                and uncharged_device(incidents[i], attribution, slowdown=settings.attribution_slowdown, spec=spec))
-        found[i] = None if pause else data_not_device(incidents[i], attribution)
+            or unpaid_straggler_cause(incidents[i], attribution, slowdown=line) \
+            or unpaid_compute(incidents[i], attribution, slowdown=line, spec=spec) \
+            or unpaid_side(paid, attribution, slowdown=line) \
+            or (outside_episodes(paid, sustained) and uncharged_device(paid, attribution, slowdown=line, spec=spec))
+        found[i] = None if pause else read_as_its_episodes(data_not_device(paid, attribution), attribution, sustained,
+                                                           slowdown=line)
     return found
 
 
@@ -149,7 +156,13 @@ def _around(incidents: Sequence[Incident], settings: Settings, *, through: int |
     return tuple(range(first, min(through, settled_through(max(seen), settings)) + 1))
 
 
+def settling(incident: Incident, settings: Settings) -> int:
+    """The iteration whose landing settles whether ``incident`` is a benign pause: its search may have
+    followed a delay into the iteration after its last (``evidence_iterations``)."""
+    return settled_through(max(evidence_iterations(incident)), settings)
+
+
 def _judgeable(incident: Incident, settings: Settings, *, through: int, stopped: bool) -> bool:
     """Past the warmup, and the iterations that show whether it goes on have landed, or none will."""
-    seen = evidence_iterations(incident)
-    return min(seen) >= settings.attribution_warmup and (stopped or settled_through(max(seen), settings) <= through)
+    return min(evidence_iterations(incident)) >= settings.attribution_warmup and (
+        stopped or settling(incident, settings) <= through)

@@ -38,6 +38,9 @@ class Pending:
     arrivals: dict[int, float] = field(default_factory=dict)  # iteration -> when it first arrived (monotonic s)
     tokens: list[Hashable] = field(default_factory=list)
     not_before: float = 0.0
+    #: The iteration whose landing settles the incidents found so far, where their evidence reached
+    #: past the last gathered iteration (``benign_pauses.settling``); 0 before any search.
+    settle_through: int = 0
 
     @property
     def iterations(self) -> list[int]:
@@ -52,6 +55,7 @@ class Pending:
             self.arrivals[iteration] = min(arrived, self.arrivals.get(iteration, arrived))
         self.tokens.extend(other.tokens)
         self.not_before = min(self.not_before, other.not_before)
+        self.settle_through = max(self.settle_through, other.settle_through)
 
 
 class Gatherer:

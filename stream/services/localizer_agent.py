@@ -16,9 +16,12 @@ job's gathering is due, the agent
    ``sleuth localize`` does), each cluster's search kept between the sustained episodes around it,
    as offline (``benign_pauses.localized``);
 4. keeps back the benign pauses (``benign_pauses.judge``: brief, cheap, not recurring, which the
-   iterations after them show), reads as the data's a compute incident whose work or pauses move
-   between the ranks, as offline, and raises each other incident that does not merely continue a
-   raised one (``episodes``) through the ``IncidentSink``: ``SLEUTH_INCIDENTS_TOPIC``, then ClickHouse;
+   iterations after them show; where a search followed a delay into the iteration after the last
+   gathered one, the agent waits for the few after that one too, as in step 2), reads as the data's
+   a compute incident whose work or pauses move between the ranks, and a hardware one whose
+   sustained episodes read a non-hardware cause as that cause, as offline, and raises each other
+   incident that does not merely continue a raised one (``episodes``) through the ``IncidentSink``:
+   ``SLEUTH_INCIDENTS_TOPIC``, then ClickHouse;
 5. acknowledges the gathered Kafka events, so that faust commits their offsets only now: a crash
    before replays them, and step 1 and the continuation rule keep the replay from raising twice.
 
@@ -61,7 +64,7 @@ from sleuth.storage.progress import active_jobs
 from sleuth.storage.source import ClickHouseSource, landed_through
 from sleuth.stores import Bus, PauseStore
 from sleuth.stream import connect
-from sleuth.stream.services.benign_pauses import localized, settled_through
+from sleuth.stream.services.benign_pauses import localized, settled_through, settling
 from sleuth.stream.detection.publish import decode
 from sleuth.stream.services.episodes import Gatherer, Pending, not_localized
 from sleuth.stream.services.faust_app import assigned_partitions, create_app, run_in_own_loop, serve_until
@@ -211,7 +214,7 @@ class LocalizerAgent:
             return True
         through = landed_through(self.client, db, job, world=stored.job_spec().world, since=fresh[0])
         # The iterations after the last show whether a pause recurs or goes on (benign_pauses.judge).
-        stopped = through is None or through < settled_through(fresh[-1], settings)
+        stopped = through is None or through < max(settled_through(fresh[-1], settings), pending.settle_through)
         if stopped:
             waited = self.clock() - pending.first_arrival - settings.localizer_debounce_s
             if waited < settings.localizer_land_timeout_s:
@@ -232,6 +235,12 @@ class LocalizerAgent:
         except SleuthError as error:  # e.g. a job's GPU missing from the topology: retrying cannot help
             _log.error("job %s: cannot localize iterations %s..%s: %s", job, fresh[0], fresh[-1], error)
             return True
+        # A search that followed a delay into the iteration after the last is settled later: wait for it
+        # as for the gathered ones, rather than page its incident unjudged.
+        settle = max((settling(incident, settings) for incident, _ in judged), default=0)
+        if not stopped and through is not None and settle > through:
+            pending.settle_through = settle
+            return False
         for incident, reading in judged:
             if reading is None:
                 self.paused.record(incident)

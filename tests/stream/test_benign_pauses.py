@@ -10,6 +10,7 @@ from sleuth.localizer import localize
 from sleuth.settings import Settings
 from sleuth.sim import Emulation, Timing
 from sleuth.storage.memory import MemoryPauseStore
+from sleuth.stream.detection import irregular_iterations
 from sleuth.stream.services.benign_pauses import judge, localized, settled_through
 
 from .detection.conftest import scenario
@@ -172,3 +173,44 @@ def test_a_transfer_blip_inside_a_slow_gpus_episode_pages_no_switch() -> None:
     assert [s.device for s in found.suspects] == ["nvswitch:vm"]
     judged = localized(source, [15], topology=topology, settings=SETTINGS, through=59, named_elsewhere=set())
     assert [reading for _, reading in judged] == [None]
+
+
+def _real(name: str, group: str = "gloo_logger"):
+    """A real job's records folder under ``tests/localizer/<group>``: (source, topology, its last step)."""
+    from pathlib import Path
+
+    from sleuth.jobspec import JobSpec
+    from sleuth.records_folder import read_records
+    from sleuth.sources import MemorySource
+    from sleuth.topology.job_fabric import single_leaf
+
+    folder = Path(__file__).parents[1] / "localizer" / group / name
+    spec = JobSpec.read(folder)
+    records, rows = read_records(folder)
+    return MemorySource(spec, records, rows), single_leaf(spec), int(rows["iteration"].max())
+
+
+def test_a_mixed_incident_is_judged_on_the_side_its_steps_paid_for_as_offline() -> None:
+    """A real DDP job whose rank 0 saves a checkpoint every 100 steps (``gloo_logger/ddp-ckpt100-2``):
+    the search from its irregular steps 16-100 named the host's NVSwitch, then rank 2's GPU (mixed).
+    Transfers carried under a tenth of what the job paid there: judged as offline reports it, on the
+    GPU alone (``paid_sides``), which those steps' straggler cost was charged to under the line
+    (``uncharged_device``): recorded, not paged. Judged whole, it paged both."""
+    source, topology, last = _real("ddp-ckpt100-2")
+    irregular = [i.iteration for i in irregular_iterations(source.iterations()) if 16 <= i.iteration <= 100]
+    [(found, reading)] = localized(source, irregular, topology=topology, settings=SETTINGS, through=last,
+                                   named_elsewhere=set())
+    assert found.cause.value == "mixed" and {s.device for s in found.suspects} == {"nvswitch:vm", "gpu:vm/2"}
+    assert reading is None
+
+
+def test_a_hardware_incident_inside_episodes_read_as_moving_batches_is_read_as_they_are() -> None:
+    """A real 8-rank job whose batches' cost moves between replicas (``loaded_gloo/train-seqlen``):
+    the search from steps 19 and 26 named the host's NVSwitch, then two GPUs. Both sustained episodes
+    it lies in (18-20, 24-28) read as sequence-length imbalance: offline the episodes' incidents
+    replace it; live it is read as that, no device (and merges with the slowdown watch's)."""
+    source, topology, last = _real("train-seqlen", "loaded_gloo")
+    [(found, reading)] = localized(source, [19, 26], topology=topology, settings=SETTINGS, through=last,
+                                   named_elsewhere=set(), stopped=True)
+    assert found.cause.value == "network" and found.suspects[0].device == "nvswitch:vm"
+    assert reading is not None and reading.cause.value == "seqlen_imbalance" and not reading.suspects

@@ -286,3 +286,47 @@ def test_two_localizers_of_one_group_measure_a_job_once_and_raise_its_slowdown_o
             halt(stop, thread)
         client.execute(f"DROP DATABASE IF EXISTS {db}")
         client.disconnect()
+
+
+
+def test_a_search_that_followed_a_delay_past_the_last_irregular_step_waits_for_the_steps_that_settle_it(
+        services: Services, tmp_path) -> None:
+    """A real 8-rank job on the loaded machine whose batches' cost moves between replicas
+    (``tests/localizer/loaded_gloo/train-seqlen``, steps 0-29, all landed): its irregular steps 19
+    and 26 gathered. The search followed 26's delay into 27, so what settles the incident is 30, past
+    the last landed step: the agent waits for it as for the gathered steps' own, then, the land
+    timeout over, judges on what landed: the costly batches moving, no device. It paged the search's
+    NVSwitch unjudged before. (One gathering handled on a clock of the test's, no what-if rounds.)"""
+    from pathlib import Path
+
+    from sleuth.jobspec import JobSpec
+    from sleuth.records_folder import read_records
+    from sleuth.storage.sink import ClickHouseSink
+    from sleuth.stream.services.episodes import Pending
+    from sleuth.topology.job_fabric import single_leaf
+
+    folder = Path(__file__).parents[1] / "localizer" / "loaded_gloo" / "train-seqlen"
+    spec = JobSpec.read(folder)
+    records, rows = read_records(folder)
+    settings, client = localizer_settings(services, single_leaf(spec), tmp_path / "fabric.yaml",
+                                          localizer_debounce_s=1.0, localizer_land_timeout_s=10.0)
+    db = settings.clickhouse_database
+    ClickHouseSink(client, db).write(records, rows, [spec])
+    now = [1.0]
+    agent = LocalizerAgent(settings, client=connect.clickhouse_client(settings), topology=cluster_topology(settings),
+                           clock=lambda: now[0])
+    pending = Pending(spec.job, arrivals={19: 0.0, 26: 0.0})
+    try:
+        assert not agent._handle(pending)  # landed through 29, which settles 26; its search reached 27
+        assert pending.settle_through == 30 and agent.incidents == [] and not agent.pauses
+        now[0] = 5.0
+        assert not agent._handle(pending)  # still waiting
+        now[0] = 12.0
+        assert agent._handle(pending)
+        [incident] = agent.incidents
+        assert incident.cause.value == "seqlen_imbalance" and not incident.suspects, incident
+        assert client.execute(f"SELECT cause FROM {db}.incidents FINAL") == [("seqlen_imbalance",)]
+    finally:
+        agent.sink.bus.close(timeout=10)
+        client.execute(f"DROP DATABASE IF EXISTS {db}")
+        client.disconnect()
