@@ -66,7 +66,7 @@ from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, 
 from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
 from sleuth.localizer.shifts import level_shifts, persists
 
-__all__ = ["data_not_device", "localize", "read_as_its_episodes", "searched_across_episodes"]
+__all__ = ["data_not_device", "jitter_in_a_device_episode", "localize", "read_as_its_episodes", "searched_across_episodes"]
 
 _COMPUTE_KINDS = (DeviceKind.GPU, DeviceKind.HOST)
 _SETTINGS = Settings()  # defaults only: entry points read the environment
@@ -253,11 +253,37 @@ def read_as_its_episodes(incident: Incident, attribution: Attribution, sustained
     """A cluster's hardware ``incident`` as the non-hardware cause of the ``sustained`` episodes it
     lies in (of ``attribution``'s), where none of them reads hardware: offline such a cluster gives
     way to the episode's own incident (``_with_attribution``), which live the slowdown watch raises,
-    and the two are one episode's (``episodes.episode_of``). A part that raises no incident of the
-    stragglers' (the split; stragglers under the line beside it, no device found) says nothing; of
-    several readings, the episode sharing most of the incident's iterations names the cause."""
+    and the two are one episode's (``episodes.episode_of``). Of several readings, the episode
+    sharing most of the incident's iterations names the cause."""
     if not incident.cause.hardware:
         return incident
+    readings = _episode_readings(incident, attribution, sustained, slowdown=slowdown)
+    if not readings or any(reading is Straggler.HARDWARE for _, reading in readings):
+        return incident
+    found = max(readings, key=lambda r: r[0])[1]
+    return replace(incident, cause=IncidentCause(found.value), suspects=(), advice=ADVICE[found])
+
+
+def jitter_in_a_device_episode(incident: Incident, attribution: Attribution, sustained: Sequence[Episode], *,
+                               slowdown: float) -> bool:
+    """Whether a cluster's ``incident`` names transfer devices alone, lies in a sustained episode read
+    as hardware's, and its transfers over its own iterations are jitter (``persistent_transfers``
+    under ``majority``: one transfer in one step, another in the next). Offline the episode's what-if
+    search complements it and that side goes (``jitter_transfers_dropped``); live the slowdown watch
+    raises the episode with that search's devices, and this one names only the jitter's."""
+    if incident.cause is not IncidentCause.NETWORK:
+        return False
+    if not any(reading is Straggler.HARDWARE for _, reading in
+               _episode_readings(incident, attribution, sustained, slowdown=slowdown)):
+        return False
+    return attribution.persistent_transfers(incident.iterations, most=_RULES.majority) < _RULES.majority
+
+
+def _episode_readings(incident: Incident, attribution: Attribution, sustained: Sequence[Episode], *,
+                      slowdown: float) -> list[tuple[int, Straggler]]:
+    """(iterations shared with ``incident``, reading) of each part of the ``sustained`` episodes it lies
+    in that raises an incident of the stragglers' (not the split; not stragglers under the line beside
+    it that read no device)."""
     readings: list[tuple[int, Straggler]] = []
     for episode in sustained:
         shared = len(set(episode.iterations) & set(incident.iterations))
@@ -268,14 +294,9 @@ def read_as_its_episodes(incident: Incident, attribution: Attribution, sustained
             if part is Part.SPLIT:
                 continue
             reading, beside_split = _stragglers_read(own, episode, part, whole=attribution, slowdown=slowdown)
-            if reading is Straggler.HARDWARE:
-                return incident
-            if not beside_split:
+            if reading is Straggler.HARDWARE or not beside_split:
                 readings.append((shared, reading))
-    if not readings:
-        return incident
-    found = max(readings, key=lambda r: r[0])[1]
-    return replace(incident, cause=IncidentCause(found.value), suspects=(), advice=ADVICE[found])
+    return readings
 
 
 def _attribution_of(attribution: Attribution, episode: Episode, *, only: bool) -> Attribution:

@@ -26,7 +26,10 @@ cause and no GPU, as offline. Each is judged without a side its iterations barel
 offline reports it (``attributed.paid_sides``: a GPU's incident keeps no NVSwitch beside it for a
 transfer blip), and a hardware incident whose sustained episodes all read a non-hardware cause is
 read as that cause (``localize.read_as_its_episodes``): offline it gives way to the episode's own
-incident, which the slowdown watch raises live, the two then one. The sustained episodes of
+incident, which the slowdown watch raises live, the two then one. One naming transfer devices alone
+inside an episode read as a device's, where its transfers were jitter over its own iterations, is
+recorded as a pause (``localize.jitter_in_a_device_episode``): offline the episode's what-if search
+replaces that side, live the watch raises the episode with it. The sustained episodes of
 the same iterations (``Replayed.sustained``) bound each cluster's search, as offline: a step later in
 the window is its own episode's (the slowdown watch raises it), not evidence of the cluster's.
 """
@@ -40,7 +43,9 @@ from functools import partial
 
 from sleuth.errors import SleuthError
 from sleuth.localizer import Incident, localize
-from sleuth.localizer.localize import data_not_device, read_as_its_episodes, searched_across_episodes
+from sleuth.localizer.localize import (
+    data_not_device, jitter_in_a_device_episode, read_as_its_episodes, searched_across_episodes,
+)
 from sleuth.localizer.attributed import (
     Episode, episodes, evidence_iterations, hiccup, outside_episodes, paid_sides, tied_devices, uncharged_device,
     unpaid_compute, unpaid_side, unpaid_straggler_cause,
@@ -117,7 +122,8 @@ def judge(incidents: Sequence[Incident], source: RecordSource, settings: Setting
             or unpaid_straggler_cause(incidents[i], attribution, slowdown=line) \
             or unpaid_compute(incidents[i], attribution, slowdown=line, spec=spec) \
             or unpaid_side(paid, attribution, slowdown=line) \
-            or (outside_episodes(paid, sustained) and uncharged_device(paid, attribution, slowdown=line, spec=spec))
+            or (outside_episodes(paid, sustained) and uncharged_device(paid, attribution, slowdown=line, spec=spec)) \
+            or jitter_in_a_device_episode(paid, attribution, sustained, slowdown=line)
         found[i] = None if pause else read_as_its_episodes(data_not_device(paid, attribution), attribution, sustained,
                                                            slowdown=line)
     return found

@@ -214,3 +214,18 @@ def test_a_hardware_incident_inside_episodes_read_as_moving_batches_is_read_as_t
                                    named_elsewhere=set(), stopped=True)
     assert found.cause.value == "network" and found.suspects[0].device == "nvswitch:vm"
     assert reading is not None and reading.cause.value == "seqlen_imbalance" and not reading.suspects
+
+
+def test_transfer_jitter_inside_a_slow_gpus_episode_pages_no_switch_the_watch_names_the_gpu() -> None:
+    """A real FSDP job on the loaded machine whose rank 2 computes 3 times as long from step 10
+    (``loaded_gloo/fsdp-moderate``): the search from its irregular steps 13-29 named the host's
+    NVSwitch, for all-gathers delayed in one step here and another there (under a tenth of what
+    transfers ran long in carried by ones long in most steps). The episode it lies in reads as a
+    device's: offline its what-if search names rank 2's GPU and the jitter's side goes; live the
+    slowdown watch raises that, and this one is recorded, not paged."""
+    source, topology, last = _real("fsdp-moderate", "loaded_gloo")
+    irregular = [i.iteration for i in irregular_iterations(source.iterations()) if i.iteration >= 5]
+    [(found, reading)] = localized(source, irregular, topology=topology, settings=SETTINGS, through=last,
+                                   named_elsewhere=set(), stopped=True)
+    assert [s.device for s in found.suspects] == ["nvswitch:vm"]
+    assert reading is None
