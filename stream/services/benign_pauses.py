@@ -16,9 +16,11 @@ naming a straggler cause the stragglers did not cost the job is recorded as a pa
 (``unpaid_straggler_cause``: its iterations were long on every rank alike), as is one naming a
 compute device there (``unpaid_compute``) or naming only a side that carried under a tenth of what
 the job paid in its iterations (``unpaid_side``: a transfer blip inside a slow GPU's episode, which
-the slowdown watch raises), or, outside every sustained episode, compute devices its iterations'
-straggler cost was charged to under the line or network devices whose transfers cost them under it
-(``uncharged_device``), as offline. A pause judged benign is recorded (``sleuth.stores.PauseStore``),
+the slowdown watch raises), or compute devices its iterations' straggler cost was charged to under
+the line or network devices whose transfers cost them under it (``uncharged_device``): offline, outside
+every sustained episode; inside one, offline the episode's what-if search leads such an incident with
+the devices the job paid for, which live the slowdown watch raises (a real job's rank slow from step
+50, whose search from a jitter spike at 29 named rank 1's GPU). A pause judged benign is recorded (``sleuth.stores.PauseStore``),
 and a device that paused before pages the second time, as offline. A compute incident whose
 iterations the same attribution reads as work or pauses moving between the ranks
 (``localize.data_not_device``: pauses striking one rank, then another, every few steps) names that
@@ -47,8 +49,8 @@ from sleuth.localizer.localize import (
     data_not_device, jitter_in_a_device_episode, read_as_its_episodes, searched_across_episodes,
 )
 from sleuth.localizer.attributed import (
-    Episode, episodes, evidence_iterations, hiccup, outside_episodes, paid_sides, tied_devices, uncharged_device,
-    unpaid_compute, unpaid_side, unpaid_straggler_cause,
+    Episode, episodes, evidence_iterations, hiccup, paid_sides, tied_devices, uncharged_device, unpaid_compute,
+    unpaid_side, unpaid_straggler_cause,
 )
 from sleuth.settings import Settings
 from sleuth.sources import RecordSource
@@ -122,7 +124,7 @@ def judge(incidents: Sequence[Incident], source: RecordSource, settings: Setting
             or unpaid_straggler_cause(incidents[i], attribution, slowdown=line) \
             or unpaid_compute(incidents[i], attribution, slowdown=line, spec=spec) \
             or unpaid_side(paid, attribution, slowdown=line) \
-            or (outside_episodes(paid, sustained) and uncharged_device(paid, attribution, slowdown=line, spec=spec)) \
+            or uncharged_device(paid, attribution, slowdown=line, spec=spec) \
             or jitter_in_a_device_episode(paid, attribution, sustained, slowdown=line)
         found[i] = None if pause else read_as_its_episodes(data_not_device(paid, attribution), attribution, sustained,
                                                            slowdown=line)

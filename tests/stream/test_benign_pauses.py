@@ -229,3 +229,19 @@ def test_transfer_jitter_inside_a_slow_gpus_episode_pages_no_switch_the_watch_na
                                    named_elsewhere=set(), stopped=True)
     assert [s.device for s in found.suspects] == ["nvswitch:vm"]
     assert reading is None
+
+
+def test_a_gpu_a_device_episode_charged_nothing_pages_not_beside_the_watchs() -> None:
+    """A real DDP job on an H200 whose rank 2 computes 4 times as long from step 50 of 150
+    (``h200_ddp/fault``), its steps gathered at once as a 2-second job's are live: the search from
+    a jitter spike at 29 named rank 1's GPU and the hosts' NICs, and, its clusters merged, so did
+    the incident (rank 2's compute was its slots' baseline from 49 on). The job paid for compute
+    there: trimmed to rank 1's GPU, which the episode's straggler cost was charged under the line
+    of (rank 2 the costliest in every step). Recorded, not paged: the slowdown watch raises rank 2's."""
+    source, topology, last = _real("fault", "h200_ddp")
+    irregular = [i.iteration for i in irregular_iterations(source.iterations()) if i.iteration >= 5]
+    [(found, reading)] = localized(source, irregular, topology=topology, settings=SETTINGS, through=last,
+                                   named_elsewhere=set(), stopped=True)
+    assert "gpu:node1/0" in {s.device for s in found.suspects}
+    assert "gpu:node2/0" not in {s.device for s in found.suspects}
+    assert reading is None
