@@ -6,7 +6,8 @@ The records are ``ingest_job``'s (tp 8, pp 4, data-parallel the rest), cut as th
 them, turned into the gateway's Kafka messages and taken ``SLEUTH_WORKER_MAX_MESSAGES`` at a
 time, as ``bench_ingest.py``'s detection stage does; no services needed. Prints one JSON object:
 ``detection_rps`` (wall clock) and ``detection_cpu_rps`` (the process's CPU time: on a shared
-machine the steadier of the two), the same run's protobuf encoding of the records
+machine the steadier of the two), each stage's alone (``decode_cpu_rps``; ``judge_cpu_rps``:
+``Worker.judge``, the detectors on decoded batches, with its own ratio), the same run's protobuf encoding of the records
 (``baseline_encode_rps``, likewise both) and their ratios, the best of ``--repeat`` runs each, and what was found (abnormal rows, irregularities), so that a faster run can be seen
 to find the same. ``--profile N`` prints the N costliest functions (cProfile) to stderr.
 
@@ -29,7 +30,7 @@ from sleuth.proto import codec
 from sleuth.settings import Settings
 from sleuth.stream.detection.deployed import worker_detectors
 from sleuth.stream.detection.rules import DETECTION_RULES
-from sleuth.stream.services.worker import Worker
+from sleuth.stream.services.worker import Worker, decode
 
 
 def main() -> None:
@@ -53,12 +54,17 @@ def main() -> None:
         total = sum(len(b.records) for b in batches)
         steps.advance(description="detection throughput: timed runs (detection, then the encoding baseline)")
 
-        def run() -> tuple[float, float, int, int]:
+        def run() -> tuple[float, float, float, int, int]:
+            """(CPU s of decoding and detection, wall s, CPU s of detection alone, abnormal rows, irregularities):
+            every batch decoded first, then each judged as ``Worker.prepare`` does, so each stage is timed alone."""
             worker = Worker(settings, client=None, detectors=worker_detectors(settings), slice_records=args.slice_records)
             start, cpu = time.perf_counter(), time.process_time()
-            found = [worker.prepare(messages)[1] for messages in taken]
-            cpu, seconds = time.process_time() - cpu, time.perf_counter() - start
-            return cpu, seconds, sum(len(f.abnormal) for f in found), sum(len(f.irregularities) for f in found)
+            decoded = [decode(messages) for messages in taken]
+            judging = time.process_time()
+            found = [worker.judge(d) for d in decoded]
+            end = time.process_time()
+            return (end - cpu, time.perf_counter() - start, end - judging,
+                    sum(len(f.abnormal) for f in found), sum(len(f.irregularities) for f in found))
 
         def encode() -> tuple[float, float]:
             start, cpu = time.perf_counter(), time.process_time()
@@ -70,7 +76,7 @@ def main() -> None:
         for _ in range(args.repeat):
             runs.append(run())
             steps.advance()
-        cpu, seconds, abnormal, irregular = min(runs)
+        cpu, seconds, judge_cpu, abnormal, irregular = min(runs)
         encodings = []
         for _ in range(args.repeat):
             encodings.append(encode())
@@ -87,6 +93,8 @@ def main() -> None:
         "max_messages": settings.worker_max_records, "worker_batches": len(taken), "slice_records": args.slice_records,
         "detection_rps": round(total / seconds, 1), "detection_cpu_rps": round(total / cpu, 1),
         "cpu_us_per_record": round(1e6 * cpu / total, 3),
+        "decode_cpu_rps": round(total / (cpu - judge_cpu), 1), "judge_cpu_rps": round(total / judge_cpu, 1),
+        "judge_cpu_ratio_to_baseline": round(base_cpu / judge_cpu, 4),
         "baseline_encode_rps": round(total / base_seconds, 1), "baseline_encode_cpu_rps": round(total / base_cpu, 1),
         "ratio_to_baseline": round(base_seconds / seconds, 4), "cpu_ratio_to_baseline": round(base_cpu / cpu, 4),
         "abnormal_rows": abnormal, "irregularities": irregular,

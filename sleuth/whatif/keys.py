@@ -27,14 +27,15 @@ __all__ = ["dense_ids", "first_of_each", "group_median", "group_spread", "keyed_
 def dense_ids(*keys: np.ndarray) -> np.ndarray:
     """Dense id of each element's combination of ``keys`` (equal keys, equal id): a lexsort and a
     diff, several times faster than ``np.unique(axis=1)``, which sorts structured rows."""
-    table = _table_key(keys)
+    bounds = _bounds(keys)
+    table = _table_key(keys, bounds)
     if table is not None:
         # Keys spanning few combinations: count them in a table instead of sorting; the same ids.
         key, size = table
         present = np.zeros(size, bool)
         present[key] = True
         return (np.cumsum(present) - 1)[key]
-    packed = packed_key(keys)
+    packed = packed_key(keys, bounds)
     if packed is not None:
         # One argsort of one key costs a third of a lexsort over several; the ids are the same.
         # Stable (timsort): records come in runs (by rank, in program order), which it merges.
@@ -117,15 +118,27 @@ def first_of_each(*keys: np.ndarray) -> np.ndarray:
     return first
 
 
-def _table_key(keys: tuple[np.ndarray, ...]) -> tuple[np.ndarray, int] | None:
-    """The integer ``keys`` as one mixed-radix int64 sorting as they do, with the number of
-    combinations it spans, or None when that is over twice the elements (a table would cost more
-    than a sort) or the keys are not integers."""
-    n = len(keys[0]) if keys else 0
-    if not n or any(k.dtype.kind not in "iub" or (k.dtype.kind == "u" and int(k.max()) >= 1 << 62) for k in keys):
+def _bounds(keys: tuple[np.ndarray, ...]) -> list[tuple[int, int]] | None:
+    """Each of the integer ``keys``' (least, greatest), read once for the packings below; None where
+    there are none, one is not integers or an unsigned one reaches 2**62."""
+    if not keys or not len(keys[0]) or any(k.dtype.kind not in "iub" for k in keys):
         return None
-    lows = [int(k.min()) for k in keys]
-    spans = [int(k.max()) - low + 1 for k, low in zip(keys, lows)]
+    bounds = [(int(k.min()), int(k.max())) for k in keys]
+    if any(k.dtype.kind == "u" and high >= 1 << 62 for k, (_, high) in zip(keys, bounds)):
+        return None
+    return bounds
+
+
+def _table_key(keys: tuple[np.ndarray, ...],
+               bounds: list[tuple[int, int]] | None) -> tuple[np.ndarray, int] | None:
+    """The integer ``keys`` (their ``_bounds``) as one mixed-radix int64 sorting as they do, with the
+    number of combinations it spans, or None when that is over twice the elements (a table would
+    cost more than a sort) or the keys are not integers."""
+    if bounds is None:
+        return None
+    n = len(keys[0])
+    lows = [low for low, _ in bounds]
+    spans = [high - low + 1 for low, high in bounds]
     size = 1
     for span in spans:
         size *= span
@@ -138,15 +151,16 @@ def _table_key(keys: tuple[np.ndarray, ...]) -> tuple[np.ndarray, int] | None:
     return key, size
 
 
-def packed_key(keys: tuple[np.ndarray, ...]) -> np.ndarray | None:
+def packed_key(keys: tuple[np.ndarray, ...], bounds: list[tuple[int, int]] | None = None) -> np.ndarray | None:
     """The integer ``keys`` as one int64 sorting as they do (the first most significant), or None
-    when they are not integers or their ranges need more than 62 bits together."""
-    if not len(keys) or not len(keys[0]) or any(k.dtype.kind not in "iub" for k in keys):
-        return None
-    if any(k.dtype.kind == "u" and int(k.max()) >= 1 << 62 for k in keys):
-        return None
-    lows = [int(k.min()) for k in keys]
-    widths = [(int(k.max()) - low).bit_length() for k, low in zip(keys, lows)]
+    when they are not integers or their ranges need more than 62 bits together. ``bounds``: their
+    ``_bounds`` where already read."""
+    if bounds is None:
+        bounds = _bounds(keys)
+        if bounds is None:
+            return None
+    lows = [low for low, _ in bounds]
+    widths = [(high - low).bit_length() for low, high in bounds]
     if sum(widths) > 62:
         return None
     packed = np.zeros(len(keys[0]), np.int64)

@@ -1,6 +1,10 @@
-/* sleuth.stream.detection._screen: vote_screen.VoteScreen.screened, compiled.
+/* sleuth.stream.detection._screen: vote_screen.VoteScreen.kinds and screened, compiled.
  *
- * Per row of a float32 feature matrix and its kind: whether it lies in one of its kind's boxes,
+ * ``kinds``: per row of a float32 feature matrix, in one pass over the row, its kind's key as
+ * VoteScreen._numpy_kinds (its reference) builds it column by column: a bit a split feature for
+ * "missing", then each categorical code in its bits; -1 where a known code is out of range.
+ *
+ * ``screened``: per row of a float32 feature matrix and its kind: whether it lies in one of its kind's boxes,
  * each box's float32 edges [lo, hi] checked only on the columns it bounds (an unbounded column
  * excludes nothing). A value the row has missing (NaN) compares false both ways, as numpy's
  * comparisons do, so it is never outside. The numpy version in vote_screen.py is its reference
@@ -8,7 +12,56 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
+
+/* kinds(width, X, split, categorical, code_bits, out): each row's kind key into out (int64). */
+static PyObject *kinds(PyObject *self, PyObject *args) {
+    Py_buffer X, split, categorical, out;
+    Py_ssize_t width, code_bits;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "ny*y*y*nw*", &width, &X, &split, &categorical, &code_bits, &out))
+        return NULL;
+    PyObject *result = NULL;
+    const Py_ssize_t rows = width > 0 ? X.len / 4 / width : 0, nsplit = split.len / 8, ncat = categorical.len / 8;
+    const int64_t *split_at = split.buf, *cat_at = categorical.buf;
+    int bad = width < 1 || X.len != rows * width * 4 || out.len != rows * 8 || code_bits < 1 ||
+              nsplit + code_bits * ncat > 63;
+    for (Py_ssize_t j = 0; !bad && j < nsplit; j++) bad = split_at[j] < 0 || split_at[j] >= width;
+    for (Py_ssize_t j = 0; !bad && j < ncat; j++) bad = cat_at[j] < 0 || cat_at[j] >= width;
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "kinds: columns outside the matrix, or keys over 63 bits");
+        goto done;
+    }
+    const float *x = X.buf;
+    int64_t *key = out.buf;
+    const double top = (double)((int64_t)1 << code_bits);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        const float *row = x + i * width;
+        int64_t k = 0;
+        for (Py_ssize_t j = 0; j < nsplit; j++) k |= (int64_t)isnan(row[split_at[j]]) << j;
+        for (Py_ssize_t j = 0; j < ncat; j++) {
+            const double code = row[cat_at[j]];
+            if (isnan(code)) continue;
+            if (!(code >= 0 && code < top && code == floor(code))) {
+                k = -1;  /* every bit set: no code ORed in after it changes it */
+                continue;
+            }
+            k |= (int64_t)code << (nsplit + j * code_bits);
+        }
+        key[i] = k;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&X);
+    PyBuffer_Release(&split);
+    PyBuffer_Release(&categorical);
+    PyBuffer_Release(&out);
+    return result;
+}
 
 /* The index of ``kind`` among the ascending ``keys``, or -1. */
 static Py_ssize_t find(const int64_t *keys, Py_ssize_t n, int64_t kind) {
@@ -91,6 +144,8 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"kinds", kinds, METH_VARARGS,
+     "kinds(width, X, split, categorical, code_bits, out): each row's kind key (missing bits, then codes) into out."},
     {"screened", screened, METH_VARARGS,
      "screened(width, X, kinds, keys, first_box, lo, hi, columns, first_column, inside): whether each row lies in one "
      "of its kind's boxes, into inside."},

@@ -1,11 +1,9 @@
-"""Type stub of the compiled operator-window statistics (stream/detection/_window_stats.c); features.OperatorWindows calls it."""
+"""Type stub of the compiled operator windows (stream/detection/_window_stats.c); features.OperatorWindows calls it."""
 
 import numpy as np
 
-def refresh(
-    width: int, rows: np.ndarray, ring: np.ndarray, filled: np.ndarray, transfer_ring: np.ndarray,
-    transfer_filled: np.ndarray, stats: np.ndarray, /,
+def push(
+    width: int, rows: np.ndarray, values: np.ndarray, transfers: np.ndarray, window: np.ndarray, filled: np.ndarray,
+    born: np.ndarray, transfer_window: np.ndarray, transfer_filled: np.ndarray, transfer_born: np.ndarray,
+    stats: np.ndarray, /,
 ) -> None: ...
-
-#: The ring width sorted by the compiled network (the default ``DetectionRules.operator_window``).
-UNROLLED: int

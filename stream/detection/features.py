@@ -49,7 +49,7 @@ from sleuth.whatif.keys import packed_key, places_in_runs
 from sleuth.whatif.rules import ATTRIBUTION_RULES
 from sleuth.whatif.timeline import member_groups
 
-try:  # the compiled window statistics (stream/detection/_window_stats.c); OperatorWindows._numpy_refresh is their reference
+try:  # the compiled windows (stream/detection/_window_stats.c); OperatorWindows._numpy_append is their reference
     from sleuth.stream.detection import _window_stats
 except ImportError as error:  # not built on this machine: numpy, a few times slower
     _window_stats = None  # type: ignore[assignment]
@@ -57,6 +57,9 @@ except ImportError as error:  # not built on this machine: numpy, a few times sl
                                         "times slower; reinstall sleuth with a C compiler", error)
 
 __all__ = ["COMM_KINDS", "DRIFT_PRONE", "FEATURE_NAMES", "Chunk", "OperatorWindows"]
+
+#: The widest window: its slots' push counts are told apart modulo 2**16.
+_MAX_WINDOW = 65_535
 
 #: Column order of the feature matrix; saved with every model and checked on load.
 FEATURE_NAMES: tuple[str, ...] = (
@@ -110,12 +113,14 @@ class OperatorWindows:
     """Per-identity windows of normal durations and the features they give.
 
     ``window``: normal durations kept per identity; ``min_history``: how many before the window is
-    trusted over the chunk's own values.
+    trusted over the chunk's own values. Each window is kept sorted (its empty slots, NaN, last), each
+    value marked with its push count modulo 2**16 (``_born``), by which the oldest is evicted: a push
+    changes a window by one value, which an insertion places where sorting it anew costs most.
     """
 
     def __init__(self, *, window: int = DETECTION_RULES.operator_window,
                  min_history: int = DETECTION_RULES.min_history) -> None:
-        integer("window", window, low=2)
+        integer("window", window, low=2, high=_MAX_WINDOW)
         integer("min_history", min_history, low=1, high=window, high_shown=f"window ({window})")
         self.window = window
         self.min_history = min_history
@@ -129,6 +134,8 @@ class OperatorWindows:
         self._n = 0
         self._ring = np.full((0, window), np.nan)
         self._transfer_ring = np.full((0, window), np.nan)
+        self._born = np.zeros((0, window), np.uint16)  # each slot's push count, modulo 2**16
+        self._tborn = np.zeros((0, window), np.uint16)
         self._filled = np.zeros(0, np.int64)
         self._tfilled = np.zeros(0, np.int64)
         self._stats = np.full((0, 8), np.nan)  # count mean std q1 q2 q3 transfer-median spare
@@ -186,7 +193,7 @@ class OperatorWindows:
         row_map[kept] = np.arange(len(kept))
         order = np.argsort(keys, kind="stable")
         self._keys, self._key_rows, self._n = keys[order], row_map[old_rows][order], len(kept)
-        for name in ("_ring", "_transfer_ring", "_filled", "_tfilled", "_stats", "_last_ratio"):
+        for name in ("_ring", "_transfer_ring", "_born", "_tborn", "_filled", "_tfilled", "_stats", "_last_ratio"):
             setattr(self, name, getattr(self, name)[kept])
 
         rank_map = np.full(n_ranks, -1, np.int64)
@@ -264,6 +271,8 @@ class OperatorWindows:
                 size = max(self._n, 2 * len(self._ring), 1024)
                 self._ring = _grow(self._ring, size, np.nan)
                 self._transfer_ring = _grow(self._transfer_ring, size, np.nan)
+                self._born = _grow(self._born, size, 0)
+                self._tborn = _grow(self._tborn, size, 0)
                 self._filled = _grow(self._filled, size, 0)
                 self._tfilled = _grow(self._tfilled, size, 0)
                 self._stats = _grow(self._stats, size, np.nan)
@@ -429,7 +438,7 @@ class OperatorWindows:
         rows = chunk.rows[normal] if chunk is not None and normal is not None else np.zeros(0, np.int64)
         if len(rows):
             # One value per identity per push is the common case (a chunk is an iteration); when a
-            # chunk spans several, push them in rounds so that each lands in its own ring slot.
+            # chunk spans several, push them in rounds, oldest first, so that each takes its own slot.
             values, transfers = chunk.duration[normal], chunk.transfer[normal]
             order = np.argsort(rows, kind="stable")
             rows, values, transfers = rows[order], values[order], transfers[order]
@@ -439,7 +448,6 @@ class OperatorWindows:
             for r in range(int(rounds.max()) + 1):
                 pick = rounds == r
                 self._append(rows[pick], values[pick], transfers[pick])
-            self._refresh(rows[opens])
         if iterations is not None and len(iterations):
             job = self._job_ids(iterations)[iterations["job"]]
             rank_rows = self._rank_rows(job, iterations["rank"].astype(np.int64))
@@ -454,24 +462,25 @@ class OperatorWindows:
                 self._rank_iter_mean[touched] = np.nanmean(self._rank_iter[touched], axis=1)
 
     def _append(self, rows: np.ndarray, values: np.ndarray, transfers: np.ndarray) -> None:
-        self._ring[rows, self._filled[rows] % self.window] = values
-        self._filled[rows] += 1
-        known = ~np.isnan(transfers)
-        trows = rows[known]
-        self._transfer_ring[trows, self._tfilled[trows] % self.window] = transfers[known]
-        self._tfilled[trows] += 1
-
-    def _refresh(self, rows: np.ndarray) -> None:
-        """The statistics of the identities at ``rows`` (distinct) from their windows; compiled where built."""
+        """Each of the distinct ``rows`` takes its value, and its transfer where known, into its sorted
+        windows, and its statistics anew from them; compiled where built."""
         if _window_stats is None:
-            self._numpy_refresh(rows)
+            self._numpy_append(rows, values, transfers)
             return
-        _window_stats.refresh(self.window, np.ascontiguousarray(rows, np.int64), self._ring, self._filled,
-                              self._transfer_ring, self._tfilled, self._stats)
+        _window_stats.push(self.window, np.ascontiguousarray(rows, np.int64), np.ascontiguousarray(values, np.float64),
+                           np.ascontiguousarray(transfers, np.float64), self._ring, self._filled, self._born,
+                           self._transfer_ring, self._tfilled, self._tborn, self._stats)
+
+    def _numpy_append(self, rows: np.ndarray, values: np.ndarray, transfers: np.ndarray) -> None:
+        """``_append`` in numpy: the reference the compiled one follows, and its stand-in where not built."""
+        known = ~np.isnan(transfers)
+        _numpy_push(self.window, rows, values, self._ring, self._filled, self._born)
+        _numpy_push(self.window, rows[known], transfers[known], self._transfer_ring, self._tfilled, self._tborn)
+        self._numpy_refresh(rows)
 
     def _numpy_refresh(self, rows: np.ndarray) -> None:
-        """``_refresh`` in numpy: the reference the compiled one follows, and its stand-in where not built."""
-        ring = self._ring[rows]  # a copy (fancy index): sorted in place, NaN (empty slots) last
+        """The statistics of the identities at ``rows`` (distinct) from their windows, in numpy."""
+        ring = self._ring[rows]  # a copy (fancy index), sorted (NaN last) whatever kept it so: what the statistics need
         ring.sort(axis=1)
         n = np.minimum(self._filled[rows], self.window)
         tring = self._transfer_ring[rows]
@@ -481,6 +490,22 @@ class OperatorWindows:
         self._stats[rows, :7] = np.column_stack([n, mean, std, _sorted_quantile(ring, n, 0.25),
                                                  _sorted_quantile(ring, n, 0.5), _sorted_quantile(ring, n, 0.75),
                                                  _sorted_quantile(tring, tn, 0.5)])
+
+
+def _numpy_push(width: int, rows: np.ndarray, values: np.ndarray, window: np.ndarray, filled: np.ndarray,
+                born: np.ndarray) -> None:
+    """The compiled push's insertion in numpy: each of the distinct ``rows`` takes its value into its sorted
+    ``window``, in the slot of the value pushed ``width`` pushes before once full (else the first
+    empty one), then the window sorted again (NaN last), its push marks along."""
+    count = filled[rows]
+    oldest = ((count - width) % 2**16).astype(np.uint16)
+    slot = np.where(count >= width, np.argmax(born[rows] == oldest[:, None], axis=1), np.minimum(count, width - 1))
+    window[rows, slot] = values
+    born[rows, slot] = (count % 2**16).astype(np.uint16)
+    order = np.argsort(window[rows], axis=1, kind="stable")
+    window[rows] = np.take_along_axis(window[rows], order, axis=1)
+    born[rows] = np.take_along_axis(born[rows], order, axis=1)
+    filled[rows] = count + 1
 
 
 @dataclass(frozen=True)

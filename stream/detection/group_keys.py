@@ -2,9 +2,9 @@
 
 One ``argsort`` of one int64 key costs about a third of a two-key ``lexsort`` (an indirect merge
 sort per key) and half of ``np.unique(..., return_inverse=True)``; ties come out in another order,
-so these serve only where tied elements are interchangeable (equal keys, equal values). The sorts
-are numpy's stable one (timsort): a batch's records come in runs (a rank's program, rank after
-rank), which it merges instead of partitioning, 3-10x quicker here than the default quicksort.
+so these serve only where tied elements are interchangeable (equal keys, equal values). A sort of
+keys that come in runs (a batch's records: a rank's program, rank after rank) is numpy's stable one
+(timsort), which merges them instead of partitioning, about twice as quick here as the default sort.
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ def by_group_then_value(group: np.ndarray, values: np.ndarray) -> np.ndarray:
     top = int(group.max())
     low, high = float(values.min()), float(values.max())
     span = high - low
-    # Integer-valued floats (durations in ns) pack beside the group into one key, losslessly.
+    # Integer-valued floats (durations in ns) pack beside the group into one key, losslessly. Its
+    # values within a group come in no order, which timsort pays for: the default sort, about half the time.
     if span < 2**40 and top < 2**22 and np.array_equal(values, np.floor(values)):
-        return np.argsort((group.astype(np.int64) << 40) | (values - low).astype(np.int64), kind="stable")
+        return np.argsort((group.astype(np.int64) << 40) | (values - low).astype(np.int64))
     rank = np.empty(n, np.int64)
     rank[np.argsort(values, kind="stable")] = np.arange(n)
     return np.argsort(group.astype(np.int64) * n + rank, kind="stable")

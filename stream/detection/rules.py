@@ -100,7 +100,7 @@ class DetectionRules:
             self, prefix="rules.", min_change=partial(fraction, one=False), verify_iterations=positive_int,
             periodic_cv=partial(number_above, low=0), periodic_max_gap=positive_int,
             change_hazard=partial(fraction, one=False), change_mass=partial(fraction, one=False), change_lag=positive_int,
-            operator_window=partial(integer, low=2), transfer_cut=partial(number_above, low=1),
+            operator_window=partial(integer, low=2, high=65_535), transfer_cut=partial(number_above, low=1),
             compute_cut=partial(number_above, low=1), slice_records=positive_int,
         )
         integer("rules.change_max_run", self.change_max_run, low=self.change_lag + 1,

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier
 
-try:  # the compiled membership test (stream/detection/_screen.c); VoteScreen._numpy_screened is its reference
+try:  # the compiled kinds and membership test (stream/detection/_screen.c); VoteScreen._numpy_kinds and
+    # _numpy_screened are their reference
     from sleuth.stream.detection import _screen
 except ImportError as error:  # not built on this machine: numpy gathers each kind's rows, a few times slower
     _screen = None  # type: ignore[assignment]
@@ -97,6 +98,8 @@ class VoteScreen:
         self.n_features = forest.n_features_in_
         #: The features some tree splits on: a box constrains only these.
         self.split = np.unique(self._feature[self._left >= 0])
+        self._split_at = np.ascontiguousarray(self.split, np.int64)  # as the compiled kinds read them
+        self._categorical_at = np.asarray(self.categorical, np.int64)
         self._continuous = np.array([f for f in self.split if f not in self.categorical], np.int64)
         if len(self.split) + _CODE_BITS * len(self.categorical) > 62:
             raise ValueError(f"{len(self.split)} split features and {len(self.categorical)} codes do not fit a kind's 63-bit key")
@@ -182,6 +185,14 @@ class VoteScreen:
 
     def kinds(self, X: np.ndarray) -> np.ndarray:
         """Per row its kind: which split features are missing, and its categorical codes (-1: a code out of range)."""
+        if _screen is None or X.dtype != np.float32 or not X.flags.c_contiguous or X.shape[1] != self.n_features:
+            return self._numpy_kinds(X)
+        key = np.empty(len(X), np.int64)
+        _screen.kinds(X.shape[1], X, self._split_at, self._categorical_at, _CODE_BITS, key)
+        return key
+
+    def _numpy_kinds(self, X: np.ndarray) -> np.ndarray:
+        """``kinds`` in numpy: the reference the compiled one follows, and its stand-in where not built."""
         key = np.zeros(len(X), np.int64)
         for start in range(0, len(X), _BLOCK):  # a block's missing flags stay in cache while each column's are read
             block = X[start:start + _BLOCK]

@@ -185,13 +185,17 @@ class Worker:
         """Decode a batch of messages for one insert, and detect on it a slice of whole iterations at
         a time (``iteration_slices``, ``DetectionRules.slice_records``)."""
         decoded = decode(messages)
+        return decoded, self.judge(decoded)
+
+    def judge(self, decoded: Decoded) -> Detected:
+        """Detect on a decoded batch a slice of whole iterations at a time (``prepare`` without the decoding)."""
         self._forget_idle(decoded)
         detected = Detected([], [])
         for part in iteration_slices(decoded, max_records=self.slice_records):
             found = self.detect(part)
             detected.abnormal += found.abnormal
             detected.irregularities += found.irregularities
-        return decoded, detected
+        return detected
 
     def detect(self, decoded: Decoded) -> Detected:
         """Fold a decoded batch into the per-rank state and run every detector on it."""

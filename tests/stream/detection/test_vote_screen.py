@@ -159,3 +159,31 @@ def test_the_compiled_membership_test_is_numpy_s_on_every_row(forest) -> None:
     # Rows other than the C-contiguous float32 matrix the trees walk take numpy's path, with the same answer.
     X64 = rows_of_kinds(rng, 300)
     assert np.array_equal(screen.screened(X64, screen.kinds(X64)), screen._numpy_screened(X64, screen.kinds(X64)))
+
+
+def test_the_compiled_kinds_are_numpy_s_on_every_row(forest) -> None:
+    if vote_screen._screen is None:
+        pytest.fail("the compiled screen is not built (pip install -e . with a C compiler)")
+    screen = VoteScreen(forest, 0.5, categorical=(2,), min_rows=16)
+    rng = np.random.default_rng(8)
+    X = np.ascontiguousarray(rows_of_kinds(rng, 3000), np.float32)
+    X[rng.random(3000) < 0.05, 1] = np.nan
+    odd = rng.random(3000)  # codes missing, fractional, negative, past the code bits, infinite, zero of either sign
+    X[odd < 0.02, 2] = np.nan
+    X[(odd >= 0.02) & (odd < 0.04), 2] += 0.5
+    X[(odd >= 0.04) & (odd < 0.06), 2] = -1
+    X[(odd >= 0.06) & (odd < 0.08), 2] = 2.0 ** 15
+    X[(odd >= 0.08) & (odd < 0.09), 2] = np.inf
+    X[(odd >= 0.09) & (odd < 0.10), 2] = -0.0
+    compiled, reference = screen.kinds(X), screen._numpy_kinds(X)
+    assert np.array_equal(compiled, reference)
+    assert (compiled == -1).sum() > 100 and len(np.unique(compiled)) > 5
+    # A real model's screen, on a real job's feature rows: the same kinds.
+    model = load_default_model().forest
+    real = model.screen()
+    from sleuth.stream.detection.features import OperatorWindows
+
+    em = emulation(iterations=3)
+    chunk = OperatorWindows().features(em.records(iterations=[2]))
+    rows = model._visible(chunk.X, np.float32)
+    assert np.array_equal(real.kinds(rows), real._numpy_kinds(rows))

@@ -1,4 +1,4 @@
-"""The windows' statistics, computed in fewer passes, are numpy's own bit for bit."""
+"""The windows, kept sorted push by push, and their statistics are numpy's own bit for bit."""
 
 from __future__ import annotations
 
@@ -47,66 +47,52 @@ def test_sorted_groups_give_each_groups_quantiles_and_a_member() -> None:
         assert np.allclose(groups.quantile(q), expected, rtol=0, atol=1e-6)
 
 
-def _windows_of(rng: np.random.Generator, rows: int, window: int, decimals: int):
-    """Operator windows holding ``rows`` identities' rings, each filled some number of times."""
+def _empty_windows(identities: int, window: int):
+    """Operator windows with ``identities`` rows, none pushed yet."""
     from sleuth.stream.detection.features import OperatorWindows
 
     windows = OperatorWindows(window=window, min_history=1)
-    rings = []
-    for _ in range(2):  # the durations' and the transfers' (which may hold none)
-        filled = rng.integers(0, 3 * window, rows)
-        ring = rng.lognormal(10, 2, (rows, window)).round(decimals)  # rounding makes ties
-        ring[np.arange(window)[None, :] >= np.minimum(filled, window)[:, None]] = np.nan
-        rings.append((ring, filled.astype(np.int64)))
-    (windows._ring, windows._filled), (windows._transfer_ring, windows._tfilled) = rings
-    windows._stats = np.full((rows, 8), np.nan)
+    windows._ring, windows._transfer_ring = np.full((identities, window), np.nan), np.full((identities, window), np.nan)
+    windows._born, windows._tborn = np.zeros((identities, window), np.uint16), np.zeros((identities, window), np.uint16)
+    windows._filled, windows._tfilled = np.zeros(identities, np.int64), np.zeros(identities, np.int64)
+    windows._stats = np.full((identities, 8), np.nan)
     return windows
+
+
+def test_the_compiled_windows_are_built() -> None:
+    # pyproject marks them optional for users without a compiler; the project's own install builds them.
+    from sleuth.stream.detection import _window_stats, features
+
+    assert features._window_stats is _window_stats and callable(_window_stats.push)
 
 
 @settings(max_examples=120, deadline=None)
 @given(st.data())
-def test_the_compiled_window_statistics_give_what_numpy_gives_to_the_bit(data: st.DataObject) -> None:
+def test_a_window_holds_its_last_values_sorted_and_the_compiled_statistics_are_numpys_to_the_bit(
+        data: st.DataObject) -> None:
     import copy
 
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    rows, window = data.draw(st.integers(1, 60)), data.draw(st.sampled_from([2, 5, 8, 20, 33, 150]))
-    compiled = _windows_of(rng, rows, window, data.draw(st.integers(-4, 0)))
+    window = data.draw(st.sampled_from([2, 5, 8, 20, 33, 150]))
+    identities, decimals = data.draw(st.integers(1, 40)), data.draw(st.integers(-4, 0))  # rounding makes ties
+    compiled = _empty_windows(identities, window)
     reference = copy.deepcopy(compiled)
-    picked = rng.permutation(rows)[:data.draw(st.integers(1, rows))]
-    compiled._refresh(picked)
-    reference._numpy_refresh(picked)
-    assert np.array_equal(compiled._stats, reference._stats, equal_nan=True)
-
-
-def test_the_compiled_window_statistics_are_built() -> None:
-    # pyproject marks them optional for users without a compiler; the project's own install builds them.
-    from sleuth.stream.detection import _window_stats, features
-
-    assert features._window_stats is _window_stats and callable(_window_stats.refresh)
-
-
-def test_the_default_window_sorts_by_the_compiled_network_as_numpy_sorts() -> None:
-    import copy
-
-    from sleuth.stream.detection import _window_stats
-    from sleuth.stream.detection.rules import DetectionRules
-
-    window = DetectionRules().operator_window
-    assert _window_stats.UNROLLED == window  # the default's rings take the network, not the insertion sort
-    rng = np.random.default_rng(8)
-    compiled = _windows_of(rng, 4000, window, -2)
-    # Signs, zeros of both signs, infinities and empty slots anywhere in a ring: the network's integer keys order them all.
-    odd = rng.random(compiled._ring.shape)
-    compiled._ring[odd < 0.05] *= -1
-    compiled._ring[(odd >= 0.05) & (odd < 0.07)] = 0.0
-    compiled._ring[(odd >= 0.07) & (odd < 0.08)] = -0.0
-    compiled._ring[(odd >= 0.08) & (odd < 0.09)] = np.inf
-    compiled._ring[(odd >= 0.09) & (odd < 0.10)] = -np.inf
-    compiled._ring[(odd >= 0.10) & (odd < 0.12)] = np.nan
-    compiled._filled = np.maximum(compiled._filled, window)  # full rings: their NaN slots count too
-    reference = copy.deepcopy(compiled)
-    rows = np.arange(4000)
-    compiled._refresh(rows)
-    with np.errstate(invalid="ignore"):  # infinities of both signs in one ring: numpy's inf - inf
-        reference._numpy_refresh(rows)
-    assert np.array_equal(compiled._stats, reference._stats, equal_nan=True)
+    history: list[list[float]] = [[] for _ in range(identities)]
+    for _ in range(data.draw(st.integers(1, 3 * window + 2))):
+        rows = np.sort(rng.permutation(identities)[:rng.integers(1, identities + 1)]).astype(np.int64)
+        sign = rng.choice([-1.0, 0.0, 1.0], len(rows), p=[0.1, 0.1, 0.8])  # negatives and zeros among them
+        values = rng.lognormal(10, 2, len(rows)).round(decimals) * sign
+        transfers = np.where(rng.random(len(rows)) < 0.3, np.nan, values / 3)  # some not known
+        compiled._append(rows, values, transfers)
+        reference._numpy_append(rows, values, transfers)
+        for r, v in zip(rows.tolist(), values.tolist()):
+            history[r].append(v)
+    for name in ("_ring", "_transfer_ring", "_filled", "_tfilled", "_stats"):
+        assert np.array_equal(getattr(compiled, name), getattr(reference, name), equal_nan=True), name
+    # Ties may hold their push marks in either order; each window holds the same marks.
+    for name in ("_born", "_tborn"):
+        assert np.array_equal(np.sort(getattr(compiled, name), axis=1), np.sort(getattr(reference, name), axis=1))
+    for r, values in enumerate(history):
+        kept = sorted(values[-window:])
+        assert compiled._ring[r, :len(kept)].tolist() == kept and np.isnan(compiled._ring[r, len(kept):]).all()
+        assert compiled._filled[r] == len(values)
