@@ -70,7 +70,8 @@ class DetectionRules:
 
     # -- the abnormal-operator detector's windows and the counterfactual replay ----------------
     #: Normal durations kept per operator identity: a median and IQR that one slow value hardly
-    #: moves, recent enough to follow the job's own drift.
+    #: moves, recent enough to follow the job's own drift (at most 65,535: a window tells its values'
+    #: ages by a 16-bit push count).
     operator_window: int = 20
     #: Normal durations an identity's own window needs before it is trusted over the same program
     #: slot on the other ranks: quartiles of fewer say little.
