@@ -191,7 +191,7 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
      r"line 1: the block of live.json is not closed: .* before line 3"),
     ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
      r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded, import, follow, "
-     r"hotpath, outage, cuda, nccl, nccl_gpu, detection, keys, idle, spec, chaos, lost, baselines, suite, progress, overhead, hooks, "
+     r"hotpath, outage, cuda, nccl, nccl_gpu, detection, keys, idle, spec, chaos, lost, baselines, suite, traces, progress, overhead, hooks, "
      r"throughput, gateway, clickhouse, reach\)"),
     ("<!-- results.py live live.json live.json -->\n<!-- end results.py -->\n",
      r"line 1: live.json live.json: not what live renders .*live renders one JSON file, not 2"),
@@ -464,11 +464,31 @@ def test_the_detection_section_has_a_row_per_scale_and_fault_type_the_forest_in_
         sections.detection_section({"rows": []})
 
 
+def test_the_real_traces_section_puts_each_reading_beside_the_slow_device_the_wrong_ones_in_bold(sections) -> None:
+    found = {"cause": "compute", "iterations": [15, 24], "first": "gpu:vm/2"}
+    blip = {"cause": "network", "iterations": [13, 13], "first": "nvswitch:vm"}
+    rows = [{"trace": "loaded_ddp/spike", "world": 4, "truth": "gpu:vm/2", "also": [],
+             "offline": {"incidents": [found], "right": True}, "live": {"incidents": [found, blip], "right": False}},
+            {"trace": "h200_ddp/ramp", "world": 4, "truth": "gpu:node2/0", "also": ["gpu:node3/0"],
+             "offline": {"incidents": [], "right": False}, "live": {"incidents": [], "right": True}}]
+    section = sections.traces_section({"rows": rows})
+    assert ("| loaded_ddp/spike | 4 | gpu:vm/2 | compute 15-24 gpu:vm/2 | **compute 15-24 gpu:vm/2; network 13-13 "
+            "nvswitch:vm** |") in section
+    assert "| h200_ddp/ramp | 4 | gpu:node2/0 (also gpu:node3/0) | **nothing** | nothing |" in section
+    assert section.rstrip().endswith("**Right: offline 1 of 2, live 1 of 2.**")
+    with pytest.raises(ValueError, match="not bench_real_traces.py's output"):
+        sections.traces_section({"rows": [{"trace": "x"}]})
+
+
 def test_the_throughput_section_has_a_row_per_batch_size(sections) -> None:
     document = {"records": 1886208, "max_messages": 32, "worker_batches": 96, "detection_cpu_rps": 467164.2,
                 "cpu_ratio_to_baseline": 0.15081, "baseline_encode_cpu_rps": 3097000.0, "abnormal_rows": 120, "irregularities": 2}
     assert sections.throughput_section([document]).splitlines()[2] == (
         "| M = 32, 96 batches | 1,886,208 | 467,164 | 0.1508 | 3,097,000 | 120, 2 |")
+    # Runs that timed the detectors apart from the decoding: a column for them alone.
+    alone = {**document, "judge_cpu_rps": 1025591.3, "judge_cpu_ratio_to_baseline": 0.2881}
+    assert sections.throughput_section([alone]).splitlines()[2] == (
+        "| M = 32, 96 batches | 1,886,208 | 467,164 | 0.1508 | 1,025,591 (0.2881) | 3,097,000 | 120, 2 |")
     with pytest.raises(ValueError, match="not bench_detection_throughput.py's output: .*'max_messages'"):
         sections.throughput_section([{"detection_cpu_rps": 1.0}])
 

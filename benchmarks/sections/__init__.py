@@ -11,7 +11,7 @@ from .chaos import chaos_section
 from .detection import detection_section, keys_section, throughput_section
 from .importers import follow_section, import_section
 from .ingest import ingest_section
-from .loaded import loaded_section
+from .loaded import loaded_section, traces_section
 from .localizer import baselines_section, localizer_figure, localizer_section, reach_section
 from .logger import (cuda_section, hooks_section, hotpath_section, nccl_gpu_section, nccl_section, outage_section,
                      overhead_section)
@@ -26,7 +26,7 @@ __all__ = ["RUN_SECTIONS", "SECTIONS", "attribution_section", "baselines_section
            "idle_section", "import_section", "ingest_section", "keys_section", "live_section", "loaded_section",
            "localizer_figure", "localizer_section", "lost_section", "nccl_gpu_section", "nccl_section", "outage_section",
            "overhead_section", "progress_section", "reach_section", "spec_section", "streaming_section", "suite_section",
-           "throughput_section"]
+           "throughput_section", "traces_section"]
 
 #: Each kind of block, and the function that renders it from its JSON.
 SECTIONS: dict[str, Callable[[dict], str]] = {"localizer": localizer_section, "attribution": attribution_section,
@@ -38,7 +38,8 @@ SECTIONS: dict[str, Callable[[dict], str]] = {"localizer": localizer_section, "a
                                                "detection": detection_section, "keys": keys_section,
                                                "idle": idle_section, "spec": spec_section, "chaos": chaos_section,
                                                "lost": lost_section,
-                                               "baselines": baselines_section, "suite": suite_section}
+                                               "baselines": baselines_section, "suite": suite_section,
+                                               "traces": traces_section}
 #: Each kind whose table has a row or a column a run, and the function that renders it from the runs' JSON.
 RUN_SECTIONS: dict[str, Callable[[list[dict]], str]] = {"progress": progress_section, "overhead": overhead_section,
                                                         "hooks": hooks_section, "throughput": throughput_section,

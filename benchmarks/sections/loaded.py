@@ -1,10 +1,11 @@
-"""``bench_loaded_jobs.py``'s section: a row per job, a column per run, the wrong runs in bold."""
+"""Real jobs' sections: ``bench_loaded_jobs.py``'s, a row per job and a column per run, and
+``bench_real_traces.py``'s, a row per committed trace and a column per reading; the wrong in bold."""
 
 from __future__ import annotations
 
-from .cells import rows_of
+from .cells import rows_of, table
 
-__all__ = ["loaded_section"]
+__all__ = ["loaded_section", "traces_section"]
 
 
 def loaded_section(document: dict) -> str:
@@ -27,3 +28,20 @@ def loaded_section(document: dict) -> str:
         lines.append(f"| {job} | {found['truth']} | " + " | ".join(cells) + " |")
     right = sum(bool(r["right"]) for r in rows)
     return "\n".join(lines) + "\n" + f"\n**{right} of {len(rows)} right.**\n"
+
+
+def traces_section(document: dict) -> str:
+    """``bench_real_traces.py``'s traces, a row each: its faulty device and each reading's incidents
+    (cause, iterations, the device named first), in bold where wrong, as markdown."""
+    rows = rows_of(document, "bench_real_traces.py", "trace", "truth", "offline", "live")
+
+    def cell(reading: dict) -> str:
+        text = "; ".join(f"{i['cause']} {i['iterations'][0]}-{i['iterations'][1]}" + (f" {i['first']}" if i["first"] else "")
+                         for i in reading["incidents"]) or "nothing"
+        return text if reading["right"] else f"**{text}**"
+
+    lines = table(["trace", "GPUs", "slow device", "offline (`sleuth localize`)", "live (irregular iterations)"],
+                  ([r["trace"], str(r["world"]), (r["truth"] or "none") + "".join(f" (also {d})" for d in r.get("also", [])),
+                    cell(r["offline"]), cell(r["live"])] for r in rows))
+    right = {side: sum(bool(r[side]["right"]) for r in rows) for side in ("offline", "live")}
+    return lines + f"\n**Right: offline {right['offline']} of {len(rows)}, live {right['live']} of {len(rows)}.**\n"
