@@ -103,9 +103,11 @@ def read(name: str, settings: Settings) -> dict:
     offline = localize_records(spec, records, iterations, topology=topology)
     ready = readied(records, iterations, spec)
     source = MemorySource(spec, ready.records, ready.iterations)
-    irregular = [i.iteration for i in irregular_iterations(ready.iterations) if i.iteration >= settings.attribution_warmup]
-    live = localized(source, irregular, topology=topology, settings=settings, through=int(ready.iterations["iteration"].max()),
-                     named_elsewhere=set(), stopped=True) if irregular else []
+    irregular = [i.iteration for i in irregular_iterations(ready.iterations)
+                 if i.iteration >= settings.attribution_warmup]
+    last = int(ready.iterations["iteration"].max())
+    live = localized(source, irregular, topology=topology, settings=settings, through=last, named_elsewhere=set(),
+                     stopped=True) if irregular else []
     truth, also = TRUTH[name], ALSO.get(name, set())
     return {"trace": name, "truth": truth, "also": sorted(also), "world": spec.world,
             "offline": judged(paged(list(offline.incidents)), truth, also, must_name=True),

@@ -66,7 +66,8 @@ from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, 
 from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
 from sleuth.localizer.shifts import level_shifts, persists
 
-__all__ = ["data_not_device", "jitter_in_a_device_episode", "localize", "read_as_its_episodes", "searched_across_episodes"]
+__all__ = ["data_not_device", "jitter_in_a_device_episode", "localize", "read_as_its_episodes",
+           "searched_across_episodes"]
 
 _COMPUTE_KINDS = (DeviceKind.GPU, DeviceKind.HOST)
 _SETTINGS = Settings()  # defaults only: entry points read the environment

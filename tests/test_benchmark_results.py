@@ -191,8 +191,8 @@ def test_write_renders_each_block_from_its_json_and_leaves_the_text_around_it(re
      r"line 1: the block of live.json is not closed: .* before line 3"),
     ("a\nb\n<!-- results.py whatif live.json -->\n<!-- end results.py -->\n",
      r"line 3: unknown kind 'whatif' \(known: localizer, attribution, streaming, live, ingest, loaded, import, follow, "
-     r"hotpath, outage, cuda, nccl, nccl_gpu, detection, keys, idle, spec, chaos, lost, baselines, suite, traces, progress, overhead, hooks, "
-     r"throughput, gateway, clickhouse, reach\)"),
+     r"hotpath, outage, cuda, nccl, nccl_gpu, detection, keys, idle, spec, chaos, lost, baselines, suite, traces, "
+     r"progress, overhead, hooks, throughput, gateway, clickhouse, reach\)"),
     ("<!-- results.py live live.json live.json -->\n<!-- end results.py -->\n",
      r"line 1: live.json live.json: not what live renders .*live renders one JSON file, not 2"),
     ("<!-- results.py live missing.json -->\n<!-- end results.py -->\n", r"line 1: missing.json: No such file"),

@@ -36,12 +36,16 @@ def traces_section(document: dict) -> str:
     rows = rows_of(document, "bench_real_traces.py", "trace", "truth", "offline", "live")
 
     def cell(reading: dict) -> str:
-        text = "; ".join(f"{i['cause']} {i['iterations'][0]}-{i['iterations'][1]}" + (f" {i['first']}" if i["first"] else "")
-                         for i in reading["incidents"]) or "nothing"
+        text = "; ".join(f"{i['cause']} {i['iterations'][0]}-{i['iterations'][1]}"
+                         + (f" {i['first']}" if i["first"] else "") for i in reading["incidents"]) or "nothing"
         return text if reading["right"] else f"**{text}**"
 
     lines = table(["trace", "GPUs", "slow device", "offline (`sleuth localize`)", "live (irregular iterations)"],
-                  ([r["trace"], str(r["world"]), (r["truth"] or "none") + "".join(f" (also {d})" for d in r.get("also", [])),
-                    cell(r["offline"]), cell(r["live"])] for r in rows))
+                  ([r["trace"], str(r["world"]), _slow(r), cell(r["offline"]), cell(r["live"])] for r in rows))
     right = {side: sum(bool(r[side]["right"]) for r in rows) for side in ("offline", "live")}
     return lines + f"\n**Right: offline {right['offline']} of {len(rows)}, live {right['live']} of {len(rows)}.**\n"
+
+
+def _slow(row: dict) -> str:
+    """A trace's slow device, and those its job also paid for that nobody injected."""
+    return (row["truth"] or "none") + "".join(f" (also {device})" for device in row.get("also", []))

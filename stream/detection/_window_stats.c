@@ -112,7 +112,8 @@ static PyObject *push(PyObject *self, PyObject *args) {
         filled.len != identities * 8 || tfilled.len != filled.len || born.len != identities * width * 2 ||
         tborn.len != born.len || stats.len != identities * 8 * 8 || values.len != count * 8 ||
         transfers.len != values.len) {
-        PyErr_SetString(PyExc_ValueError, "push: windows, counts, push marks, statistics and values of different sizes");
+        PyErr_SetString(PyExc_ValueError,
+                        "push: windows, counts, push marks, statistics and values of different sizes");
         goto done;
     }
     const int64_t *row_of = rows.buf;

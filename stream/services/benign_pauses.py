@@ -17,11 +17,11 @@ naming a straggler cause the stragglers did not cost the job is recorded as a pa
 compute device there (``unpaid_compute``) or naming only a side that carried under a tenth of what
 the job paid in its iterations (``unpaid_side``: a transfer blip inside a slow GPU's episode, which
 the slowdown watch raises), or compute devices its iterations' straggler cost was charged to under
-the line or network devices whose transfers cost them under it (``uncharged_device``): offline, outside
-every sustained episode; inside one, offline the episode's what-if search leads such an incident with
-the devices the job paid for, which live the slowdown watch raises (a real job's rank slow from step
-50, whose search from a jitter spike at 29 named rank 1's GPU). A pause judged benign is recorded (``sleuth.stores.PauseStore``),
-and a device that paused before pages the second time, as offline. A compute incident whose
+the line or network devices whose transfers cost them under it (``uncharged_device``): offline,
+outside every sustained episode; inside one, offline the episode's what-if search leads such an
+incident with the devices the job paid for, which live the slowdown watch raises (a real job's rank
+slow from step 50, whose search from a jitter spike at 29 named rank 1's GPU). A pause judged benign
+is recorded (``sleuth.stores.PauseStore``), and a device that paused before pages the second time, as offline. A compute incident whose
 iterations the same attribution reads as work or pauses moving between the ranks
 (``localize.data_not_device``: pauses striking one rank, then another, every few steps) names that
 cause and no GPU, as offline. Each is judged without a side its iterations barely paid for, as

@@ -214,14 +214,15 @@ class LocalizerAgent:
             return True
         through = landed_through(self.client, db, job, world=stored.job_spec().world, since=fresh[0])
         # The iterations after the last show whether a pause recurs or goes on (benign_pauses.judge).
-        stopped = through is None or through < max(settled_through(fresh[-1], settings), pending.settle_through)
+        settles = max(settled_through(fresh[-1], settings), pending.settle_through)
+        stopped = through is None or through < settles
         if stopped:
             waited = self.clock() - pending.first_arrival - settings.localizer_debounce_s
             if waited < settings.localizer_land_timeout_s:
                 return False
-            _log.warning("job %s: records of iterations %s..%s (and %d after) still not landed for every rank after "
-                         "%.0f s; localizing what has (through %s)", job, fresh[0], fresh[-1],
-                         settings.attribution_sustain, waited, through)
+            _log.warning("job %s: records of iterations %s..%s (and those through %s, which settle them) still not "
+                         "landed for every rank after %.0f s; localizing what has (through %s)", job, fresh[0],
+                         fresh[-1], settles, waited, through)
             if through is not None:
                 fresh = [i for i in fresh if i <= through]
         stored.through = through

@@ -234,7 +234,8 @@ def test_dense_ids_from_a_table_are_those_of_the_sort(data: st.DataObject) -> No
     expected = np.unique(np.stack(columns, axis=1).astype(np.int64), axis=0, return_inverse=True)[1].reshape(-1)
     ids = dense_ids(*columns)
     assert ids.dtype == np.int64 and np.array_equal(ids, expected)
-    assert keys._table_key(tuple(columns), keys._bounds(tuple(columns))) is None or len(np.unique(ids)) == int(ids.max()) + 1
+    table = keys._table_key(tuple(columns), keys._bounds(tuple(columns)))
+    assert table is None or len(np.unique(ids)) == int(ids.max()) + 1
 
 
 @settings(max_examples=80, deadline=None)
