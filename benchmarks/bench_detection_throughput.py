@@ -7,9 +7,10 @@ them, turned into the gateway's Kafka messages and taken ``SLEUTH_WORKER_MAX_MES
 time, as ``bench_ingest.py``'s detection stage does; no services needed. Prints one JSON object:
 ``detection_rps`` (wall clock) and ``detection_cpu_rps`` (the process's CPU time: on a shared
 machine the steadier of the two), each stage's alone (``decode_cpu_rps``; ``judge_cpu_rps``:
-``Worker.judge``, the detectors on decoded batches, with its own ratio), the same run's protobuf encoding of the records
-(``baseline_encode_rps``, likewise both) and their ratios, the best of ``--repeat`` runs each, and what was found (abnormal rows, irregularities), so that a faster run can be seen
-to find the same. ``--profile N`` prints the N costliest functions (cProfile) to stderr.
+``Worker.judge``, the detectors on decoded batches, with its own ratio), the same run's protobuf
+encoding of the records (``baseline_encode_rps``, likewise both) and their ratios, the best of
+``--repeat`` runs each, and what was found (abnormal rows, irregularities), so that a faster run
+can be seen to find the same. ``--profile N`` prints the N costliest functions (cProfile) to stderr.
 
     python benchmarks/bench_detection_throughput.py [--world 512] [--iterations 24] [--repeat 3] [--slice-records N]
 """
