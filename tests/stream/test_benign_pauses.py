@@ -99,17 +99,8 @@ def test_pauses_striking_one_rank_then_another_every_few_steps_blame_no_gpu_as_o
     (``gloo_logger/ddp-gc-streamed``): its irregular steps' search named rank 0's GPU, which paused
     twice of six, and the streaming localizer raised it; offline, the attribution reads the pauses
     moving and names no GPU. Judged live on the same attribution, the same."""
-    from pathlib import Path
-
-    from sleuth.jobspec import JobSpec
-    from sleuth.records_folder import read_records
-    from sleuth.sources import MemorySource
-    from sleuth.topology.job_fabric import single_leaf
-
-    folder = Path(__file__).parents[1] / "localizer" / "gloo_logger" / "ddp-gc-streamed"
-    spec = JobSpec.read(folder)
-    source = MemorySource(spec, *read_records(folder))
-    [incident] = localize(source, irregular_iterations=[17, 24, 31, 38, 45, 52], topology=single_leaf(spec), window=100)
+    source, topology, _ = _real("ddp-gc-streamed")
+    [incident] = localize(source, irregular_iterations=[17, 24, 31, 38, 45, 52], topology=topology, window=100)
     assert incident.suspects and incident.suspects[0].device.startswith("gpu:")  # the search alone blames one
     [reading] = judge([incident], source, SETTINGS, through=59, named_elsewhere=set())
     assert reading is not None and not reading.cause.hardware and not reading.suspects, reading
@@ -122,21 +113,12 @@ def test_steps_a_real_job_ran_long_on_every_rank_alike_page_no_gpu_though_a_late
     the batches' own, past the last landed step's settling (59), so it paged unjudged; 44 alone named
     rank 2's GPU from 44 itself. Kept between the episodes around it, as offline, and read as no
     straggler's, neither pages."""
-    from pathlib import Path
-
     import numpy as np
 
-    from sleuth.jobspec import JobSpec
-    from sleuth.records_folder import read_records
     from sleuth.sources import MemorySource
-    from sleuth.topology.job_fabric import single_leaf
 
-    folder = Path(__file__).parents[1] / "localizer" / "gloo_logger" / "ddp-seqlen-streamed"
-    spec = JobSpec.read(folder)
-    records, rows = read_records(folder)
-    through = int(rows["iteration"].max())
-    source = MemorySource(spec, records, rows)
-    topology = single_leaf(spec)
+    source, topology, through = _real("ddp-seqlen-streamed")
+    spec, records, rows = source.job_spec(), source.ranks_records(None), source.iterations()
     # The search alone: the GPU paged as first found.
     [found] = localize(source, irregular_iterations=[43, 44], topology=topology, window=SETTINGS.localizer_window)
     assert found.suspects[0].device.startswith("gpu:")
@@ -159,16 +141,7 @@ def test_a_transfer_blip_inside_a_slow_gpus_episode_pages_no_switch() -> None:
     GPU. Transfers carried under a tenth of what the job paid there, compute the rest: offline the
     episode's GPU leads that cluster and its network side goes (``paid_sides``); live it is recorded,
     not paged."""
-    from pathlib import Path
-
-    from sleuth.jobspec import JobSpec
-    from sleuth.records_folder import read_records
-    from sleuth.sources import MemorySource
-    from sleuth.topology.job_fabric import single_leaf
-
-    folder = Path(__file__).parents[1] / "localizer" / "gloo_logger" / "ddp-from0-streamed"
-    spec = JobSpec.read(folder)
-    source, topology = MemorySource(spec, *read_records(folder)), single_leaf(spec)
+    source, topology, _ = _real("ddp-from0-streamed")
     [found] = localize(source, irregular_iterations=[15], topology=topology, window=SETTINGS.localizer_window)
     assert [s.device for s in found.suspects] == ["nvswitch:vm"]
     judged = localized(source, [15], topology=topology, settings=SETTINGS, through=59, named_elsewhere=set())
