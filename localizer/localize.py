@@ -66,8 +66,8 @@ from sleuth.localizer.scoring import DEFAULT_PRIORS, Priors, Score, accumulate, 
 from sleuth.localizer.search import Cause, Root, SearchResult, Step, search
 from sleuth.localizer.shifts import level_shifts, persists
 
-__all__ = ["data_not_device", "jitter_in_a_device_episode", "localize", "read_as_its_episodes",
-           "searched_across_episodes"]
+__all__ = ["Readings", "data_not_device", "episode_readings", "jitter_in_a_device_episode", "localize",
+           "read_as_its_episodes", "searched_across_episodes"]
 
 _COMPUTE_KINDS = (DeviceKind.GPU, DeviceKind.HOST)
 _SETTINGS = Settings()  # defaults only: entry points read the environment
@@ -249,42 +249,17 @@ def _stragglers_read(own: Attribution, episode: Episode, part: Part, *, whole: A
     return diagnose_episode(own, episode, part=part, whole=whole), beside_split
 
 
-def read_as_its_episodes(incident: Incident, attribution: Attribution, sustained: Sequence[Episode], *,
-                         slowdown: float) -> Incident:
-    """A cluster's hardware ``incident`` as the non-hardware cause of the ``sustained`` episodes it
-    lies in (of ``attribution``'s), where none of them reads hardware: offline such a cluster gives
-    way to the episode's own incident (``_with_attribution``), which live the slowdown watch raises,
-    and the two are one episode's (``episodes.episode_of``). Of several readings, the episode
-    sharing most of the incident's iterations names the cause."""
-    if not incident.cause.hardware:
-        return incident
-    readings = _episode_readings(incident, attribution, sustained, slowdown=slowdown)
-    if not readings or any(reading is Straggler.HARDWARE for _, reading in readings):
-        return incident
-    found = max(readings, key=lambda r: r[0])[1]
-    return replace(incident, cause=IncidentCause(found.value), suspects=(), advice=ADVICE[found])
+#: (iterations shared with an incident, reading) of each part of the sustained episodes it lies in
+#: that raises an incident of the stragglers' (``episode_readings``).
+Readings = tuple[tuple[int, Straggler], ...]
 
 
-def jitter_in_a_device_episode(incident: Incident, attribution: Attribution, sustained: Sequence[Episode], *,
-                               slowdown: float) -> bool:
-    """Whether a cluster's ``incident`` names transfer devices alone, lies in a sustained episode read
-    as hardware's, and its transfers over its own iterations are jitter (``persistent_transfers``
-    under ``majority``: one transfer in one step, another in the next). Offline the episode's what-if
-    search complements it and that side goes (``jitter_transfers_dropped``); live the slowdown watch
-    raises the episode with that search's devices, and this one names only the jitter's."""
-    if incident.cause is not IncidentCause.NETWORK:
-        return False
-    if not any(reading is Straggler.HARDWARE for _, reading in
-               _episode_readings(incident, attribution, sustained, slowdown=slowdown)):
-        return False
-    return attribution.persistent_transfers(incident.iterations, most=_RULES.majority) < _RULES.majority
-
-
-def _episode_readings(incident: Incident, attribution: Attribution, sustained: Sequence[Episode], *,
-                      slowdown: float) -> list[tuple[int, Straggler]]:
-    """(iterations shared with ``incident``, reading) of each part of the ``sustained`` episodes it lies
-    in that raises an incident of the stragglers' (not the split; not stragglers under the line beside
-    it that read no device)."""
+def episode_readings(incident: Incident, attribution: Attribution, sustained: Sequence[Episode], *,
+                     slowdown: float) -> Readings:
+    """(iterations shared with ``incident``, reading) of each part of the ``sustained`` episodes (of
+    ``attribution``'s) it lies in that raises an incident of the stragglers' (not the split; not
+    stragglers under the line beside it that read no device): what ``read_as_its_episodes`` and
+    ``jitter_in_a_device_episode`` read, diagnosed once."""
     readings: list[tuple[int, Straggler]] = []
     for episode in sustained:
         shared = len(set(episode.iterations) & set(incident.iterations))
@@ -297,7 +272,31 @@ def _episode_readings(incident: Incident, attribution: Attribution, sustained: S
             reading, beside_split = _stragglers_read(own, episode, part, whole=attribution, slowdown=slowdown)
             if reading is Straggler.HARDWARE or not beside_split:
                 readings.append((shared, reading))
-    return readings
+    return tuple(readings)
+
+
+def read_as_its_episodes(incident: Incident, readings: Readings) -> Incident:
+    """A cluster's hardware ``incident`` as the non-hardware cause of the sustained episodes it lies
+    in (their ``episode_readings``), where none of them reads hardware: offline such a cluster gives
+    way to the episode's own incident (``_with_attribution``), which live the slowdown watch raises,
+    and the two are one episode's (``episodes.episode_of``). Of several readings, the episode
+    sharing most of the incident's iterations names the cause."""
+    if not incident.cause.hardware or not readings or any(r is Straggler.HARDWARE for _, r in readings):
+        return incident
+    found = max(readings, key=lambda r: r[0])[1]
+    return replace(incident, cause=IncidentCause(found.value), suspects=(), advice=ADVICE[found])
+
+
+def jitter_in_a_device_episode(incident: Incident, attribution: Attribution, readings: Readings) -> bool:
+    """Whether a cluster's ``incident`` names transfer devices alone, lies in a sustained episode read
+    as hardware's (its ``episode_readings``), and its transfers over its own iterations are jitter
+    (``persistent_transfers`` under ``majority``: one transfer in one step, another in the next).
+    Offline the episode's what-if search complements it and that side goes
+    (``jitter_transfers_dropped``); live the slowdown watch raises the episode with that search's
+    devices, and this one names only the jitter's."""
+    if incident.cause is not IncidentCause.NETWORK or not any(r is Straggler.HARDWARE for _, r in readings):
+        return False
+    return attribution.persistent_transfers(incident.iterations, most=_RULES.majority) < _RULES.majority
 
 
 def _attribution_of(attribution: Attribution, episode: Episode, *, only: bool) -> Attribution:

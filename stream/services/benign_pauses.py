@@ -46,7 +46,7 @@ from functools import partial
 from sleuth.errors import SleuthError
 from sleuth.localizer import Incident, localize
 from sleuth.localizer.localize import (
-    data_not_device, jitter_in_a_device_episode, read_as_its_episodes, searched_across_episodes,
+    data_not_device, episode_readings, jitter_in_a_device_episode, read_as_its_episodes, searched_across_episodes,
 )
 from sleuth.localizer.attributed import (
     Episode, episodes, evidence_iterations, hiccup, paid_sides, tied_devices, uncharged_device, unpaid_compute,
@@ -124,10 +124,12 @@ def judge(incidents: Sequence[Incident], source: RecordSource, settings: Setting
             or unpaid_straggler_cause(incidents[i], attribution, slowdown=line) \
             or unpaid_compute(incidents[i], attribution, slowdown=line, spec=spec) \
             or unpaid_side(paid, attribution, slowdown=line) \
-            or uncharged_device(paid, attribution, slowdown=line, spec=spec) \
-            or jitter_in_a_device_episode(paid, attribution, sustained, slowdown=line)
-        found[i] = None if pause else read_as_its_episodes(data_not_device(paid, attribution), attribution, sustained,
-                                                           slowdown=line)
+            or uncharged_device(paid, attribution, slowdown=line, spec=spec)
+        # The episodes it lies in, diagnosed once for the two readings of them below.
+        readings = () if pause or not paid.cause.hardware else episode_readings(paid, attribution, sustained,
+                                                                                 slowdown=line)
+        pause = pause or jitter_in_a_device_episode(paid, attribution, readings)
+        found[i] = None if pause else read_as_its_episodes(data_not_device(paid, attribution), readings)
     return found
 
 
