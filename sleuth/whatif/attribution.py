@@ -77,7 +77,7 @@ COMPUTE = "compute"
 _BATCH_VALUES = 1 << 25
 _NS_PER_HOUR = 3_600e9
 #: Communicators whose transfers of one type and volume make a median (``_volume_put_back``): of
-#: two, one slow, neither is the peers' (the faster is the reference instead, beyond their jitter).
+#: two, one slow, neither is the peers' (the faster is the reference instead, beyond its jitter).
 _VOLUME_PEERS = 3
 #: A rank's clock where it has no records in an iteration.
 _NO_CLOCK = np.iinfo(np.int64).min
@@ -918,8 +918,9 @@ def _volume_put_back(transfer: np.ndarray, complete: np.ndarray, group: np.ndarr
     members ending it together. A communicator's several transfers of one volume (a job's gradient
     buckets) are different operators, which the paper's peers never mix (§3.2). Of two such
     communicators (two rings a stage, one a tensor rank), the faster where the slower lies beyond
-    the larger of their ``jitter`` (each one's spread over its own iterations; none known: not
-    judged): a fault only adds time, so the faster shows what the fabric does."""
+    the faster's ``jitter`` (its spread over its own iterations; none known: not judged): a fault
+    only adds time, so the faster shows what the fabric does and how much it varies (the slower's
+    own spread is the fault's too where the fault comes and goes)."""
     head = np.empty(len(members), np.int64)
     head[group] = np.arange(len(group))  # a row of each group: whichever, its members end it together
     used = np.flatnonzero(complete[head])
@@ -937,7 +938,7 @@ def _volume_put_back(transfer: np.ndarray, complete: np.ndarray, group: np.ndarr
     medians, spreads = np.full(len(head), np.inf), np.zeros(len(head))
     medians[used[judged]], spreads[used[judged]] = median[judged], spread[judged]
     if (count == 2).any():
-        faster, _, noise = _faster_of_two(peers, transfer[rows], jitter[rows])
+        faster, noise, _ = _faster_of_two(peers, transfer[rows], jitter[rows])
         known = (count == 2) & (noise[peers] > 0)
         medians[used[known]], spreads[used[known]] = faster[peers[known]], noise[peers[known]]
     return _beyond_spread(transfer, medians[group], spreads[group], complete)
