@@ -77,7 +77,7 @@ COMPUTE = "compute"
 _BATCH_VALUES = 1 << 25
 _NS_PER_HOUR = 3_600e9
 #: Communicators whose transfers of one type and volume make a median (``_volume_put_back``): of
-#: two, one slow, neither is the peers' (the faster is the reference instead, beyond its jitter).
+#: two, one slow, neither is the peers' (the faster is, where they lie apart: ``_lower_level_of_peers``).
 _VOLUME_PEERS = 3
 #: A rank's clock where it has no records in an iteration.
 _NO_CLOCK = np.iinfo(np.int64).min
@@ -882,7 +882,7 @@ def _faster_host(slot: np.ndarray, host: np.ndarray, gap: np.ndarray, median: np
 def _faster_of_two(group: np.ndarray, value: np.ndarray, spread: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per group (dense ids) of exactly two (value, spread) members, the faster's value and spread and
     the larger spread (inf, 0, 0 for any other group): of two that should run alike, a fault only
-    adds time, so the faster shows what the work takes (``_faster_host``, ``_volume_put_back``)."""
+    adds time, so the faster shows what the work takes (``_faster_host``)."""
     size = int(group.max()) + 1
     fast, noise, fast_spread = np.full(size, np.inf), np.zeros(size), np.zeros(size)
     np.minimum.at(fast, group, value)
@@ -916,11 +916,12 @@ def _volume_put_back(transfer: np.ndarray, complete: np.ndarray, group: np.ndarr
     among as many members, each the same in its own communicator's order of them (its first of
     that volume, its second, ...), on every communicator; each collective or pair counted once, its
     members ending it together. A communicator's several transfers of one volume (a job's gradient
-    buckets) are different operators, which the paper's peers never mix (§3.2). Of two such
-    communicators (two rings a stage, one a tensor rank), the faster where the slower lies beyond
-    the faster's ``jitter`` (its spread over its own iterations; none known: not judged): a fault
-    only adds time, so the faster shows what the fabric does and how much it varies (the slower's
-    own spread is the fault's too where the fault comes and goes)."""
+    buckets) are different operators, which the paper's peers never mix (§3.2). Where the
+    communicators' transfers sit at two levels (``_lower_level_of_peers``: the widest gap between
+    them beyond the lower ones' ``jitter``, each one's spread over its own iterations), the lower
+    level's median, however few are at it (two rings a stage, one a tensor rank, one behind a slow
+    NIC; the rings a slow spine's hashed hops missed): a fault only adds time. The slower ones'
+    own spread is the fault's too where the fault comes and goes."""
     head = np.empty(len(members), np.int64)
     head[group] = np.arange(len(group))  # a row of each group: whichever, its members end it together
     used = np.flatnonzero(complete[head])
@@ -937,11 +938,42 @@ def _volume_put_back(transfer: np.ndarray, complete: np.ndarray, group: np.ndarr
     judged = count >= _VOLUME_PEERS
     medians, spreads = np.full(len(head), np.inf), np.zeros(len(head))
     medians[used[judged]], spreads[used[judged]] = median[judged], spread[judged]
-    if (count == 2).any():
-        faster, noise, _ = _faster_of_two(peers, transfer[rows], jitter[rows])
-        known = (count == 2) & (noise[peers] > 0)
-        medians[used[known]], spreads[used[known]] = faster[peers[known]], noise[peers[known]]
+    if (count >= 2).any():
+        level, noise, split = _lower_level_of_peers(peers, transfer[rows], jitter[rows])
+        known = (count >= 2) & split[peers]
+        medians[used[known]], spreads[used[known]] = level[peers[known]], noise[peers[known]]
     return _beyond_spread(transfer, medians[group], spreads[group], complete)
+
+
+def _lower_level_of_peers(peers: np.ndarray, value: np.ndarray,
+                          jitter: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group of ``peers`` (dense ids), where its values sit at two levels: the lower level's
+    median, the largest ``jitter`` among its members, and True; else (inf, 0, False). The levels
+    part at the group's widest gap between consecutive values, and are two where that gap exceeds
+    ``spread_k`` times the lower level's largest jitter (its members' spreads over their own
+    iterations; none known: not judged). Of transfers that should run alike, a fault only adds
+    time: the ones no fault reached show what the fabric does and how much it varies, however few
+    (a spine a ring's hashed hops miss, the one other ring of two), and however many were slowed."""
+    size = int(peers.max()) + 1
+    order = np.lexsort((value, peers))
+    group, ordered = peers[order], value[order]
+    same = np.r_[False, group[1:] == group[:-1]]
+    gap = np.where(same, ordered - np.r_[ordered[:1], ordered[:-1]], -np.inf)
+    widest = np.full(size, -np.inf)
+    np.maximum.at(widest, group, gap)
+    # The upper level opens at each group's first widest gap; the rows before it are the lower level.
+    opens = same & (gap == widest[group])
+    first_open = np.full(size, len(order))
+    np.minimum.at(first_open, group[opens], np.flatnonzero(opens))
+    lower = np.arange(len(order)) < first_open[group]
+    noise = np.zeros(size)
+    np.maximum.at(noise, group[lower], jitter[order][lower])
+    level = np.full(size, np.inf)
+    if lower.any():
+        below, _ = group_spread(group[lower], ordered[lower])
+        level[group[lower]] = below
+    split = np.isfinite(widest) & (noise > 0) & (widest > _RULES.spread_k * noise)
+    return np.where(split, level, np.inf), np.where(split, noise, 0.0), split
 
 
 def _put_back(values: np.ndarray, group: np.ndarray, usable: np.ndarray) -> np.ndarray:

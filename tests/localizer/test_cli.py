@@ -49,6 +49,20 @@ def test_a_ring_s_tied_nics_print_as_four_and_how_many_more_with_every_one_in_th
     assert len(incident["suspects"]) == 8
 
 
+def test_a_spine_slow_from_the_first_step_is_named_by_the_rings_that_crossed_it(tmp_path, capsys):
+    # Most rails' rings hash a hop onto spine s2 and run 4x slow in every step; the others miss it.
+    out, fabric = tmp_path / "run", tmp_path / "fabric.yaml"
+    assert main(["sim", "--generate", "fattree:hosts=8,gpus=8,pod=2,spines=4", "--tp", "8", "--pp", "1", "--dp", "8",
+                 "--iterations", "20", "--fault", "spine:s2,slow=4", "--seed", "5", "--out", str(out),
+                 "--no-labels"]) == 0
+    assert main(["topology", "dump", "--generate", "fattree:hosts=8,gpus=8,pod=2,spines=4", "-o", str(fabric)]) == 0
+    capsys.readouterr()
+    assert main(["localize", "--records", str(out), "--topology", str(fabric), "--routing", "static", "--json"]) == 0
+    [incident] = json.loads(capsys.readouterr().out)
+    assert incident["cause"] == "network" and incident["suspects"][0]["device"] == "spine:s2"
+    assert incident["attribution"]["trigger"] == "slowdown"
+
+
 def test_a_missing_records_folder_is_a_clear_error(tmp_path, capsys):
     assert main(["localize", "--records", str(tmp_path / "nope")]) == 2
     assert "--records" in capsys.readouterr().err
