@@ -426,14 +426,17 @@ def uncharged_device(incident: Incident, attribution: Attribution, *, slowdown: 
     ``slowdown`` - 1 of those iterations' replayed time. Network: the transfer types' S_t - 1 over
     those iterations add up to under it. Its search, which saw a few ranks, found them late where
     the job paid little, or where another rank was the one it paid for (a rank 0's checkpoint
-    pause), or a loaded host's transfers long now and then. A replay that put nothing back in any
-    iteration may be blind to the job (``unpaid_compute``) and says nothing, as does one that did
-    not find the costliest rank of an iteration that cost something."""
+    pause), or a loaded host's transfers long now and then. A replay whose stragglers paid the line
+    in no iteration may be blind to the job's compute (``unpaid_compute``) and says nothing of a
+    compute incident (nor, on a coarse clock, of a network one), as does one that did not find the
+    costliest rank of an iteration that cost something."""
     network = incident.cause is IncidentCause.NETWORK
     if not network and (incident.cause is not IncidentCause.COMPUTE or spec.time_resolution_ns
                         or not attribution.costliest_rank):
         return False
-    if not any(_stragglers_paid(attribution, slowdown).values()):
+    # The replay measures each transfer from its members' last start to its end (§3.2): where no
+    # iteration paid the line, what it put back of the network's cost little, on a fine clock.
+    if not any(_stragglers_paid(attribution, slowdown).values()) and (not network or spec.time_resolution_ns):
         return False
     if network:
         share = _paid_compute_share(attribution, incident.iterations)

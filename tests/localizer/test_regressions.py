@@ -284,3 +284,23 @@ def test_transfer_jitter_of_a_noisy_fault_free_run_names_no_nvswitch_regression_
     incidents = localize(emulation, irregular_iterations=[6, 11, 17, 26, 32], topology=scenario.topology,
                          window=scenario.iterations, attribution=attribution, routing=scenario.routing)
     assert not [i for i in incidents if i.suspects], incidents
+
+
+def test_transfer_jitter_of_a_noisy_fault_free_run_whose_stragglers_paid_no_iteration_names_no_nic_regression_seed_5965():
+    """A fault-free run on noisy hosts (tp8, dp8) whose slowest iterations, searched, found one rail's
+    all-reduces long: no iteration's stragglers cost it the line (S 1.006), and the replay measures
+    transfers from their members' starts, so that cluster's transfers were jitter
+    (``attributed.uncharged_device``); it named the rail's NICs."""
+    from sleuth.sim import suite
+    from sleuth.whatif.attribution import attribute
+
+    [scenario] = [s for s in suite("random-noisy", seed=5965) if s.name == "noisy-10-none-tp8-pp1-dp8"]
+    emulation = Emulation(scenario)
+    assert not emulation.truth().faults and not list(emulation.irregular_iterations())
+    slowest = emulation.slowest_iterations()
+    assert slowest == [5, 22, 33, 35, 39]
+    attribution = attribute(emulation.records(), emulation.job_spec(), iterations=emulation.iterations())
+    assert attribution.slowdown < 1.01
+    incidents = localize(emulation, irregular_iterations=slowest, topology=scenario.topology,
+                         window=scenario.iterations, attribution=attribution, routing=scenario.routing)
+    assert not [i for i in incidents if i.suspects], incidents
