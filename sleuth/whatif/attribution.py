@@ -714,13 +714,16 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     # neither needs the other, and the slots come first (the transfers' identities need them).
     program = beside(program_slots, op, nbytes.astype(np.int64), rank, it, first,
                      None if stage is None else stage[rank])
-    host = _hosts_of_pairs(spec, stage)
+    rank_host = _host_of_rank(spec)
+    host = _hosts_of_pairs(rank_host, stage)
     gaps = beside(lambda: _gap_peers(program.result(), rank, it, first, gap, op, stage, replica, host, history))
 
     group = member_groups(comm, records["seq"][order], rank, records["peer"][order], op)
     groups = int(group.max()) + 1
     distinct = first_of_each(group, rank)
     members = np.bincount(group[distinct], minlength=groups)
+    # Hosts each collective or pair spans: NVLink within one, the NICs and the fabric between.
+    spans = np.bincount(group[first_of_each(group, rank_host[rank])], minlength=groups)
     # A pair is whole with both ends; a collective with as many members as its communicator has
     # shown in a collective (a world group carries pipeline pairs beside its barriers).
     p2p = records["peer"][order] >= 0
@@ -786,8 +789,8 @@ def _prepare(records: RecordBatch, spec: JobSpec, iterations: IterationBatch | N
     span_start = np.where(went_on & (previous_end != _NO_CLOCK), previous_end, span_start)
     level, jitter[measured] = history_spread.result()
     temporal[measured] = _beyond_spread(transfer[measured], level, jitter[measured], np.ones(len(measured), bool))
-    spatial = np.minimum(slot_spatial, _volume_put_back(transfer, complete, group, members, it, comm, records["seq"][order],
-                                                        prefix_code[comm], op, nbytes, jitter))
+    spatial = np.minimum(slot_spatial, _volume_put_back(transfer, complete, group, members, spans, it, comm,
+                                                        records["seq"][order], prefix_code[comm], op, nbytes, jitter))
     ideal_transfer = np.where(complete, np.minimum(spatial, temporal), 0.0)
     seq = records["seq"][order].astype(np.uint64)
     job = _Job(deps, rank, it, kind, tuple(str(k) for k in kinds), gap, transfer, own, ideal_gap, hardware_gap, hardware_ideal_gap,
@@ -848,15 +851,19 @@ def _gap_peers(slots: ProgramSlots, rank: np.ndarray, it: np.ndarray, first: np.
     return hardware_gap, hardware_ideal_gap, gap_side, work, ideal_gap
 
 
-def _hosts_of_pairs(spec: JobSpec, stage: np.ndarray | None) -> np.ndarray | None:
-    """Each rank's host (dense ids) for ``_faster_host``, or None where no pipeline stage's ranks sit
-    on exactly two hosts (a large job's stages span many: nothing to pair, nothing to spend)."""
-    _, host = np.unique(np.array([p.host for p in spec.placements]), return_inverse=True)
+def _host_of_rank(spec: JobSpec) -> np.ndarray:
+    """Each rank's host, as dense ids."""
+    return np.unique(np.array([p.host for p in spec.placements]), return_inverse=True)[1].astype(np.int64)
+
+
+def _hosts_of_pairs(host: np.ndarray, stage: np.ndarray | None) -> np.ndarray | None:
+    """Each rank's ``host`` for ``_faster_host``, or None where no pipeline stage's ranks sit on
+    exactly two hosts (a large job's stages span many: nothing to pair, nothing to spend)."""
     if stage is not None:
         hosts_per_stage = np.bincount(np.unique(np.c_[stage, host], axis=0)[:, 0])
         if not (hosts_per_stage == 2).any():
             return None
-    return host.astype(np.int64)
+    return host
 
 
 def _faster_host(slot: np.ndarray, host: np.ndarray, gap: np.ndarray, median: np.ndarray,
@@ -908,12 +915,12 @@ def _identity_keys(rank: np.ndarray, position: np.ndarray, comm: np.ndarray, op:
     return key
 
 
-def _volume_put_back(transfer: np.ndarray, complete: np.ndarray, group: np.ndarray, members: np.ndarray, it: np.ndarray,
-                     comm: np.ndarray, seq: np.ndarray, kind: np.ndarray, op: np.ndarray, nbytes: np.ndarray,
-                     jitter: np.ndarray) -> np.ndarray:
+def _volume_put_back(transfer: np.ndarray, complete: np.ndarray, group: np.ndarray, members: np.ndarray,
+                     spans: np.ndarray, it: np.ndarray, comm: np.ndarray, seq: np.ndarray, kind: np.ndarray,
+                     op: np.ndarray, nbytes: np.ndarray, jitter: np.ndarray) -> np.ndarray:
     """Each complete transfer, or the median of its peers where it lies beyond their spread
     (``_put_back``): the iteration's transfers of its ``kind`` (communicator kind), op and volume
-    among as many members, each the same in its own communicator's order of them (its first of
+    among as many members on as many hosts (``spans``, per group), each the same in its own communicator's order of them (its first of
     that volume, its second, ...), on every communicator; each collective or pair counted once, its
     members ending it together. A communicator's several transfers of one volume (a job's gradient
     buckets) are different operators, which the paper's peers never mix (§3.2). Where the
@@ -931,7 +938,7 @@ def _volume_put_back(transfer: np.ndarray, complete: np.ndarray, group: np.ndarr
     by_same = np.lexsort((seq[rows], same))
     ordinal = np.empty(len(rows), np.int64)
     ordinal[by_same] = places_in_runs(np.r_[True, np.diff(same[by_same]) != 0])
-    peers = dense_ids(it[rows], kind[rows], op[rows], nbytes[rows], members[used], ordinal)
+    peers = dense_ids(it[rows], kind[rows], op[rows], nbytes[rows], members[used], spans[used], ordinal)
     median, spread = group_spread(peers, transfer[rows])
     # A median of three communicators or more: of one, its members' ends are the slot's to judge.
     count = np.bincount(peers)[peers]

@@ -189,6 +189,18 @@ def test_a_spine_slow_from_the_first_step_under_most_rings_is_put_back_to_the_ri
         truth_slowdown(clean), rel=0.01)
 
 
+def test_transfers_within_one_host_are_no_peers_of_the_same_transfers_across_two() -> None:
+    # tp1 pp2 dp6 on hosts of 8 GPUs: stage 0's ring runs on host 0 (NVLink), stage 1's across both
+    # hosts (their NICs), and so do half of the pipeline's pairs: a fault-free run, whose
+    # NIC-crossing transfers were put back to NVLink's pace (S 1.115 against 1.040).
+    em = Emulation(Scenario(topology=generate("fattree:hosts=2,gpus=8,pod=2,spines=2"),
+                            layout=ParallelLayout(12, 1, 2, 6, gpus_per_host=8), model=SMALL, microbatches=4,
+                            iterations=16, seed=3, job="uneven"))
+    result = attribute(em.records(), em.job_spec(), iterations=em.iterations())
+    assert result.slowdown == pytest.approx(truth_slowdown(em), rel=0.02)
+    assert all(result.by_type[kind] < 1.01 for kind in ("dp.all_reduce", "embd.all_reduce", "pp.send_recv"))
+
+
 def test_a_slow_gpu_is_a_compute_straggler_of_its_own_worker() -> None:
     result = attributed(GPU)
     assert max(result.by_type, key=result.by_type.get) == COMPUTE
