@@ -117,10 +117,16 @@ def _transfers_pay(attribution: Attribution, episode: Sequence[int], quiet: Sequ
     # The smallest p the test can give is 1 / C(n, the episode's): compared as integers, which a long job's overflow floats.
     if not rows.any() or not others.any() or math.comb(int(rows.sum() + others.sum()), int(rows.sum())) <= 1.0 / level:
         return True
-    ideal = np.asarray(attribution.ideal_ns, dtype=np.float64)[:, None]
-    excess = np.divide(attribution.by_type_ns, ideal, out=np.ones_like(attribution.by_type_ns, dtype=np.float64),
-                       where=ideal > 0) - 1.0
+    excess = _type_excess(attribution)
     return any(mannwhitneyu(excess[rows, k], excess[others, k], alternative="greater").pvalue < level for k in kinds)
+
+
+def _type_excess(attribution: Attribution) -> np.ndarray:
+    """Per attributed iteration and operator type (``by_type``'s order), S_t - 1 there (0 where its
+    ideal is nothing); ``by_type_ns`` must be measured."""
+    spent = np.asarray(attribution.by_type_ns, dtype=np.float64)
+    ideal = np.asarray(attribution.ideal_ns, dtype=np.float64)[:, None]
+    return np.divide(spent, ideal, out=np.ones_like(spent), where=ideal > 0) - 1.0
 
 
 def runs(iterations: Sequence[int], per_iteration: Sequence[float], *, slowdown: float,
@@ -533,7 +539,8 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
     episode = attribution.iterations if iterations is None else iterations
     if host:
         return Straggler.HARDWARE
-    compute = _compute_share(attribution, episode)
+    # Compute leads where it does in total and step by step: a pause lifts its total alone.
+    compute = min(_compute_share(attribution, episode), _steady_compute_share(attribution, episode))
     if compute < _RULES.majority:
         # Transfers no costlier than outside the episode or not the same ones step after step, and
         # compute paying a side with no rank apart: a loaded host's jitter, delaying one process's
@@ -1156,6 +1163,23 @@ def _compute_share(attribution: Attribution, iterations: Sequence[int] | None = 
     given and measured (the job's S_t is its costliest stretch's: a pause is not a NIC's episode)."""
     share = _paid_compute_share(attribution, iterations)
     return 0.0 if share is None else share
+
+
+def _steady_compute_share(attribution: Attribution, iterations: Sequence[int]) -> float:
+    """The median over ``iterations`` of each one's compute share of what its operator types add up
+    to, where they add up to something (else ``_compute_share``). A sustained slowdown persists from
+    step to step (What-if §4.2), and a pause is compute's (a paused rank issues nothing; a transfer is
+    timed from its last member's start): one in a slow link's episode can cost its iteration more
+    than the link costs all of them, lifting compute's total share, and is not what the episode is."""
+    if attribution.by_type_ns is None or COMPUTE not in attribution.by_type:
+        return _compute_share(attribution, iterations)
+    at = np.isin(np.asarray(attribution.iterations), np.asarray(list(iterations), dtype=np.int64))
+    excess = np.clip(_type_excess(attribution)[at], 0.0, None)
+    total = excess.sum(axis=1)
+    paid = total > 0
+    if not paid.any():
+        return 0.0
+    return float(np.median(excess[paid, list(attribution.by_type).index(COMPUTE)] / total[paid]))
 
 
 def _paid_compute_share(attribution: Attribution, iterations: Sequence[int] | None = None) -> float | None:

@@ -14,13 +14,15 @@ import pytest
 
 from sleuth.errors import ConfigError
 from sleuth.settings import Settings
-from sleuth.sim import Emulation
+from sleuth.layout import ParallelLayout
+from sleuth.sim import Emulation, Scenario, parse_fault
 from sleuth.localizer.episodes import Raised, episode_of, grown
 from sleuth.stream.services.job_ownership import Ownership, partition_of
+from sleuth.topology import generate, spine_set_members
 from sleuth.whatif import attribution
 from sleuth.stream.services.slowdown_watch import MAX_IDLE_S, SlowdownWatch, WindowCache, slowdown_incidents
 
-from tests.sim.conftest import paused_emulation
+from tests.sim.conftest import SMALL, paused_emulation
 
 from .detection.conftest import emulation
 
@@ -155,6 +157,17 @@ def test_a_gpu_slow_from_the_first_step_is_one_incident_opened_once_sustained_an
     assert opened == [7]  # the round that saw three iterations landed past the five of warm-up
     assert incident.iterations[0] == 5 and incident.iterations[-1] == 19  # analysed at 7, then 12 later
     assert incident.attribution is not None and incident.attribution.trigger == "slowdown"
+
+
+def test_a_spine_slow_from_the_first_step_under_most_rings_is_one_network_incident_naming_the_spine_layer() -> None:
+    # tp8 pp1 dp8: most rails' rings hash a hop onto spine s2, 4x slow from the first step; a pause
+    # in iteration 8 of the first window costs that one more than the spine costs them all.
+    em = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=8,pod=2,spines=4"), layout=ParallelLayout(64, 8, 1, 8),
+                            model=SMALL, microbatches=4, iterations=20, faults=(parse_fault("spine:s2,slow=4"),), seed=5,
+                            job="spine"))
+    [incident], opened = rounds(em, through=19)
+    assert incident.cause.value == "network" and opened == [9]
+    assert "spine:s2" in (spine_set_members(incident.suspects[0].device) or ())  # ECMP: the layer is the finest
 
 
 def test_a_gpu_slow_from_the_first_step_on_hosts_whose_clocks_disagree_is_read_as_on_one_clock() -> None:
