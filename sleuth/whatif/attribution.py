@@ -919,16 +919,17 @@ def _volume_put_back(transfer: np.ndarray, complete: np.ndarray, group: np.ndarr
                      spans: np.ndarray, it: np.ndarray, comm: np.ndarray, seq: np.ndarray, kind: np.ndarray,
                      op: np.ndarray, nbytes: np.ndarray, jitter: np.ndarray) -> np.ndarray:
     """Each complete transfer, or the median of its peers where it lies beyond their spread
-    (``_put_back``): the iteration's transfers of its ``kind`` (communicator kind), op and volume
-    among as many members on as many hosts (``spans``, per group), each the same in its own communicator's order of them (its first of
-    that volume, its second, ...), on every communicator; each collective or pair counted once, its
-    members ending it together. A communicator's several transfers of one volume (a job's gradient
-    buckets) are different operators, which the paper's peers never mix (§3.2). Where the
-    communicators' transfers sit at two levels (``_lower_level_of_peers``: the widest gap between
-    them beyond the lower ones' ``jitter``, each one's spread over its own iterations), the lower
-    level's median, however few are at it (two rings a stage, one a tensor rank, one behind a slow
-    NIC; the rings a slow spine's hashed hops missed): a fault only adds time. The slower ones'
-    own spread is the fault's too where the fault comes and goes."""
+    (``_put_back``): the iteration's transfers of its ``kind`` (communicator kind), op and
+    volume among as many members on as many hosts (``spans``, per group), each the same in its
+    own communicator's order of them (its first of that volume, its second, ...), on every
+    communicator; each collective or pair counted once, its members ending it together. A
+    communicator's several transfers of one volume (a job's gradient buckets) are different
+    operators, which the paper's peers never mix (§3.2). Where the communicators' transfers sit
+    at two levels (``_lower_level_of_peers``: the widest gap between them beyond the lower ones'
+    ``jitter``, each one's spread over its own iterations), the lower level's median, however
+    few are at it (two rings a stage, one a tensor rank, one behind a slow NIC; the rings a slow
+    spine's hashed hops missed): a fault only adds time. The slower ones' own spread is the
+    fault's too where the fault comes and goes."""
     head = np.empty(len(members), np.int64)
     head[group] = np.arange(len(group))  # a row of each group: whichever, its members end it together
     used = np.flatnonzero(complete[head])

@@ -286,7 +286,7 @@ def test_transfer_jitter_of_a_noisy_fault_free_run_names_no_nvswitch_regression_
     assert not [i for i in incidents if i.suspects], incidents
 
 
-def test_transfer_jitter_of_a_noisy_fault_free_run_whose_stragglers_paid_no_iteration_names_no_nic_regression_seed_5965():
+def test_transfer_jitter_of_a_noisy_fault_free_run_paid_in_no_iteration_names_no_nic_regression_seed_5965():
     """A fault-free run on noisy hosts (tp8, dp8) whose slowest iterations, searched, found one rail's
     all-reduces long: no iteration's stragglers cost it the line (S 1.006), and the replay measures
     transfers from their members' starts, so that cluster's transfers were jitter

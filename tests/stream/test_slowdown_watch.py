@@ -162,9 +162,9 @@ def test_a_gpu_slow_from_the_first_step_is_one_incident_opened_once_sustained_an
 def test_a_spine_slow_from_the_first_step_under_most_rings_is_one_network_incident_naming_the_spine_layer() -> None:
     # tp8 pp1 dp8: most rails' rings hash a hop onto spine s2, 4x slow from the first step; a pause
     # in iteration 8 of the first window costs that one more than the spine costs them all.
-    em = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=8,pod=2,spines=4"), layout=ParallelLayout(64, 8, 1, 8),
-                            model=SMALL, microbatches=4, iterations=20, faults=(parse_fault("spine:s2,slow=4"),), seed=5,
-                            job="spine"))
+    em = Emulation(Scenario(topology=generate("fattree:hosts=8,gpus=8,pod=2,spines=4"),
+                            layout=ParallelLayout(64, 8, 1, 8), model=SMALL, microbatches=4, iterations=20,
+                            faults=(parse_fault("spine:s2,slow=4"),), seed=5, job="spine"))
     [incident], opened = rounds(em, through=19)
     assert incident.cause.value == "network" and opened == [9]
     assert "spine:s2" in (spine_set_members(incident.suspects[0].device) or ())  # ECMP: the layer is the finest

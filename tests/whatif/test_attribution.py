@@ -164,8 +164,8 @@ def test_a_nic_slow_every_other_step_under_one_of_two_rings_is_measured_against_
     # on the random suite's random-5-link-tp2-pp1-dp64, seed 5947).
     em = Emulation(Scenario(topology=generate("fattree:hosts=4,gpus=8,pod=2,spines=2"),
                             layout=ParallelLayout(32, 2, 1, 16, gpus_per_host=8), model=SMALL, microbatches=4,
-                            iterations=16, faults=(parse_fault("nic:h0001/1,slow=6,profile=fluctuation,period=4,duty=2"),),
-                            seed=11, job="flapping"))
+                            iterations=16, seed=11, job="flapping",
+                            faults=(parse_fault("nic:h0001/1,slow=6,profile=fluctuation,period=4,duty=2"),)))
     result = attribute(em.records(), em.job_spec(), iterations=em.iterations())
     assert truth_slowdown(em) > 1.1
     assert result.slowdown == pytest.approx(truth_slowdown(em), rel=0.05)
