@@ -1,6 +1,6 @@
 """The streaming localizer's reading of a gathering of δ-irregular iterations (``localized``), as
-``sleuth localize`` reads them offline: where each cluster's search stops, which incidents are benign
-pauses (recorded, never paged), and which the data's.
+``sleuth localize`` reads them offline: where each cluster's search stops, which incidents are
+benign pauses (recorded, never paged), and which the data's.
 
 ``sleuth localize`` drops an irregular cluster's incident that the job's what-if attribution shows
 to be a hiccup (``sleuth.localizer.attributed.hiccup``: one short run, not recurring, cheap). Live,
@@ -21,19 +21,20 @@ the line or network devices whose transfers cost them under it (``uncharged_devi
 outside every sustained episode; inside one, offline the episode's what-if search leads such an
 incident with the devices the job paid for, which live the slowdown watch raises (a real job's rank
 slow from step 50, whose search from a jitter spike at 29 named rank 1's GPU). A pause judged benign
-is recorded (``sleuth.stores.PauseStore``), and a device that paused before pages the second time, as offline. A compute incident whose
-iterations the same attribution reads as work or pauses moving between the ranks
-(``localize.data_not_device``: pauses striking one rank, then another, every few steps) names that
-cause and no GPU, as offline. Each is judged without a side its iterations barely paid for, as
-offline reports it (``attributed.paid_sides``: a GPU's incident keeps no NVSwitch beside it for a
-transfer blip), and a hardware incident whose sustained episodes all read a non-hardware cause is
-read as that cause (``localize.read_as_its_episodes``): offline it gives way to the episode's own
-incident, which the slowdown watch raises live, the two then one. One naming transfer devices alone
-inside an episode read as a device's, where its transfers were jitter over its own iterations, is
-recorded as a pause (``localize.jitter_in_a_device_episode``): offline the episode's what-if search
-replaces that side, live the watch raises the episode with it. The sustained episodes of
-the same iterations (``Replayed.sustained``) bound each cluster's search, as offline: a step later in
-the window is its own episode's (the slowdown watch raises it), not evidence of the cluster's.
+is recorded (``sleuth.stores.PauseStore``), and a device that paused before pages the second time,
+as offline. A compute incident whose iterations the same attribution reads as work or pauses moving
+between the ranks (``localize.data_not_device``: pauses striking one rank, then another, every few
+steps) names that cause and no GPU, as offline. Each is judged without a side its iterations barely
+paid for, as offline reports it (``attributed.paid_sides``: a GPU's incident keeps no NVSwitch
+beside it for a transfer blip), and a hardware incident whose sustained episodes all read a
+non-hardware cause is read as that cause (``localize.read_as_its_episodes``): offline it gives way
+to the episode's own incident, which the slowdown watch raises live, the two then one. One naming
+transfer devices alone inside an episode read as a device's, where its transfers were jitter over
+its own iterations, is recorded as a pause (``localize.jitter_in_a_device_episode``): offline the
+episode's what-if search replaces that side, live the watch raises the episode with it. The
+sustained episodes of the same iterations (``Replayed.sustained``) bound each cluster's search, as
+offline: a step later in the window is its own episode's (the slowdown watch raises it), not
+evidence of the cluster's.
 """
 
 from __future__ import annotations
