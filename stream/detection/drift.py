@@ -4,7 +4,8 @@ The tuner tracks the means of the drift-prone features (``features.DRIFT_PRONE``
 is shown. When the tuning is due — on a schedule (default weekly, in the job's own clock) or at
 once when a mean has moved by more than ``bound`` (relative to its training mean) since the last
 tuning — it copies the *original* model and adds each feature's shift (current mean − training
-mean) to the threshold of every tree node that splits on that feature (``tree_.threshold``).
+mean) to the threshold of every tree node that splits on that feature (``tree_.threshold``); a
+tuning that moves no split (a scale-free forest never splits on them) keeps the original itself.
 Tuning always starts from the original, so shifts never compound; the original stays available
 as ``original`` and every tuning is logged and kept in ``tunings`` with its deltas.
 """
@@ -106,7 +107,9 @@ class DriftTuner:
 
     def _tune(self, shift: np.ndarray, t_ns: int, reason: str) -> None:
         deltas = {name: float(d) for name, d in zip(self.features, shift)}
-        self.model, nodes = shift_thresholds(self.original, deltas)
+        tuned, nodes = shift_thresholds(self.original, deltas)
+        # A copy with no split moved is the original: kept, so what was learned of it (the vote screen) holds.
+        self.model = tuned if nodes else self.original
         self._applied = shift
         self.tunings.append(Tuning(t_ns, reason, deltas, nodes))
         self.tuned = True

@@ -237,6 +237,17 @@ def test_drift_tuner_tunes_on_schedule_and_on_a_large_shift_and_keeps_the_origin
     assert tuner.original is model and tuner.model is not model
 
 
+
+def test_a_tuning_that_moves_no_split_keeps_the_original_and_its_vote_screen() -> None:
+    model = small_model().forest  # scale-free: never splits on the drift-prone features
+    tuner = DriftTuner(model, features=("iteration_ns",), interval_ns=100, bound=0.05, min_rows=10)
+    shifted = np.tile(model.feature_means_, (20, 1))
+    shifted[:, FEATURE_NAMES.index("iteration_ns")] *= 1.2
+    tuner.update(shifted, 0)
+    assert tuner.tuned and tuner.tunings[-1].nodes == 0
+    # The same object: a vote screen grown for it (StreamDetector's) still holds, and is kept.
+    assert tuner.model is model
+
 def test_model_file_round_trip_and_refusals(tmp_path) -> None:
     path = tmp_path / "m.zip"
     save(small_model(), path)
