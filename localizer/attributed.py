@@ -86,6 +86,9 @@ class Episode:
     #: its transfers cost more over its iterations than the job's did outside every episode, or too
     #: few iterations lie on either side to tell (``_transfers_pay``): a device on a path is in play
     transfers: bool = True
+    #: its transfers alone cost the job the line, the same ones in the steps they paid it in
+    #: (``_transfers_alone``): a device on a path, whatever compute's stragglers cost beside it
+    network: bool = False
 
 
 def episodes(attribution: Attribution, *, slowdown: float, sustain: int) -> tuple[tuple[Episode, ...], tuple[Episode, ...]]:
@@ -98,7 +101,8 @@ def episodes(attribution: Attribution, *, slowdown: float, sustain: int) -> tupl
     # device's other turn, which slows the same transfers as the episode does.
     inside = {i for e in pieces + short for i in e.iterations}
     quiet = [i for i in attribution.iterations if i not in inside]
-    return tuple(replace(e, transfers=_transfers_pay(attribution, e.iterations, quiet)) for e in pieces), short
+    return tuple(replace(e, transfers=_transfers_pay(attribution, e.iterations, quiet),
+                         network=_transfers_alone(attribution, e.iterations, slowdown=slowdown)) for e in pieces), short
 
 
 def _transfers_pay(attribution: Attribution, episode: Sequence[int], quiet: Sequence[int]) -> bool:
@@ -119,6 +123,26 @@ def _transfers_pay(attribution: Attribution, episode: Sequence[int], quiet: Sequ
         return True
     excess = _type_excess(attribution)
     return any(mannwhitneyu(excess[rows, k], excess[others, k], alternative="greater").pvalue < level for k in kinds)
+
+
+def _transfers_alone(attribution: Attribution, episode: Sequence[int], *, slowdown: float) -> bool:
+    """Whether the transfer types alone (their S_t - 1, summed) cost the job ``slowdown`` over the
+    ``episode``'s iterations, and in the iterations they cost it the line on their own, at least two,
+    most of what transfers ran beyond their peers was the same transfers' in most of them
+    (``Attribution.persistent_transfers``): a slow link, NIC or switch lengthens the transfers through
+    it whenever it is slow, and pauses striking one worker, then another, cost compute beside it
+    without hiding it; a loaded host's jitter lengthens one transfer, then another."""
+    kinds = [k for k, name in enumerate(attribution.by_type) if name != COMPUTE]
+    if attribution.by_type_ns is None or not kinds:
+        return False
+    its = np.asarray(attribution.iterations)
+    rows = np.isin(its, np.asarray(list(episode), dtype=np.int64))
+    excess = np.clip(_type_excess(attribution)[rows][:, kinds], 0.0, None).sum(axis=1)
+    ideal = np.asarray(attribution.ideal_ns, dtype=np.float64)[rows]
+    if float(excess @ ideal) < (slowdown - 1.0) * float(ideal.sum()):
+        return False
+    paid = its[rows][excess >= slowdown - 1.0]
+    return len(paid) >= 2 and attribution.persistent_transfers(paid.tolist(), most=_RULES.majority) >= _RULES.majority
 
 
 def _type_excess(attribution: Attribution) -> np.ndarray:
@@ -551,6 +575,9 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
         return Straggler.HARDWARE
     # Work that moves is the data's even where one worker explains each of the worst iterations (M_W,
     # measured on those alone): the slow batch is on some replica in each.
+    # Pauses costing compute more do not hide a link, NIC or switch that costs the job the line on its own.
+    if sustained is not None and sustained.network:
+        return Straggler.HARDWARE
     if work_moves(attribution, episode):
         return Straggler.SEQLEN_IMBALANCE
     if pauses_move(attribution, episode, whole=whole):
@@ -573,9 +600,10 @@ def _costly_data_moved(attribution: Attribution, iterations: Sequence[int]) -> b
 
 def _a_path_device_in_play(attribution: Attribution, sustained: Episode) -> bool:
     """Whether ``sustained``'s transfers cost more than outside it (``Episode.transfers``) and most of
-    what they ran beyond their peers was the same transfers' in most of its paying iterations: a slow
-    link, NIC or switch lengthens each transfer through it at every step it is slow."""
-    return sustained.transfers and attribution.persistent_transfers(
+    what they ran beyond their peers was the same transfers' in most of its paying iterations, or they
+    alone cost the job the line (``Episode.network``): a slow link, NIC or switch lengthens each
+    transfer through it at every step it is slow."""
+    return sustained.network or sustained.transfers and attribution.persistent_transfers(
         sustained.paid, most=_RULES.majority) >= _RULES.majority
 
 
@@ -958,7 +986,7 @@ def slowdown_incident(
     suspects: tuple[Suspect, ...] = ()
     if diagnosis is Straggler.HARDWARE:
         rated, suspects = whatif_search(attribution, graph=graph, topology=topology, routing=routing, priors=priors,
-                                        top_k=top_k, min_support=min_support, paid=episode.paid)
+                                        top_k=top_k, min_support=min_support, episode=episode)
         if not suspects:
             # No device held its evidence over the episode (a rank apart, its transfers jitter): a
             # loaded host's pauses, which blame no hardware, as ``diagnose`` reads them without a rank apart.
@@ -1037,24 +1065,27 @@ def _span(source: RecordSource, candidates: Sequence[int], iterations: Sequence[
 
 def whatif_search(
     attribution: Attribution, *, graph: OperatorGraph, topology: Topology, routing: Routing, priors: Priors,
-    top_k: int, min_support: int, paid: Sequence[int] | None = None,
+    top_k: int, min_support: int, episode: Episode | None = None,
 ) -> tuple[list[tuple[Root, float]], tuple[Suspect, ...]]:
     """The what-if roots with their rates, and the top ``top_k`` suspects of each side (compute,
     network) the job pays for, and any tied with the side's first (``scoring.leading``): each side
     is one fault's evidence, as ``explain.separate`` keeps
     the top K of each fault the search found; the side that carries most of what the job pays
-    (S_t) comes first, as ``lead`` orders an irregular iteration's incident. Over an episode's
-    ``paid`` iterations, the compute side only where a rank stands apart from chance in them
-    (``diagnose``): a slow GPU slows every iteration it is slow in; jitter names none. Likewise the
-    network side only where most of what transfers ran beyond their peers was the same transfers'
-    in most of those iterations (``Attribution.persistent_transfers``): a slow link, NIC or switch
-    lengthens each transfer through it at every step it is slow, a loaded host's jitter one
-    transfer in one step and another in the next."""
+    (S_t) comes first, as ``lead`` orders an irregular iteration's incident. Over a sustained
+    ``episode``'s paying iterations, the compute side only where a rank stands apart from chance in
+    them (``diagnose``): a slow GPU slows every iteration it is slow in; jitter names none. Likewise
+    the network side only where most of what transfers ran beyond their peers was the same
+    transfers' in most of those iterations (``Attribution.persistent_transfers``), or in those the
+    transfers alone paid the line in (``Episode.network``): a slow link, NIC or switch lengthens
+    each transfer through it at every step it is slow, a loaded host's jitter one transfer in one
+    step and another in the next."""
+    paid = None if episode is None else episode.paid
     rated, on_host = _roots(attribution, _candidates(attribution, graph), graph, episode=paid)
     sides: tuple[Cause, ...] = (Cause.COMPUTE, Cause.NETWORK) if _compute_led(attribution) else (Cause.NETWORK, Cause.COMPUTE)
     if paid is not None and not _a_rank_stands_apart(attribution, paid):
         sides = tuple(cause for cause in sides if cause is not Cause.COMPUTE)
-    if paid is not None and attribution.persistent_transfers(paid, most=_RULES.majority) < _RULES.majority:
+    if (episode is not None and not episode.network
+            and attribution.persistent_transfers(episode.paid, most=_RULES.majority) < _RULES.majority):
         sides = tuple(cause for cause in sides if cause is not Cause.NETWORK)
     suspects: list[Suspect] = []
     for cause in sides:

@@ -213,7 +213,7 @@ def _with_attribution(
                 suspects: tuple[Suspect, ...] = ()
                 if hardware:
                     _, suspects = whatif_search(own, graph=graph, topology=topology, routing=routing, priors=priors,
-                                                top_k=top_k, min_support=min_support, paid=episode.paid)
+                                                top_k=top_k, min_support=min_support, episode=episode)
                     # Every cluster in the episode gets the same evidence: they merge into one incident.
                     for k in covering:
                         if kept[k].cause.hardware:

@@ -608,3 +608,14 @@ def test_a_gpu_slow_in_every_iteration_beside_such_pauses_is_named(seed) -> None
     found, incidents = _paused_job("gpu:h0005/1,slow=1.3", seed=seed)
     assert diagnose(found) is Straggler.HARDWARE
     assert incidents and incidents[0].suspects[0].device == "gpu:h0005/1"
+
+
+@pytest.mark.parametrize("seed", [3, 7])
+def test_a_nic_slow_every_few_steps_beside_costlier_pauses_is_named_where_it_costs_the_line_alone(seed) -> None:
+    # Compute carries 63-73% of what the job pays (the pauses); the NIC's transfers alone, 5-7%.
+    found, incidents = _paused_job("nic:h0002/1,slow=3,profile=fluctuation", seed=seed, iterations=16)
+    (episode,) = episodes(found, slowdown=1.05, sustain=3)[0]
+    assert episode.network
+    assert diagnose(found, iterations=episode.paid, sustained=episode) is Straggler.HARDWARE
+    assert [i.cause.value for i in incidents] == ["network"], incidents
+    assert incidents[0].suspects[0].device == "nic:h0002/1"
