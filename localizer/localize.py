@@ -209,7 +209,8 @@ def _with_attribution(
             hardware = reading is Straggler.HARDWARE
             if beside_split and not hardware:
                 continue
-            if covering and kept[covering[0]].cause.hardware == hardware:
+            # A cluster agrees where it reads the episode's cause: hardware, or its non-hardware cause.
+            if covering and _agrees(kept[covering[0]], reading):
                 suspects: tuple[Suspect, ...] = ()
                 if hardware:
                     _, suspects = whatif_search(own, graph=graph, topology=topology, routing=routing, priors=priors,
@@ -226,7 +227,8 @@ def _with_attribution(
                                                whole=attribution)
                 continue
             # No cluster covers the episode, or the one that does reads hardware where the attribution,
-            # which saw every rank and iteration, does not (or the reverse): the episode's own incident.
+            # which saw every rank and iteration, does not (or the reverse, or another non-hardware
+            # cause): the episode's own incident.
             incident = slowdown_incident(
                 source, own, episode, graph=graph, topology=topology, routing=routing, priors=priors,
                 top_k=top_k, min_support=min_support, started=started, part=part, whole=attribution,
@@ -238,6 +240,14 @@ def _with_attribution(
             else:
                 kept.append(incident)
     return kept
+
+
+def _agrees(incident: Incident, reading: Straggler) -> bool:
+    """Whether a cluster's ``incident`` reads what its episode's attribution reads: hardware for
+    hardware (the devices may differ: the search complements them), else the same cause."""
+    if reading is Straggler.HARDWARE or incident.cause.hardware:
+        return incident.cause.hardware == (reading is Straggler.HARDWARE)
+    return incident.cause.value == reading.value
 
 
 def _stragglers_read(own: Attribution, episode: Episode, part: Part, *, whole: Attribution,
@@ -276,14 +286,16 @@ def episode_readings(incident: Incident, attribution: Attribution, sustained: Se
 
 
 def read_as_its_episodes(incident: Incident, readings: Readings) -> Incident:
-    """A cluster's hardware ``incident`` as the non-hardware cause of the sustained episodes it lies
-    in (their ``episode_readings``), where none of them reads hardware: offline such a cluster gives
-    way to the episode's own incident (``_with_attribution``), which live the slowdown watch raises,
-    and the two are one episode's (``episodes.episode_of``). Of several readings, the episode
-    sharing most of the incident's iterations names the cause."""
-    if not incident.cause.hardware or not readings or any(r is Straggler.HARDWARE for _, r in readings):
+    """A cluster's ``incident`` as the non-hardware cause of the sustained episodes it lies in (their
+    ``episode_readings``), where none of them reads hardware: offline such a cluster gives way to
+    the episode's own incident where it reads otherwise (``_with_attribution``), which live the
+    slowdown watch raises, and the two are one episode's (``episodes.episode_of``). Of several
+    readings, the episode sharing most of the incident's iterations names the cause."""
+    if not readings or any(r is Straggler.HARDWARE for _, r in readings):
         return incident
     found = max(readings, key=lambda r: r[0])[1]
+    if incident.cause.value == found.value:
+        return incident
     return replace(incident, cause=IncidentCause(found.value), suspects=(), advice=ADVICE[found])
 
 

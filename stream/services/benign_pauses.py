@@ -26,8 +26,8 @@ as offline. A compute incident whose iterations the same attribution reads as wo
 between the ranks (``localize.data_not_device``: pauses striking one rank, then another, every few
 steps) names that cause and no GPU, as offline. Each is judged without a side its iterations barely
 paid for, as offline reports it (``attributed.paid_sides``: a GPU's incident keeps no NVSwitch
-beside it for a transfer blip), and a hardware incident whose sustained episodes all read a
-non-hardware cause is read as that cause (``localize.read_as_its_episodes``): offline it gives way
+beside it for a transfer blip), and an incident whose sustained episodes all read a non-hardware
+cause, another than its own, is read as that cause (``localize.read_as_its_episodes``): offline it gives way
 to the episode's own incident, which the slowdown watch raises live, the two then one. One naming
 transfer devices alone inside an episode read as a device's, where its transfers were jitter over
 its own iterations, is recorded as a pause (``localize.jitter_in_a_device_episode``): offline the
@@ -127,8 +127,7 @@ def judge(incidents: Sequence[Incident], source: RecordSource, settings: Setting
             or unpaid_side(paid, attribution, slowdown=line) \
             or uncharged_device(paid, attribution, slowdown=line, spec=spec)
         # The episodes it lies in, diagnosed once for the two readings of them below.
-        readings = () if pause or not paid.cause.hardware else episode_readings(paid, attribution, sustained,
-                                                                                 slowdown=line)
+        readings = () if pause else episode_readings(paid, attribution, sustained, slowdown=line)
         pause = pause or jitter_in_a_device_episode(paid, attribution, readings)
         found[i] = None if pause else read_as_its_episodes(data_not_device(paid, attribution), readings)
     return found

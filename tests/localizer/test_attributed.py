@@ -14,6 +14,7 @@ from sleuth.localizer.attributed import Part, diagnose, diagnose_episode, episod
 from sleuth.localizer import localize
 from sleuth.localizer.nonhardware import Straggler
 from sleuth.sources import MemorySource
+from sleuth.stream.detection import irregular_iterations
 from sleuth.whatif.attribution import COMPUTE, Attribution, attribute
 from tests.sim.conftest import paused_emulation
 
@@ -619,3 +620,13 @@ def test_a_nic_slow_every_few_steps_beside_costlier_pauses_is_named_where_it_cos
     assert diagnose(found, iterations=episode.paid, sustained=episode) is Straggler.HARDWARE
     assert [i.cause.value for i in incidents] == ["network"], incidents
     assert incidents[0].suspects[0].device == "nic:h0002/1"
+
+
+def test_a_cluster_reading_another_non_hardware_cause_than_its_episode_gives_way_to_it_regression_paused_seed_3() -> None:
+    # The irregular iterations' search read the pauses as uneven batches; the replay of every rank, as pauses.
+    em = paused_emulation(seed=3, iterations=30)
+    spec, records, iterations = em.job_spec(), em.records(), em.iterations()
+    found = attribute(records, spec, iterations=iterations)
+    incidents = localize(MemorySource(spec, records, iterations), irregular_iterations=irregular_iterations(iterations),
+                         topology=em.scenario.topology, attribution=found)
+    assert [i.cause.value for i in incidents] == ["scattered_pauses"] and not incidents[0].suspects, incidents

@@ -218,3 +218,19 @@ def test_a_gpu_a_device_episode_charged_nothing_pages_not_beside_the_watchs() ->
     assert "gpu:node1/0" in {s.device for s in found.suspects}
     assert "gpu:node2/0" not in {s.device for s in found.suspects}
     assert reading is None
+
+
+def test_a_cluster_read_as_uneven_batches_inside_an_episode_of_pauses_is_read_as_pauses_as_offline() -> None:
+    """Pauses striking another rank each iteration (``paused_emulation``, seed 3): the irregular
+    iterations' search reads them as uneven batches, the replay of every rank as pauses; judged live
+    on that replay, the incident says what the episode it lies in reads, as offline."""
+    from sleuth.sources import MemorySource
+    from tests.sim.conftest import paused_emulation
+
+    em = paused_emulation(seed=3, iterations=30)
+    source = MemorySource(em.job_spec(), em.records(), em.iterations())
+    irregular = [i for i in irregular_iterations(em.iterations()) if i.iteration >= SETTINGS.attribution_warmup]
+    [incident] = localize(source, irregular_iterations=irregular, topology=em.scenario.topology, window=100)
+    assert incident.cause.value == "seqlen_imbalance"
+    [reading] = judge([incident], source, SETTINGS, through=29, named_elsewhere=set(), stopped=True)
+    assert reading is not None and reading.cause.value == "scattered_pauses" and not reading.suspects, reading
