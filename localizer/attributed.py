@@ -774,19 +774,28 @@ def _stands_apart(attribution: Attribution, iterations: Sequence[int], turns: _T
     """Whether a rank stands apart from the others over ``iterations``, whatever jitter between:
     a steady straggler, or the costliest of more of them than chance makes one of the world's
     ranks, or of costlier ones (``_often``, ``_pays_more``), or of a run through them (``_a_run``,
-    on ``whole`` where given); True where no costliest rank is known."""
+    on ``whole`` where given), these three at ``significance`` shared among them (``_APART_TESTS``);
+    True where no costliest rank is known."""
     if turns.rank.min(initial=0) < 0:
         return True
     world = max(attribution.world, 2)
+    level = _RULES.significance / _APART_TESTS
     paying = turns.rank[turns.pays]
     # One rank the costliest of every paying iteration is only as telling as their number (binomial alone).
-    pays_more = (_pays_more(paying, turns.excess[turns.pays], world) if len(set(paying.tolist())) > 1
-                 else _often(paying, world))
-    return steady_straggler(attribution, iterations) or _often(turns.rank, world) or pays_more or _a_run(
-        whole or attribution, iterations, turns)
+    pays_more = (_pays_more(paying, turns.excess[turns.pays], world, level=level) if len(set(paying.tolist())) > 1
+                 else _often(paying, world, level=level))
+    return (steady_straggler(attribution, iterations) or _often(turns.rank, world, level=level)
+            or pays_more or _a_run(whole or attribution, iterations, turns, level=level))
 
 
-def _a_run(attribution: Attribution, iterations: Sequence[int], turns: _Turns) -> bool:
+#: The ways ``_stands_apart`` counts a rank the costliest of more steps than chance makes one (of
+#: them all, of the paying ones or costlier ones, of a run): one question asked three ways, each at
+#: a share of the level, so that chance answers it yes at most at ``significance`` (Bonferroni).
+_APART_TESTS = 3
+
+
+def _a_run(attribution: Attribution, iterations: Sequence[int], turns: _Turns, *,
+           level: float = _RULES.significance) -> bool:
     """Whether the one rank costliest of every paying iteration of ``iterations`` stays the costliest
     of the attributed iterations next to them that pay as much (at least half their mean), over
     more of that stretch than chance makes one of the world's ranks (``_beyond_chance``): a pause
@@ -807,20 +816,21 @@ def _a_run(attribution: Attribution, iterations: Sequence[int], turns: _Turns) -
         first -= 1
     while last + 1 < n and member[last + 1]:
         last += 1
-    return bool(_beyond_chance(int(member[first:last + 1].sum()), last - first + 1, max(attribution.world, 2)))
+    return bool(_beyond_chance(int(member[first:last + 1].sum()), last - first + 1, max(attribution.world, 2),
+                               level=level))
 
 
-def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> bool:
+def steady_straggler(attribution: Attribution, iterations: Sequence[int], *, level: float = _RULES.significance) -> bool:
     """Whether a rank computes longer than its place's median in most of the attributed iterations from
     the first of ``iterations`` to the last, by more than chance makes the highest of the world's
     ranks (What-if §4.2: a device's slowdown persists from step to step; a batch's or a pause's comes
     and goes, and leaves each rank's median alone): its median over them stands above the ranks'
     medians by ``z`` robust standard deviations of theirs, ``z`` the normal quantile of
-    ``significance`` shared among the ranks, and by more than ``AttributionRules.worker_floor``
+    ``level`` shared among the ranks, and by more than ``AttributionRules.worker_floor``
     (under it, no straggler is worth naming); and most of its work ran long in most of them
     (``Attribution.persistent_compute``: a rank that paused in two of three iterations has a raised
     median too, but in one step of its work each time). Over so few
-    iterations that the ranks' order alone could not set one apart at ``significance`` (among ranks
+    iterations that the ranks' order alone could not set one apart at ``level`` (among ranks
     alike, one is the highest of all n with probability ranks^(1-n)), or where it ran at its peers'
     pace in an iteration between two it ran long in (a device slows every step from its onset to its
     end; costly batches that one rank of a few drew in most of them leave it a step at its peers'
@@ -839,7 +849,7 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
     medians = np.median(relative[rows], axis=0)
     center = float(np.median(medians))
     sigma = float(median_abs_deviation(medians, scale="normal"))
-    z = float(norm.isf(_RULES.significance / len(medians)))
+    z = float(norm.isf(level / len(medians)))
     top = int(np.argmax(medians))
     persistent = attribution.persistent_compute
     if persistent is not None and float(np.median(persistent[rows][:, top])) < _RULES.majority:
@@ -849,22 +859,23 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
     ranks = relative.shape[1]
     ran_long = np.flatnonzero(relative[rows][:, top] > 1.0 + ATTRIBUTION_RULES.worker_floor)
     unbroken = len(ran_long) > 0 and len(ran_long) == int(ran_long[-1] - ran_long[0]) + 1
-    if unbroken and (1 - int(rows.sum())) * math.log(ranks) < math.log(_RULES.significance):
+    if unbroken and (1 - int(rows.sum())) * math.log(ranks) < math.log(level):
         return True
     others = np.delete(relative[rows], top, axis=1).ravel()
-    return ranks * float(mannwhitneyu(relative[rows][:, top], others, alternative="greater").pvalue) < _RULES.significance
+    return ranks * float(mannwhitneyu(relative[rows][:, top], others, alternative="greater").pvalue) < level
 
 
-def _often(rank: np.ndarray, ranks: int) -> bool:
+def _often(rank: np.ndarray, ranks: int, *, level: float = _RULES.significance) -> bool:
     """Whether the rank most often the costliest was so in more iterations than chance makes one of
     ``ranks`` (``_beyond_chance``)."""
-    return bool(_beyond_chance(np.bincount(rank).max(initial=0), len(rank), ranks))
+    return bool(_beyond_chance(np.bincount(rank).max(initial=0), len(rank), ranks, level=level))
 
 
-def _beyond_chance(count: np.ndarray | int, iterations: int, ranks: int) -> np.ndarray:
+def _beyond_chance(count: np.ndarray | int, iterations: int, ranks: int, *,
+                   level: float = _RULES.significance) -> np.ndarray:
     """Whether one of ``ranks`` the costliest of ``count`` of ``iterations`` (each) is so more than
-    chance makes one of them (binomial, one-sided, corrected for picking one of them, at ``significance``)."""
-    return np.minimum(1.0, ranks * binom.sf(np.asarray(count) - 1, iterations, 1.0 / ranks)) < _RULES.significance
+    chance makes one of them (binomial, one-sided, corrected for picking one of them, at ``level``)."""
+    return np.minimum(1.0, ranks * binom.sf(np.asarray(count) - 1, iterations, 1.0 / ranks)) < level
 
 
 def _masked_roots(attribution: Attribution, candidates: Sequence[int], paid: Sequence[int] | None,
@@ -907,20 +918,19 @@ def _compute_root(iteration: int, rank: int, slowdown: float, iteration_slowdown
     return Root(iteration, Cause.COMPUTE, rank, "", -1, "compute", (rank,), (rank,), (), iteration), weight * share
 
 
-def _pays_more(replica: np.ndarray, excess: np.ndarray, replicas: int) -> bool:
+def _pays_more(replica: np.ndarray, excess: np.ndarray, replicas: int, *, level: float = _RULES.significance) -> bool:
     """Whether the replica carrying most of the ``excess`` stands apart from the other ``replicas``:
     it was the costliest of more of these iterations than a batch landing anywhere makes one replica
     (binomial, one-sided), or of iterations that paid more than the others' (Mann-Whitney U,
     one-sided); each corrected for picking the top one of them (among replicas alike, any one may draw
-    the most or the costliest batches) and at half the level, so that both together keep it."""
+    the most or the costliest batches) and at half the ``level``, so that both together keep it."""
     top = int(np.argmax(np.bincount(replica, weights=excess)))
     mine, theirs = excess[replica == top], excess[replica != top]
     if not len(theirs):
         return True
-    level = _RULES.significance / 2
     often = replicas * float(binom.sf(len(mine) - 1, len(replica), 1.0 / replicas))
     costlier = replicas * float(mannwhitneyu(mine, theirs, alternative="greater").pvalue)
-    return min(often, costlier) < level
+    return min(often, costlier) < level / 2
 
 
 def split_led(attribution: Attribution) -> bool:
