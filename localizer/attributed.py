@@ -573,11 +573,11 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
                 and not _a_rank_stands_apart(attribution, episode, whole=whole)):
             return Straggler.SCATTERED_PAUSES
         return Straggler.HARDWARE
-    # Work that moves is the data's even where one worker explains each of the worst iterations (M_W,
-    # measured on those alone): the slow batch is on some replica in each.
     # Pauses costing compute more do not hide a link, NIC or switch that costs the job the line on its own.
     if sustained is not None and sustained.network:
         return Straggler.HARDWARE
+    # Work that moves is the data's even where one worker explains each of the worst iterations (M_W,
+    # measured on those alone): the slow batch is on some replica in each.
     if work_moves(attribution, episode):
         return Straggler.SEQLEN_IMBALANCE
     if pauses_move(attribution, episode, whole=whole):
@@ -820,17 +820,17 @@ def _a_run(attribution: Attribution, iterations: Sequence[int], turns: _Turns, *
                                level=level))
 
 
-def steady_straggler(attribution: Attribution, iterations: Sequence[int], *, level: float = _RULES.significance) -> bool:
+def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> bool:
     """Whether a rank computes longer than its place's median in most of the attributed iterations from
     the first of ``iterations`` to the last, by more than chance makes the highest of the world's
     ranks (What-if §4.2: a device's slowdown persists from step to step; a batch's or a pause's comes
     and goes, and leaves each rank's median alone): its median over them stands above the ranks'
     medians by ``z`` robust standard deviations of theirs, ``z`` the normal quantile of
-    ``level`` shared among the ranks, and by more than ``AttributionRules.worker_floor``
+    ``significance`` shared among the ranks, and by more than ``AttributionRules.worker_floor``
     (under it, no straggler is worth naming); and most of its work ran long in most of them
     (``Attribution.persistent_compute``: a rank that paused in two of three iterations has a raised
     median too, but in one step of its work each time). Over so few
-    iterations that the ranks' order alone could not set one apart at ``level`` (among ranks
+    iterations that the ranks' order alone could not set one apart at ``significance`` (among ranks
     alike, one is the highest of all n with probability ranks^(1-n)), or where it ran at its peers'
     pace in an iteration between two it ran long in (a device slows every step from its onset to its
     end; costly batches that one rank of a few drew in most of them leave it a step at its peers'
@@ -849,7 +849,7 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int], *, lev
     medians = np.median(relative[rows], axis=0)
     center = float(np.median(medians))
     sigma = float(median_abs_deviation(medians, scale="normal"))
-    z = float(norm.isf(level / len(medians)))
+    z = float(norm.isf(_RULES.significance / len(medians)))
     top = int(np.argmax(medians))
     persistent = attribution.persistent_compute
     if persistent is not None and float(np.median(persistent[rows][:, top])) < _RULES.majority:
@@ -859,10 +859,10 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int], *, lev
     ranks = relative.shape[1]
     ran_long = np.flatnonzero(relative[rows][:, top] > 1.0 + ATTRIBUTION_RULES.worker_floor)
     unbroken = len(ran_long) > 0 and len(ran_long) == int(ran_long[-1] - ran_long[0]) + 1
-    if unbroken and (1 - int(rows.sum())) * math.log(ranks) < math.log(level):
+    if unbroken and (1 - int(rows.sum())) * math.log(ranks) < math.log(_RULES.significance):
         return True
     others = np.delete(relative[rows], top, axis=1).ravel()
-    return ranks * float(mannwhitneyu(relative[rows][:, top], others, alternative="greater").pvalue) < level
+    return ranks * float(mannwhitneyu(relative[rows][:, top], others, alternative="greater").pvalue) < _RULES.significance
 
 
 def _often(rank: np.ndarray, ranks: int, *, level: float = _RULES.significance) -> bool:

@@ -27,14 +27,14 @@ between the ranks (``localize.data_not_device``: pauses striking one rank, then 
 steps) names that cause and no GPU, as offline. Each is judged without a side its iterations barely
 paid for, as offline reports it (``attributed.paid_sides``: a GPU's incident keeps no NVSwitch
 beside it for a transfer blip), and an incident whose sustained episodes all read a non-hardware
-cause, another than its own, is read as that cause (``localize.read_as_its_episodes``): offline it gives way
-to the episode's own incident, which the slowdown watch raises live, the two then one. One naming
-transfer devices alone inside an episode read as a device's, where its transfers were jitter over
-its own iterations, is recorded as a pause (``localize.jitter_in_a_device_episode``): offline the
-episode's what-if search replaces that side, live the watch raises the episode with it. The
-sustained episodes of the same iterations (``Replayed.sustained``) bound each cluster's search, as
-offline: a step later in the window is its own episode's (the slowdown watch raises it), not
-evidence of the cluster's.
+cause other than its own is read as that cause (``localize.read_as_its_episodes``): offline it
+gives way to the episode's own incident, which the slowdown watch raises live, the two then one.
+One naming transfer devices alone inside an episode read as a device's, where its transfers were
+jitter over its own iterations, is recorded as a pause (``localize.jitter_in_a_device_episode``):
+offline the episode's what-if search replaces that side, live the watch raises the episode with
+it. The sustained episodes of the same iterations (``Replayed.sustained``) bound each cluster's
+search, as offline: a step later in the window is its own episode's (the slowdown watch raises
+it), not evidence of the cluster's.
 """
 
 from __future__ import annotations
