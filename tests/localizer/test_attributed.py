@@ -622,7 +622,7 @@ def test_a_nic_slow_every_few_steps_beside_costlier_pauses_is_named_where_it_cos
     assert incidents[0].suspects[0].device == "nic:h0002/1"
 
 
-def test_a_cluster_reading_another_non_hardware_cause_than_its_episode_gives_way_to_it_regression_paused_seed_3() -> None:
+def test_a_cluster_reading_another_non_hardware_cause_gives_way_to_its_episode_regression_paused_seed_3() -> None:
     # The irregular iterations' search read the pauses as uneven batches; the replay of every rank, as pauses.
     em = paused_emulation(seed=3, iterations=30)
     spec, records, iterations = em.job_spec(), em.records(), em.iterations()
