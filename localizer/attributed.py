@@ -145,6 +145,13 @@ def _transfers_alone(attribution: Attribution, episode: Sequence[int], *, slowdo
     return len(paid) >= 2 and attribution.persistent_transfers(paid.tolist(), most=_RULES.majority) >= _RULES.majority
 
 
+def _split_excess(attribution: Attribution) -> np.ndarray:
+    """Per attributed iteration, what an even pipeline split saves there (S_split - 1)."""
+    ideal = np.asarray(attribution.ideal_ns, dtype=np.float64)
+    kept = np.asarray(attribution.hardware_ideal_ns, dtype=np.float64)
+    return np.divide(kept, ideal, out=np.ones_like(kept), where=ideal > 0) - 1.0
+
+
 def _type_excess(attribution: Attribution) -> np.ndarray:
     """Per attributed iteration and operator type (``by_type``'s order), S_t - 1 there (0 where its
     ideal is nothing); ``by_type_ns`` must be measured."""
@@ -564,7 +571,8 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
     if host:
         return Straggler.HARDWARE
     # Compute leads where it does in total and step by step: a pause lifts its total alone.
-    compute = min(_compute_share(attribution, episode), _steady_compute_share(attribution, episode))
+    compute = min(_compute_share(attribution, episode, stragglers=not split),
+                  _steady_compute_share(attribution, episode, stragglers=not split))
     if compute < _RULES.majority:
         # Transfers no costlier than outside the episode or not the same ones step after step, and
         # compute paying a side with no rank apart: a loaded host's jitter, delaying one process's
@@ -1199,23 +1207,29 @@ def _without_side(incident: Incident, *, compute: bool, keeping: Collection[str]
     return replace(incident, suspects=kept, cause=_cause(kept) or incident.cause)
 
 
-def _compute_share(attribution: Attribution, iterations: Sequence[int] | None = None) -> float:
+def _compute_share(attribution: Attribution, iterations: Sequence[int] | None = None, *,
+                   stragglers: bool = False) -> float:
     """Compute gaps' share of what the operator types add up to (S_t - 1), over ``iterations`` where
-    given and measured (the job's S_t is its costliest stretch's: a pause is not a NIC's episode)."""
-    share = _paid_compute_share(attribution, iterations)
+    given and measured (the job's S_t is its costliest stretch's: a pause is not a NIC's episode);
+    ``stragglers``: of what they add up to beside the pipeline's split, whose cost (S_split - 1,
+    the last stage's extra work) is compute's and is taken from it."""
+    share = _paid_compute_share(attribution, iterations, stragglers=stragglers)
     return 0.0 if share is None else share
 
 
-def _steady_compute_share(attribution: Attribution, iterations: Sequence[int]) -> float:
+def _steady_compute_share(attribution: Attribution, iterations: Sequence[int], *, stragglers: bool = False) -> float:
     """The median over ``iterations`` of each one's compute share of what its operator types add up
     to, where they add up to something (else ``_compute_share``). A sustained slowdown persists from
     step to step (What-if §4.2), and a pause is compute's (a paused rank issues nothing; a transfer is
     timed from its last member's start): one in a slow link's episode can cost its iteration more
     than the link costs all of them, lifting compute's total share, and is not what the episode is."""
     if attribution.by_type_ns is None or COMPUTE not in attribution.by_type:
-        return _compute_share(attribution, iterations)
+        return _compute_share(attribution, iterations, stragglers=stragglers)
     at = np.isin(np.asarray(attribution.iterations), np.asarray(list(iterations), dtype=np.int64))
-    excess = np.clip(_type_excess(attribution)[at], 0.0, None)
+    excess = _type_excess(attribution)[at]
+    if stragglers:  # each iteration's split (``_compute_share``)
+        excess[:, list(attribution.by_type).index(COMPUTE)] -= _split_excess(attribution)[at]
+    excess = np.clip(excess, 0.0, None)
     total = excess.sum(axis=1)
     paid = total > 0
     if not paid.any():
@@ -1223,14 +1237,18 @@ def _steady_compute_share(attribution: Attribution, iterations: Sequence[int]) -
     return float(np.median(excess[paid, list(attribution.by_type).index(COMPUTE)] / total[paid]))
 
 
-def _paid_compute_share(attribution: Attribution, iterations: Sequence[int] | None = None) -> float | None:
+def _paid_compute_share(attribution: Attribution, iterations: Sequence[int] | None = None, *,
+                        stragglers: bool = False) -> float | None:
     """``_compute_share``; None where the operator types add up to nothing."""
-    by_type = attribution.by_type
+    by_type, split = dict(attribution.by_type), attribution.split_slowdown
     if iterations is not None and attribution.by_type_ns is not None:
         at = np.isin(np.asarray(attribution.iterations), np.asarray(list(iterations), dtype=np.int64))
         ideal = float(np.asarray(attribution.ideal_ns)[at].sum())
         if ideal > 0:
             by_type = dict(zip(attribution.by_type, attribution.by_type_ns[at].sum(axis=0) / ideal))
+            split = float(np.asarray(attribution.hardware_ideal_ns)[at].sum()) / ideal
+    if stragglers and COMPUTE in by_type:
+        by_type[COMPUTE] -= split - 1.0
     excess = {t: max(s - 1.0, 0.0) for t, s in by_type.items()}
     total = sum(excess.values())
     return excess.get(COMPUTE, 0.0) / total if total > 0 else None

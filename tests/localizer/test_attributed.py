@@ -637,3 +637,20 @@ def test_a_rank_pauses_struck_five_times_in_27_steps_is_no_device_regression_pau
     # 5 of 27 among 32 ranks: 0.043 by one of the three counts of a rank the costliest, 0.13 for the three.
     found, incidents = _paused_job(seed=seed, iterations=30)
     assert [i.cause.value for i in incidents] == ["scattered_pauses"] and not incidents[0].suspects, incidents
+
+
+def test_a_link_costing_under_the_line_beside_an_uneven_split_is_named_regression_random_17_seed_5976() -> None:
+    # The split costs 4.5% and is compute's; the link 4%: read beside the split without the split's
+    # compute, the stragglers are the link's transfers, not pauses.
+    from sleuth.sim import Emulation
+    from sleuth.sim.suites import SUITES
+
+    scenario = {s.name: s for s in SUITES["random"](5976)}["random-17-link-tp1-pp4-dp16"]
+    em = Emulation(scenario)
+    spec, records, iterations = em.job_spec(), em.records(), em.iterations()
+    found = attribute(records, spec, iterations=iterations)
+    incidents = localize(MemorySource(spec, records, iterations), irregular_iterations=[], topology=scenario.topology,
+                         attribution=found)
+    assert sorted(i.cause.value for i in incidents) == ["network", "stage_imbalance"], incidents
+    network = next(i for i in incidents if i.cause.value == "network")
+    assert {s.device for s in network.suspects[:2]} == {"nic:h0006/2", "link:leaf:p1r2~nic:h0006/2"}
