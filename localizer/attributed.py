@@ -147,16 +147,22 @@ def _transfers_alone(attribution: Attribution, episode: Sequence[int], *, slowdo
 
 def _split_excess(attribution: Attribution) -> np.ndarray:
     """Per attributed iteration, what an even pipeline split saves there (S_split - 1)."""
-    ideal = np.asarray(attribution.ideal_ns, dtype=np.float64)
-    kept = np.asarray(attribution.hardware_ideal_ns, dtype=np.float64)
-    return np.divide(kept, ideal, out=np.ones_like(kept), where=ideal > 0) - 1.0
+    return _over_ideal(attribution, attribution.hardware_ideal_ns)
 
 
 def _type_excess(attribution: Attribution) -> np.ndarray:
     """Per attributed iteration and operator type (``by_type``'s order), S_t - 1 there (0 where its
     ideal is nothing); ``by_type_ns`` must be measured."""
-    spent = np.asarray(attribution.by_type_ns, dtype=np.float64)
-    ideal = np.asarray(attribution.ideal_ns, dtype=np.float64)[:, None]
+    if attribution.by_type_ns is None:
+        raise ValueError("the attribution's per-iteration S_t (by_type_ns) was not measured")
+    return _over_ideal(attribution, attribution.by_type_ns)
+
+
+def _over_ideal(attribution: Attribution, spent: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Per attributed iteration (a row, where ``spent`` has columns), ``spent`` over its ideal, less 1
+    (0 where the ideal is nothing)."""
+    spent = np.asarray(spent, dtype=np.float64)
+    ideal = np.asarray(attribution.ideal_ns, dtype=np.float64).reshape((-1,) + (1,) * (spent.ndim - 1))
     return np.divide(spent, ideal, out=np.ones_like(spent), where=ideal > 0) - 1.0
 
 
@@ -1226,15 +1232,16 @@ def _steady_compute_share(attribution: Attribution, iterations: Sequence[int], *
     if attribution.by_type_ns is None or COMPUTE not in attribution.by_type:
         return _compute_share(attribution, iterations, stragglers=stragglers)
     at = np.isin(np.asarray(attribution.iterations), np.asarray(list(iterations), dtype=np.int64))
+    compute = list(attribution.by_type).index(COMPUTE)
     excess = _type_excess(attribution)[at]
     if stragglers:  # each iteration's split (``_compute_share``)
-        excess[:, list(attribution.by_type).index(COMPUTE)] -= _split_excess(attribution)[at]
+        excess[:, compute] -= _split_excess(attribution)[at]
     excess = np.clip(excess, 0.0, None)
     total = excess.sum(axis=1)
     paid = total > 0
     if not paid.any():
         return 0.0
-    return float(np.median(excess[paid, list(attribution.by_type).index(COMPUTE)] / total[paid]))
+    return float(np.median(excess[paid, compute] / total[paid]))
 
 
 def _paid_compute_share(attribution: Attribution, iterations: Sequence[int] | None = None, *,
@@ -1246,7 +1253,7 @@ def _paid_compute_share(attribution: Attribution, iterations: Sequence[int] | No
         ideal = float(np.asarray(attribution.ideal_ns)[at].sum())
         if ideal > 0:
             by_type = dict(zip(attribution.by_type, attribution.by_type_ns[at].sum(axis=0) / ideal))
-            split = float(np.asarray(attribution.hardware_ideal_ns)[at].sum()) / ideal
+            split = Part.SPLIT.slowdown(attribution, iterations)
     if stragglers and COMPUTE in by_type:
         by_type[COMPUTE] -= split - 1.0
     excess = {t: max(s - 1.0, 0.0) for t, s in by_type.items()}
