@@ -134,9 +134,11 @@ class AbnormalOperatorForest(ClassifierMixin, BaseEstimator):
 
     def _visible(self, X: np.ndarray, dtype: type = np.float64) -> np.ndarray:
         hidden = FEEDBACK + (SCALE_DEPENDENT if self.scale_free else ())
-        X = np.array(X, dtype=dtype, order="C")
-        X[:, [FEATURE_NAMES.index(n) for n in hidden]] = 0.0  # constant: never split on
-        return X
+        # Converted and zeroed a feature at a time (the features' matrix is column-major), then laid out
+        # row by row as the trees read it: zeroing columns of a row-major copy strides over every row.
+        by_feature: np.ndarray = np.array(np.asarray(X).T, dtype=dtype)
+        by_feature[[FEATURE_NAMES.index(n) for n in hidden]] = 0.0  # constant: never split on
+        return np.ascontiguousarray(by_feature.T)
 
     def predict_proba(self, X: Any) -> np.ndarray:
         score = self.score_samples(X)
