@@ -584,7 +584,7 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
         # compute paying a side with no rank apart: a loaded host's jitter, delaying one process's
         # compute and transfers, then another's.
         if (sustained is not None and compute >= _RULES.minor and not _a_path_device_in_play(attribution, sustained)
-                and not _a_rank_stands_apart(attribution, episode, whole=whole)):
+                and not _a_rank_or_host_stands_apart(attribution, episode, whole=whole)):
             return Straggler.SCATTERED_PAUSES
         return Straggler.HARDWARE
     # Pauses costing compute more do not hide a link, NIC or switch that costs the job the line on its own.
@@ -599,7 +599,7 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
     # A slow GPU is the costliest of the iterations it slows (§4.2): where no rank stands apart from
     # chance over them, what the job paid is data that moved, costly wherever its replica ran, or else
     # pauses striking one process, then another (a loaded host's jitter).
-    if sustained is not None and not _a_rank_stands_apart(attribution, episode, whole=whole):
+    if sustained is not None and not _a_rank_or_host_stands_apart(attribution, episode, whole=whole):
         return Straggler.SEQLEN_IMBALANCE if _costly_data_moved(attribution, episode) else Straggler.SCATTERED_PAUSES
     return Straggler.HARDWARE
 
@@ -781,6 +781,23 @@ def _a_rank_stands_apart(attribution: Attribution, iterations: Sequence[int], *,
     """``_stands_apart`` over ``iterations``; True where they paid nothing (nothing to tell)."""
     turns = _Turns.of(attribution, iterations)
     return turns is None or _stands_apart(attribution, iterations, turns, whole=whole)
+
+
+def _a_rank_or_host_stands_apart(attribution: Attribution, iterations: Sequence[int], *,
+                                 whole: Attribution | None = None) -> bool:
+    """``_a_rank_stands_apart``, or ``_a_host_stands_apart``: a slow GPU or a contended host."""
+    return _a_rank_stands_apart(attribution, iterations, whole=whole) or _a_host_stands_apart(attribution, iterations)
+
+
+def _a_host_stands_apart(attribution: Attribution, iterations: Sequence[int]) -> bool:
+    """Whether one host's ranks were the costliest of more of the paying iterations of ``iterations``
+    than chance makes one of the job's hosts (``_beyond_chance``): a contended host slows whichever of
+    its processes it starves, another each time, so that no rank stands apart; pauses land on any host."""
+    turns = _Turns.of(attribution, iterations)
+    if turns is None or attribution.hosts < 2:
+        return False
+    paying = turns.host[turns.pays]
+    return bool(_beyond_chance(np.bincount(paying).max(initial=0), len(paying), attribution.hosts))
 
 
 def _stands_apart(attribution: Attribution, iterations: Sequence[int], turns: _Turns, *,
@@ -1106,7 +1123,7 @@ def whatif_search(
     paid = None if episode is None else episode.paid
     rated, on_host = _roots(attribution, _candidates(attribution, graph), graph, episode=paid)
     sides: tuple[Cause, ...] = (Cause.COMPUTE, Cause.NETWORK) if _compute_led(attribution) else (Cause.NETWORK, Cause.COMPUTE)
-    if paid is not None and not _a_rank_stands_apart(attribution, paid):
+    if paid is not None and not _a_rank_or_host_stands_apart(attribution, paid):
         sides = tuple(cause for cause in sides if cause is not Cause.COMPUTE)
     if (episode is not None and not episode.network
             and attribution.persistent_transfers(episode.paid, most=_RULES.majority) < _RULES.majority):

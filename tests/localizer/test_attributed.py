@@ -654,3 +654,19 @@ def test_a_link_costing_under_the_line_beside_an_uneven_split_is_named_regressio
     assert sorted(i.cause.value for i in incidents) == ["network", "stage_imbalance"], incidents
     network = next(i for i in incidents if i.cause.value == "network")
     assert {s.device for s in network.suspects[:2]} == {"nic:h0006/2", "link:leaf:p1r2~nic:h0006/2"}
+
+
+def test_a_host_whose_ranks_take_turns_as_the_costliest_is_named_not_pauses_regression_random_14_seed_5977() -> None:
+    # A contended host (x1.53, on and off from iteration 20) slows whichever of its 8 ranks it starves:
+    # 5 ranks take the 6 steps that paid in 26-39, so no rank stands apart; their host, of 8, does.
+    from sleuth.sim import Emulation
+    from sleuth.sim.suites import SUITES
+
+    scenario = {s.name: s for s in SUITES["random"](5977)}["random-14-host-tp8-pp2-dp4"]
+    em = Emulation(scenario)
+    spec, records, iterations = em.job_spec(), em.records(), em.iterations()
+    found = attribute(records, spec, iterations=iterations)
+    incidents = localize(MemorySource(spec, records, iterations), irregular_iterations=[], topology=scenario.topology,
+                         attribution=found)
+    assert [i.cause.value for i in incidents] == ["compute"], incidents
+    assert incidents[0].suspects[0].device == "host:h0007"
