@@ -1122,8 +1122,11 @@ def whatif_search(
     step and another in the next."""
     paid = None if episode is None else episode.paid
     rated, on_host = _roots(attribution, _candidates(attribution, graph), graph, episode=paid)
-    sides: tuple[Cause, ...] = (Cause.COMPUTE, Cause.NETWORK) if _compute_led(attribution) else (Cause.NETWORK, Cause.COMPUTE)
-    if paid is not None and not _a_rank_or_host_stands_apart(attribution, paid):
+    compute_led = _compute_led(attribution)
+    sides: tuple[Cause, ...] = (Cause.COMPUTE, Cause.NETWORK) if compute_led else (Cause.NETWORK, Cause.COMPUTE)
+    # A host apart speaks for its compute only where compute leads: a slow NIC's host's ranks wait the most too.
+    if paid is not None and not (_a_rank_stands_apart(attribution, paid)
+                                 or compute_led and _a_host_stands_apart(attribution, paid)):
         sides = tuple(cause for cause in sides if cause is not Cause.COMPUTE)
     if (episode is not None and not episode.network
             and attribution.persistent_transfers(episode.paid, most=_RULES.majority) < _RULES.majority):
