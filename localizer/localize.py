@@ -114,7 +114,9 @@ def localize(
     its device pausing nowhere else: ``attributed.hiccup``) is not reported; no hardware incident
     names a side the job barely pays for over its iterations (``attributed.paid_sides``), and one
     outside every episode that names only such a side, or devices its iterations' straggler cost
-    was charged to under the line, is not reported (``unpaid_side``, ``uncharged_device``).
+    was charged to under the line, is not reported (``unpaid_side``, ``uncharged_device``); nor is
+    one inside an episode whose stragglers pay under the line beside an uneven split and where no
+    device was found (the attribution reads none, or its search finds none).
 
     ``between``: without ``attribution``, sustained episodes of the job's (``attributed.episodes``)
     that part clusters and bound their searches as ``attribution``'s do, adding no incident of their
@@ -193,6 +195,7 @@ def _with_attribution(
     ]
     kept = [k for k in kept if not unpaid_straggler_cause(k, attribution, slowdown=slowdown)
             and not unpaid_compute(k, attribution, slowdown=slowdown, spec=spec)]
+    alone: set[int] = set()  # clusters resting on their own iterations: judged as those outside every episode
     for episode in sustained:
         own = _attribution_of(attribution, episode, only=len(sustained) == 1)
         covering = [k for k, incident in enumerate(kept) if set(episode.iterations) & set(incident.iterations)]
@@ -208,6 +211,9 @@ def _with_attribution(
             reading, beside_split = _stragglers_read(own, episode, part, whole=attribution, slowdown=slowdown)
             hardware = reading is Straggler.HARDWARE
             if beside_split and not hardware:
+                # The stragglers paid under the line beside the split and read no device: a cluster
+                # there rests on what its own iterations paid, as one outside every episode does.
+                alone.update(covering)
                 continue
             # A cluster agrees where it reads the episode's cause: hardware, or its non-hardware cause.
             if covering and _agrees(kept[covering[0]], reading):
@@ -215,6 +221,8 @@ def _with_attribution(
                 if hardware:
                     _, suspects = whatif_search(own, graph=graph, topology=topology, routing=routing, priors=priors,
                                                 top_k=top_k, min_support=min_support, episode=episode)
+                    if beside_split and not suspects:  # under the line, the search found no device: as above
+                        alone.update(covering)
                     # Every cluster in the episode gets the same evidence: they merge into one incident.
                     for k in covering:
                         if kept[k].cause.hardware:
@@ -237,9 +245,11 @@ def _with_attribution(
                 continue
             if covering:
                 kept[covering[0]] = incident
+                alone.discard(covering[0])
             else:
                 kept.append(incident)
-    return kept
+    return [k for n, k in enumerate(kept) if not (n in alone and (unpaid_side(k, attribution, slowdown=slowdown)
+                                                               or uncharged_device(k, attribution, slowdown=slowdown, spec=spec)))]
 
 
 def _agrees(incident: Incident, reading: Straggler) -> bool:

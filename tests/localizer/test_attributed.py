@@ -670,3 +670,18 @@ def test_a_host_whose_ranks_take_turns_as_the_costliest_is_named_not_pauses_regr
                          attribution=found)
     assert [i.cause.value for i in incidents] == ["compute"], incidents
     assert incidents[0].suspects[0].device == "host:h0007"
+
+
+def test_a_fault_free_noisy_run_s_slowest_steps_beside_an_uneven_split_blame_no_device_regression_noisy_20_seed_5978() -> None:
+    # The split costs 3.9%; beside it the stragglers pay under 2% and the episode's search finds no
+    # device: the slowest steps' cluster (transfer jitter up to 20%) rests on what they paid alone.
+    from sleuth.sim import Emulation
+    from sleuth.sim.suites import SUITES
+
+    scenario = {s.name: s for s in SUITES["random-noisy"](5978)}["noisy-20-none-tp4-pp4-dp16"]
+    em = Emulation(scenario)
+    spec, records, iterations = em.job_spec(), em.records(), em.iterations()
+    found = attribute(records, spec, iterations=iterations)
+    incidents = localize(MemorySource(spec, records, iterations), irregular_iterations=em.slowest_iterations(),
+                         topology=scenario.topology, attribution=found)
+    assert [(i.cause.value, i.suspects) for i in incidents] == [("stage_imbalance", ())], incidents
