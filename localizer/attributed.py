@@ -868,24 +868,15 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
     pace), a median is a draw or two and the medians' spread no yardstick: its compute there must
     also stand above the other ranks' in the same iterations (Mann-Whitney U, one-sided, corrected for
     picking one of the ranks)."""
-    relative = attribution.relative_compute
-    if relative is None:
+    steady, relative = _steady(attribution, iterations), attribution.relative_compute
+    if steady is None or relative is None:
         return False
-    # Every step from the first to the last, the dips too: a device slows each, where the steps the job
-    # paid for are those a batch or a pause struck, which alone set apart whoever drew most of them.
-    its = np.asarray(attribution.iterations)
-    rows = (its >= min(iterations)) & (its <= max(iterations)) if len(iterations) else np.zeros(len(its), bool)
-    if rows.sum() < 2:
-        return False
-    medians = np.median(relative[rows], axis=0)
-    center = float(np.median(medians))
-    sigma = float(median_abs_deviation(medians, scale="normal"))
-    z = float(norm.isf(_RULES.significance / len(medians)))
+    rows, medians, bar = steady
     top = int(np.argmax(medians))
     persistent = attribution.persistent_compute
     if persistent is not None and float(np.median(persistent[rows][:, top])) < _RULES.majority:
         return False
-    if not float(medians[top]) > center + max(z * sigma, ATTRIBUTION_RULES.worker_floor):
+    if not float(medians[top]) > bar:
         return False
     ranks = relative.shape[1]
     ran_long = np.flatnonzero(relative[rows][:, top] > 1.0 + ATTRIBUTION_RULES.worker_floor)
@@ -894,6 +885,41 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
         return True
     others = np.delete(relative[rows], top, axis=1).ravel()
     return ranks * float(mannwhitneyu(relative[rows][:, top], others, alternative="greater").pvalue) < _RULES.significance
+
+
+def _steady(attribution: Attribution, iterations: Sequence[int]) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """(the attributed iterations from the first of ``iterations`` to the last, each rank's median
+    compute over its place's median there, the bar a steady straggler's median passes:
+    ``steady_straggler``); None without relative compute or two such iterations."""
+    relative = attribution.relative_compute
+    if relative is None:
+        return None
+    # Every step from the first to the last, the dips too: a device slows each, where the steps the job
+    # paid for are those a batch or a pause struck, which alone set apart whoever drew most of them.
+    its = np.asarray(attribution.iterations)
+    rows = (its >= min(iterations)) & (its <= max(iterations)) if len(iterations) else np.zeros(len(its), bool)
+    if rows.sum() < 2:
+        return None
+    medians = np.median(relative[rows], axis=0)
+    center = float(np.median(medians))
+    sigma = float(median_abs_deviation(medians, scale="normal"))
+    z = float(norm.isf(_RULES.significance / len(medians)))
+    return rows, medians, center + max(z * sigma, ATTRIBUTION_RULES.worker_floor)
+
+
+def steady_ranks(attribution: Attribution, iterations: Sequence[int]) -> tuple[int, ...]:
+    """The ranks whose compute stands apart as ``steady_straggler``'s does over ``iterations``, where
+    it finds one: their medians over the bar, most of their work long in most of the steps (a
+    contended host's every rank, a slow GPU's one)."""
+    steady = _steady(attribution, iterations)
+    if steady is None or not steady_straggler(attribution, iterations):
+        return ()
+    rows, medians, bar = steady
+    over = medians > bar
+    persistent = attribution.persistent_compute
+    if persistent is not None:
+        over &= np.median(persistent[rows], axis=0) >= _RULES.majority
+    return tuple(np.flatnonzero(over).tolist())
 
 
 def _often(rank: np.ndarray, ranks: int, *, level: float = _RULES.significance) -> bool:
@@ -910,13 +936,14 @@ def _beyond_chance(count: np.ndarray | int, iterations: int, ranks: int, *,
 
 
 def _masked_roots(attribution: Attribution, candidates: Sequence[int], paid: Sequence[int] | None,
-                  weight: float) -> list[tuple[Root, float]]:
+                  weight: float, steady: Sequence[int] = ()) -> list[tuple[Root, float]]:
     """Compute roots of a straggler the worker iterations miss: a rank that is no candidate yet the
-    costliest of more of the ``paid`` iterations (default: all) than chance makes one of the world's
-    straggles where a slower one masks it (the job then runs at the slower one's pace, so the
-    slowest iterations, where the worker slowdowns are replayed, need not hold its turn). Each is
-    replayed on as many of the slowest iterations it is the costliest of as the worker slowdowns
-    were, its root rated by its share of that iteration's slowdown, as ``_roots`` rates the candidates'."""
+    costliest of more of the ``paid`` iterations (default: all) than chance makes one of the world's,
+    or a ``steady`` one (``steady_ranks``), straggles where a slower one masks it (the job then runs
+    at the slower one's pace, so the slowest iterations, where the worker slowdowns are replayed,
+    need not hold its turn: pauses costlier than a slow GPU or host there). Each is replayed on as
+    many of the slowest iterations it is the costliest of as the worker slowdowns were, its root
+    rated by its share of that iteration's slowdown, as ``_roots`` rates the candidates'."""
     costliest = np.asarray(attribution.costliest_rank, dtype=np.int64)
     if not len(costliest):
         return []
@@ -926,10 +953,12 @@ def _masked_roots(attribution: Attribution, candidates: Sequence[int], paid: Seq
     world, known = max(attribution.world, 2), set(int(r) for r in candidates)
     rated: list[tuple[Root, float]] = []
     ranks, counts = np.unique(costliest[at], return_counts=True)
-    for rank in ranks[(ranks >= 0) & _beyond_chance(counts, int(at.sum()), world)].tolist():
+    for rank in sorted(set(ranks[(ranks >= 0) & _beyond_chance(counts, int(at.sum()), world)].tolist()) | set(steady)):
         if rank in known:
             continue
         mine = np.flatnonzero(at & (costliest == rank))
+        if not len(mine):  # a steady rank whose steps another's cost more: nothing of its own to replay
+            continue
         chosen = np.sort(its[mine[np.argsort(-per[mine], kind="stable")[:len(attribution.worker_iterations)]]])
         slowdowns = rank_compute_slowdowns(attribution, [rank], chosen.tolist())[:, 0]
         for iteration, slowdown in zip(chosen.tolist(), slowdowns.tolist()):
@@ -1338,7 +1367,12 @@ def _roots(attribution: Attribution, candidates: Sequence[int], graph: OperatorG
                 if found is not None:
                     rated.append(found)
     if compute_weight > 0:
-        rated += _masked_roots(attribution, candidates, episode, compute_weight)
+        steady = steady_ranks(attribution, episode) if episode is not None else ()
+        for rank in set(steady) - set(candidates):
+            # As a candidate's: the share of its host's other ranks that are as steady.
+            mates = [other for other in range(len(graph.hosts)) if other != rank and graph.hosts[other] == graph.hosts[rank]]
+            on_host[rank] = float(np.mean([other in steady for other in mates])) if mates else 0.0
+        rated += _masked_roots(attribution, candidates, episode, compute_weight, steady)
     if network_weight > 0:
         groups = slow_groups(attribution)
         totals: dict[int, float] = {}
