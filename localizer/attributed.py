@@ -907,10 +907,10 @@ def _steady(attribution: Attribution, iterations: Sequence[int]) -> tuple[np.nda
     return rows, medians, center + max(z * sigma, ATTRIBUTION_RULES.worker_floor)
 
 
-def steady_ranks(attribution: Attribution, iterations: Sequence[int]) -> tuple[int, ...]:
+def _steady_ranks(attribution: Attribution, iterations: Sequence[int]) -> tuple[int, ...]:
     """The ranks whose compute stands apart as ``steady_straggler``'s does over ``iterations``, where
-    it finds one: their medians over the bar, most of their work long in most of the steps (a
-    contended host's every rank, a slow GPU's one)."""
+    it finds one, the highest median first: their medians over the bar, most of their work long in
+    most of the steps (a contended host's every rank, a slow GPU's one)."""
     steady = _steady(attribution, iterations)
     if steady is None or not steady_straggler(attribution, iterations):
         return ()
@@ -919,7 +919,8 @@ def steady_ranks(attribution: Attribution, iterations: Sequence[int]) -> tuple[i
     persistent = attribution.persistent_compute
     if persistent is not None:
         over &= np.median(persistent[rows], axis=0) >= _RULES.majority
-    return tuple(np.flatnonzero(over).tolist())
+    ranks = np.flatnonzero(over)
+    return tuple(ranks[np.argsort(-medians[ranks], kind="stable")].tolist())
 
 
 def _often(rank: np.ndarray, ranks: int, *, level: float = _RULES.significance) -> bool:
@@ -939,7 +940,7 @@ def _masked_roots(attribution: Attribution, candidates: Sequence[int], paid: Seq
                   weight: float, steady: Sequence[int] = ()) -> list[tuple[Root, float]]:
     """Compute roots of a straggler the worker iterations miss: a rank that is no candidate yet the
     costliest of more of the ``paid`` iterations (default: all) than chance makes one of the world's,
-    or a ``steady`` one (``steady_ranks``), straggles where a slower one masks it (the job then runs
+    or a ``steady`` one (``_steady_ranks``), straggles where a slower one masks it (the job then runs
     at the slower one's pace, so the slowest iterations, where the worker slowdowns are replayed,
     need not hold its turn: pauses costlier than a slow GPU or host there). Each is replayed on as
     many of the slowest iterations it is the costliest of as the worker slowdowns were, its root
@@ -1367,11 +1368,14 @@ def _roots(attribution: Attribution, candidates: Sequence[int], graph: OperatorG
                 if found is not None:
                     rated.append(found)
     if compute_weight > 0:
-        steady = steady_ranks(attribution, episode) if episode is not None else ()
+        _, host, per_host = np.unique(np.asarray(graph.hosts), return_inverse=True, return_counts=True)
+        # One device's steady ranks are at most one host's: the highest of them, each replayed on its own.
+        steady = (_steady_ranks(attribution, episode) if episode is not None else ())[:int(per_host.max(initial=1))]
+        as_steady = np.bincount(host[list(steady)], minlength=len(per_host)) if steady else np.zeros(len(per_host), int)
         for rank in set(steady) - set(candidates):
             # As a candidate's: the share of its host's other ranks that are as steady.
-            mates = [other for other in range(len(graph.hosts)) if other != rank and graph.hosts[other] == graph.hosts[rank]]
-            on_host[rank] = float(np.mean([other in steady for other in mates])) if mates else 0.0
+            others = int(per_host[host[rank]]) - 1
+            on_host[rank] = (int(as_steady[host[rank]]) - 1) / others if others else 0.0
         rated += _masked_roots(attribution, candidates, episode, compute_weight, steady)
     if network_weight > 0:
         groups = slow_groups(attribution)

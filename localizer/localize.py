@@ -248,8 +248,9 @@ def _with_attribution(
                 alone.discard(covering[0])
             else:
                 kept.append(incident)
-    return [k for n, k in enumerate(kept) if not (n in alone and (unpaid_side(k, attribution, slowdown=slowdown)
-                                                               or uncharged_device(k, attribution, slowdown=slowdown, spec=spec)))]
+    return [k for n, k in enumerate(kept) if n not in alone or not (
+        unpaid_side(k, attribution, slowdown=slowdown)
+        or uncharged_device(k, attribution, slowdown=slowdown, spec=spec))]
 
 
 def _agrees(incident: Incident, reading: Straggler) -> bool:

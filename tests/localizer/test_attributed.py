@@ -672,7 +672,7 @@ def test_a_host_whose_ranks_take_turns_as_the_costliest_is_named_not_pauses_regr
     assert incidents[0].suspects[0].device == "host:h0007"
 
 
-def test_a_fault_free_noisy_run_s_slowest_steps_beside_an_uneven_split_blame_no_device_regression_noisy_20_seed_5978() -> None:
+def test_a_noisy_clean_run_s_slowest_steps_beside_an_uneven_split_blame_nothing_regression_noisy_20_seed_5978() -> None:
     # The split costs 3.9%; beside it the stragglers pay under 2% and the episode's search finds no
     # device: the slowest steps' cluster (transfer jitter up to 20%) rests on what they paid alone.
     from sleuth.sim import Emulation
