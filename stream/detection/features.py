@@ -430,13 +430,18 @@ class OperatorWindows:
         """Add the chunk's instances judged ``normal`` to their identities' windows, and the
         iteration records' times to their ranks' windows; every instance's ratio, normal or not,
         becomes its identity's ``prev_ratio``."""
+        one_iteration = chunk is not None and _one_iteration(chunk.iteration)
         if chunk is not None and len(chunk.rows):
-            # Where the chunk holds several iterations of an identity, its latest instance's.
-            latest = _stable_order(chunk.rows, chunk.iteration)
-            last = np.r_[chunk.rows[latest][1:] != chunk.rows[latest][:-1], True]
-            self._last_ratio[chunk.rows[latest[last]]] = chunk.X[latest[last], FEATURE_NAMES.index("ratio")]
+            if one_iteration:  # each identity once
+                self._last_ratio[chunk.rows] = chunk.X[:, FEATURE_NAMES.index("ratio")]
+            else:  # where the chunk holds several iterations of an identity, its latest instance's
+                latest = _stable_order(chunk.rows, chunk.iteration)
+                last = np.r_[chunk.rows[latest][1:] != chunk.rows[latest][:-1], True]
+                self._last_ratio[chunk.rows[latest[last]]] = chunk.X[latest[last], FEATURE_NAMES.index("ratio")]
         rows = chunk.rows[normal] if chunk is not None and normal is not None else np.zeros(0, np.int64)
-        if len(rows):
+        if len(rows) and one_iteration:
+            self._append(rows, chunk.duration[normal], chunk.transfer[normal])
+        elif len(rows):
             # One value per identity per push is the common case (a chunk is an iteration); when a
             # chunk spans several, push them in rounds, oldest first, so that each takes its own slot.
             values, transfers = chunk.duration[normal], chunk.transfer[normal]
@@ -584,6 +589,8 @@ def _previous(rows: np.ndarray, iteration: np.ndarray, ratio: np.ndarray, last: 
     in its iteration as a fault does, is over by the next one.
     """
     previous = last[rows]
+    if _one_iteration(iteration):  # each identity once: its last one pushed
+        return previous
     order = _stable_order(rows, iteration)
     same = rows[order][1:] == rows[order][:-1]
     previous[order[1:][same]] = ratio[order[:-1][same]]
@@ -660,6 +667,12 @@ def _stable_order(*keys: np.ndarray) -> np.ndarray:
     stable argsort of them packed into one int64 where they fit (records mostly arrive in order)."""
     packed = packed_key(keys)
     return np.lexsort(keys[::-1]) if packed is None else np.argsort(packed, kind="stable")
+
+
+def _one_iteration(iteration: np.ndarray) -> bool:
+    """Whether a chunk's records are all of one iteration: then each identity (job, rank, comm and
+    ordinal in the iteration) has one instance in it, and no sort is needed to order its instances."""
+    return bool(len(iteration)) and int(iteration.min()) == int(iteration.max())
 
 
 def _one_of_each(ids: np.ndarray) -> np.ndarray:
