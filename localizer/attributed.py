@@ -568,12 +568,14 @@ def diagnose(attribution: Attribution, *, split: bool = True, iterations: Sequen
     chance over them, and its transfers to have paid more than the job's outside it. ``whole``: the
     job's attribution where ``attribution`` is a cut piece's (``Attribution.over``), on which a rank
     is followed through the iterations next to the episode (``_a_run``)."""
-    if split and split_led(attribution):
+    episode = attribution.iterations if iterations is None else iterations
+    # Over the episode's own iterations, as ``parts`` cut it: a link costing them more than the split
+    # does, in a job whose split outweighs it over every iteration, is the episode's cost.
+    if split and split_led(attribution, episode):
         return Straggler.STAGE_IMBALANCE
     # Sequence lengths are compute's: transfers carrying most of it put a device on a path in play, and
     # one host explaining most of it, more than its top workers do (a host of one GPU is its worker), is that host.
     host = attribution.host_share >= _RULES.majority and attribution.host_share > attribution.worker_share + 1e-9
-    episode = attribution.iterations if iterations is None else iterations
     if host:
         return Straggler.HARDWARE
     # Compute leads where it does in total and step by step: a pause lifts its total alone.
@@ -994,10 +996,12 @@ def _pays_more(replica: np.ndarray, excess: np.ndarray, replicas: int, *, level:
     return min(often, costlier) < level / 2
 
 
-def split_led(attribution: Attribution) -> bool:
-    """Whether an even pipeline split explains most of what the job pays (S = S_split x the rest)."""
-    s = attribution.slowdown
-    return s > 1.0 and math.log(attribution.split_slowdown) >= _RULES.majority * math.log(s)
+def split_led(attribution: Attribution, iterations: Sequence[int] | None = None) -> bool:
+    """Whether an even pipeline split explains most of what the job pays over ``iterations`` (default:
+    every one attributed; S = S_split x the rest)."""
+    its = attribution.iterations if iterations is None else iterations
+    s = Part.WHOLE.slowdown(attribution, its)
+    return s > 1.0 and math.log(Part.SPLIT.slowdown(attribution, its)) >= _RULES.majority * math.log(s)
 
 
 class Part(enum.Enum):

@@ -701,3 +701,19 @@ def test_a_contended_host_beside_costlier_pauses_is_named_regression_noisy_1_see
                          attribution=found)
     compute = [i for i in incidents if i.cause.value == "compute"]
     assert compute and compute[0].suspects[0].device == "host:h0006", incidents
+
+
+def test_a_link_costing_its_episode_more_than_the_split_is_named_regression_random_18_seed_5979() -> None:
+    # A link slow every few steps from the start (x2.67) costs its episode more than the pipeline's
+    # split does, which outweighs it over the whole job: the episode is read over its own iterations.
+    from sleuth.sim import Emulation
+    from sleuth.sim.suites import SUITES
+
+    scenario = {s.name: s for s in SUITES["random"](5979)}["random-18-link-tp4-pp4-dp4"]
+    em = Emulation(scenario)
+    spec, records, iterations = em.job_spec(), em.records(), em.iterations()
+    found = attribute(records, spec, iterations=iterations)
+    incidents = localize(MemorySource(spec, records, iterations), irregular_iterations=[], topology=scenario.topology,
+                         attribution=found)
+    assert [i.cause.value for i in incidents] == ["network"], incidents
+    assert {s.device for s in incidents[0].suspects[:2]} == {"nic:h0001/7", "link:leaf:p0r7~nic:h0001/7"}
