@@ -639,18 +639,24 @@ def test_a_rank_pauses_struck_five_times_in_27_steps_is_no_device_regression_pau
     assert [i.cause.value for i in incidents] == ["scattered_pauses"] and not incidents[0].suspects, incidents
 
 
-def test_a_link_costing_under_the_line_beside_an_uneven_split_is_named_regression_random_17_seed_5976() -> None:
-    # The split costs 4.5% and is compute's; the link 4%: read beside the split without the split's
-    # compute, the stragglers are the link's transfers, not pauses.
+def _drawn(suite: str, seed: int, name: str, *, slowest: bool = False) -> list:
+    """The incidents ``localize`` raises for one drawn scenario of ``bench_localizer.py`` from its
+    attribution alone, or also from its five slowest iterations (as the bench searches clean runs)."""
     from sleuth.sim import Emulation
     from sleuth.sim.suites import SUITES
 
-    scenario = {s.name: s for s in SUITES["random"](5976)}["random-17-link-tp1-pp4-dp16"]
+    scenario = {s.name: s for s in SUITES[suite](seed)}[name]
     em = Emulation(scenario)
     spec, records, iterations = em.job_spec(), em.records(), em.iterations()
     found = attribute(records, spec, iterations=iterations)
-    incidents = localize(MemorySource(spec, records, iterations), irregular_iterations=[], topology=scenario.topology,
-                         attribution=found)
+    return localize(MemorySource(spec, records, iterations), topology=scenario.topology, attribution=found,
+                    irregular_iterations=em.slowest_iterations() if slowest else [])
+
+
+def test_a_link_costing_under_the_line_beside_an_uneven_split_is_named_regression_random_17_seed_5976() -> None:
+    # The split costs 4.5% and is compute's; the link 4%: read beside the split without the split's
+    # compute, the stragglers are the link's transfers, not pauses.
+    incidents = _drawn("random", 5976, "random-17-link-tp1-pp4-dp16")
     assert sorted(i.cause.value for i in incidents) == ["network", "stage_imbalance"], incidents
     network = next(i for i in incidents if i.cause.value == "network")
     assert {s.device for s in network.suspects[:2]} == {"nic:h0006/2", "link:leaf:p1r2~nic:h0006/2"}
@@ -659,15 +665,7 @@ def test_a_link_costing_under_the_line_beside_an_uneven_split_is_named_regressio
 def test_a_host_whose_ranks_take_turns_as_the_costliest_is_named_not_pauses_regression_random_14_seed_5977() -> None:
     # A contended host (x1.53, on and off from iteration 20) slows whichever of its 8 ranks it starves:
     # 5 ranks take the 6 steps that paid in 26-39, so no rank stands apart; their host, of 8, does.
-    from sleuth.sim import Emulation
-    from sleuth.sim.suites import SUITES
-
-    scenario = {s.name: s for s in SUITES["random"](5977)}["random-14-host-tp8-pp2-dp4"]
-    em = Emulation(scenario)
-    spec, records, iterations = em.job_spec(), em.records(), em.iterations()
-    found = attribute(records, spec, iterations=iterations)
-    incidents = localize(MemorySource(spec, records, iterations), irregular_iterations=[], topology=scenario.topology,
-                         attribution=found)
+    incidents = _drawn("random", 5977, "random-14-host-tp8-pp2-dp4")
     assert [i.cause.value for i in incidents] == ["compute"], incidents
     assert incidents[0].suspects[0].device == "host:h0007"
 
@@ -675,30 +673,14 @@ def test_a_host_whose_ranks_take_turns_as_the_costliest_is_named_not_pauses_regr
 def test_a_noisy_clean_run_s_slowest_steps_beside_an_uneven_split_blame_nothing_regression_noisy_20_seed_5978() -> None:
     # The split costs 3.9%; beside it the stragglers pay under 2% and the episode's search finds no
     # device: the slowest steps' cluster (transfer jitter up to 20%) rests on what they paid alone.
-    from sleuth.sim import Emulation
-    from sleuth.sim.suites import SUITES
-
-    scenario = {s.name: s for s in SUITES["random-noisy"](5978)}["noisy-20-none-tp4-pp4-dp16"]
-    em = Emulation(scenario)
-    spec, records, iterations = em.job_spec(), em.records(), em.iterations()
-    found = attribute(records, spec, iterations=iterations)
-    incidents = localize(MemorySource(spec, records, iterations), irregular_iterations=em.slowest_iterations(),
-                         topology=scenario.topology, attribution=found)
+    incidents = _drawn("random-noisy", 5978, "noisy-20-none-tp4-pp4-dp16", slowest=True)
     assert [(i.cause.value, i.suspects) for i in incidents] == [("stage_imbalance", ())], incidents
 
 
 def test_a_contended_host_beside_costlier_pauses_is_named_regression_noisy_1_seed_5977() -> None:
     # Pauses of up to 100 ms cost the job 40%, the host (x1.34 from step 20) 7%: the slowest steps are
     # the pauses', but the host's 8 ranks are steady stragglers, and their roots name it first.
-    from sleuth.sim import Emulation
-    from sleuth.sim.suites import SUITES
-
-    scenario = {s.name: s for s in SUITES["random-noisy"](5977)}["noisy-1-host-tp8-pp2-dp4"]
-    em = Emulation(scenario)
-    spec, records, iterations = em.job_spec(), em.records(), em.iterations()
-    found = attribute(records, spec, iterations=iterations)
-    incidents = localize(MemorySource(spec, records, iterations), irregular_iterations=[], topology=scenario.topology,
-                         attribution=found)
+    incidents = _drawn("random-noisy", 5977, "noisy-1-host-tp8-pp2-dp4")
     compute = [i for i in incidents if i.cause.value == "compute"]
     assert compute and compute[0].suspects[0].device == "host:h0006", incidents
 
@@ -706,14 +688,6 @@ def test_a_contended_host_beside_costlier_pauses_is_named_regression_noisy_1_see
 def test_a_link_costing_its_episode_more_than_the_split_is_named_regression_random_18_seed_5979() -> None:
     # A link slow every few steps from the start (x2.67) costs its episode more than the pipeline's
     # split does, which outweighs it over the whole job: the episode is read over its own iterations.
-    from sleuth.sim import Emulation
-    from sleuth.sim.suites import SUITES
-
-    scenario = {s.name: s for s in SUITES["random"](5979)}["random-18-link-tp4-pp4-dp4"]
-    em = Emulation(scenario)
-    spec, records, iterations = em.job_spec(), em.records(), em.iterations()
-    found = attribute(records, spec, iterations=iterations)
-    incidents = localize(MemorySource(spec, records, iterations), irregular_iterations=[], topology=scenario.topology,
-                         attribution=found)
+    incidents = _drawn("random", 5979, "random-18-link-tp4-pp4-dp4")
     assert [i.cause.value for i in incidents] == ["network"], incidents
     assert {s.device for s in incidents[0].suspects[:2]} == {"nic:h0001/7", "link:leaf:p0r7~nic:h0001/7"}
