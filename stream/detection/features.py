@@ -442,8 +442,8 @@ class OperatorWindows:
         if len(rows) and one_iteration:
             self._append(rows, chunk.duration[normal], chunk.transfer[normal])
         elif len(rows):
-            # One value per identity per push is the common case (a chunk is an iteration); when a
-            # chunk spans several, push them in rounds, oldest first, so that each takes its own slot.
+            # A chunk spanning several iterations may hold an identity more than once: its values go
+            # in rounds, oldest first, so that each takes its own slot.
             values, transfers = chunk.duration[normal], chunk.transfer[normal]
             order = np.argsort(rows, kind="stable")
             rows, values, transfers = rows[order], values[order], transfers[order]
