@@ -779,24 +779,17 @@ def too_few_to_tell(attribution: Attribution, iterations: Sequence[int]) -> bool
     return not bool(_beyond_chance(paying, paying, max(attribution.world, 2)))
 
 
-def _a_rank_stands_apart(attribution: Attribution, iterations: Sequence[int], *, whole: Attribution | None = None) -> bool:
-    """``_stands_apart`` over ``iterations``; True where they paid nothing (nothing to tell)."""
-    turns = _Turns.of(attribution, iterations)
-    return turns is None or _stands_apart(attribution, iterations, turns, whole=whole)
-
-
 def _a_rank_or_host_stands_apart(attribution: Attribution, iterations: Sequence[int], *,
-                                 whole: Attribution | None = None) -> bool:
-    """``_a_rank_stands_apart``, or ``_a_host_stands_apart``: a slow GPU or a contended host."""
-    return _a_rank_stands_apart(attribution, iterations, whole=whole) or _a_host_stands_apart(attribution, iterations)
-
-
-def _a_host_stands_apart(attribution: Attribution, iterations: Sequence[int]) -> bool:
-    """Whether one host's ranks were the costliest of more of the paying iterations of ``iterations``
-    than chance makes one of the job's hosts (``_beyond_chance``): a contended host slows whichever of
-    its processes it starves, another each time, so that no rank stands apart; pauses land on any host."""
+                                 whole: Attribution | None = None, hosts: bool = True) -> bool:
+    """Whether a rank stands apart over ``iterations`` (``_stands_apart``; True where they paid
+    nothing: nothing to tell), or (``hosts``) one host's ranks were the costliest of more of the paying
+    iterations of ``iterations`` than chance makes one of the job's hosts (``_beyond_chance``): a
+    slow GPU, or a contended host, which slows whichever of its processes it starves, another each
+    time, so that no rank stands apart; pauses land on any host."""
     turns = _Turns.of(attribution, iterations)
-    if turns is None or attribution.hosts < 2:
+    if turns is None or _stands_apart(attribution, iterations, turns, whole=whole):
+        return True
+    if not hosts or attribution.hosts < 2:
         return False
     paying = turns.host[turns.pays]
     return bool(_beyond_chance(np.bincount(paying).max(initial=0), len(paying), attribution.hosts))
@@ -870,7 +863,12 @@ def steady_straggler(attribution: Attribution, iterations: Sequence[int]) -> boo
     pace), a median is a draw or two and the medians' spread no yardstick: its compute there must
     also stand above the other ranks' in the same iterations (Mann-Whitney U, one-sided, corrected for
     picking one of the ranks)."""
-    steady, relative = _steady(attribution, iterations), attribution.relative_compute
+    return _stands_steady(attribution, _steady(attribution, iterations))
+
+
+def _stands_steady(attribution: Attribution, steady: tuple[np.ndarray, np.ndarray, float] | None) -> bool:
+    """``steady_straggler`` on the ranks' medians ``_steady`` read."""
+    relative = attribution.relative_compute
     if steady is None or relative is None:
         return False
     rows, medians, bar = steady
@@ -914,7 +912,7 @@ def _steady_ranks(attribution: Attribution, iterations: Sequence[int]) -> tuple[
     it finds one, the highest median first: their medians over the bar, most of their work long in
     most of the steps (a contended host's every rank, a slow GPU's one)."""
     steady = _steady(attribution, iterations)
-    if steady is None or not steady_straggler(attribution, iterations):
+    if steady is None or not _stands_steady(attribution, steady):
         return ()
     rows, medians, bar = steady
     over = medians > bar
@@ -1159,8 +1157,7 @@ def whatif_search(
     compute_led = _compute_led(attribution)
     sides: tuple[Cause, ...] = (Cause.COMPUTE, Cause.NETWORK) if compute_led else (Cause.NETWORK, Cause.COMPUTE)
     # A host apart speaks for its compute only where compute leads: a slow NIC's host's ranks wait the most too.
-    if paid is not None and not (_a_rank_stands_apart(attribution, paid)
-                                 or compute_led and _a_host_stands_apart(attribution, paid)):
+    if paid is not None and not _a_rank_or_host_stands_apart(attribution, paid, hosts=compute_led):
         sides = tuple(cause for cause in sides if cause is not Cause.COMPUTE)
     if (episode is not None and not episode.network
             and attribution.persistent_transfers(episode.paid, most=_RULES.majority) < _RULES.majority):
@@ -1372,14 +1369,17 @@ def _roots(attribution: Attribution, candidates: Sequence[int], graph: OperatorG
                 if found is not None:
                     rated.append(found)
     if compute_weight > 0:
-        _, host, per_host = np.unique(np.asarray(graph.hosts), return_inverse=True, return_counts=True)
-        # One device's steady ranks are at most one host's: the highest of them, each replayed on its own.
-        steady = (_steady_ranks(attribution, episode) if episode is not None else ())[:int(per_host.max(initial=1))]
-        as_steady = np.bincount(host[list(steady)], minlength=len(per_host)) if steady else np.zeros(len(per_host), int)
-        for rank in set(steady) - set(candidates):
-            # As a candidate's: the share of its host's other ranks that are as steady.
-            others = int(per_host[host[rank]]) - 1
-            on_host[rank] = (int(as_steady[host[rank]]) - 1) / others if others else 0.0
+        steady = _steady_ranks(attribution, episode) if episode is not None else ()
+        if steady:
+            host = graph.host_index
+            per_host = np.bincount(host)
+            # One device's steady ranks are at most one host's: the highest of them, each replayed on its own.
+            steady = steady[:int(per_host.max())]
+            as_steady = np.bincount(host[list(steady)], minlength=len(per_host))
+            for rank in set(steady) - set(candidates):
+                # As a candidate's: the share of its host's other ranks that are as steady.
+                others = int(per_host[host[rank]]) - 1
+                on_host[rank] = (int(as_steady[host[rank]]) - 1) / others if others else 0.0
         rated += _masked_roots(attribution, candidates, episode, compute_weight, steady)
     if network_weight > 0:
         groups = slow_groups(attribution)

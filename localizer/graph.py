@@ -88,10 +88,14 @@ class OperatorGraph:
         return np.diff(self.member_ptr)
 
     @cached_property
+    def host_index(self) -> np.ndarray:
+        """Dense id of each rank's host (hosts in name order)."""
+        return np.unique(np.array(self.hosts), return_inverse=True)[1].reshape(-1)
+
+    @cached_property
     def spans_hosts(self) -> np.ndarray:
         """Per group, whether its members are on more than one host (its traffic crosses NICs)."""
-        _, host_index = np.unique(np.array(self.hosts), return_inverse=True)
-        of_members = host_index.reshape(-1)[self.members]
+        of_members = self.host_index[self.members]
         spans = np.zeros(self.n_groups, dtype=bool)
         filled = np.flatnonzero(self.group_sizes > 0)
         if len(filled):

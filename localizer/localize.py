@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from sleuth.errors import ConfigError, TopologyError
+from sleuth.jobspec import JobSpec
 from sleuth.sources import RecordSource
 from sleuth.topology import DeviceKind, Routing, Topology
 
@@ -170,9 +171,8 @@ def localize(
         # its side): where its iterations barely paid for that side (a transfer blip beside a pause),
         # or its suspects were charged under the line there, no device it names cost the job what it
         # paid, as the streaming judge reads it (``unpaid_side``, ``uncharged_device``).
-        incidents = [k for k in incidents if not (outside_episodes(k, sustained) and (
-            unpaid_side(k, attribution, slowdown=slowdown)
-            or uncharged_device(k, attribution, slowdown=slowdown, spec=spec)))]
+        incidents = [k for k in incidents if not (outside_episodes(k, sustained)
+                                                  and _paid_for_nothing(k, attribution, slowdown=slowdown, spec=spec))]
     return [on_the_beat(replace(incident, suspects=nic_beside_its_cable(incident.suspects, lambda s: s.device)))
             for incident in incidents]
 
@@ -248,9 +248,15 @@ def _with_attribution(
                 alone.discard(covering[0])
             else:
                 kept.append(incident)
-    return [k for n, k in enumerate(kept) if n not in alone or not (
-        unpaid_side(k, attribution, slowdown=slowdown)
-        or uncharged_device(k, attribution, slowdown=slowdown, spec=spec))]
+    return [k for n, k in enumerate(kept)
+            if n not in alone or not _paid_for_nothing(k, attribution, slowdown=slowdown, spec=spec)]
+
+
+def _paid_for_nothing(incident: Incident, attribution: Attribution, *, slowdown: float, spec: JobSpec) -> bool:
+    """Whether a cluster that rests on its own iterations names only a side they barely paid for, or
+    devices charged under the line there (``unpaid_side``, ``uncharged_device``)."""
+    return (unpaid_side(incident, attribution, slowdown=slowdown)
+            or uncharged_device(incident, attribution, slowdown=slowdown, spec=spec))
 
 
 def _agrees(incident: Incident, reading: Straggler) -> bool:
